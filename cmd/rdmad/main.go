@@ -1,0 +1,145 @@
+// Command rdmad applies the host's declared RDMA policy whenever RDMA
+// devices appear and publishes devices, ports and policy on D-Bus.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/service"
+	"github.com/rdmad/rdmad/daemon/version"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	fs := flag.NewFlagSet("rdmad", flag.ContinueOnError)
+	configFile := fs.String("config", "", "main configuration `file` (default ROOT/etc/rdma/rdmad.toml; drop-ins are read from rdmad.d/ beside it)")
+	root := fs.String("root", "/", "host root `directory`: every sys, etc, proc and run path is read under it")
+	bus := fs.String("bus", "system", "D-Bus to serve on: system, session, none, or a bus `address`")
+	once := fs.Bool("once", false, "reconcile everything once, print what was done, and exit (1 if any action failed)")
+	verbose := fs.Bool("verbose", false, "log debug messages")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "rdmad: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *showVersion {
+		fmt.Println("rdmad", version.Version)
+		return 0
+	}
+	log := newLogger(*verbose)
+	slog.SetDefault(log)
+
+	h := host.New(*root)
+	rec := service.NewReconciler(h, service.RealKernel(), log)
+	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Reconciler: rec, Log: log})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rdmad: %v\n", err)
+		return 1
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if *once {
+		rep := svc.ReconcileNow(ctx)
+		reconcile.WriteReport(os.Stdout, rep)
+		if rep.Failed() {
+			return 1
+		}
+		return 0
+	}
+	if err := serve(ctx, svc, *bus, log); err != nil {
+		log.Error("rdmad stopped", "err", err)
+		daemon.SdNotify(false, "STATUS=failed: "+err.Error())
+		return 1
+	}
+	return 0
+}
+
+// serve runs the daemon until ctx ends: bus first (so activation by name
+// works as soon as we are READY), then events, then the first full pass.
+func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logger) error {
+	stopBus, err := startBus(ctx, svc, bus, log)
+	if err != nil {
+		return err
+	}
+	defer stopBus()
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = svc.Reload() // errors are logged and published by Reload
+			}
+		}
+	}()
+
+	rec := svc.Reconciler()
+	rec.OnChange(func(st reconcile.State) {
+		daemon.SdNotify(false, fmt.Sprintf("STATUS=%d RDMA devices; last reconcile: %s", len(st.Devices), st.LastResult))
+	})
+
+	errc := make(chan error, 2)
+	go func() { errc <- startEvents(ctx, svc, log) }()
+	go func() { errc <- svc.Run(ctx) }()
+
+	svc.RequestAll()
+	if err := svc.Idle(ctx); err != nil {
+		return nil // stopped before the first pass finished
+	}
+	daemon.SdNotify(false, daemon.SdNotifyReady)
+	log.Info("rdmad ready", "version", version.Version, "devices", len(rec.State().Devices))
+
+	select {
+	case <-ctx.Done():
+		daemon.SdNotify(false, daemon.SdNotifyStopping)
+		return nil
+	case err := <-errc:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	}
+}
+
+// newLogger logs to stderr; under systemd the journal adds timestamps, so
+// they are left out there.
+func newLogger(verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if os.Getenv("JOURNAL_STREAM") != "" {
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

@@ -1,0 +1,284 @@
+// Package config reads rdmad's declared policy: /etc/rdma/rdmad.toml followed
+// by the drop-ins /etc/rdma/rdmad.d/*.toml in lexical order. Files are decoded
+// strictly (unknown keys and wrong types are errors naming file and line) and
+// then validated into the typed Policy below; nothing downstream sees raw TOML.
+package config
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Default locations, relative to the host root ("/" in production).
+const (
+	MainFile      = "etc/rdma/rdmad.toml"
+	DropInDir     = "etc/rdma/rdmad.d"
+	ModulesDir    = "etc/rdma/modules"
+	PersistedName = "zz-rdmad-persist.toml" // the one drop-in rdmad owns and rewrites
+)
+
+// Position says where a value was declared, for error messages and reports.
+type Position struct {
+	File string
+	Line int // 0 when the parser could not tell
+}
+
+func (p Position) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d", p.File, p.Line)
+	}
+	return p.File
+}
+
+// Policy is the validated, merged configuration.
+type Policy struct {
+	Files   []string // files in force, in the order they were merged
+	Modules Modules
+	Memlock *Memlock // nil: rdmad does not manage memlock limits
+	Netns   Netns
+	RoCE    []RoCERule // in declaration order; later rules win per field
+	Links   []Link
+	VPI     []VPIRule // mlx4 VPI port types; later rules win
+}
+
+// Modules is the [modules] table.
+type Modules struct {
+	Enable    bool   // default true
+	Directory string // absolute path as written (default /etc/rdma/modules); the host root is prefixed when used
+}
+
+// Memlock is the [memlock] table.
+type Memlock struct {
+	Group    string // default "rdma"
+	Soft     Limit  // default unlimited
+	Hard     Limit  // default unlimited
+	Services bool   // also render DefaultLimitMEMLOCK= for systemd services; default true
+}
+
+// Limit is a memlock limit: unlimited, or a number of bytes.
+type Limit struct {
+	Unlimited bool
+	Bytes     uint64
+}
+
+// LimitsConf renders the limit for limits.conf(5), whose memlock unit is KiB.
+func (l Limit) LimitsConf() string {
+	if l.Unlimited {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d", (l.Bytes+1023)/1024)
+}
+
+// Systemd renders the limit for systemd's DefaultLimitMEMLOCK= (bytes).
+func (l Limit) Systemd() string {
+	if l.Unlimited {
+		return "infinity"
+	}
+	return fmt.Sprintf("%d", l.Bytes)
+}
+
+func (l Limit) String() string {
+	if l.Unlimited {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d", l.Bytes)
+}
+
+// NetnsMode is the RDMA subsystem network namespace mode.
+type NetnsMode string
+
+const (
+	NetnsUnmanaged NetnsMode = "" // not declared: leave the kernel alone
+	NetnsShared    NetnsMode = "shared"
+	NetnsExclusive NetnsMode = "exclusive"
+)
+
+// Netns is the [netns] table.
+type Netns struct {
+	Mode NetnsMode
+}
+
+// RoCEMode is a declared RoCE mode, as written in the config ("v1", "v2").
+type RoCEMode string
+
+const (
+	RoCEv1 RoCEMode = "v1"
+	RoCEv2 RoCEMode = "v2"
+)
+
+// Kernel returns the exact string configfs rdma_cm accepts for the mode.
+func (m RoCEMode) Kernel() string {
+	switch m {
+	case RoCEv1:
+		return "IB/RoCE v1"
+	case RoCEv2:
+		return "RoCE v2"
+	}
+	return ""
+}
+
+// RoCEModeFromKernel maps a configfs default_roce_mode value back to v1/v2.
+func RoCEModeFromKernel(s string) (RoCEMode, bool) {
+	switch strings.TrimSpace(s) {
+	case "IB/RoCE v1":
+		return RoCEv1, true
+	case "RoCE v2":
+		return RoCEv2, true
+	}
+	return "", false
+}
+
+// Selector picks RDMA devices. Every non-empty field must match.
+type Selector struct {
+	Device string // glob on the RDMA device name (path.Match syntax)
+	GUID   string // node GUID, as in sysfs node_guid (xxxx:xxxx:xxxx:xxxx), case-insensitive
+	PCI    string // PCI address, glob (e.g. "0000:3b:00.*")
+	Netdev string // glob on a netdev name attached to the device
+	Driver string // kernel driver name (mlx5_core, rdma_rxe, ...)
+}
+
+// Target is what a Selector is matched against: the identity of one device.
+type Target struct {
+	Name     string
+	NodeGUID string
+	PCI      string
+	Driver   string
+	Netdevs  []string
+}
+
+// Matches reports whether the selector picks the target.
+func (s Selector) Matches(t Target) bool {
+	if s.Device != "" {
+		if ok, _ := path.Match(s.Device, t.Name); !ok {
+			return false
+		}
+	}
+	if s.GUID != "" && !strings.EqualFold(s.GUID, t.NodeGUID) {
+		return false
+	}
+	if s.PCI != "" {
+		if ok, _ := path.Match(strings.ToLower(s.PCI), strings.ToLower(t.PCI)); !ok {
+			return false
+		}
+	}
+	if s.Driver != "" && s.Driver != t.Driver {
+		return false
+	}
+	if s.Netdev != "" {
+		found := false
+		for _, n := range t.Netdevs {
+			if ok, _ := path.Match(s.Netdev, n); ok {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func (s Selector) String() string {
+	var parts []string
+	add := func(k, v string) {
+		if v != "" {
+			parts = append(parts, fmt.Sprintf("%s=%q", k, v))
+		}
+	}
+	add("device", s.Device)
+	add("guid", s.GUID)
+	add("pci", s.PCI)
+	add("netdev", s.Netdev)
+	add("driver", s.Driver)
+	return strings.Join(parts, " ")
+}
+
+// RoCERule is one [[roce]] entry.
+type RoCERule struct {
+	Source Position
+	Selector
+	Port int      // 0: every port of the device
+	Mode RoCEMode // "": not declared by this rule
+	TOS  *int     // nil: not declared by this rule; else 0..255
+}
+
+// RoCEDesired is the resolved policy for one port.
+type RoCEDesired struct {
+	Mode       RoCEMode // "" when no rule declares a mode
+	TOS        *int     // nil when no rule declares a TOS
+	ModeSource Position // where the winning mode was declared
+	TOSSource  Position
+}
+
+// Empty reports whether no rule applies to the port.
+func (d RoCEDesired) Empty() bool { return d.Mode == "" && d.TOS == nil }
+
+// RoCEFor resolves the declared RoCE settings of one port. Each field is
+// resolved on its own: the last matching rule that sets it wins, so a later
+// drop-in can change the TOS without repeating the mode.
+func (p *Policy) RoCEFor(t Target, port int) RoCEDesired {
+	var d RoCEDesired
+	for _, r := range p.RoCE {
+		if r.Port != 0 && r.Port != port {
+			continue
+		}
+		if !r.Selector.Matches(t) {
+			continue
+		}
+		if r.Mode != "" {
+			d.Mode, d.ModeSource = r.Mode, r.Source
+		}
+		if r.TOS != nil {
+			v := *r.TOS
+			d.TOS, d.TOSSource = &v, r.Source
+		}
+	}
+	return d
+}
+
+// LinkType is the kind of soft RDMA device.
+type LinkType string
+
+const (
+	LinkRXE LinkType = "rxe"
+	LinkSIW LinkType = "siw"
+)
+
+// Link is one [[link]] entry: a soft RDMA device kept in existence.
+type Link struct {
+	Source Position
+	Name   string
+	Type   LinkType
+	Netdev string
+}
+
+// VPIType is an mlx4 VPI port type.
+type VPIType string
+
+const (
+	VPIib   VPIType = "ib"
+	VPIeth  VPIType = "eth"
+	VPIauto VPIType = "auto"
+)
+
+// VPIRule is one [[vpi]] entry.
+type VPIRule struct {
+	Source Position
+	Selector
+	Port int // 0: every port
+	Type VPIType
+}
+
+// VPIFor resolves the declared port type of one port ("" when none).
+func (p *Policy) VPIFor(t Target, port int) (VPIType, Position) {
+	var typ VPIType
+	var src Position
+	for _, r := range p.VPI {
+		if (r.Port == 0 || r.Port == port) && r.Selector.Matches(t) {
+			typ, src = r.Type, r.Source
+		}
+	}
+	return typ, src
+}

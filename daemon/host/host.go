@@ -1,0 +1,184 @@
+// Package host is rdmad's one path to the kernel's files. Every path is
+// relative to a root directory ("/" in production, a fixture tree in tests),
+// in the manner of prometheus/procfs, so the same code reads a real host and
+// the trees checked into test/.
+package host
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Well-known paths relative to the root.
+const (
+	ClassInfiniband = "sys/class/infiniband"
+	ConfigfsRdmaCM  = "sys/kernel/config/rdma_cm"
+	ProcModules     = "proc/modules"
+	SysModule       = "sys/module"
+	ClassNet        = "sys/class/net"
+)
+
+// Host is a view of one machine rooted at Root.
+type Host struct {
+	Root string
+
+	// readFile is the seam for tests that need errors a plain file cannot
+	// produce (EINVAL from an unsupported sysfs attribute, EIO on write).
+	readFile  func(name string) ([]byte, error)
+	writeFile func(name string, data []byte) error
+}
+
+// New returns a Host rooted at root ("/" for the running system).
+func New(root string) *Host {
+	if root == "" {
+		root = "/"
+	}
+	return &Host{Root: root, readFile: os.ReadFile, writeFile: writeExisting}
+}
+
+// Path joins rel (slash-separated, relative) onto the root.
+func (h *Host) Path(rel ...string) string {
+	return filepath.Join(append([]string{h.Root}, rel...)...)
+}
+
+// ReadString reads a sysfs-style attribute under the root and trims the
+// trailing newline.
+func (h *Host) ReadString(rel string) (string, error) {
+	b, err := h.readFile(h.Path(rel))
+	if err != nil {
+		return "", err
+	}
+	return string(bytes.TrimRight(b, "\n")), nil
+}
+
+// WriteString writes an attribute in place, as echo does: no truncation of a
+// regular file beyond what O_TRUNC gives, no temp file (sysfs and configfs
+// attributes cannot be renamed over).
+func (h *Host) WriteString(rel, value string) error {
+	return h.writeFile(h.Path(rel), []byte(value))
+}
+
+func writeExisting(name string, data []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Exists reports whether rel exists under the root.
+func (h *Host) Exists(rel string) bool {
+	_, err := os.Stat(h.Path(rel))
+	return err == nil
+}
+
+// Mkdir creates rel (one level, like mkdir(1) on configfs).
+func (h *Host) Mkdir(rel string) error {
+	return os.Mkdir(h.Path(rel), 0o755)
+}
+
+// ReadDirNames lists the entry names of rel, sorted.
+func (h *Host) ReadDirNames(rel string) ([]string, error) {
+	ents, err := os.ReadDir(h.Path(rel))
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names, nil
+}
+
+// WriteFileAtomic replaces rel with data: a temp file in the same directory,
+// fsync, rename, fsync of the directory. Missing parent directories are
+// created. Readers never see a half-written file.
+func (h *Host) WriteFileAtomic(rel string, data []byte, perm fs.FileMode) error {
+	return WriteFileAtomic(h.Path(rel), data, perm)
+}
+
+// WriteFileAtomic is the path-based form of Host.WriteFileAtomic.
+func WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
+	dir := filepath.Dir(name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // best effort: some filesystems refuse fsync on a directory
+		d.Close()
+	}
+	return nil
+}
+
+// FileMatches reports whether rel exists with exactly data as content, so
+// callers can skip writes that would change nothing.
+func (h *Host) FileMatches(rel string, data []byte) bool {
+	b, err := os.ReadFile(h.Path(rel))
+	return err == nil && bytes.Equal(b, data)
+}
+
+// LoadedModules returns the names of the modules the kernel has, loaded
+// (proc/modules) or built in (sys/module), with '-' folded to '_' as the
+// kernel does.
+func (h *Host) LoadedModules() (map[string]bool, error) {
+	loaded := map[string]bool{}
+	b, err := h.readFile(h.Path(ProcModules))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("host: read %s: %w", ProcModules, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			loaded[NormalizeModule(f[0])] = true
+		}
+	}
+	names, err := h.ReadDirNames(SysModule)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("host: read %s: %w", SysModule, err)
+	}
+	for _, n := range names {
+		loaded[NormalizeModule(n)] = true
+	}
+	return loaded, nil
+}
+
+// NormalizeModule folds '-' into '_' as the kernel does for module names.
+func NormalizeModule(name string) string {
+	return strings.ReplaceAll(name, "-", "_")
+}
+
+// NetdevExists reports whether a network interface of that name exists.
+func (h *Host) NetdevExists(name string) bool {
+	return name != "" && !strings.Contains(name, "/") && h.Exists(filepath.Join(ClassNet, name))
+}
