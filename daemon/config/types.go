@@ -33,13 +33,15 @@ func (p Position) String() string {
 
 // Policy is the validated, merged configuration.
 type Policy struct {
-	Files   []string // files in force, in the order they were merged
-	Modules Modules
-	Memlock *Memlock // nil: rdmad does not manage memlock limits
-	Netns   Netns
-	RoCE    []RoCERule // in declaration order; later rules win per field
-	Links   []Link
-	VPI     []VPIRule // mlx4 VPI port types; later rules win
+	Files     []string // files in force, in the order they were merged
+	MainFile  string   // the main file Load was asked for (it may not exist); "" from Parse
+	DropInDir string   // where drop-ins, and rdmad's PersistedName, live; "" from Parse
+	Modules   Modules
+	Memlock   *Memlock // nil: rdmad does not manage memlock limits
+	Netns     Netns
+	RoCE      []RoCERule // in declaration order; later rules win per field
+	Links     []Link
+	VPI       []VPIRule // mlx4 VPI port types; later rules win
 }
 
 // Modules is the [modules] table.

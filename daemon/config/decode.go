@@ -1,0 +1,601 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Error is one problem in one configuration file. Its text is
+// "file:line: key: problem", the form compilers and systemd use, so editors
+// and operators can jump to it.
+type Error struct {
+	Pos Position
+	Key string // "roce[1].tos" (indices count from 0 in each file); "" for syntax errors
+	Msg string
+}
+
+func (e *Error) Error() string {
+	if e.Key == "" {
+		return e.Pos.String() + ": " + e.Msg
+	}
+	return e.Pos.String() + ": " + e.Key + ": " + e.Msg
+}
+
+// setting is one scalar key of a table, remembered with where it was set so
+// that merging is key by key and conflicts can name both places.
+type setting[T any] struct {
+	Value T
+	Pos   Position
+	Set   bool
+}
+
+func (s *setting[T]) override(o setting[T]) {
+	if o.Set {
+		*s = o
+	}
+}
+
+func (s setting[T]) or(def T) T {
+	if s.Set {
+		return s.Value
+	}
+	return def
+}
+
+// fileDecl is what one file declares, before merging.
+type fileDecl struct {
+	file    string
+	modules struct {
+		enable    setting[bool]
+		directory setting[string]
+	}
+	memlock struct {
+		present  bool // [memlock] appears, even empty
+		enable   setting[bool]
+		group    setting[string]
+		soft     setting[Limit]
+		hard     setting[Limit]
+		services setting[bool]
+	}
+	netns struct {
+		mode setting[NetnsMode]
+	}
+	roce  []RoCERule
+	links []Link
+	vpi   []VPIRule
+	// tables names the top-level keys present, for LoadPersisted's check.
+	tables []string
+}
+
+type decoder struct {
+	file  string
+	lines lineIndex
+	errs  []error
+}
+
+// parseFile decodes one file strictly. Every problem found is returned,
+// joined, in file order.
+func parseFile(name string, data []byte) (*fileDecl, error) {
+	var raw map[string]any
+	if _, err := toml.NewDecoder(strings.NewReader(string(data))).Decode(&raw); err != nil {
+		return nil, syntaxError(name, err)
+	}
+	d := &decoder{file: name, lines: indexLines(string(data))}
+	decl := &fileDecl{file: name}
+	d.root(decl, raw)
+	if len(d.errs) > 0 {
+		sort.SliceStable(d.errs, func(i, j int) bool {
+			return d.errs[i].(*Error).Pos.Line < d.errs[j].(*Error).Pos.Line
+		})
+		return nil, errors.Join(d.errs...)
+	}
+	return decl, nil
+}
+
+func syntaxError(name string, err error) error {
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		msg := pe.Message
+		if pe.LastKey != "" {
+			msg = fmt.Sprintf("%s (after key %q)", msg, pe.LastKey)
+		}
+		return &Error{Pos: Position{File: name, Line: pe.Position.Line}, Msg: "TOML syntax error: " + msg}
+	}
+	return &Error{Pos: Position{File: name}, Msg: "TOML syntax error: " + err.Error()}
+}
+
+func (d *decoder) pos(path string) Position {
+	return Position{File: d.file, Line: d.lines.lookup(path)}
+}
+
+func (d *decoder) failf(path, format string, args ...any) {
+	d.errs = append(d.errs, &Error{Pos: d.pos(path), Key: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// field decodes one key of a table.
+type field struct {
+	name   string
+	decode func(path string, v any)
+}
+
+// table decodes the keys of m through fields, in file order, and reports
+// every key it does not know.
+func (d *decoder) table(path string, m map[string]any, what string, fields []field) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		li, lj := d.lines.lookup(joinPath(path, keys[i])), d.lines.lookup(joinPath(path, keys[j]))
+		if li != lj {
+			return li < lj
+		}
+		return keys[i] < keys[j]
+	})
+	for _, k := range keys {
+		p := joinPath(path, k)
+		found := false
+		for _, f := range fields {
+			if f.name == k {
+				f.decode(p, m[k])
+				found = true
+				break
+			}
+		}
+		if !found {
+			d.unknown(p, k, what, fields)
+		}
+	}
+}
+
+func (d *decoder) unknown(path, key, what string, fields []field) {
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.name
+		if strings.EqualFold(f.name, key) || strings.EqualFold(strings.Trim(f.name, "[]"), key) {
+			d.failf(path, "unknown key; did you mean %s? (keys are case-sensitive)", f.name)
+			return
+		}
+	}
+	d.failf(path, "unknown key; %s accepts %s", what, strings.Join(names, ", "))
+}
+
+func describe(v any) string {
+	switch v := v.(type) {
+	case string:
+		return fmt.Sprintf("a string (%q)", v)
+	case int64:
+		return fmt.Sprintf("an integer (%d)", v)
+	case float64:
+		return fmt.Sprintf("a float (%v)", v)
+	case bool:
+		return fmt.Sprintf("a boolean (%v)", v)
+	case time.Time:
+		return "a date-time"
+	case map[string]any:
+		return "a table"
+	case []map[string]any:
+		return "an array of tables"
+	case []any:
+		return "an array"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func (d *decoder) str(path string, v any) (string, bool) {
+	s, ok := v.(string)
+	if !ok {
+		d.failf(path, "must be a string, not %s", describe(v))
+	}
+	return s, ok
+}
+
+func (d *decoder) boolean(path string, v any) (bool, bool) {
+	b, ok := v.(bool)
+	if !ok {
+		hint := ""
+		if s, isStr := v.(string); isStr && (s == "true" || s == "false") {
+			hint = fmt.Sprintf(": write %s without quotes", s)
+		}
+		d.failf(path, "must be true or false, not %s%s", describe(v), hint)
+	}
+	return b, ok
+}
+
+func (d *decoder) integer(path string, v any, lo, hi int64) (int, bool) {
+	n, ok := v.(int64)
+	if !ok {
+		d.failf(path, "must be an integer, not %s", describe(v))
+		return 0, false
+	}
+	if n < lo || n > hi {
+		d.failf(path, "%d is out of range %d..%d", n, lo, hi)
+		return 0, false
+	}
+	return int(n), true
+}
+
+func (d *decoder) root(decl *fileDecl, raw map[string]any) {
+	d.table("", raw, "the top level", []field{
+		{"modules", func(p string, v any) { d.modules(decl, p, v) }},
+		{"memlock", func(p string, v any) { d.memlock(decl, p, v) }},
+		{"netns", func(p string, v any) { d.netns(decl, p, v) }},
+		{"roce", func(p string, v any) {
+			for _, e := range d.arrayOfTables(p, v) {
+				if r, ok := d.roce(e.path, e.m); ok {
+					decl.roce = append(decl.roce, r)
+				}
+			}
+		}},
+		{"link", func(p string, v any) {
+			for _, e := range d.arrayOfTables(p, v) {
+				if l, ok := d.link(e.path, e.m); ok {
+					decl.links = append(decl.links, l)
+				}
+			}
+		}},
+		{"vpi", func(p string, v any) {
+			for _, e := range d.arrayOfTables(p, v) {
+				if r, ok := d.vpi(e.path, e.m); ok {
+					decl.vpi = append(decl.vpi, r)
+				}
+			}
+		}},
+	})
+	for k := range raw {
+		decl.tables = append(decl.tables, k)
+	}
+	sort.Strings(decl.tables)
+}
+
+// singleTable checks that v is a [table] (not [[table]] or a scalar).
+func (d *decoder) singleTable(path string, v any) (map[string]any, bool) {
+	switch m := v.(type) {
+	case map[string]any:
+		return m, true
+	case []map[string]any:
+		d.failf(path, "must be a single table: write [%s], not [[%s]]", path, path)
+	default:
+		d.failf(path, "must be a table: write [%s] on its own line, then its keys", path)
+	}
+	return nil, false
+}
+
+type indexedTable struct {
+	path string
+	m    map[string]any
+}
+
+// arrayOfTables accepts [[x]] tables and inline arrays of inline tables.
+func (d *decoder) arrayOfTables(path string, v any) []indexedTable {
+	var out []indexedTable
+	switch a := v.(type) {
+	case []map[string]any:
+		for i, m := range a {
+			out = append(out, indexedTable{indexPath(path, i), m})
+		}
+	case []any:
+		for i, e := range a {
+			p := indexPath(path, i)
+			if m, ok := e.(map[string]any); ok {
+				out = append(out, indexedTable{p, m})
+			} else {
+				d.failf(p, "must be a table, not %s", describe(e))
+			}
+		}
+	case map[string]any:
+		d.failf(path, "must be an array of tables: write [[%s]], not [%s]", path, path)
+	default:
+		d.failf(path, "must be an array of tables: write [[%s]] on its own line, then its keys", path)
+	}
+	return out
+}
+
+func (d *decoder) modules(decl *fileDecl, path string, v any) {
+	m, ok := d.singleTable(path, v)
+	if !ok {
+		return
+	}
+	d.table(path, m, "[modules]", []field{
+		{"enable", func(p string, v any) {
+			if b, ok := d.boolean(p, v); ok {
+				decl.modules.enable = setting[bool]{b, d.pos(p), true}
+			}
+		}},
+		{"directory", func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			if !filepath.IsAbs(s) {
+				d.failf(p, "%q must be an absolute path (the host root is prefixed by rdmad)", s)
+				return
+			}
+			decl.modules.directory = setting[string]{filepath.Clean(s), d.pos(p), true}
+		}},
+	})
+}
+
+func (d *decoder) memlock(decl *fileDecl, path string, v any) {
+	m, ok := d.singleTable(path, v)
+	if !ok {
+		return
+	}
+	decl.memlock.present = true
+	limit := func(dst *setting[Limit]) func(string, any) {
+		return func(p string, v any) {
+			var l Limit
+			switch x := v.(type) {
+			case string:
+				var err error
+				if l, err = ParseLimit(x); err != nil {
+					d.failf(p, "%v", err)
+					return
+				}
+			case int64:
+				if x <= 0 {
+					d.failf(p, "%d is out of range: a limit is a positive number of bytes or \"unlimited\"", x)
+					return
+				}
+				l = Limit{Bytes: uint64(x)}
+			default:
+				d.failf(p, "must be \"unlimited\" or a size such as \"64G\", not %s", describe(v))
+				return
+			}
+			*dst = setting[Limit]{l, d.pos(p), true}
+		}
+	}
+	d.table(path, m, "[memlock]", []field{
+		{"enable", func(p string, v any) {
+			if b, ok := d.boolean(p, v); ok {
+				decl.memlock.enable = setting[bool]{b, d.pos(p), true}
+			}
+		}},
+		{"group", func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			if err := validGroupName(s); err != nil {
+				d.failf(p, "%v", err)
+				return
+			}
+			decl.memlock.group = setting[string]{s, d.pos(p), true}
+		}},
+		{"soft", limit(&decl.memlock.soft)},
+		{"hard", limit(&decl.memlock.hard)},
+		{"services", func(p string, v any) {
+			if b, ok := d.boolean(p, v); ok {
+				decl.memlock.services = setting[bool]{b, d.pos(p), true}
+			}
+		}},
+	})
+	// Within one file soft > hard is certain to be an error; across files
+	// it is checked again after merging.
+	if s, h := decl.memlock.soft, decl.memlock.hard; s.Set && h.Set && s.Value.above(h.Value) {
+		d.failf(joinPath(path, "soft"), "%s is above memlock.hard %s; the soft limit cannot exceed the hard one", s.Value.Human(), h.Value.Human())
+	}
+}
+
+func (d *decoder) netns(decl *fileDecl, path string, v any) {
+	m, ok := d.singleTable(path, v)
+	if !ok {
+		return
+	}
+	d.table(path, m, "[netns]", []field{
+		{"mode", func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			switch NetnsMode(s) {
+			case NetnsShared, NetnsExclusive:
+				decl.netns.mode = setting[NetnsMode]{NetnsMode(s), d.pos(p), true}
+			default:
+				d.failf(p, "%q is not a netns mode: use \"shared\" or \"exclusive\" (as in `rdma system set netns`)", s)
+			}
+		}},
+	})
+}
+
+// selectorFields decodes the device-selecting keys shared by [[roce]] and [[vpi]].
+func (d *decoder) selectorFields(sel *Selector) []field {
+	glob := func(dst *string) func(string, any) {
+		return func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			if err := validGlob(s); err != nil {
+				d.failf(p, "%v", err)
+				return
+			}
+			*dst = s
+		}
+	}
+	return []field{
+		{"device", glob(&sel.Device)},
+		{"guid", func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			g, err := normalizeGUID(s)
+			if err != nil {
+				d.failf(p, "%v", err)
+				return
+			}
+			sel.GUID = g
+		}},
+		{"pci", func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			a, err := normalizePCI(s)
+			if err != nil {
+				d.failf(p, "%v", err)
+				return
+			}
+			sel.PCI = a
+		}},
+		{"netdev", glob(&sel.Netdev)},
+		{"driver", func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			if err := validDriver(s); err != nil {
+				d.failf(p, "%v", err)
+				return
+			}
+			sel.Driver = s
+		}},
+	}
+}
+
+const selectorKeys = "device, guid, pci, netdev or driver"
+
+func (d *decoder) port(dst *int) field {
+	return field{"port", func(p string, v any) {
+		if n, ok := d.integer(p, v, 1, math.MaxUint32); ok {
+			*dst = n
+		}
+	}}
+}
+
+func (d *decoder) roce(path string, m map[string]any) (RoCERule, bool) {
+	before := len(d.errs)
+	r := RoCERule{Source: d.pos(path)}
+	fields := append(d.selectorFields(&r.Selector),
+		d.port(&r.Port),
+		field{"mode", func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			switch RoCEMode(s) {
+			case RoCEv1, RoCEv2:
+				r.Mode = RoCEMode(s)
+				return
+			}
+			if m, ok := RoCEModeFromKernel(s); ok || strings.EqualFold(s, "RoCE v1") {
+				if !ok {
+					m = RoCEv1
+				}
+				d.failf(p, "%q is a kernel spelling: write mode = %q (rdmad writes %q to configfs)", s, m, m.Kernel())
+				return
+			}
+			d.failf(p, "%q is not a RoCE mode: use \"v1\" (IB/RoCE v1) or \"v2\" (RoCE v2)", s)
+		}},
+		field{"tos", func(p string, v any) {
+			if n, ok := d.integer(p, v, 0, 255); ok {
+				r.TOS = &n
+			}
+		}},
+	)
+	d.table(path, m, "[[roce]]", fields)
+	if len(d.errs) > before {
+		return r, false
+	}
+	if r.Selector == (Selector{}) {
+		d.failf(path, "no device selector: set at least one of %s (device = \"*\" selects every device)", selectorKeys)
+	}
+	if r.Mode == "" && r.TOS == nil {
+		d.failf(path, "sets nothing: set mode, tos or both")
+	}
+	return r, len(d.errs) == before
+}
+
+func (d *decoder) vpi(path string, m map[string]any) (VPIRule, bool) {
+	before := len(d.errs)
+	r := VPIRule{Source: d.pos(path)}
+	fields := append(d.selectorFields(&r.Selector),
+		d.port(&r.Port),
+		field{"type", func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			switch VPIType(s) {
+			case VPIib, VPIeth, VPIauto:
+				r.Type = VPIType(s)
+			default:
+				d.failf(p, "%q is not a VPI port type: use \"ib\", \"eth\" or \"auto\"", s)
+			}
+		}},
+	)
+	d.table(path, m, "[[vpi]]", fields)
+	if len(d.errs) > before {
+		return r, false
+	}
+	if r.Selector == (Selector{}) {
+		d.failf(path, "no device selector: set at least one of %s", selectorKeys)
+	}
+	if r.Type == "" {
+		d.failf(path, "missing key type (\"ib\", \"eth\" or \"auto\")")
+	}
+	return r, len(d.errs) == before
+}
+
+func (d *decoder) link(path string, m map[string]any) (Link, bool) {
+	before := len(d.errs)
+	l := Link{Source: d.pos(path)}
+	d.table(path, m, "[[link]]", []field{
+		{"name", func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			if err := validLinkName(s); err != nil {
+				d.failf(p, "%v", err)
+				return
+			}
+			l.Name = s
+		}},
+		{"type", func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			switch LinkType(s) {
+			case LinkRXE, LinkSIW:
+				l.Type = LinkType(s)
+			default:
+				d.failf(p, "%q is not a soft RDMA link type: use \"rxe\" (Soft-RoCE) or \"siw\" (Soft-iWARP)", s)
+			}
+		}},
+		{"netdev", func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			if err := validNetdevName(s); err != nil {
+				d.failf(p, "%v", err)
+				return
+			}
+			l.Netdev = s
+		}},
+	})
+	if len(d.errs) > before {
+		return l, false
+	}
+	var missing []string
+	for _, kv := range []struct{ key, val string }{{"name", l.Name}, {"type", string(l.Type)}, {"netdev", l.Netdev}} {
+		if kv.val == "" {
+			missing = append(missing, kv.key)
+		}
+	}
+	if len(missing) > 0 {
+		d.failf(path, "missing %s: a link needs name, type and netdev", strings.Join(missing, " and "))
+		return l, false
+	}
+	return l, true
+}

@@ -1,0 +1,225 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rdmad/rdmad/daemon/host"
+)
+
+// PersistedHeader opens rdmad's own drop-in, so nobody edits it by mistake.
+const PersistedHeader = "# Managed by rdmad: changes made with rdmactl --persist / D-Bus. Edit other files instead.\n"
+
+// Persisted is the content of rdmad's drop-in (PersistedName): the changes
+// made over D-Bus with "persist". It is loaded last, so it wins over every
+// administrator's file.
+type Persisted struct {
+	RoCE  []RoCERule
+	Links []Link
+	Netns NetnsMode // NetnsUnmanaged: not persisted
+}
+
+// PersistedPath is the path of rdmad's drop-in in dropinDir.
+func PersistedPath(dropinDir string) string {
+	return filepath.Join(dropinDir, PersistedName)
+}
+
+// LoadPersisted reads rdmad's drop-in; a missing file is an empty Persisted.
+// A file holding tables rdmad never writes was edited by hand: that is an
+// error rather than silently dropping them at the next write.
+func LoadPersisted(dropinDir string) (Persisted, error) {
+	name := PersistedPath(dropinDir)
+	data, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Persisted{}, nil
+	}
+	if err != nil {
+		return Persisted{}, fmt.Errorf("config: read %s: %w", name, err)
+	}
+	return parsePersisted(name, data)
+}
+
+func parsePersisted(name string, data []byte) (Persisted, error) {
+	decl, err := parseFile(name, data)
+	if err != nil {
+		return Persisted{}, err
+	}
+	for _, t := range decl.tables {
+		switch t {
+		case "roce", "link", "netns":
+		default:
+			return Persisted{}, &Error{Pos: Position{File: name, Line: indexLines(string(data)).lookup(t)}, Key: t,
+				Msg: "rdmad does not persist this table; move it to another drop-in, rdmad rewrites this file"}
+		}
+	}
+	return Persisted{RoCE: decl.roce, Links: decl.links, Netns: decl.netns.mode.Value}, nil
+}
+
+// Empty reports whether nothing is persisted.
+func (p Persisted) Empty() bool {
+	return len(p.RoCE) == 0 && len(p.Links) == 0 && p.Netns == NetnsUnmanaged
+}
+
+// Render returns the drop-in's text. The output depends only on p, so an
+// unchanged Persisted renders to identical bytes and is not rewritten.
+func (p Persisted) Render() []byte {
+	var b bytes.Buffer
+	b.WriteString(PersistedHeader)
+	if p.Netns != NetnsUnmanaged {
+		b.WriteString("\n[netns]\n")
+		writeKey(&b, "mode", string(p.Netns))
+	}
+	for _, r := range p.RoCE {
+		b.WriteString("\n[[roce]]\n")
+		writeSelector(&b, r.Selector)
+		if r.Port != 0 {
+			fmt.Fprintf(&b, "port = %d\n", r.Port)
+		}
+		if r.Mode != "" {
+			writeKey(&b, "mode", string(r.Mode))
+		}
+		if r.TOS != nil {
+			fmt.Fprintf(&b, "tos = %d\n", *r.TOS)
+		}
+	}
+	for _, l := range p.Links {
+		b.WriteString("\n[[link]]\n")
+		writeKey(&b, "name", l.Name)
+		writeKey(&b, "type", string(l.Type))
+		writeKey(&b, "netdev", l.Netdev)
+	}
+	return b.Bytes()
+}
+
+func writeSelector(b *bytes.Buffer, s Selector) {
+	for _, kv := range [][2]string{{"device", s.Device}, {"guid", s.GUID}, {"pci", s.PCI}, {"netdev", s.Netdev}, {"driver", s.Driver}} {
+		if kv[1] != "" {
+			writeKey(b, kv[0], kv[1])
+		}
+	}
+}
+
+func writeKey(b *bytes.Buffer, key, value string) {
+	fmt.Fprintf(b, "%s = %s\n", key, tomlQuote(value))
+}
+
+// tomlQuote writes a TOML basic string. strconv.Quote is not TOML: it emits
+// \x escapes, which TOML lacks.
+func tomlQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// Validate checks that the rendered file would load: the same rules as any
+// administrator's file, so rdmad never writes a drop-in that breaks the next
+// start.
+func (p Persisted) Validate() error {
+	decl, err := parseFile(PersistedName, p.Render())
+	if err != nil {
+		return fmt.Errorf("config: persisted settings are invalid: %w", err)
+	}
+	if _, err := merge([]*fileDecl{decl}); err != nil {
+		return fmt.Errorf("config: persisted settings are invalid: %w", err)
+	}
+	return nil
+}
+
+// WritePersisted validates p and replaces rdmad's drop-in atomically. Nothing
+// is written when the file already has this content, or when p is empty and
+// there is no file.
+func WritePersisted(dropinDir string, p Persisted) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	name := PersistedPath(dropinDir)
+	data := p.Render()
+	old, err := os.ReadFile(name)
+	switch {
+	case err == nil && bytes.Equal(old, data):
+		return nil
+	case errors.Is(err, fs.ErrNotExist) && p.Empty():
+		return nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("config: read %s: %w", name, err)
+	}
+	if err := host.WriteFileAtomic(name, data, 0o644); err != nil {
+		return fmt.Errorf("config: write %s: %w", name, err)
+	}
+	return nil
+}
+
+// SetRoCE persists mode and/or TOS for one device (port 0: every port).
+// sel.Device is a literal device name; glob characters in it are escaped so
+// the rule selects exactly that device. An entry for the same selector and
+// port is updated in place, keeping what is not given (mode "" or tos nil).
+func (p *Persisted) SetRoCE(sel Selector, port int, mode RoCEMode, tos *int) {
+	if mode == "" && tos == nil {
+		return
+	}
+	sel.Device = escapeGlob(sel.Device)
+	var tosCopy *int
+	if tos != nil {
+		v := *tos
+		tosCopy = &v
+	}
+	for i := range p.RoCE {
+		r := &p.RoCE[i]
+		if r.Selector == sel && r.Port == port {
+			if mode != "" {
+				r.Mode = mode
+			}
+			if tosCopy != nil {
+				r.TOS = tosCopy
+			}
+			return
+		}
+	}
+	p.RoCE = append(p.RoCE, RoCERule{Selector: sel, Port: port, Mode: mode, TOS: tosCopy})
+}
+
+// AddLink persists a link, replacing one of the same name.
+func (p *Persisted) AddLink(l Link) {
+	l.Source = Position{}
+	for i := range p.Links {
+		if p.Links[i].Name == l.Name {
+			p.Links[i] = l
+			return
+		}
+	}
+	p.Links = append(p.Links, l)
+}
+
+// RemoveLink drops the persisted link called name and reports whether there
+// was one. A link declared in another file is not here: see
+// Policy.CheckLinkRemovable.
+func (p *Persisted) RemoveLink(name string) bool {
+	for i := range p.Links {
+		if p.Links[i].Name == name {
+			p.Links = append(p.Links[:i:i], p.Links[i+1:]...)
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,250 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path"
+	"strconv"
+	"strings"
+)
+
+// ParseLimit parses a memlock limit as written in rdmad.toml: "unlimited" or
+// "infinity", or a size in bytes with an optional K, M, G or T suffix (base
+// 1024; "G", "GB" and "GiB" all mean 2^30; case does not matter). Zero is
+// refused: it forbids locking any memory, which no RDMA application survives.
+func ParseLimit(s string) (Limit, error) {
+	t := strings.TrimSpace(s)
+	switch strings.ToLower(t) {
+	case "unlimited", "infinity":
+		return Limit{Unlimited: true}, nil
+	case "":
+		return Limit{}, errors.New(`empty: write "unlimited" or a size such as "64G"`)
+	}
+	i := 0
+	for i < len(t) && '0' <= t[i] && t[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return Limit{}, fmt.Errorf(`%q is not a size: write "unlimited" or a number with an optional K, M, G or T suffix, such as "64G"`, s)
+	}
+	n, err := strconv.ParseUint(t[:i], 10, 64)
+	if err != nil {
+		return Limit{}, fmt.Errorf("%q is too large", s)
+	}
+	if i < len(t) && (t[i] == '.' || t[i] == ',') {
+		return Limit{}, fmt.Errorf("%q: fractions are not supported; use a smaller unit (1536M, not 1.5G)", s)
+	}
+	unit := strings.ToUpper(strings.TrimSpace(t[i:]))
+	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "IB"), "B")
+	if strings.HasSuffix(strings.ToUpper(t), "IB") && unit == "" {
+		unit = "invalid" // a bare "iB" has no multiplier to qualify
+	}
+	var shift uint
+	switch unit {
+	case "":
+	case "K":
+		shift = 10
+	case "M":
+		shift = 20
+	case "G":
+		shift = 30
+	case "T":
+		shift = 40
+	default:
+		return Limit{}, fmt.Errorf("%q has an unknown unit %q: use K, M, G or T (base 1024)", s, strings.TrimSpace(t[i:]))
+	}
+	if n > math.MaxUint64>>shift {
+		return Limit{}, fmt.Errorf("%q is too large", s)
+	}
+	if n == 0 {
+		return Limit{}, errors.New(`0 forbids locking any memory, which breaks every RDMA application: to leave limits alone, remove [memlock] or set enable = false`)
+	}
+	return Limit{Bytes: n << shift}, nil
+}
+
+// Human renders the limit the way rdmad.toml spells it: "unlimited", or the
+// largest exact unit ("64G", "1536M", "1000").
+func (l Limit) Human() string {
+	if l.Unlimited {
+		return "unlimited"
+	}
+	units := []struct {
+		shift  uint
+		suffix string
+	}{{40, "T"}, {30, "G"}, {20, "M"}, {10, "K"}}
+	for _, u := range units {
+		if l.Bytes != 0 && l.Bytes%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d%s", l.Bytes>>u.shift, u.suffix)
+		}
+	}
+	return strconv.FormatUint(l.Bytes, 10)
+}
+
+// above reports whether l is a larger limit than m.
+func (l Limit) above(m Limit) bool {
+	switch {
+	case m.Unlimited:
+		return false
+	case l.Unlimited:
+		return true
+	}
+	return l.Bytes > m.Bytes
+}
+
+// validGlob checks a path.Match pattern for one name (no '/').
+func validGlob(pattern string) error {
+	if pattern == "" {
+		return errors.New("must not be empty")
+	}
+	if strings.Contains(pattern, "/") {
+		return fmt.Errorf("%q contains '/', which no device or interface name has", pattern)
+	}
+	if _, err := path.Match(pattern, ""); err != nil {
+		return fmt.Errorf("%q is not a valid glob pattern (unclosed '[' or trailing '\\'?)", pattern)
+	}
+	return nil
+}
+
+// normalizeGUID accepts a node GUID as sysfs prints it (0002:c903:0031:7c51)
+// or as ibstat/ibv_devinfo print it (0x0002c90300317c51) and returns the sysfs
+// form in lower case, which is what Selector.Matches compares against.
+func normalizeGUID(s string) (string, error) {
+	hex := strings.ToLower(strings.TrimSpace(s))
+	if strings.HasPrefix(hex, "0x") {
+		hex = hex[2:]
+	} else {
+		groups := strings.Split(hex, ":")
+		if len(groups) != 4 {
+			return "", fmt.Errorf("%q is not a node GUID: write it as in sysfs node_guid (xxxx:xxxx:xxxx:xxxx) or as ibstat prints it (0x followed by 16 hex digits)", s)
+		}
+		for _, g := range groups {
+			if len(g) != 4 {
+				return "", fmt.Errorf("%q is not a node GUID: each of the 4 groups has 4 hex digits (xxxx:xxxx:xxxx:xxxx)", s)
+			}
+		}
+		hex = strings.Join(groups, "")
+	}
+	if len(hex) != 16 {
+		return "", fmt.Errorf("%q is not a node GUID: a GUID has 16 hex digits", s)
+	}
+	for i := 0; i < len(hex); i++ {
+		if !isHex(hex[i]) {
+			return "", fmt.Errorf("%q is not a node GUID: %q is not a hex digit", s, hex[i])
+		}
+	}
+	return hex[0:4] + ":" + hex[4:8] + ":" + hex[8:12] + ":" + hex[12:16], nil
+}
+
+func isHex(c byte) bool { return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') }
+
+// normalizePCI checks a PCI address glob. The short form lspci prints
+// ("3b:00.0", no domain) gets domain 0000, as lspci assumes; the result is
+// lower case because sysfs names are.
+func normalizePCI(s string) (string, error) {
+	p := strings.ToLower(strings.TrimSpace(s))
+	if err := validGlob(p); err != nil {
+		return "", err
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if !isHex(c) && !strings.ContainsRune(":.*?[]!-^\\", rune(c)) {
+			return "", fmt.Errorf("%q is not a PCI address: expected a form like \"0000:3b:00.0\" (globs allowed), found %q", s, c)
+		}
+	}
+	if strings.Count(p, ":") == 1 && !strings.HasPrefix(p, "*") {
+		p = "0000:" + p
+	}
+	return p, nil
+}
+
+// validDriver checks a kernel driver name (mlx5_core, rdma_rxe, hfi1...).
+func validDriver(s string) error {
+	if s == "" || len(s) > 55 { // MODULE_NAME_LEN - 1 bounds module-backed drivers
+		return fmt.Errorf("%q is not a driver name", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isBareKeyChar(c) {
+			return fmt.Errorf("%q is not a driver name: %q is not allowed (driver names are letters, digits, '_' and '-'); to match several drivers use one rule per driver", s, c)
+		}
+	}
+	return nil
+}
+
+// validLinkName checks the name of a soft RDMA device as `rdma link add`
+// takes it: the kernel allows 1..63 bytes (IB_DEVICE_NAME_MAX), no '/', and
+// rdmad refuses '%' because the kernel would expand it into an unknown name
+// that rdmad could never find again.
+func validLinkName(s string) error {
+	switch {
+	case s == "":
+		return errors.New("must not be empty")
+	case len(s) > 63:
+		return fmt.Errorf("%q is %d bytes long; RDMA device names have at most 63", s, len(s))
+	case s == "." || s == "..":
+		return fmt.Errorf("%q is not a device name", s)
+	case strings.ContainsRune(s, '%'):
+		return fmt.Errorf("%q contains '%%': the kernel would pick the name, and rdmad could not track the device", s)
+	}
+	for _, r := range s {
+		if r == '/' || r <= ' ' || r == 0x7f {
+			return fmt.Errorf("%q contains %q, which a device name cannot contain", s, r)
+		}
+	}
+	return nil
+}
+
+// validNetdevName mirrors the kernel's dev_valid_name(): 1..15 bytes
+// (IFNAMSIZ-1), not "." or "..", no '/', ':' or whitespace.
+func validNetdevName(s string) error {
+	switch {
+	case s == "":
+		return errors.New("must not be empty")
+	case len(s) > 15:
+		return fmt.Errorf("%q is %d bytes long; interface names have at most 15", s, len(s))
+	case s == "." || s == "..":
+		return fmt.Errorf("%q is not an interface name", s)
+	}
+	for _, r := range s {
+		if r == '/' || r == ':' || r <= ' ' || r == 0x7f {
+			return fmt.Errorf("%q contains %q, which an interface name cannot contain", s, r)
+		}
+	}
+	return nil
+}
+
+// validGroupName follows the portable rule shadow-utils and systemd agree on:
+// 1..32 characters, a letter or '_' first, then letters, digits, '_', '-'
+// or '.', not all digits.
+func validGroupName(s string) error {
+	if strings.HasPrefix(s, "@") {
+		return fmt.Errorf("%q: write the group name without the '@' that limits.conf uses", s)
+	}
+	if s == "" || len(s) > 32 {
+		return fmt.Errorf("%q is not a valid group name (1..32 characters)", s)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		letter := c == '_' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+		if i == 0 && !letter {
+			return fmt.Errorf("%q is not a valid group name: it must start with a letter or '_'", s)
+		}
+		if !letter && !('0' <= c && c <= '9') && c != '-' && c != '.' {
+			return fmt.Errorf("%q is not a valid group name: %q is not allowed", s, c)
+		}
+	}
+	return nil
+}
+
+// escapeGlob quotes the path.Match metacharacters of a literal name, so a
+// rule written for one device matches exactly that device.
+func escapeGlob(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
