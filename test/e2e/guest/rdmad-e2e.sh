@@ -1,0 +1,267 @@
+#!/bin/bash
+# rdmad end-to-end scenarios, run INSIDE the VM by rdmad-e2e.service.
+#
+#   rdmad-e2e.sh list BOOT        scenario names of boot BOOT (1 or 2); the host uses this
+#   rdmad-e2e.sh run              run this boot's scenarios, report on the console, power off
+#   rdmad-e2e.sh scenario NAME    run one scenario (exit 0 = pass; last line = detail)
+#
+# Every result goes to the serial console as one line the host parses:
+#   E2E <scenario> PASS|FAIL <seconds> <detail>
+# Everything asserted here is read from the kernel (configfs, /sys, /proc, rdma,
+# ulimit) or from systemd/journald, never from rdmad's own word alone.
+set -uo pipefail
+
+state_dir=/var/lib/rdmad-e2e
+console=${E2E_CONSOLE:-/dev/ttyS0}
+cm=/sys/kernel/config/rdma_cm
+declared_tos=106          # from the guest's rdmad.toml: every RoCE port
+user=e2euser              # member of @rdma, created when the image is prepared
+
+boot1=(boot rdmad-systemd link-at-boot tos-hotadd modules roce-v1-error memlock-user dbus-denied hotplug)
+boot2=(reboot-boot reboot-link reboot-memlock)
+
+fail() { echo "$*"; exit 1; }
+pass() { echo "$*"; exit 0; }
+
+# now: seconds since boot with millisecond resolution, for timings.
+now() { local up; read -r up _ </proc/uptime; echo "$up"; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+
+# wait_for SECONDS CMD...: poll CMD every 50 ms until it succeeds or time runs out.
+wait_for() {
+	local limit=$1; shift
+	local deadline
+	deadline=$(awk -v a="$(now)" -v l="$limit" 'BEGIN { print a + l }')
+	while true; do
+		"$@" && return 0
+		awk -v a="$(now)" -v d="$deadline" 'BEGIN { exit !(a >= d) }' && return 1
+		sleep 0.05
+	done
+}
+
+tos_of() { cat "$cm/$1/ports/${2:-1}/default_roce_tos" 2>/dev/null; }
+mode_of() { cat "$cm/$1/ports/${2:-1}/default_roce_mode" 2>/dev/null; }
+tos_is() { [[ "$(tos_of "$1" "${3:-1}")" == "$2" ]]; }
+rdma_dev_exists() { [[ -e /sys/class/infiniband/$1 ]]; }
+ensure_veth() { # ensure_veth A B: a veth pair A<->B exists and is up
+	ip link show "$1" >/dev/null 2>&1 || ip link add "$1" type veth peer name "$2" || return 1
+	ip link set "$1" up && ip link set "$2" up
+}
+rdmad_journal() { journalctl -b -u rdmad.service --no-pager -o cat 2>/dev/null; }
+
+# ---------------------------------------------------------------- scenarios
+
+s_boot() {
+	local st
+	st=$(systemctl is-system-running 2>/dev/null)
+	pass "kernel $(uname -r), boot $(cat "$state_dir/boots"), system $st"
+}
+s_reboot-boot() { s_boot; }
+
+s_rdmad-systemd() {
+	local en st pid ppid owner
+	en=$(systemctl is-enabled rdmad.service 2>&1)
+	[[ $en == enabled ]] || fail "rdmad.service is-enabled: $en"
+	st=$(systemctl show -p ActiveState --value rdmad.service)
+	[[ $st == active ]] || fail "rdmad.service is $st (Type=notify: active only after READY=1)"
+	pid=$(systemctl show -p MainPID --value rdmad.service)
+	((pid > 0)) || fail "rdmad.service has no main PID"
+	ppid=$(ps -o ppid= -p "$pid" | tr -d ' ')
+	[[ $ppid == 1 ]] || fail "rdmad (pid $pid) has parent $ppid, not systemd"
+	owner=$(busctl --system status org.rdmad1 2>/dev/null | sed -n 's/^PID=//p')
+	[[ $owner == "$pid" ]] || fail "org.rdmad1 owned by pid '${owner:-none}', rdmad is $pid"
+	pass "active, pid $pid owns org.rdmad1, status: $(systemctl show -p StatusText --value rdmad.service)"
+}
+
+# The declared [[link]] rxe0 on veth0: veth0 is made by systemd-networkd at boot,
+# rdmad must create rxe0 on it and give its port the declared TOS.
+link_declared() {
+	local t0
+	t0=$(now)
+	wait_for 30 ip link show veth0 >/dev/null 2>&1 || fail "veth0 never appeared (systemd-networkd .netdev)"
+	wait_for 30 rdma_dev_exists rxe0 || fail "declared link rxe0 not created on veth0 within 30s"
+	wait_for 10 tos_is rxe0 "$declared_tos" ||
+		fail "rxe0/1 default_roce_tos is '$(tos_of rxe0)', declared $declared_tos"
+	pass "rxe0 on $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0 2>/dev/null), tos $(tos_of rxe0) after $(elapsed "$t0")s of waiting"
+}
+s_link-at-boot() { link_declared; }
+s_reboot-link() { link_declared; }
+
+# A Soft-RoCE device created by hand after rdmad is up gets the TOS declared
+# for every RoCE port within one second, with no command to rdmad.
+s_tos-hotadd() {
+	local t0 took
+	ensure_veth veth2 veth3 || fail "cannot create veth2/veth3"
+	t0=$(now)
+	rdma link add rxe1 type rxe netdev veth2 || fail "rdma link add rxe1 failed"
+	wait_for 5 tos_is rxe1 "$declared_tos" ||
+		fail "rxe1/1 default_roce_tos is '$(tos_of rxe1)' 5s after the device appeared, declared $declared_tos"
+	took=$(elapsed "$t0")
+	awk -v t="$took" 'BEGIN { exit !(t <= 1.0) }' ||
+		fail "rxe1/1 tos $declared_tos applied after ${took}s, limit 1s"
+	pass "rxe1/1 tos $declared_tos applied ${took}s after rdma link add"
+}
+
+# rdmad, not Debian's rdma-load-modules@ units (masked in this image), loaded
+# the modules listed in /etc/rdma/modules/rdma.conf (any device) and roce.conf
+# (a RoCE device: rxe is one).
+s_modules() {
+	local unit f m loaded=() missing=() absent=()
+	for unit in rdma-load-modules@rdma.service rdma-load-modules@roce.service; do
+		[[ $(systemctl is-enabled "$unit" 2>&1) == masked ]] || fail "$unit is not masked: the test would prove nothing"
+	done
+	rdma_dev_exists rxe0 || rdma_dev_exists rxe1 || fail "no RoCE device present to trigger module loading"
+	for f in /etc/rdma/modules/rdma.conf /etc/rdma/modules/roce.conf; do
+		[[ -r $f ]] || fail "$f missing"
+		while read -r m _; do
+			[[ -z $m || $m == \#* ]] && continue
+			m=${m//-/_}
+			if ! modinfo -F filename "$m" >/dev/null 2>&1; then
+				absent+=("$m") # not built for this kernel: nobody can load it
+			elif [[ -d /sys/module/$m ]]; then
+				loaded+=("$m")
+			else
+				missing+=("$m")
+			fi
+		done <"$f"
+	done
+	# Loading happens on device arrival; give a slow (TCG) guest a moment.
+	if ((${#missing[@]})); then
+		local still=()
+		for m in "${missing[@]}"; do
+			wait_for 10 test -d "/sys/module/$m" && loaded+=("$m") || still+=("$m")
+		done
+		((${#still[@]} == 0)) || fail "not loaded: ${still[*]} (loaded: ${loaded[*]:-none})"
+	fi
+	((${#loaded[@]})) || fail "no module of rdma.conf/roce.conf exists in this kernel"
+	pass "loaded: ${loaded[*]}${absent:+; not in kernel: ${absent[*]}}"
+}
+
+# `v1` declared for an rxe port (rxe supports only RoCE v2, the kernel answers
+# EIO): rdmad must report a per-port error and still apply everything else.
+s_roce-v1-error() {
+	local status json
+	ensure_veth veth2 veth3 || fail "cannot create veth2/veth3"
+	rdma link add rxe9 type rxe netdev veth3 || fail "rdma link add rxe9 failed"
+	wait_for 5 tos_is rxe9 "$declared_tos" ||
+		fail "rxe9/1 tos is '$(tos_of rxe9)': the failing mode must not stop the TOS ($declared_tos)"
+	[[ $(mode_of rxe9) == "RoCE v2" ]] || fail "rxe9/1 mode is '$(mode_of rxe9)', expected the kernel to keep RoCE v2"
+	tos_is rxe0 "$declared_tos" || fail "rxe0/1 tos is '$(tos_of rxe0)' after the rxe9 failure"
+	wait_for 5 bash -c 'rdmactl status 2>&1 | grep -F rxe9 | grep -qiE "error|fail"' ||
+		fail "rdmactl status shows no error for rxe9: $(rdmactl status 2>&1 | grep -F rxe9 | head -3 | tr '\n' ' ')"
+	status=$(rdmactl status 2>&1 | grep -F rxe9 | grep -iE 'error|fail' | head -1)
+	if rdmactl status 2>&1 | grep -F 'rxe0' | grep -qiE 'error|fail'; then
+		fail "rdmactl status shows an error for rxe0 too: $(rdmactl status 2>&1 | grep -F rxe0 | tr '\n' ' ')"
+	fi
+	json=$(rdmactl status -o json 2>&1) || fail "rdmactl status -o json failed: $json"
+	jq -e . >/dev/null <<<"$json" || fail "rdmactl status -o json is not JSON: ${json:0:200}"
+	# The port object for rxe9/1 must carry a non-empty error string; rxe0's must not.
+	jq -e '[.. | objects | select(((.device? // .Device? // "") == "rxe9") or ((.name? // .Name? // "") | tostring | test("^rxe9(/|$)")))
+	        | .. | strings | select(test("EIO|input/output|v1|not supported"; "i"))] | length > 0' >/dev/null <<<"$json" ||
+		fail "rdmactl status -o json has no error for rxe9: ${json:0:300}"
+	rdmad_journal | grep -F rxe9 | grep -qiE 'v1|mode' ||
+		fail "journal of rdmad.service does not mention the rxe9 mode failure"
+	pass "rxe9 tos $(tos_of rxe9), mode '$(mode_of rxe9)'; status: $(echo "$status" | tr -s ' ' | cut -c1-120)"
+}
+
+memlock_check() {
+	local soft hard
+	id -nG "$user" | tr ' ' '\n' | grep -qx rdma || fail "$user is not in group rdma"
+	soft=$(runuser -l "$user" -c 'ulimit -Sl' 2>&1)
+	hard=$(runuser -l "$user" -c 'ulimit -Hl' 2>&1)
+	[[ $soft == unlimited && $hard == unlimited ]] ||
+		fail "runuser -l $user: ulimit -l soft '$soft' hard '$hard', declared unlimited (files: $(ls /etc/security/limits.d 2>&1 | tr '\n' ' '))"
+	echo "ulimit -l for $user: soft $soft, hard $hard"
+}
+s_memlock-user() { memlock_check; }
+
+# After a reboot PID 1 has read the DefaultLimitMEMLOCK drop-in rdmad rendered.
+s_reboot-memlock() {
+	local user_line svc
+	user_line=$(memlock_check) || fail "$user_line"
+	svc=$(systemctl show -p DefaultLimitMEMLOCK --value)
+	[[ $svc == infinity ]] || fail "systemd DefaultLimitMEMLOCK is '$svc', declared unlimited (drop-ins: $(ls /etc/systemd/system.conf.d 2>&1 | tr '\n' ' '))"
+	pass "$user_line; DefaultLimitMEMLOCK=$svc"
+}
+
+# Reading is open to all, changing needs authorization: a plain member of
+# @rdma cannot change RoCE settings over D-Bus; root can (the control that
+# shows the denial is about the caller, not a broken method).
+s_dbus-denied() {
+	local before out rc
+	before=$(mode_of rxe0)
+	[[ -n $before ]] || fail "rxe0 has no configfs mode to protect"
+	runuser -u "$user" -- rdmactl status >/dev/null 2>&1 || fail "$user cannot even read status"
+	out=$(runuser -u "$user" -- rdmactl roce set rxe0/1 --mode v2 2>&1)
+	rc=$?
+	((rc != 0)) || fail "rdmactl roce set as $user succeeded: $out"
+	grep -qiE 'denied|not authori[sz]ed|permission' <<<"$out" || fail "exit $rc but no access-denied message: $out"
+	[[ $(mode_of rxe0) == "$before" ]] || fail "mode of rxe0/1 changed to '$(mode_of rxe0)' by a denied call"
+	out=$(rdmactl roce set rxe0/1 --mode v2 2>&1) || fail "root's rdmactl roce set rxe0/1 --mode v2 failed: $out"
+	pass "$user: exit $rc, $(head -1 <<<"$out" | cut -c1-100)"
+}
+
+# Live events: the netdev under a declared link goes away and comes back; rdmad
+# recreates rxe0 and reapplies its TOS without being told.
+s_hotplug() {
+	local t0
+	rdma_dev_exists rxe0 || fail "rxe0 missing before the test"
+	ip link del veth0 || fail "ip link del veth0 failed"
+	wait_for 10 bash -c '! test -e /sys/class/infiniband/rxe0' || fail "rxe0 survived the deletion of veth0"
+	t0=$(now)
+	ip link add veth0 type veth peer name veth1 || fail "ip link add veth0 failed"
+	ip link set veth0 up; ip link set veth1 up
+	wait_for 10 rdma_dev_exists rxe0 || fail "rxe0 not recreated within 10s of veth0 coming back"
+	wait_for 5 tos_is rxe0 "$declared_tos" || fail "rxe0 recreated but tos is '$(tos_of rxe0)'"
+	pass "rxe0 back with tos $(tos_of rxe0) $(elapsed "$t0")s after veth0 reappeared"
+}
+
+# ---------------------------------------------------------------- driver
+
+say() { printf '%s\n' "$*" >"$console"; }
+
+run_all() {
+	local boots names name t0 out rc took detail
+	mkdir -p "$state_dir"
+	boots=$(($(cat "$state_dir/boots" 2>/dev/null || echo 0) + 1))
+	echo "$boots" >"$state_dir/boots"
+	sync
+	if ((boots == 1)); then names=("${boot1[@]}"); else names=("${boot2[@]}"); fi
+	say "E2E-BEGIN boot=$boots uptime=$(now)"
+	for name in "${names[@]}"; do
+		t0=$(now)
+		out=$(timeout 120 "$0" scenario "$name" 2>&1)
+		rc=$?
+		took=$(elapsed "$t0")
+		detail=$(tail -n1 <<<"$out" | tr -c '[:print:]' ' ' | cut -c1-200)
+		if ((rc == 0)); then
+			say "E2E $name PASS $took $detail"
+		else
+			((rc == 124)) && detail="timed out after 120s; $detail"
+			say "E2E $name FAIL $took $detail"
+			head -n 40 <<<"$out" | sed "s/^/E2E-LOG $name: /" >"$console"
+			rdmad_journal | tail -n 25 | sed "s/^/E2E-LOG $name journal: /" >"$console"
+		fi
+		echo "$name rc=$rc $took $detail" >>"$state_dir/results.boot$boots"
+	done
+	say "E2E-END boot=$boots uptime=$(now)"
+	sync
+	systemctl --no-block poweroff
+}
+
+case ${1:-} in
+list)
+	case ${2:-} in
+	1) printf '%s\n' "${boot1[@]}" ;;
+	2) printf '%s\n' "${boot2[@]}" ;;
+	*) echo "usage: $0 list 1|2" >&2; exit 2 ;;
+	esac
+	;;
+run) run_all ;;
+scenario)
+	fn="s_${2:-}"
+	declare -F "$fn" >/dev/null || { echo "unknown scenario '${2:-}'" >&2; exit 2; }
+	"$fn"
+	;;
+*) echo "usage: $0 list BOOT | run | scenario NAME" >&2; exit 2 ;;
+esac
