@@ -27,18 +27,35 @@ const (
 type Host struct {
 	Root string
 
-	// readFile is the seam for tests that need errors a plain file cannot
-	// produce (EINVAL from an unsupported sysfs attribute, EIO on write).
-	readFile  func(name string) ([]byte, error)
-	writeFile func(name string, data []byte) error
+	io AttrIO
 }
 
+// AttrIO reads and writes kernel attribute files and makes configfs
+// directories. The real one is the file system; tests substitute one that
+// answers as the kernel does (EINVAL, EIO, populating a configfs directory
+// on mkdir) where a plain fixture file cannot.
+type AttrIO interface {
+	ReadFile(name string) ([]byte, error)
+	WriteFile(name string, data []byte) error
+	Mkdir(name string) error
+}
+
+// OSAttrIO is the real AttrIO.
+type OSAttrIO struct{}
+
+func (OSAttrIO) ReadFile(name string) ([]byte, error)     { return os.ReadFile(name) }
+func (OSAttrIO) WriteFile(name string, data []byte) error { return writeExisting(name, data) }
+func (OSAttrIO) Mkdir(name string) error                  { return os.Mkdir(name, 0o755) }
+
 // New returns a Host rooted at root ("/" for the running system).
-func New(root string) *Host {
+func New(root string) *Host { return NewWithIO(root, OSAttrIO{}) }
+
+// NewWithIO returns a Host whose attribute access goes through io.
+func NewWithIO(root string, io AttrIO) *Host {
 	if root == "" {
 		root = "/"
 	}
-	return &Host{Root: root, readFile: os.ReadFile, writeFile: writeExisting}
+	return &Host{Root: root, io: io}
 }
 
 // Path joins rel (slash-separated, relative) onto the root.
@@ -49,7 +66,7 @@ func (h *Host) Path(rel ...string) string {
 // ReadString reads a sysfs-style attribute under the root and trims the
 // trailing newline.
 func (h *Host) ReadString(rel string) (string, error) {
-	b, err := h.readFile(h.Path(rel))
+	b, err := h.io.ReadFile(h.Path(rel))
 	if err != nil {
 		return "", err
 	}
@@ -60,7 +77,7 @@ func (h *Host) ReadString(rel string) (string, error) {
 // regular file beyond what O_TRUNC gives, no temp file (sysfs and configfs
 // attributes cannot be renamed over).
 func (h *Host) WriteString(rel, value string) error {
-	return h.writeFile(h.Path(rel), []byte(value))
+	return h.io.WriteFile(h.Path(rel), []byte(value))
 }
 
 func writeExisting(name string, data []byte) error {
@@ -83,7 +100,7 @@ func (h *Host) Exists(rel string) bool {
 
 // Mkdir creates rel (one level, like mkdir(1) on configfs).
 func (h *Host) Mkdir(rel string) error {
-	return os.Mkdir(h.Path(rel), 0o755)
+	return h.io.Mkdir(h.Path(rel))
 }
 
 // ReadDirNames lists the entry names of rel, sorted.
@@ -154,7 +171,7 @@ func (h *Host) FileMatches(rel string, data []byte) bool {
 // kernel does.
 func (h *Host) LoadedModules() (map[string]bool, error) {
 	loaded := map[string]bool{}
-	b, err := h.readFile(h.Path(ProcModules))
+	b, err := h.io.ReadFile(h.Path(ProcModules))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("host: read %s: %w", ProcModules, err)
 	}

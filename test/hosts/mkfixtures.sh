@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Regenerates the fixture host trees under test/hosts/ from real layouts
+# (values copied from ConnectX-5, ConnectX-3 VPI, Omni-Path hfi1 and rxe
+# hosts). The trees are committed; rerun this only to change them.
+# Layout rules that matter to rdmad, as on a real kernel:
+#   sys/class/infiniband/<dev> -> ../../devices/.../infiniband/<dev>
+#   <dev>/device -> the PCI function (absent for soft devices), whose driver link names the driver
+#   ports/<n>/gid_attrs/{types,ndevs}/<i> exist for populated GIDs only
+#   configfs: sys/kernel/config/rdma_cm/<dev>/ports/<n>/default_roce_{mode,tos}
+set -euo pipefail
+cd "$(dirname "$0")"
+
+w() { mkdir -p "$(dirname "$1")"; printf '%s\n' "$2" > "$1"; }
+
+# pci_device ROOT PCIPATH DRIVER : a PCI function with its driver link
+pci_device() {
+	local root=$1 pci=$2 drv=$3
+	mkdir -p "$root/sys/devices/$pci" "$root/sys/bus/pci/drivers/$drv"
+	local depth; depth=$(tr -cd / <<<"sys/devices/$pci" | wc -c)
+	ln -sfn "$(printf '../%.0s' $(seq "$depth"))bus/pci/drivers/$drv" "$root/sys/devices/$pci/driver"
+	w "$root/sys/devices/$pci/vendor" 0x15b3
+}
+
+# ib_device ROOT DEVPATH NAME : DEVPATH is the directory under sys/devices holding infiniband/NAME
+ib_device() {
+	local root=$1 devpath=$2 name=$3
+	local d="$root/sys/devices/$devpath/infiniband/$name"
+	mkdir -p "$d/ports" "$root/sys/class/infiniband"
+	ln -sfn "../../devices/$devpath/infiniband/$name" "$root/sys/class/infiniband/$name"
+	if [[ $devpath != virtual ]]; then ln -sfn "../../../$(basename "$devpath")" "$d/device"; fi
+	echo "$d"
+}
+
+# netdev ROOT DEVPATH IFNAME
+netdev() {
+	local root=$1 devpath=$2 ifname=$3
+	mkdir -p "$root/sys/devices/$devpath/net/$ifname" "$root/sys/class/net"
+	ln -sfn "../../devices/$devpath/net/$ifname" "$root/sys/class/net/$ifname"
+	w "$root/sys/devices/$devpath/net/$ifname/operstate" up
+}
+
+# port DEVDIR N STATE PHYS RATE LINKLAYER LID SMLID "gidtype:ndev ..." (gidtype with _ for space)
+port() {
+	local p="$1/ports/$2"; shift 2
+	w "$p/state" "$1"; w "$p/phys_state" "$2"; w "$p/rate" "$3"; w "$p/link_layer" "$4"
+	w "$p/lid" "$5"; w "$p/sm_lid" "$6"; w "$p/lid_mask_count" 0; w "$p/cap_mask" 0x04010000
+	local i=0 g
+	for g in $7; do
+		w "$p/gids/$i" "fe80:0000:0000:0000:ba59:9fff:fed4:2e7$i"
+		local typ=${g%%:*}
+		w "$p/gid_attrs/types/$i" "${typ//_/ }"
+		if [[ $g == *:* && ${g#*:} != "" ]]; then w "$p/gid_attrs/ndevs/$i" "${g#*:}"; fi
+		i=$((i + 1))
+	done
+}
+
+# configfs ROOT DEV NPORTS MODE TOS
+configfs() {
+	local n
+	for n in $(seq "$3"); do
+		w "$1/sys/kernel/config/rdma_cm/$2/ports/$n/default_roce_mode" "$4"
+		w "$1/sys/kernel/config/rdma_cm/$2/ports/$n/default_roce_tos" "$5"
+	done
+}
+
+common() {
+	local root=$1; shift
+	mkdir -p "$root/sys/kernel/config/rdma_cm" "$root/sys/module" "$root/etc/rdma/modules"
+	mkdir -p "$root/proc"; : > "$root/proc/modules"
+	local m
+	for m in "$@"; do
+		echo "$m 16384 0 - Live 0x0000000000000000" >> "$root/proc/modules"
+	done
+	# /etc/rdma/modules as rdma-core ships it (Debian), so module loading has real lists.
+	cat > "$root/etc/rdma/modules/rdma.conf" <<'EOC'
+# These modules are loaded by the system if any RDMA devices is installed
+# iSCSI over RDMA client support
+ib_iser
+
+# iSCSI over RDMA target support
+ib_isert
+
+# User access to RDMA verbs (supports libibverbs)
+ib_uverbs
+
+# User access to RDMA connection management (supports librdmacm)
+rdma_ucm
+
+# RDS over RDMA support
+# rds_rdma
+
+# NFS over RDMA client support
+xprtrdma
+
+# NFS over RDMA server support
+svcrdma
+EOC
+	cat > "$root/etc/rdma/modules/infiniband.conf" <<'EOC'
+# These modules are loaded by the system if any InfiniBand device is installed
+# InfiniBand over IP netdevice
+ib_ipoib
+
+# Access to fabric management SMPs and GMPs from userspace.
+ib_umad
+
+# SCSI Remote Protocol target support
+# ib_srpt
+EOC
+	cat > "$root/etc/rdma/modules/roce.conf" <<'EOC'
+# These modules are loaded by the system if any RDMA over Converged Ethernet
+# device is installed
+EOC
+	cat > "$root/etc/rdma/modules/opa.conf" <<'EOC'
+# These modules are loaded by the system if any OmniPath Architecture device
+# is installed
+
+# Infiniband over IP netdevice
+ib_ipoib
+
+# Access to fabric management SMPs and GMPs from userspace.
+ib_umad
+
+# Omnipath Ethernet Virtual NIC netdevice
+opa_vnic
+EOC
+	cat > "$root/etc/rdma/modules/iwarp.conf" <<'EOC'
+# These modules are loaded by the system if any iWarp device is installed
+
+# iWarp Port Mapper
+iw_cm
+EOC
+}
+
+mlx5() {
+	local root=$1 i pci d
+	for i in 0 1; do
+		pci="pci0000:3a/0000:3a:00.0/0000:3b:00.$i"
+		pci_device "$root" "$pci" mlx5_core
+		netdev "$root" "$pci" "ens1f${i}np${i}"
+		d=$(ib_device "$root" "$pci" "mlx5_$i")
+		w "$d/node_type" "1: CA"; w "$d/node_guid" "b859:9f03:00d4:2e7$((a = 10 + i, a))"
+		w "$d/sys_image_guid" "b859:9f03:00d4:2e7a"; w "$d/fw_ver" "16.35.2000"
+		w "$d/hca_type" "MT4119"; w "$d/board_id" "MT_0000000080"; w "$d/node_desc" "demo-host mlx5_$i"
+		port "$d" 1 "4: ACTIVE" "5: LinkUp" "100 Gb/sec (4X EDR)" Ethernet 0x0000 0x0000 \
+			"IB/RoCE_v1:ens1f${i}np${i} RoCE_v2:ens1f${i}np${i}"
+		configfs "$root" "mlx5_$i" 1 "RoCE v2" 0
+	done
+}
+
+mlx4() {
+	local root=$1 pci="pci0000:00/0000:00:03.0/0000:05:00.0" d
+	pci_device "$root" "$pci" mlx4_core
+	netdev "$root" "$pci" ens2
+	w "$root/sys/devices/$pci/mlx4_port1" ib
+	w "$root/sys/devices/$pci/mlx4_port2" eth
+	d=$(ib_device "$root" "$pci" mlx4_0)
+	w "$d/node_type" "1: CA"; w "$d/node_guid" "0002:c903:0031:7e50"; w "$d/sys_image_guid" "0002:c903:0031:7e53"
+	w "$d/fw_ver" "2.42.5000"; w "$d/hca_type" "MT4099"; w "$d/board_id" "MT_1090120019"
+	port "$d" 1 "4: ACTIVE" "5: LinkUp" "56 Gb/sec (4X FDR)" InfiniBand 0x0003 0x0001 "IB/RoCE_v1:"
+	port "$d" 2 "4: ACTIVE" "5: LinkUp" "40 Gb/sec (4X QDR)" Ethernet 0x0000 0x0000 "IB/RoCE_v1:ens2"
+	configfs "$root" mlx4_0 2 "IB/RoCE v1" 0
+}
+
+hfi1() {
+	local root=$1 pci="pci0000:80/0000:80:02.0/0000:81:00.0" d
+	pci_device "$root" "$pci" hfi1
+	d=$(ib_device "$root" "$pci" hfi1_0)
+	w "$d/node_type" "1: CA"; w "$d/node_guid" "0011:7501:0179:e2d5"; w "$d/sys_image_guid" "0011:7501:0179:e2d5"
+	w "$d/fw_ver" "1.27.0"; w "$d/hca_type" "HFI100"; w "$d/board_id" "Intel Omni-Path Host Fabric Interface Adapter 100 Series"
+	port "$d" 1 "4: ACTIVE" "5: LinkUp" "100 Gb/sec (4X EDR)" InfiniBand 0x0001 0x0001 "IB/RoCE_v1:"
+	configfs "$root" hfi1_0 1 "IB/RoCE v1" 0
+}
+
+rxe() {
+	local root=$1 d
+	mkdir -p "$root/sys/devices/virtual/net/veth0" "$root/sys/class/net"
+	ln -sfn ../../devices/virtual/net/veth0 "$root/sys/class/net/veth0"
+	d=$(ib_device "$root" virtual rxe0)
+	w "$d/node_type" "1: CA"; w "$d/node_guid" "a8e5:95ff:fe1c:0d2b"; w "$d/sys_image_guid" "a8e5:95ff:fe1c:0d2b"
+	w "$d/fw_ver" "0.0.0"; w "$d/parent" veth0
+	port "$d" 1 "4: ACTIVE" "5: LinkUp" "10 Gb/sec (1X QDR)" Ethernet 0x0000 0x0000 "RoCE_v2:veth0"
+	configfs "$root" rxe0 1 "RoCE v2" 0
+}
+
+# A device whose driver exposes only the bare minimum (bnxt_re as seen
+# through an old kernel): no fw_ver, no GID tables, no link_layer.
+sparse() {
+	local root=$1 pci="pci0000:00/0000:00:1c.0/0000:02:00.0" d
+	pci_device "$root" "$pci" bnxt_en
+	d=$(ib_device "$root" "$pci" bnxt_re0)
+	w "$d/node_type" "1: CA"
+	mkdir -p "$d/ports/1"; w "$d/ports/1/state" "1: DOWN"
+	mkdir -p "$d/ports/not-a-port"
+}
+
+build() {
+	local name=$1; shift
+	rm -rf "$name"; mkdir -p "$name"
+	"$@"
+}
+build mlx5 eval 'common mlx5 configfs ib_core rdma_cm ib_cm iw_cm mlx5_core mlx5_ib; mlx5 mlx5'
+build mlx4 eval 'common mlx4 configfs ib_core rdma_cm mlx4_core mlx4_ib; mlx4 mlx4'
+build hfi1 eval 'common hfi1 configfs ib_core rdma_cm hfi1; hfi1 hfi1'
+build rxe eval 'common rxe configfs ib_core rdma_cm rdma_rxe; rxe rxe'
+build sparse eval 'common sparse configfs ib_core rdma_cm; sparse sparse'
+build demo eval 'common demo configfs ib_core rdma_cm ib_cm iw_cm mlx5_core mlx5_ib mlx4_core mlx4_ib rdma_rxe; mlx5 demo; mlx4 demo; rxe demo'
+echo "fixtures written"
