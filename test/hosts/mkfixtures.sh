@@ -19,6 +19,7 @@ pci_device() {
 	local depth; depth=$(tr -cd / <<<"sys/devices/$pci" | wc -c)
 	ln -sfn "$(printf '../%.0s' $(seq "$depth"))bus/pci/drivers/$drv" "$root/sys/devices/$pci/driver"
 	w "$root/sys/devices/$pci/vendor" 0x15b3
+	w "$root/sys/bus/pci/drivers/$drv/uevent" ""  # git keeps no empty directories
 }
 
 # ib_device ROOT DEVPATH NAME : DEVPATH is the directory under sys/devices holding infiniband/NAME
@@ -65,7 +66,8 @@ configfs() {
 
 common() {
 	local root=$1; shift
-	mkdir -p "$root/sys/kernel/config/rdma_cm" "$root/sys/module" "$root/etc/rdma/modules"
+	mkdir -p "$root/sys/kernel/config/rdma_cm" "$root/etc/rdma/modules"
+	w "$root/sys/module/ib_core/uevent" ""  # built-in or loaded modules show here too
 	mkdir -p "$root/proc"; : > "$root/proc/modules"
 	local m
 	for m in "$@"; do
@@ -175,6 +177,7 @@ rxe() {
 	local root=$1 d
 	mkdir -p "$root/sys/devices/virtual/net/veth0" "$root/sys/class/net"
 	ln -sfn ../../devices/virtual/net/veth0 "$root/sys/class/net/veth0"
+	w "$root/sys/devices/virtual/net/veth0/operstate" up
 	d=$(ib_device "$root" virtual rxe0)
 	w "$d/node_type" "1: CA"; w "$d/node_guid" "a8e5:95ff:fe1c:0d2b"; w "$d/sys_image_guid" "a8e5:95ff:fe1c:0d2b"
 	w "$d/fw_ver" "0.0.0"; w "$d/parent" veth0
@@ -190,7 +193,7 @@ sparse() {
 	d=$(ib_device "$root" "$pci" bnxt_re0)
 	w "$d/node_type" "1: CA"
 	mkdir -p "$d/ports/1"; w "$d/ports/1/state" "1: DOWN"
-	mkdir -p "$d/ports/not-a-port"
+	w "$d/ports/not-a-port/uevent" ""
 }
 
 build() {
