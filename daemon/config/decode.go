@@ -159,7 +159,13 @@ func (d *decoder) unknown(path, key, what string, fields []field) {
 	names := make([]string, len(fields))
 	for i, f := range fields {
 		names[i] = f.name
-		if strings.EqualFold(f.name, key) || strings.EqualFold(strings.Trim(f.name, "[]"), key) {
+		if path == key { // top level: show how each is written
+			names[i] = "[" + f.name + "]"
+			if f.name == "roce" || f.name == "link" || f.name == "vpi" {
+				names[i] = "[[" + f.name + "]]"
+			}
+		}
+		if strings.EqualFold(f.name, key) {
 			d.failf(path, "unknown key; did you mean %s? (keys are case-sensitive)", f.name)
 			return
 		}
@@ -490,7 +496,7 @@ func (d *decoder) roce(path string, m map[string]any) (RoCERule, bool) {
 				if !ok {
 					m = RoCEv1
 				}
-				d.failf(p, "%q is a kernel spelling: write mode = %q (rdmad writes %q to configfs)", s, m, m.Kernel())
+				d.failf(p, "%q is not a config value: write mode = %q (rdmad writes the kernel string %q to configfs)", s, m, m.Kernel())
 				return
 			}
 			d.failf(p, "%q is not a RoCE mode: use \"v1\" (IB/RoCE v1) or \"v2\" (RoCE v2)", s)

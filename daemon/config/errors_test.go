@@ -1,0 +1,164 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Each bad input must produce an error naming the file, the line and the
+// problem; want lists substrings of that one message.
+func TestParseRejectsBadInput(t *testing.T) {
+	const file = "/etc/rdma/rdmad.d/10-roce.toml"
+	tests := []struct {
+		name string
+		toml string
+		line int
+		want []string
+	}{
+		// A top-level key must come before any table, or it belongs to that table.
+		{"unknown top-level key", "# rdmad\n\nfrobnicate = 1\n[modules]\nenable = true\n", 3, []string{"frobnicate: unknown key", "the top level accepts [modules], [memlock]"}},
+		{"unknown top-level table", "[modules]\nenable = true\n\n[rocee]\nmode = \"v2\"\n", 4, []string{"rocee: unknown key", "[[roce]]"}},
+		{"unknown key in table", "[memlock]\ngroup = \"rdma\"\nsofty = \"1G\"\n", 3, []string{"memlock.softy: unknown key", "group, soft, hard"}},
+		{"unknown key in second roce", "[[roce]]\ndevice = \"a\"\nmode = \"v2\"\n\n[[roce]]\ndevice = \"b\"\ntoss = 3\n", 7, []string{"roce[1].toss: unknown key"}},
+		{"key in wrong case", "[[roce]]\ndevice = \"a\"\nMode = \"v2\"\n", 3, []string{"roce[0].Mode", "did you mean mode?"}},
+		{"wrong type bool", "[modules]\n\nenable = \"yes\"\n", 3, []string{"modules.enable", "must be true or false", `a string ("yes")`}},
+		{"quoted bool", "[memlock]\nservices = \"true\"\n", 2, []string{"memlock.services", "without quotes"}},
+		{"wrong type tos", "[[roce]]\ndevice = \"a\"\ntos = \"106\"\n", 3, []string{"roce[0].tos", "must be an integer"}},
+		{"tos 300", "[[roce]]\ndevice = \"mlx5_*\"\nmode = \"v2\"\n\n[[roce]]\ndevice = \"mlx5_1\"\ntos = 300\n", 7, []string{"roce[1].tos: 300 is out of range 0..255"}},
+		{"tos -1", "[[roce]]\ndevice = \"a\"\ntos = -1\n", 3, []string{"roce[0].tos: -1 is out of range 0..255"}},
+		{"mode RoCE v1", "[[roce]]\ndevice = \"a\"\nmode = \"RoCE v1\"\n", 3, []string{"roce[0].mode", `write mode = "v1"`, "IB/RoCE v1"}},
+		{"mode kernel v2", "[[roce]]\ndevice = \"a\"\nmode = \"RoCE v2\"\n", 3, []string{"roce[0].mode", `write mode = "v2"`}},
+		{"mode v3", "[[roce]]\ndevice = \"a\"\nmode = \"v3\"\n", 3, []string{"roce[0].mode", `"v3" is not a RoCE mode`}},
+		{"port 0", "[[roce]]\ndevice = \"a\"\nport = 0\nmode = \"v2\"\n", 3, []string{"roce[0].port: 0 is out of range 1.."}},
+		{"roce without selector", "# c\n[[roce]]\nport = 1\nmode = \"v2\"\n", 2, []string{"roce[0]: no device selector", "device ="}},
+		{"roce sets nothing", "[[roce]]\ndevice = \"mlx5_0\"\nport = 1\n", 1, []string{"roce[0]: sets nothing", "mode, tos"}},
+		{"bad glob", "[[roce]]\nmode = \"v2\"\ndevice = \"mlx5_[\"\n", 3, []string{"roce[0].device", "not a valid glob"}},
+		{"bad guid", "[[roce]]\nguid = \"0002:c903:0031\"\nmode = \"v2\"\n", 2, []string{"roce[0].guid", "not a node GUID"}},
+		{"bad guid digit", "[[roce]]\nguid = \"0x0002c90300317c5z\"\nmode = \"v2\"\n", 2, []string{"roce[0].guid", "not a hex digit"}},
+		{"bad pci", "[[vpi]]\npci = \"slot 3\"\ntype = \"eth\"\n", 2, []string{"vpi[0].pci", "not a PCI address"}},
+		{"memlock soft lots", "[memlock]\nsoft = \"lots\"\n", 2, []string{"memlock.soft", `"lots" is not a size`}},
+		{"memlock bad unit", "[memlock]\nhard = \"64X\"\n", 2, []string{"memlock.hard", "unknown unit"}},
+		{"memlock fraction", "[memlock]\nhard = \"1.5G\"\n", 2, []string{"memlock.hard", "1536M"}},
+		{"memlock zero", "[memlock]\nsoft = \"0\"\n", 2, []string{"memlock.soft", "0 forbids"}},
+		{"soft above hard", "[memlock]\nsoft = \"64G\"\nhard = \"1G\"\n", 2, []string{"memlock.soft: 64G is above memlock.hard 1G"}},
+		{"soft unlimited above hard", "[memlock]\nhard = \"1G\"\n", 2, []string{"memlock.hard: 1G is below memlock.soft unlimited (the default)"}},
+		{"bad group", "[memlock]\ngroup = \"1rdma\"\n", 2, []string{"memlock.group", "not a valid group name"}},
+		{"group with at", "[memlock]\ngroup = \"@rdma\"\n", 2, []string{"memlock.group", "without the '@'"}},
+		{"netns private", "[netns]\nmode = \"private\"\n", 2, []string{"netns.mode", `"private" is not a netns mode`}},
+		{"modules relative dir", "[modules]\ndirectory = \"etc/rdma/modules\"\n", 2, []string{"modules.directory", "absolute path"}},
+		{"link bad type", "[[link]]\nname = \"rxe0\"\ntype = \"roce\"\nnetdev = \"eth0\"\n", 3, []string{"link[0].type", `"roce" is not a soft RDMA link type`}},
+		{"link missing netdev", "[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\n", 1, []string{"link[0]: missing netdev"}},
+		{"link name with slash", "[[link]]\nname = \"rxe/0\"\ntype = \"rxe\"\nnetdev = \"eth0\"\n", 2, []string{"link[0].name", `'/'`}},
+		{"link name with percent", "[[link]]\nname = \"rxe%d\"\ntype = \"rxe\"\nnetdev = \"eth0\"\n", 2, []string{"link[0].name", "'%'"}},
+		{"link netdev too long", "[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"abcdefghijklmnop\"\n", 4, []string{"link[0].netdev", "at most 15"}},
+		{"two rxe on one netdev", "[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth0\"\n[[link]]\nname = \"rxe1\"\ntype = \"rxe\"\nnetdev = \"eth0\"\n", 5, []string{`link "rxe1"`, `already has rxe link "rxe0"`, file + ":1"}},
+		{"vpi type fc", "[[vpi]]\ndevice = \"mlx4_0\"\nport = 1\ntype = \"fc\"\n", 4, []string{"vpi[0].type", `"fc" is not a VPI port type`}},
+		{"vpi missing type", "[[vpi]]\ndevice = \"mlx4_0\"\n", 1, []string{"vpi[0]: missing key type"}},
+		{"single table for array", "[roce]\ndevice = \"a\"\nmode = \"v2\"\n", 1, []string{"roce: must be an array of tables", "[[roce]]"}},
+		{"array for single table", "[[memlock]]\nsoft = \"1G\"\n", 1, []string{"memlock: must be a single table"}},
+		{"inline array element not a table", "roce = [1]\n", 1, []string{"roce[0]: must be a table"}},
+		{"inline table key", "[[roce]]\ndevice = \"a\"\nmode = \"v2\"\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth0\"\nextra = { a = 1 }\n", 8, []string{"link[0].extra: unknown key"}},
+		{"syntax error", "[modules]\nenable = true\ndirectory = /etc\n", 3, []string{"TOML syntax error"}},
+		{"duplicate key", "[modules]\nenable = true\nenable = false\n", 3, []string{"TOML syntax error"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(file, []byte(tc.toml))
+			if err == nil {
+				t.Fatalf("Parse accepted:\n%s", tc.toml)
+			}
+			msg := err.Error()
+			prefix := file + ":" + strconv.Itoa(tc.line) + ": "
+			if !strings.HasPrefix(msg, prefix) {
+				t.Errorf("error %q does not start with %q", msg, prefix)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not mention %q", msg, w)
+				}
+			}
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Pos.File != file || ce.Pos.Line != tc.line {
+				t.Errorf("error is not a *Error at %s:%d: %#v", file, tc.line, err)
+			}
+		})
+	}
+}
+
+func TestParseReportsEveryProblem(t *testing.T) {
+	src := "[memlock]\nsoft = \"lots\"\n\n[[roce]]\ndevice = \"a\"\ntos = 300\n\n[[link]]\nname = \"x\"\ntype = \"ib\"\nnetdev = \"eth0\"\n"
+	_, err := Parse("f.toml", []byte(src))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{"f.toml:2: memlock.soft", "f.toml:6: roce[0].tos", "f.toml:10: link[0].type"}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("problem %d = %q, want prefix %q", i, lines[i], w)
+		}
+	}
+}
+
+func TestLoadNamesTheDropInWithTheError(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, root, MainFile, "[modules]\nenable = true\n")
+	writeFile(t, root, DropInDir+"/10-roce.toml", "[[roce]]\ndevice = \"mlx5_*\"\nmode = \"v2\"\n")
+	writeFile(t, root, DropInDir+"/20-tos.toml", "# TOS for the storage port\n\n[[roce]]\ndevice = \"mlx5_1\"\nport = 1\ntos = 300\n")
+	_, err := Load(root, "")
+	if err == nil {
+		t.Fatal("Load accepted tos = 300")
+	}
+	want := filepath.Join(root, DropInDir, "20-tos.toml") + ":6: roce[0].tos: 300 is out of range 0..255"
+	if err.Error() != want {
+		t.Errorf("error = %q\nwant    %q", err, want)
+	}
+}
+
+func TestLoadSoftAboveHardAcrossFiles(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, root, MainFile, "[memlock]\nhard = \"8G\"\n")
+	writeFile(t, root, DropInDir+"/50-soft.toml", "[memlock]\nsoft = \"16G\"\n")
+	_, err := Load(root, "")
+	if err == nil {
+		t.Fatal("Load accepted soft 16G over hard 8G")
+	}
+	main := filepath.Join(root, MainFile)
+	for _, w := range []string{filepath.Join(root, DropInDir, "50-soft.toml") + ":2: memlock.soft: 16G is above memlock.hard 8G", "set at " + main + ":2"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+}
+
+func TestLoadUnreadableMainFile(t *testing.T) {
+	root := t.TempDir()
+	// A directory where the file should be: unreadable for every user,
+	// including root (which ignores permission bits).
+	if err := os.MkdirAll(filepath.Join(root, MainFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(root, "")
+	if err == nil || !strings.Contains(err.Error(), "config: read "+filepath.Join(root, MainFile)) {
+		t.Fatalf("error = %v, want a read error naming the main file", err)
+	}
+}
+
+func writeFile(t testing.TB, root, rel, content string) string {
+	t.Helper()
+	name := filepath.Join(root, rel)
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
