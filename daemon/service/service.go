@@ -36,6 +36,9 @@ type Service struct {
 	cfgWatches []func()
 
 	queue *Queue
+
+	runtime     runtime     // overlay.go: last good policy + runtime overlay
+	linkDeleter LinkDeleter // api.go: kernel side of DeleteLink
 }
 
 // New loads the configuration and returns a Service. A config error here is
@@ -52,7 +55,7 @@ func New(o Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.rec.SetPolicy(pol)
+	s.setPolicy(pol)
 	s.queue = NewQueue(s.runRequest)
 	return s, nil
 }
@@ -95,7 +98,7 @@ func (s *Service) Reload() error {
 		s.configChanged()
 		return fmt.Errorf("reload: %w", err)
 	}
-	s.rec.SetPolicy(pol)
+	s.setPolicy(pol)
 	s.log.Info("configuration reloaded", "files", pol.Files)
 	s.configChanged()
 	s.RequestAll()

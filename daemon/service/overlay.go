@@ -1,0 +1,183 @@
+package service
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/rdmad/rdmad/daemon/config"
+)
+
+// RuntimeSource marks declarations that come from the runtime overlay in
+// action reports and D-Bus properties ("declared at runtime").
+const RuntimeSource = "runtime"
+
+// Overlay holds changes made over D-Bus without "persist". It is applied on
+// top of the policy loaded from the files, so its entries win, and it lives
+// until rdmad stops: a Reload re-reads the files and re-applies the overlay,
+// as `networkctl reload` keeps runtime-only changes of networkd.
+type Overlay struct {
+	RoCE         []config.RoCERule // appended after the files' rules
+	Links        []config.Link     // added at runtime; replace a declared link of the same name
+	DeletedLinks []string          // declared links removed at runtime
+	Netns        config.NetnsMode  // NetnsUnmanaged: no runtime override
+}
+
+// Empty reports whether there are no runtime changes.
+func (o Overlay) Empty() bool {
+	return len(o.RoCE) == 0 && len(o.Links) == 0 && len(o.DeletedLinks) == 0 && o.Netns == config.NetnsUnmanaged
+}
+
+func (o Overlay) clone() Overlay {
+	c := Overlay{Netns: o.Netns}
+	c.RoCE = slices.Clone(o.RoCE)
+	c.Links = slices.Clone(o.Links)
+	c.DeletedLinks = slices.Clone(o.DeletedLinks)
+	return c
+}
+
+// Apply returns base with the overlay on top; base is not modified.
+func (o Overlay) Apply(base *config.Policy) *config.Policy {
+	if base == nil {
+		base = &config.Policy{}
+	}
+	p := *base
+	p.RoCE = append(slices.Clone(base.RoCE), o.RoCE...)
+	var links []config.Link
+	for _, l := range base.Links {
+		if !slices.Contains(o.DeletedLinks, l.Name) {
+			links = append(links, l)
+		}
+	}
+	for _, l := range o.Links {
+		links = slices.DeleteFunc(links, func(old config.Link) bool { return old.Name == l.Name })
+		links = append(links, l)
+	}
+	p.Links = links
+	if o.Netns != config.NetnsUnmanaged {
+		p.Netns.Mode = o.Netns
+	}
+	return &p
+}
+
+// setRoCE records a runtime RoCE setting for one device (port 0: all).
+func (o *Overlay) setRoCE(device string, port int, mode config.RoCEMode, tos *int) {
+	rule := config.RoCERule{
+		Source:   config.Position{File: RuntimeSource},
+		Selector: config.Selector{Device: globEscape(device)},
+		Port:     port,
+		Mode:     mode,
+		TOS:      tos,
+	}
+	o.RoCE = append(o.RoCE, rule)
+}
+
+// forgetRoCE removes the runtime mode and/or TOS of a port (port 0: all
+// ports) so that a persisted value is not shadowed by an older runtime one.
+// A runtime rule for every port that is partly forgotten is split into
+// per-port rules for the ports it still covers.
+func (o *Overlay) forgetRoCE(device string, port int, ports []int, mode, tos bool) {
+	sel := config.Selector{Device: globEscape(device)}
+	var out []config.RoCERule
+	for _, r := range o.RoCE {
+		if r.Selector != sel || (port != 0 && r.Port != 0 && r.Port != port) {
+			out = append(out, r)
+			continue
+		}
+		if r.Port == 0 && port != 0 {
+			// Keep it for the other ports as it was.
+			for _, n := range ports {
+				if n != port {
+					k := r
+					k.Port = n
+					out = append(out, k)
+				}
+			}
+			r.Port = port
+		}
+		if mode {
+			r.Mode = ""
+		}
+		if tos {
+			r.TOS = nil
+		}
+		if r.Mode != "" || r.TOS != nil {
+			out = append(out, r)
+		}
+	}
+	o.RoCE = out
+}
+
+func (o *Overlay) addLink(l config.Link) {
+	l.Source = config.Position{File: RuntimeSource}
+	o.DeletedLinks = slices.DeleteFunc(o.DeletedLinks, func(n string) bool { return n == l.Name })
+	o.Links = slices.DeleteFunc(o.Links, func(old config.Link) bool { return old.Name == l.Name })
+	o.Links = append(o.Links, l)
+}
+
+func (o *Overlay) deleteLink(name string) {
+	o.Links = slices.DeleteFunc(o.Links, func(old config.Link) bool { return old.Name == name })
+	if !slices.Contains(o.DeletedLinks, name) {
+		o.DeletedLinks = append(o.DeletedLinks, name)
+	}
+}
+
+// forgetLink drops every runtime statement about a link, used when the link
+// is persisted (added or removed) so the files decide again.
+func (o *Overlay) forgetLink(name string) {
+	o.Links = slices.DeleteFunc(o.Links, func(old config.Link) bool { return old.Name == name })
+	o.DeletedLinks = slices.DeleteFunc(o.DeletedLinks, func(n string) bool { return n == name })
+}
+
+// runtime is the Service's policy bookkeeping: the last good policy from
+// the files and the overlay on top of it.
+type runtime struct {
+	// mutation serialises the mutating operations: each one validates,
+	// changes, reconciles and may roll back as one step.
+	mutation sync.Mutex
+
+	mu      sync.Mutex
+	base    *config.Policy
+	overlay Overlay
+}
+
+// setPolicy installs a freshly loaded policy with the overlay on top.
+func (s *Service) setPolicy(pol *config.Policy) {
+	s.runtime.mu.Lock()
+	defer s.runtime.mu.Unlock()
+	s.runtime.base = pol
+	s.rec.SetPolicy(s.runtime.overlay.Apply(pol))
+}
+
+// changeOverlay edits the overlay and puts the result in force. It returns
+// the previous overlay so a refused change can be undone.
+func (s *Service) changeOverlay(edit func(*Overlay)) (previous Overlay) {
+	s.runtime.mu.Lock()
+	defer s.runtime.mu.Unlock()
+	previous = s.runtime.overlay.clone()
+	next := s.runtime.overlay.clone()
+	edit(&next)
+	s.runtime.overlay = next
+	s.rec.SetPolicy(next.Apply(s.runtime.base))
+	return previous
+}
+
+// RuntimeOverlay returns a copy of the runtime changes in force.
+func (s *Service) RuntimeOverlay() Overlay {
+	s.runtime.mu.Lock()
+	defer s.runtime.mu.Unlock()
+	return s.runtime.overlay.clone()
+}
+
+// globEscape makes a device name match itself only under path.Match.
+func globEscape(name string) string {
+	var b []byte
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; c {
+		case '*', '?', '[', ']', '\\':
+			b = append(b, '\\', c)
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
