@@ -140,7 +140,7 @@ mlx5() {
 		pci_device "$root" "$pci" mlx5_core
 		netdev "$root" "$pci" "ens1f${i}np${i}"
 		d=$(ib_device "$root" "$pci" "mlx5_$i")
-		w "$d/node_type" "1: CA"; w "$d/node_guid" "b859:9f03:00d4:2e7$((a = 10 + i, a))"
+		w "$d/node_type" "1: CA"; local guids=(2e7a 2e7b); w "$d/node_guid" "b859:9f03:00d4:${guids[$i]}"
 		w "$d/sys_image_guid" "b859:9f03:00d4:2e7a"; w "$d/fw_ver" "16.35.2000"
 		w "$d/hca_type" "MT4119"; w "$d/board_id" "MT_0000000080"; w "$d/node_desc" "demo-host mlx5_$i"
 		port "$d" 1 "4: ACTIVE" "5: LinkUp" "100 Gb/sec (4X EDR)" Ethernet 0x0000 0x0000 \

@@ -1,0 +1,195 @@
+package host_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"syscall"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+)
+
+func TestDevicesMLX5(t *testing.T) {
+	h := host.New(hosttest.FixtureDir("mlx5"))
+	devs, err := h.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != 2 || devs[0].Name != "mlx5_0" || devs[1].Name != "mlx5_1" {
+		t.Fatalf("devices = %+v", devs)
+	}
+	d := devs[1]
+	want := host.Device{
+		Name: "mlx5_1", NodeType: "1: CA", NodeGUID: "b859:9f03:00d4:2e7b", SysImageGUID: "b859:9f03:00d4:2e7a",
+		FWVersion: "16.35.2000", HCAType: "MT4119", BoardID: "MT_0000000080", Driver: "mlx5_core",
+		PCIAddress: "0000:3b:00.1", Netdevs: []string{"ens1f1np1"}, RoCEConfig: true,
+		Ports: []host.Port{{
+			Number: 1, State: "ACTIVE", PhysState: "LinkUp", Rate: "100 Gb/sec (4X EDR)", LinkLayer: "Ethernet",
+			LID: "0x0000", SMLID: "0x0000", GIDTypes: []string{"IB/RoCE v1", "RoCE v2"}, Netdevs: []string{"ens1f1np1"},
+			RoCEMode: "RoCE v2", RoCETOS: 0,
+		}},
+	}
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("mlx5_1 =\n%+v\nwant\n%+v", d, want)
+	}
+	if got := d.Transports(); !reflect.DeepEqual(got, []host.Transport{host.TransportRoCE}) {
+		t.Errorf("transports = %v", got)
+	}
+}
+
+func TestDevicesMLX4VPI(t *testing.T) {
+	d, err := host.New(hosttest.FixtureDir("mlx4")).Device("mlx4_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Ports) != 2 {
+		t.Fatalf("ports = %+v", d.Ports)
+	}
+	if tr := d.PortTransport(&d.Ports[0]); tr != host.TransportInfiniBand {
+		t.Errorf("port 1 transport = %s", tr)
+	}
+	if tr := d.PortTransport(&d.Ports[1]); tr != host.TransportRoCE {
+		t.Errorf("port 2 transport = %s", tr)
+	}
+	if d.Ports[0].LID != "0x0003" || d.Ports[0].SMLID != "0x0001" || d.Ports[0].Netdevs != nil {
+		t.Errorf("IB port = %+v", d.Ports[0])
+	}
+	if !reflect.DeepEqual(d.Netdevs, []string{"ens2"}) {
+		t.Errorf("netdevs = %v", d.Netdevs)
+	}
+	if got := d.Transports(); !reflect.DeepEqual(got, []host.Transport{host.TransportInfiniBand, host.TransportRoCE}) {
+		t.Errorf("transports = %v", got)
+	}
+}
+
+func TestDevicesOPAAndSoftRoCE(t *testing.T) {
+	d, err := host.New(hosttest.FixtureDir("hfi1")).Device("hfi1_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Driver != "hfi1" || d.PortTransport(&d.Ports[0]) != host.TransportOPA {
+		t.Errorf("hfi1: driver %q transport %s", d.Driver, d.PortTransport(&d.Ports[0]))
+	}
+	r, err := host.New(hosttest.FixtureDir("rxe")).Device("rxe0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PCIAddress != "" || r.Driver != "" || r.Parent != "veth0" || !reflect.DeepEqual(r.Netdevs, []string{"veth0"}) {
+		t.Errorf("rxe0 = %+v", r)
+	}
+	if r.Ports[0].RoCEMode != "RoCE v2" || !reflect.DeepEqual(r.Ports[0].GIDTypes, []string{"RoCE v2"}) {
+		t.Errorf("rxe0 port = %+v", r.Ports[0])
+	}
+}
+
+func TestDeviceWithMissingOptionalFiles(t *testing.T) {
+	d, err := host.New(hosttest.FixtureDir("sparse")).Device("bnxt_re0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.FWVersion != "" || d.NodeGUID != "" || len(d.Ports) != 1 {
+		t.Fatalf("sparse = %+v", d)
+	}
+	p := d.Ports[0]
+	if p.State != "DOWN" || p.LinkLayer != "" || p.GIDTypes != nil || p.RoCETOS != -1 || p.RoCEMode != "" {
+		t.Errorf("sparse port = %+v", p)
+	}
+	if tr := d.PortTransport(&p); tr != host.TransportUnknown {
+		t.Errorf("transport = %s", tr)
+	}
+}
+
+// einvalIO answers EINVAL for attributes the kernel refuses to show, as
+// gid_attrs of an unpopulated GID or an InfiniBand port's ndevs do.
+type einvalIO struct {
+	host.OSAttrIO
+	bad string
+}
+
+func (e einvalIO) ReadFile(name string) ([]byte, error) {
+	if filepath.Base(name) == e.bad || filepath.Base(filepath.Dir(name)) == e.bad {
+		return nil, &os.PathError{Op: "read", Path: name, Err: syscall.EINVAL}
+	}
+	return os.ReadFile(name)
+}
+
+func TestEINVALAttributesAreOptional(t *testing.T) {
+	for _, bad := range []string{"fw_ver", "rate", "ndevs", "types", "default_roce_tos"} {
+		h := host.NewWithIO(hosttest.FixtureDir("mlx5"), einvalIO{bad: bad})
+		d, err := h.Device("mlx5_0")
+		if err != nil {
+			t.Fatalf("%s: %v", bad, err)
+		}
+		if d.Name != "mlx5_0" || len(d.Ports) != 1 {
+			t.Errorf("%s: %+v", bad, d)
+		}
+	}
+}
+
+func TestVanishedAndBogusDevices(t *testing.T) {
+	h := host.New(hosttest.FixtureDir("mlx5"))
+	for _, name := range []string{"mlx5_9", "", "..", "../mlx5_0", "a/b"} {
+		if _, err := h.Device(name); !errors.Is(err, host.ErrNoDevice) {
+			t.Errorf("Device(%q) err = %v, want ErrNoDevice", name, err)
+		}
+	}
+	empty := host.New(t.TempDir())
+	devs, err := empty.Devices()
+	if err != nil || len(devs) != 0 {
+		t.Errorf("host without RDMA: %v %v", devs, err)
+	}
+}
+
+func TestLoadedModules(t *testing.T) {
+	m, err := host.New(hosttest.FixtureDir("rxe")).LoadedModules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"rdma_rxe", "rdma_cm", "ib_core", "configfs"} {
+		if !m[want] {
+			t.Errorf("%s not loaded in %v", want, m)
+		}
+	}
+	if m["mlx5_ib"] {
+		t.Error("mlx5_ib should not be loaded")
+	}
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	root := t.TempDir()
+	h := host.New(root)
+	if err := h.WriteFileAtomic("etc/x/y.conf", []byte("one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !h.FileMatches("etc/x/y.conf", []byte("one\n")) || h.FileMatches("etc/x/y.conf", []byte("two\n")) {
+		t.Error("FileMatches wrong")
+	}
+	if err := h.WriteFileAtomic("etc/x/y.conf", []byte("two\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(root, "etc/x/y.conf"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("mode = %v, %v", st.Mode(), err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(root, "etc/x"))
+	if len(ents) != 1 {
+		t.Errorf("temp files left behind: %v", ents)
+	}
+	// A directory where the file should be: the error surfaces, nothing is half-written.
+	os.MkdirAll(filepath.Join(root, "etc/dir.conf"), 0o755)
+	if err := h.WriteFileAtomic("etc/dir.conf", []byte("x"), 0o644); err == nil {
+		t.Error("rename over a directory succeeded")
+	}
+}
+
+func BenchmarkDevices(b *testing.B) {
+	h := host.New(hosttest.FixtureDir("demo"))
+	for i := 0; i < b.N; i++ {
+		if _, err := h.Devices(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package memlock_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/memlock"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+func TestRender(t *testing.T) {
+	m := &config.Memlock{Group: "rdma", Soft: config.Limit{Unlimited: true}, Hard: config.Limit{Unlimited: true}}
+	if got := string(memlock.RenderLimits(m)); !strings.HasSuffix(got, "@rdma soft memlock unlimited\n@rdma hard memlock unlimited\n") || !strings.HasPrefix(got, memlock.Header) {
+		t.Errorf("limits = %q", got)
+	}
+	if got := string(memlock.RenderSystemd(m)); !strings.Contains(got, "[Manager]\nDefaultLimitMEMLOCK=infinity\n") {
+		t.Errorf("systemd = %q", got)
+	}
+	m = &config.Memlock{Group: "hpc", Soft: config.Limit{Bytes: 64 << 30}, Hard: config.Limit{Unlimited: true}}
+	if got := string(memlock.RenderLimits(m)); !strings.Contains(got, "@hpc soft memlock 67108864\n@hpc hard memlock unlimited\n") {
+		t.Errorf("limits (KiB) = %q", got)
+	}
+	if got := string(memlock.RenderSystemd(m)); !strings.Contains(got, "DefaultLimitMEMLOCK=68719476736:infinity\n") {
+		t.Errorf("systemd soft:hard = %q", got)
+	}
+}
+
+func TestApplyWritesOnceAndRemovesOwnFilesOnly(t *testing.T) {
+	root := t.TempDir()
+	h := host.New(root)
+	p := &memlock.Part{Host: h}
+	pol := &config.Policy{Memlock: &config.Memlock{Group: "rdma", Soft: config.Limit{Unlimited: true}, Hard: config.Limit{Unlimited: true}, Services: true}}
+	acts := p.Apply(context.Background(), pol, nil)
+	if len(acts) != 2 || acts[0].Status != reconcile.Changed || acts[1].Status != reconcile.Changed {
+		t.Fatalf("first: %+v", acts)
+	}
+	st1, _ := os.Stat(filepath.Join(root, memlock.LimitsFile))
+	acts = p.Apply(context.Background(), pol, nil)
+	if len(acts) != 2 || acts[0].Status != reconcile.Unchanged || acts[1].Status != reconcile.Unchanged {
+		t.Fatalf("second: %+v", acts)
+	}
+	st2, _ := os.Stat(filepath.Join(root, memlock.LimitsFile))
+	if !st1.ModTime().Equal(st2.ModTime()) || !os.SameFile(st1, st2) {
+		t.Error("unchanged file was rewritten")
+	}
+
+	// services = false removes rdmad's systemd drop-in.
+	pol.Memlock.Services = false
+	acts = p.Apply(context.Background(), pol, nil)
+	if _, err := os.Stat(filepath.Join(root, memlock.SystemdFile)); !os.IsNotExist(err) {
+		t.Errorf("systemd drop-in still there: %v (%+v)", err, acts)
+	}
+
+	// No [memlock]: rdmad's limits file goes; an admin's file of the same name is never touched.
+	if err := os.WriteFile(filepath.Join(root, memlock.SystemdFile), []byte("[Manager]\nDefaultLimitMEMLOCK=1M\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	acts = p.Apply(context.Background(), &config.Policy{}, nil)
+	if len(acts) != 1 || acts[0].What != "remove" || acts[0].Status != reconcile.Changed {
+		t.Fatalf("remove: %+v", acts)
+	}
+	if _, err := os.Stat(filepath.Join(root, memlock.LimitsFile)); !os.IsNotExist(err) {
+		t.Error("limits file not removed")
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, memlock.SystemdFile)); !strings.Contains(string(b), "1M") {
+		t.Error("admin's file was touched")
+	}
+	pol.Memlock.Services = true
+	acts = p.Apply(context.Background(), pol, nil)
+	if acts[1].Status != reconcile.Failed || !strings.Contains(acts[1].Err.Error(), "not managed by rdmad") {
+		t.Errorf("overwrite of a foreign file: %+v", acts[1])
+	}
+}

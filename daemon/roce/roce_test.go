@@ -1,0 +1,171 @@
+package roce_test
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/roce"
+)
+
+func tos(v int) *int { return &v }
+
+func apply(t *testing.T, h *host.Host, pol *config.Policy, dev string) []reconcile.Action {
+	t.Helper()
+	d, err := h.Device(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return (&roce.Part{Host: h}).Apply(context.Background(), pol, &d)
+}
+
+func statuses(acts []reconcile.Action) string {
+	var s []string
+	for _, a := range acts {
+		s = append(s, a.Target+" "+a.What+" "+a.Status.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+func TestApplyWritesVerifiesAndIsIdempotent(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	k := hosttest.NewKernel(root)
+	h := k.Host()
+	pol := &config.Policy{RoCE: []config.RoCERule{
+		{Selector: config.Selector{Device: "mlx5_*"}, Mode: config.RoCEv1, TOS: tos(106), Source: config.Position{File: "rdmad.toml", Line: 3}},
+	}}
+	acts := apply(t, h, pol, "mlx5_0")
+	if got, want := statuses(acts), "mlx5_0/1 roce mode changed, mlx5_0/1 roce tos changed"; got != want {
+		t.Fatalf("first apply: %s, want %s", got, want)
+	}
+	if acts[0].From != "RoCE v2" || acts[0].To != "IB/RoCE v1" || acts[0].Source != "rdmad.toml:3" {
+		t.Errorf("mode action = %+v", acts[0])
+	}
+	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_mode")); got != "IB/RoCE v1" {
+		t.Errorf("configfs mode = %q", got)
+	}
+	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")); got != "106" {
+		t.Errorf("configfs tos = %q", got)
+	}
+	writes := k.WriteCount()
+	acts = apply(t, h, pol, "mlx5_0")
+	if got, want := statuses(acts), "mlx5_0/1 roce mode unchanged, mlx5_0/1 roce tos unchanged"; got != want {
+		t.Errorf("second apply: %s", got)
+	}
+	if k.WriteCount() != writes {
+		t.Errorf("second apply wrote %v", k.Writes[writes:])
+	}
+}
+
+func TestApplyCreatesConfigfsDirWhenMissing(t *testing.T) {
+	root := hosttest.Copy(t, "rxe")
+	k := hosttest.NewKernel(root)
+	if err := removeAll(root, host.ConfigfsRdmaCM+"/rxe0"); err != nil {
+		t.Fatal(err)
+	}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "rxe0"}, TOS: tos(32)}}}
+	acts := apply(t, k.Host(), pol, "rxe0")
+	if got, want := statuses(acts), "rxe0 configfs rdma_cm changed, rxe0/1 roce tos changed"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	if len(k.Mkdirs) != 1 || k.Mkdirs[0] != "sys/kernel/config/rdma_cm/rxe0" {
+		t.Errorf("mkdirs = %v", k.Mkdirs)
+	}
+}
+
+func TestPortRefusalIsPerPortAndNamed(t *testing.T) {
+	root := hosttest.Copy(t, "demo")
+	k := hosttest.NewKernel(root)
+	// Soft-RoCE supports only RoCE v2 and answers EIO to v1.
+	k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "*"}, Mode: config.RoCEv1, TOS: tos(96)}}}
+	acts := apply(t, k.Host(), pol, "rxe0")
+	if got, want := statuses(acts), "rxe0/1 roce mode failed, rxe0/1 roce tos changed"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	msg := acts[0].Err.Error()
+	for _, want := range []string{"rxe0", "port 1", "IB/RoCE v1", "does not support", "input/output error"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+	// The other devices are untouched by rxe0's failure.
+	if got := statuses(apply(t, k.Host(), pol, "mlx5_1")); got != "mlx5_1/1 roce mode changed, mlx5_1/1 roce tos changed" {
+		t.Errorf("mlx5_1: %s", got)
+	}
+}
+
+func TestWriteThatDoesNotStickFails(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	k := hosttest.NewKernel(root)
+	k.Ignore("mlx5_0/ports/1/default_roce_tos", "7")
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "mlx5_0"}, TOS: tos(7)}}}
+	acts := apply(t, k.Host(), pol, "mlx5_0")
+	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), `kernel kept "0"`) {
+		t.Fatalf("acts = %+v", acts)
+	}
+}
+
+func TestInfiniBandPortNotApplicable(t *testing.T) {
+	root := hosttest.Copy(t, "mlx4")
+	k := hosttest.NewKernel(root)
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Driver: "mlx4_core"}, Mode: config.RoCEv2}}}
+	acts := apply(t, k.Host(), pol, "mlx4_0")
+	if got, want := statuses(acts), "mlx4_0/1 roce not-applicable, mlx4_0/2 roce mode changed"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx4_0", 1, "default_roce_mode")); got != "IB/RoCE v1" {
+		t.Errorf("IB port was written: %q", got)
+	}
+}
+
+func TestPortSelectorAndPrecedence(t *testing.T) {
+	root := hosttest.Copy(t, "mlx4")
+	k := hosttest.NewKernel(root)
+	pol := &config.Policy{RoCE: []config.RoCERule{
+		{Selector: config.Selector{Device: "mlx4_*"}, Port: 2, Mode: config.RoCEv2, TOS: tos(1)},
+		{Selector: config.Selector{Netdev: "ens2"}, Port: 2, TOS: tos(2)}, // later rule wins for tos only
+	}}
+	apply(t, k.Host(), pol, "mlx4_0")
+	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx4_0", 2, "default_roce_tos")); got != "2" {
+		t.Errorf("tos = %q, want the later rule's 2", got)
+	}
+	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx4_0", 2, "default_roce_mode")); got != "RoCE v2" {
+		t.Errorf("mode = %q", got)
+	}
+}
+
+func TestMissingConfigfsAndVanishedDevice(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	k := hosttest.NewKernel(root)
+	h := k.Host()
+	d, err := h.Device("mlx5_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "mlx5_0"}, TOS: tos(3)}}}
+	// rdma_cm not loaded: no configfs tree at all.
+	if err := removeAll(root, host.ConfigfsRdmaCM); err != nil {
+		t.Fatal(err)
+	}
+	acts := (&roce.Part{Host: h}).Apply(context.Background(), pol, &d)
+	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "rdma_cm module loaded") {
+		t.Fatalf("acts = %+v", acts)
+	}
+	// The device went away between read and mkdir: ENODEV, named.
+	if err := mkdir(root, host.ConfigfsRdmaCM); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeAll(root, host.ClassInfiniband+"/mlx5_0"); err != nil {
+		t.Fatal(err)
+	}
+	acts = (&roce.Part{Host: h}).Apply(context.Background(), pol, &d)
+	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "ENODEV") {
+		t.Fatalf("acts = %+v", acts)
+	}
+}
