@@ -1,0 +1,318 @@
+// Package links keeps the declared soft RDMA devices ([[link]]: Soft-RoCE
+// rxe, Soft-iWARP siw) in existence: whenever the netdev a link sits on
+// exists and the link does not, it is created again, as `rdma link add NAME
+// type TYPE netdev NETDEV` would. rdmad never deletes a device it was not
+// told to manage, and never "fixes" a same-named device of another kind.
+package links
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/modules"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+// Netlink creates and deletes soft RDMA links. RDMANetlink is the real one.
+type Netlink interface {
+	LinkAdd(name, typ, netdev string) error
+	LinkDel(name string) error
+}
+
+// RDMANetlink talks RDMA netlink (NETLINK_RDMA, RDMA_NLDEV_CMD_NEWLINK /
+// DELLINK) through vishvananda/netlink, exactly what iproute2's `rdma link`
+// sends.
+type RDMANetlink struct{}
+
+// LinkAdd implements Netlink.
+func (RDMANetlink) LinkAdd(name, typ, netdev string) error {
+	if err := netlink.RdmaLinkAdd(name, typ, netdev); err != nil {
+		return fmt.Errorf("links: rdma link add %s type %s netdev %s: %w", name, typ, netdev, err)
+	}
+	return nil
+}
+
+// LinkDel implements Netlink.
+func (RDMANetlink) LinkDel(name string) error {
+	if err := netlink.RdmaLinkDel(name); err != nil {
+		return fmt.Errorf("links: rdma link delete %s: %w", name, err)
+	}
+	return nil
+}
+
+// Module returns the kernel module that provides a link type.
+func Module(t config.LinkType) string {
+	switch t {
+	case config.LinkRXE:
+		return "rdma_rxe"
+	case config.LinkSIW:
+		return "siw"
+	}
+	return ""
+}
+
+// siwNodeDesc is what siw writes into node_desc (SIW_NODE_DESC_COMMON); no
+// other driver uses it, and siw has no sysfs attribute of its own.
+const siwNodeDesc = "Software iWARP stack"
+
+// SoftLink is a soft RDMA device as observed on the host.
+type SoftLink struct {
+	Name   string
+	Type   config.LinkType
+	Netdev string // "" when the kernel does not say (siw on some kernels)
+}
+
+// Classify tells whether the RDMA device d is a soft link and of which type.
+// rxe is the only driver with a "parent" attribute (the netdev name); siw is
+// recognised by its node description. Both also show as driver rdma_rxe /
+// siw in fixture trees that model the driver link.
+func Classify(h *host.Host, d *host.Device) (SoftLink, bool) {
+	base := path.Join(host.ClassInfiniband, d.Name)
+	switch {
+	case d.Driver == "rdma_rxe" || h.Exists(path.Join(base, "parent")):
+		return SoftLink{Name: d.Name, Type: config.LinkRXE, Netdev: d.Parent}, true
+	case d.Driver == "siw" || nodeDesc(h, d.Name) == siwNodeDesc:
+		sl := SoftLink{Name: d.Name, Type: config.LinkSIW, Netdev: d.Parent}
+		if sl.Netdev == "" && len(d.Netdevs) == 1 {
+			sl.Netdev = d.Netdevs[0]
+		}
+		return sl, true
+	}
+	return SoftLink{}, false
+}
+
+func nodeDesc(h *host.Host, dev string) string {
+	s, _ := h.ReadString(path.Join(host.ClassInfiniband, dev, "node_desc"))
+	return strings.TrimSpace(s)
+}
+
+// List returns the soft RDMA devices present, sorted by name.
+func List(h *host.Host) ([]SoftLink, error) {
+	devs, err := h.Devices()
+	var out []SoftLink
+	for i := range devs {
+		if sl, ok := Classify(h, &devs[i]); ok {
+			out = append(out, sl)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if err != nil {
+		return out, fmt.Errorf("links: %w", err)
+	}
+	return out, nil
+}
+
+// Validate checks a link declaration the way the kernel and iproute2 would
+// judge it, so a D-Bus caller gets a clear error before anything is touched.
+func Validate(l config.Link) error {
+	if Module(l.Type) == "" {
+		return fmt.Errorf("links: %q is not a soft RDMA link type: use \"rxe\" or \"siw\"", l.Type)
+	}
+	if err := validName(l.Name, 63, "RDMA device"); err != nil {
+		return fmt.Errorf("links: name: %w", err)
+	}
+	if strings.ContainsRune(l.Name, '%') {
+		return fmt.Errorf("links: name %q contains '%%': the kernel would pick the name", l.Name)
+	}
+	if err := validName(l.Netdev, 15, "interface"); err != nil {
+		return fmt.Errorf("links: netdev: %w", err)
+	}
+	if strings.ContainsRune(l.Netdev, ':') {
+		return fmt.Errorf("links: netdev %q contains ':', which an interface name cannot contain", l.Netdev)
+	}
+	return nil
+}
+
+func validName(s string, max int, what string) error {
+	switch {
+	case s == "":
+		return errors.New("must not be empty")
+	case len(s) > max:
+		return fmt.Errorf("%q is %d bytes long; %s names have at most %d", s, len(s), what, max)
+	case s == "." || s == "..":
+		return fmt.Errorf("%q is not a %s name", s, what)
+	}
+	for _, r := range s {
+		if r == '/' || r <= ' ' || r == 0x7f {
+			return fmt.Errorf("%q contains %q, which a %s name cannot contain", s, r, what)
+		}
+	}
+	return nil
+}
+
+// ErrNotSoftLink is returned (wrapped) when asked to delete a device that is
+// not an rxe or siw link: rdmad never removes hardware devices.
+var ErrNotSoftLink = errors.New("not a soft RDMA link (rxe or siw)")
+
+// ErrNetdevMissing is returned (wrapped) by Add when the netdev does not exist.
+var ErrNetdevMissing = errors.New("no such network interface")
+
+// Add creates one soft link now (the D-Bus "AddLink" call): it validates l,
+// requires the netdev, loads the driver module when missing, and creates the
+// link unless an identical one exists. A device of that name that differs is
+// an error; it is never replaced.
+func Add(ctx context.Context, nl Netlink, loader modules.Loader, h *host.Host, l config.Link) error {
+	if err := Validate(l); err != nil {
+		return err
+	}
+	act := ensure(ctx, nl, loader, h, l, nil)
+	switch act.Status {
+	case reconcile.Changed, reconcile.Unchanged:
+		return nil
+	case reconcile.NotApplicable:
+		return fmt.Errorf("links: add %s: netdev %s: %w", l.Name, l.Netdev, ErrNetdevMissing)
+	}
+	return act.Err
+}
+
+// Delete removes the soft link name (the D-Bus "DeleteLink" call). It refuses
+// devices that are not rxe/siw links. Deleting a declared link only lasts
+// until the next pass recreates it; callers that mean it remove the
+// declaration too.
+func Delete(ctx context.Context, nl Netlink, h *host.Host, name string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("links: delete %s: %w", name, err)
+	}
+	d, err := h.Device(name)
+	if err != nil {
+		return fmt.Errorf("links: delete %s: %w", name, err)
+	}
+	if _, ok := Classify(h, &d); !ok {
+		drv := d.Driver
+		if drv == "" {
+			drv = "unknown driver"
+		}
+		return fmt.Errorf("links: delete %s (%s): %w", name, drv, ErrNotSoftLink)
+	}
+	if err := nl.LinkDel(name); err != nil {
+		return fmt.Errorf("links: delete %s: %w", name, err)
+	}
+	return nil
+}
+
+// Part is the reconciler's Early host part for [[link]]: it runs before
+// devices are read so a link created here is configured in the same pass.
+type Part struct {
+	Host    *host.Host
+	Netlink Netlink
+	Loader  modules.Loader
+}
+
+// Name implements reconcile.HostPart.
+func (*Part) Name() string { return "links" }
+
+// Apply implements reconcile.HostPart. devs is nil in the Early phase; the
+// part reads the host itself.
+func (p *Part) Apply(ctx context.Context, pol *config.Policy, _ []host.Device) []reconcile.Action {
+	if len(pol.Links) == 0 {
+		return nil
+	}
+	var acts []reconcile.Action
+	loaded := map[string]bool{} // modules loaded by this pass
+	for _, l := range pol.Links {
+		if ctx.Err() != nil {
+			break
+		}
+		acts = append(acts, ensure(ctx, p.Netlink, p.Loader, p.Host, l, loaded))
+	}
+	return acts
+}
+
+// ensure makes one declared link exist. loaded remembers modules already
+// loaded in this pass (nil: no memory).
+func ensure(ctx context.Context, nl Netlink, loader modules.Loader, h *host.Host, l config.Link, loaded map[string]bool) reconcile.Action {
+	act := reconcile.Action{
+		Target: "link " + l.Name,
+		What:   "soft link",
+		To:     fmt.Sprintf("%s on %s", l.Type, l.Netdev),
+		Source: l.Source.String(),
+	}
+	fail := func(err error) reconcile.Action {
+		act.Status, act.Err = reconcile.Failed, err
+		return act
+	}
+	if l.Source.File == "" {
+		act.Source = ""
+	}
+
+	d, err := h.Device(l.Name)
+	switch {
+	case err == nil:
+		sl, soft := Classify(h, &d)
+		if !soft {
+			return fail(fmt.Errorf("links: RDMA device %s exists and is not a soft link (driver %q); declared %s on %s; leaving it alone", l.Name, d.Driver, l.Type, l.Netdev))
+		}
+		act.From = fmt.Sprintf("%s on %s", sl.Type, orUnknown(sl.Netdev))
+		if sl.Type != l.Type || (sl.Netdev != "" && sl.Netdev != l.Netdev) {
+			return fail(fmt.Errorf("links: %s exists as %s on %s, declared %s on %s; not replacing it (delete it with `rdmactl link del %s` to let rdmad recreate it)",
+				l.Name, sl.Type, orUnknown(sl.Netdev), l.Type, l.Netdev, l.Name))
+		}
+		act.Status = reconcile.Unchanged
+		return act
+	case !errors.Is(err, host.ErrNoDevice):
+		return fail(fmt.Errorf("links: %w", err))
+	}
+
+	if !h.NetdevExists(l.Netdev) {
+		act.Status = reconcile.NotApplicable
+		act.Err = fmt.Errorf("waiting for netdev %s", l.Netdev)
+		return act
+	}
+	act.From = "absent"
+
+	// The kernel allows one rxe/siw device per netdev; say which one holds
+	// it rather than pass on a bare EEXIST.
+	if other, ok := softOn(h, l.Type, l.Netdev); ok {
+		return fail(fmt.Errorf("links: netdev %s already carries %s device %s; cannot also create %s", l.Netdev, l.Type, other, l.Name))
+	}
+
+	mod := Module(l.Type)
+	if loaded == nil || !loaded[mod] {
+		have, err := h.LoadedModules()
+		if err != nil {
+			return fail(fmt.Errorf("links: %w", err))
+		}
+		if !have[mod] {
+			if err := loader.Load(ctx, []string{mod}); err != nil {
+				return fail(fmt.Errorf("links: load %s for %s: %w", mod, l.Name, err))
+			}
+		}
+		if loaded != nil {
+			loaded[mod] = true
+		}
+	}
+	if err := nl.LinkAdd(l.Name, string(l.Type), l.Netdev); err != nil {
+		return fail(fmt.Errorf("links: create %s: %w", l.Name, err))
+	}
+	if _, err := h.Device(l.Name); err != nil {
+		return fail(fmt.Errorf("links: created %s but it does not show in sysfs: %w", l.Name, err))
+	}
+	act.Status = reconcile.Changed
+	return act
+}
+
+// softOn finds a soft device of type t on netdev.
+func softOn(h *host.Host, t config.LinkType, netdev string) (string, bool) {
+	devs, _ := h.Devices()
+	for i := range devs {
+		if sl, ok := Classify(h, &devs[i]); ok && sl.Type == t && sl.Netdev == netdev {
+			return sl.Name, true
+		}
+	}
+	return "", false
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown netdev"
+	}
+	return s
+}
