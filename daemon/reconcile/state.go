@@ -90,7 +90,7 @@ type State struct {
 }
 
 // Device returns the named device state, or nil.
-func (s *State) Device(name string) *DeviceState {
+func (s State) Device(name string) *DeviceState {
 	for i := range s.Devices {
 		if s.Devices[i].Name == name {
 			return &s.Devices[i]
