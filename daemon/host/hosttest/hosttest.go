@@ -205,4 +205,3 @@ func Read(t testing.TB, root, rel string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
-
