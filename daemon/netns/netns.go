@@ -1,0 +1,187 @@
+// Package netns applies the declared RDMA network namespace mode ([netns]
+// mode = "shared" | "exclusive"): at run time through RDMA netlink, as
+// `rdma system set netns MODE` does, and across reboots through a managed
+// /etc/modprobe.d/rdmad-netns.conf setting ib_core's netns_mode parameter
+// (a bool in drivers/infiniband/core/device.c: 1 = shared, 0 = exclusive),
+// because the runtime switch is forgotten when ib_core is reloaded.
+package netns
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+// ModprobeFile is the modprobe.d file rdmad owns, relative to the root.
+const ModprobeFile = "etc/modprobe.d/rdmad-netns.conf"
+
+// header starts every file rdmad writes; a file without it is not ours and
+// is never removed or rewritten.
+const header = "# Managed by rdmad from [netns] in rdmad.toml; changes here are overwritten.\n"
+
+// ErrUnavailable is returned (wrapped) by Kernel when RDMA netlink is not
+// there: ib_core is not loaded (no NETLINK_RDMA family).
+var ErrUnavailable = errors.New("RDMA netlink unavailable (ib_core not loaded)")
+
+// Kernel reads and sets the RDMA subsystem netns mode. RDMANetlink is real.
+type Kernel interface {
+	Mode() (config.NetnsMode, error)
+	SetMode(config.NetnsMode) error
+}
+
+// RDMANetlink uses RDMA_NLDEV_CMD_SYS_GET / SYS_SET.
+type RDMANetlink struct{}
+
+// Mode implements Kernel.
+func (RDMANetlink) Mode() (config.NetnsMode, error) {
+	s, err := netlink.RdmaSystemGetNetnsMode()
+	if err != nil {
+		return "", fmt.Errorf("netns: rdma system show netns: %w", classify(err))
+	}
+	switch m := config.NetnsMode(s); m {
+	case config.NetnsShared, config.NetnsExclusive:
+		return m, nil
+	}
+	return "", fmt.Errorf("netns: kernel reports unknown netns mode %q", s)
+}
+
+// SetMode implements Kernel.
+func (RDMANetlink) SetMode(m config.NetnsMode) error {
+	if err := netlink.RdmaSystemSetNetnsMode(string(m)); err != nil {
+		return fmt.Errorf("netns: rdma system set netns %s: %w", m, classify(err))
+	}
+	return nil
+}
+
+// classify marks the errors socket(NETLINK_RDMA) gives without ib_core.
+func classify(err error) error {
+	if errors.Is(err, syscall.EPROTONOSUPPORT) || errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// Render returns the modprobe.d content for mode.
+func Render(m config.NetnsMode) []byte {
+	var b bytes.Buffer
+	b.WriteString(header)
+	v := 1
+	if m == config.NetnsExclusive {
+		v = 0
+	}
+	fmt.Fprintf(&b, "# ib_core netns_mode: 1 = shared, 0 = exclusive.\noptions ib_core netns_mode=%d\n", v)
+	return b.Bytes()
+}
+
+// Part is the netns host part.
+type Part struct {
+	Host   *host.Host
+	Kernel Kernel
+}
+
+// Name implements reconcile.HostPart.
+func (*Part) Name() string { return "netns" }
+
+// Apply implements reconcile.HostPart.
+func (p *Part) Apply(ctx context.Context, pol *config.Policy, _ []host.Device) []reconcile.Action {
+	acts := []reconcile.Action{}
+	if a, ok := p.persist(pol.Netns.Mode); ok {
+		acts = append(acts, a)
+	}
+	if pol.Netns.Mode != config.NetnsUnmanaged {
+		acts = append(acts, p.runtime(pol.Netns.Mode))
+	}
+	return acts
+}
+
+func (p *Part) persist(m config.NetnsMode) (reconcile.Action, bool) {
+	act := reconcile.Action{Target: "netns", What: "modprobe.d", To: "/" + ModprobeFile}
+	if m == config.NetnsUnmanaged {
+		// Only our own file is removed when the declaration goes away.
+		data, err := os.ReadFile(p.Host.Path(ModprobeFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			return act, false
+		}
+		if err != nil {
+			act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: read %s: %w", ModprobeFile, err)
+			return act, true
+		}
+		if !bytes.HasPrefix(data, []byte(header)) {
+			return act, false
+		}
+		if err := os.Remove(p.Host.Path(ModprobeFile)); err != nil {
+			act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: remove %s: %w", ModprobeFile, err)
+			return act, true
+		}
+		act.From, act.To, act.Status = "/"+ModprobeFile, "removed", reconcile.Changed
+		return act, true
+	}
+	want := Render(m)
+	if p.Host.FileMatches(ModprobeFile, want) {
+		act.Status = reconcile.Unchanged
+		return act, true
+	}
+	if data, err := os.ReadFile(p.Host.Path(ModprobeFile)); err == nil && !bytes.HasPrefix(data, []byte(header)) {
+		act.Status = reconcile.Failed
+		act.Err = fmt.Errorf("netns: /%s exists and was not written by rdmad; not overwriting it", ModprobeFile)
+		return act, true
+	}
+	if err := p.Host.WriteFileAtomic(ModprobeFile, want, 0o644); err != nil {
+		act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: write %s: %w", ModprobeFile, err)
+		return act, true
+	}
+	act.Status = reconcile.Changed
+	return act, true
+}
+
+func (p *Part) runtime(m config.NetnsMode) reconcile.Action {
+	act := reconcile.Action{Target: "netns", What: "mode", To: string(m)}
+	// Opening NETLINK_RDMA would make the kernel autoload ib_core on a host
+	// without RDMA; only talk to it when it is already there.
+	loaded, err := p.Host.LoadedModules()
+	if err != nil {
+		act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: %w", err)
+		return act
+	}
+	if !loaded["ib_core"] {
+		act.Status = reconcile.NotApplicable
+		act.Err = errors.New("ib_core not loaded; the modprobe.d option applies when it loads")
+		return act
+	}
+	cur, err := p.Kernel.Mode()
+	if errors.Is(err, ErrUnavailable) {
+		act.Status = reconcile.NotApplicable
+		act.Err = errors.New("ib_core not loaded; the modprobe.d option applies when it loads")
+		return act
+	}
+	if err != nil {
+		act.Status, act.Err = reconcile.Failed, err
+		return act
+	}
+	act.From = string(cur)
+	if cur == m {
+		act.Status = reconcile.Unchanged
+		return act
+	}
+	if err := p.Kernel.SetMode(m); err != nil {
+		act.Status = reconcile.Failed
+		if errors.Is(err, syscall.EBUSY) {
+			act.Err = fmt.Errorf("netns: cannot switch RDMA netns mode to %s while non-init network namespaces exist (EBUSY); it takes effect at next boot through /%s", m, ModprobeFile)
+		} else {
+			act.Err = err
+		}
+		return act
+	}
+	act.Status = reconcile.Changed
+	return act
+}

@@ -1,0 +1,181 @@
+package netns_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/netns"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+// fakeKernel models the kernel's rdma_compatdev_set: switching is refused
+// with EBUSY while other namespaces exist.
+type fakeKernel struct {
+	mode       config.NetnsMode
+	otherNetns bool
+	sets       int
+	modeErr    error
+}
+
+func (k *fakeKernel) Mode() (config.NetnsMode, error) { return k.mode, k.modeErr }
+
+func (k *fakeKernel) SetMode(m config.NetnsMode) error {
+	k.sets++
+	if k.mode != m && k.otherNetns {
+		return syscall.EBUSY
+	}
+	k.mode = m
+	return nil
+}
+
+func newHost(t *testing.T, ibCore bool) *host.Host {
+	t.Helper()
+	h := host.New(t.TempDir())
+	if err := os.MkdirAll(h.Path("proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mods := "ext4 1 0 - Live 0x0\n"
+	if ibCore {
+		mods += "ib_core 1 0 - Live 0x0\n"
+	}
+	if err := os.WriteFile(h.Path(host.ProcModules), []byte(mods), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func byWhat(acts []reconcile.Action) map[string]reconcile.Action {
+	m := map[string]reconcile.Action{}
+	for _, a := range acts {
+		m[a.What] = a
+	}
+	return m
+}
+
+func pol(m config.NetnsMode) *config.Policy { return &config.Policy{Netns: config.Netns{Mode: m}} }
+
+func TestRender(t *testing.T) {
+	if got := string(netns.Render(config.NetnsExclusive)); !strings.HasSuffix(got, "options ib_core netns_mode=0\n") || !strings.HasPrefix(got, "# Managed by rdmad") {
+		t.Errorf("exclusive:\n%s", got)
+	}
+	if got := string(netns.Render(config.NetnsShared)); !strings.HasSuffix(got, "options ib_core netns_mode=1\n") {
+		t.Errorf("shared:\n%s", got)
+	}
+}
+
+func TestSwitchesAndPersists(t *testing.T) {
+	h := newHost(t, true)
+	k := &fakeKernel{mode: config.NetnsShared}
+	p := &netns.Part{Host: h, Kernel: k}
+	acts := byWhat(p.Apply(context.Background(), pol(config.NetnsExclusive), nil))
+	if a := acts["mode"]; a.Status != reconcile.Changed || a.From != "shared" || a.To != "exclusive" {
+		t.Errorf("mode: %v", a)
+	}
+	if a := acts["modprobe.d"]; a.Status != reconcile.Changed {
+		t.Errorf("file: %v", a)
+	}
+	data, err := os.ReadFile(h.Path(netns.ModprobeFile))
+	if err != nil || !strings.Contains(string(data), "options ib_core netns_mode=0\n") {
+		t.Fatalf("file = %q, %v", data, err)
+	}
+	// Second pass: nothing to do.
+	acts = byWhat(p.Apply(context.Background(), pol(config.NetnsExclusive), nil))
+	if acts["mode"].Status != reconcile.Unchanged || acts["modprobe.d"].Status != reconcile.Unchanged {
+		t.Errorf("second pass: %v", acts)
+	}
+	if k.sets != 1 {
+		t.Errorf("SetMode called %d times", k.sets)
+	}
+}
+
+func TestEBUSYIsExplained(t *testing.T) {
+	h := newHost(t, true)
+	k := &fakeKernel{mode: config.NetnsShared, otherNetns: true}
+	p := &netns.Part{Host: h, Kernel: k}
+	acts := byWhat(p.Apply(context.Background(), pol(config.NetnsExclusive), nil))
+	a := acts["mode"]
+	if a.Status != reconcile.Failed {
+		t.Fatalf("mode: %v", a)
+	}
+	want := "cannot switch RDMA netns mode to exclusive while non-init network namespaces exist (EBUSY)"
+	if !strings.Contains(a.Err.Error(), want) {
+		t.Errorf("error %q does not contain %q", a.Err, want)
+	}
+	// The persistent option is still written: it applies at next boot.
+	if acts["modprobe.d"].Status != reconcile.Changed {
+		t.Errorf("file: %v", acts["modprobe.d"])
+	}
+}
+
+func TestWithoutIBCoreOnlyPersists(t *testing.T) {
+	h := newHost(t, false)
+	k := &fakeKernel{modeErr: errors.New("must not be called")}
+	p := &netns.Part{Host: h, Kernel: k}
+	acts := byWhat(p.Apply(context.Background(), pol(config.NetnsExclusive), nil))
+	if a := acts["mode"]; a.Status != reconcile.NotApplicable {
+		t.Errorf("mode: %v", a)
+	}
+	if a := acts["modprobe.d"]; a.Status != reconcile.Changed {
+		t.Errorf("file: %v", a)
+	}
+}
+
+func TestUndeclaredRemovesOnlyOwnFile(t *testing.T) {
+	h := newHost(t, true)
+	k := &fakeKernel{mode: config.NetnsExclusive}
+	p := &netns.Part{Host: h, Kernel: k}
+	if acts := p.Apply(context.Background(), pol(config.NetnsExclusive), nil); len(acts) != 2 {
+		t.Fatalf("%v", acts)
+	}
+	acts := p.Apply(context.Background(), pol(config.NetnsUnmanaged), nil)
+	if len(acts) != 1 || acts[0].Status != reconcile.Changed || acts[0].To != "removed" {
+		t.Fatalf("undeclare: %v", acts)
+	}
+	if h.Exists(netns.ModprobeFile) {
+		t.Fatal("own file not removed")
+	}
+	if k.sets != 0 {
+		t.Errorf("runtime mode touched without declaration")
+	}
+	// An administrator's file of the same name is left alone both ways.
+	admin := []byte("options ib_core netns_mode=0\n")
+	if err := os.WriteFile(h.Path(netns.ModprobeFile), admin, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if acts := p.Apply(context.Background(), pol(config.NetnsUnmanaged), nil); len(acts) != 0 {
+		t.Errorf("undeclared with foreign file: %v", acts)
+	}
+	sharedActs := byWhat(p.Apply(context.Background(), pol(config.NetnsShared), nil))
+	if a := sharedActs["modprobe.d"]; a.Status != reconcile.Failed || !strings.Contains(a.Err.Error(), "not written by rdmad") {
+		t.Errorf("declared with foreign file: %v", a)
+	}
+	if got, _ := os.ReadFile(filepath.Join(h.Root, netns.ModprobeFile)); string(got) != string(admin) {
+		t.Errorf("foreign file changed: %q", got)
+	}
+}
+
+// TestRealKernelMode runs against the running kernel where ib_core exists
+// (the e2e VM); on hosts without RDMA it is skipped.
+func TestRealKernelMode(t *testing.T) {
+	if _, err := os.Stat("/sys/module/ib_core"); err != nil {
+		t.Skip("ib_core not present in this kernel")
+	}
+	m, err := netns.RDMANetlink{}.Mode()
+	if err != nil {
+		t.Fatalf("Mode: %v", err)
+	}
+	if m != config.NetnsShared && m != config.NetnsExclusive {
+		t.Fatalf("Mode = %q", m)
+	}
+	// Setting the mode in force is always allowed and changes nothing.
+	if err := (netns.RDMANetlink{}).SetMode(m); err != nil {
+		t.Fatalf("SetMode(%s): %v", m, err)
+	}
+}
