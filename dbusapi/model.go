@@ -1,0 +1,136 @@
+// Package dbusapi is rdmad's D-Bus contract (org.rdmad1.xml), the objects the
+// daemon exports, their authorization, and the shared data model that the
+// client (rdmactl) decodes properties into and prints as JSON.
+package dbusapi
+
+import (
+	_ "embed"
+	"fmt"
+	"reflect"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// Fixed names (DESIGN.md §4).
+const (
+	BusName         = "org.rdmad1"
+	RootPath        = dbus.ObjectPath("/org/rdmad1")
+	DevicesPath     = "/org/rdmad1/devices"
+	ManagerIface    = "org.rdmad1.Manager"
+	DeviceIface     = "org.rdmad1.Device"
+	PortIface       = "org.rdmad1.Port"
+	ErrConfig       = "org.rdmad1.Error.Config"
+	ErrFailed       = "org.rdmad1.Error.Failed"
+	ErrInvalidArgs  = "org.freedesktop.DBus.Error.InvalidArgs"
+	ErrAccessDenied = "org.freedesktop.DBus.Error.AccessDenied"
+)
+
+// IntrospectionXML is the contract, embedded so the daemon serves the same
+// argument names and the docs generator reads the same file.
+//
+//go:embed org.rdmad1.xml
+var IntrospectionXML []byte
+
+// Manager is the org.rdmad1.Manager properties. Field tags: `prop` is the
+// D-Bus property name, `json` the stable name of rdmactl -o json.
+type Manager struct {
+	Version       string            `prop:"Version" json:"version"`
+	ConfigFiles   []string          `prop:"ConfigFiles" json:"config_files"`
+	ConfigError   string            `prop:"ConfigError" json:"config_error"`
+	LastReconcile uint64            `prop:"LastReconcile" json:"last_reconcile_usec"`
+	LastResult    string            `prop:"LastResult" json:"last_result"`
+	NetnsMode     string            `prop:"NetnsMode" json:"netns_mode"`
+	Links         []Link            `prop:"Links" json:"links"`
+	Modules       []string          `prop:"Modules" json:"modules"`
+	Devices       []dbus.ObjectPath `prop:"Devices" json:"-"`
+}
+
+// Link is a declared soft RDMA link (D-Bus struct (ssss)).
+type Link struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Netdev string `json:"netdev"`
+	Source string `json:"source"`
+}
+
+// Device is the org.rdmad1.Device properties.
+type Device struct {
+	Name            string            `prop:"Name" json:"name"`
+	Transports      []string          `prop:"Transports" json:"transports"`
+	NodeType        string            `prop:"NodeType" json:"node_type"`
+	NodeGUID        string            `prop:"NodeGUID" json:"node_guid"`
+	SysImageGUID    string            `prop:"SysImageGUID" json:"sys_image_guid"`
+	FirmwareVersion string            `prop:"FirmwareVersion" json:"fw_ver"`
+	HCAType         string            `prop:"HCAType" json:"hca_type"`
+	BoardID         string            `prop:"BoardID" json:"board_id"`
+	Driver          string            `prop:"Driver" json:"driver"`
+	PCIAddress      string            `prop:"PCIAddress" json:"pci_address"`
+	Parent          string            `prop:"Parent" json:"parent"`
+	Netdevs         []string          `prop:"Netdevs" json:"netdevs"`
+	RoCEConfigfs    bool              `prop:"RoCEConfigfs" json:"roce_configfs"`
+	PortPaths       []dbus.ObjectPath `prop:"Ports" json:"-"`
+	Error           string            `prop:"Error" json:"error"`
+	Ports           []Port            `json:"ports"` // filled by the client from the port objects
+}
+
+// Port is the org.rdmad1.Port properties.
+type Port struct {
+	Device            string   `prop:"Device" json:"device"`
+	Number            uint32   `prop:"Number" json:"port"`
+	Transport         string   `prop:"Transport" json:"transport"`
+	State             string   `prop:"State" json:"state"`
+	PhysState         string   `prop:"PhysState" json:"physical_state"`
+	Rate              string   `prop:"Rate" json:"rate"`
+	LinkLayer         string   `prop:"LinkLayer" json:"link_layer"`
+	LID               string   `prop:"LID" json:"lid"`
+	SMLID             string   `prop:"SMLID" json:"sm_lid"`
+	GIDTypes          []string `prop:"GIDTypes" json:"gid_types"`
+	Netdevs           []string `prop:"Netdevs" json:"netdevs"`
+	RoCEMode          string   `prop:"RoCEMode" json:"roce_mode"`
+	RoCETOS           int32    `prop:"RoCETOS" json:"roce_tos"`
+	DesiredRoCEMode   string   `prop:"DesiredRoCEMode" json:"desired_roce_mode"`
+	DesiredRoCETOS    int32    `prop:"DesiredRoCETOS" json:"desired_roce_tos"`
+	DesiredRoCESource string   `prop:"DesiredRoCESource" json:"desired_roce_source"`
+	VPIType           string   `prop:"VPIType" json:"vpi_type"`
+	Error             string   `prop:"Error" json:"error"`
+}
+
+// ToProps turns a model struct into its D-Bus property map. Nil slices
+// become empty ones: D-Bus has no null and clients expect "as" to be [].
+func ToProps(v any) map[string]dbus.Variant {
+	rv := reflect.ValueOf(v)
+	rt := rv.Type()
+	props := map[string]dbus.Variant{}
+	for i := 0; i < rt.NumField(); i++ {
+		name := rt.Field(i).Tag.Get("prop")
+		if name == "" {
+			continue
+		}
+		f := rv.Field(i)
+		if f.Kind() == reflect.Slice && f.IsNil() {
+			f = reflect.MakeSlice(f.Type(), 0, 0)
+		}
+		props[name] = dbus.MakeVariant(f.Interface())
+	}
+	return props
+}
+
+// FromProps fills the model struct pointed to by dst from a property map.
+// Missing properties stay zero (an older daemon); a property of the wrong
+// type is an error naming it.
+func FromProps(props map[string]dbus.Variant, dst any) error {
+	rv := reflect.ValueOf(dst).Elem()
+	rt := rv.Type()
+	for i := 0; i < rt.NumField(); i++ {
+		name := rt.Field(i).Tag.Get("prop")
+		v, ok := props[name]
+		if name == "" || !ok {
+			continue
+		}
+		f := rv.Field(i)
+		if err := dbus.Store([]any{v.Value()}, f.Addr().Interface()); err != nil {
+			return fmt.Errorf("dbusapi: property %s (%s): %w", name, v.Signature(), err)
+		}
+	}
+	return nil
+}
