@@ -43,7 +43,7 @@ func run() int {
 		fmt.Println("rdmad", version.Version)
 		return 0
 	}
-	log := newLogger(*verbose)
+	log := newLogger(*verbose, *once)
 	slog.SetDefault(log)
 
 	h := host.New(*root)
@@ -127,10 +127,15 @@ func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logg
 
 // newLogger logs to stderr; under systemd the journal adds timestamps, so
 // they are left out there.
-func newLogger(verbose bool) *slog.Logger {
+// With --once the printed report is the output, so per-action logs are
+// shown only with --verbose.
+func newLogger(verbose, once bool) *slog.Logger {
 	level := slog.LevelInfo
-	if verbose {
+	switch {
+	case verbose:
 		level = slog.LevelDebug
+	case once:
+		level = slog.LevelError + 4
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	if os.Getenv("JOURNAL_STREAM") != "" {
