@@ -1,0 +1,149 @@
+// Package vpi applies declared mlx4 VPI port types ([[vpi]] type = "ib" |
+// "eth" | "auto") through the mlx4_core PCI device attribute mlx4_port<N>,
+// as `echo eth > /sys/bus/pci/devices/<bdf>/mlx4_port1` does by hand.
+package vpi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+// Driver is the PCI driver that has VPI ports.
+const Driver = "mlx4_core"
+
+// Part is the VPI device part.
+type Part struct {
+	Host *host.Host
+}
+
+// Name implements reconcile.DevicePart.
+func (*Part) Name() string { return "vpi" }
+
+// Matches reports whether the kernel's reading of mlx4_port<N> (ib, eth,
+// "auto (ib)", "auto (eth)") is the declared type.
+func Matches(observed string, want config.VPIType) bool {
+	observed = strings.TrimSpace(observed)
+	if want == config.VPIauto {
+		return strings.HasPrefix(observed, "auto")
+	}
+	return observed == string(want)
+}
+
+// Apply implements reconcile.DevicePart.
+func (p *Part) Apply(ctx context.Context, pol *config.Policy, dev *host.Device) []reconcile.Action {
+	if len(pol.VPI) == 0 {
+		return nil
+	}
+	t := reconcile.TargetOf(dev)
+	var acts []reconcile.Action
+	var pciRel string
+	var pciErr error
+	resolved := false
+	for _, port := range dev.Ports {
+		want, src := pol.VPIFor(t, port.Number)
+		if want == "" {
+			continue
+		}
+		act := reconcile.Action{
+			Target: reconcile.PortTarget(dev.Name, port.Number),
+			What:   "vpi port type",
+			To:     string(want),
+			Source: src.String(),
+		}
+		if dev.Driver != Driver {
+			act.Status = reconcile.NotApplicable
+			act.Err = fmt.Errorf("not an mlx4 VPI device (driver %s)", orNone(dev.Driver))
+			acts = append(acts, act)
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		// The PCI directory outlives the RDMA device: mlx4 unregisters and
+		// re-registers its ib device when a port type changes, so the
+		// attribute is addressed through the resolved PCI path.
+		if !resolved {
+			pciRel, pciErr = p.pciDir(dev.Name)
+			resolved = true
+		}
+		if pciErr != nil {
+			act.Status, act.Err = reconcile.Failed, pciErr
+			acts = append(acts, act)
+			continue
+		}
+		acts = append(acts, p.applyPort(pciRel, port.Number, want, act))
+	}
+	return acts
+}
+
+func (p *Part) applyPort(pciRel string, port int, want config.VPIType, act reconcile.Action) reconcile.Action {
+	attr := path.Join(pciRel, "mlx4_port"+strconv.Itoa(port))
+	cur, err := p.Host.ReadString(attr)
+	if err != nil {
+		act.Status = reconcile.Failed
+		if errors.Is(err, fs.ErrNotExist) {
+			act.Err = fmt.Errorf("vpi: port %d has no mlx4_port%d attribute (not a VPI port)", port, port)
+		} else {
+			act.Err = fmt.Errorf("vpi: read %s: %w", attr, err)
+		}
+		return act
+	}
+	cur = strings.TrimSpace(cur)
+	act.From = cur
+	if Matches(cur, want) {
+		act.Status = reconcile.Unchanged
+		return act
+	}
+	if err := p.Host.WriteString(attr, string(want)); err != nil {
+		act.Status, act.Err = reconcile.Failed, fmt.Errorf("vpi: set port %d type %s: %w", port, want, err)
+		return act
+	}
+	after, err := p.Host.ReadString(attr)
+	if err != nil {
+		act.Status, act.Err = reconcile.Failed, fmt.Errorf("vpi: read back %s: %w", attr, err)
+		return act
+	}
+	if !Matches(after, want) {
+		act.Status = reconcile.Failed
+		act.Err = fmt.Errorf("vpi: port %d type reads %q after writing %q", port, strings.TrimSpace(after), want)
+		return act
+	}
+	act.Status = reconcile.Changed
+	return act
+}
+
+// pciDir resolves sys/class/infiniband/<dev>/device to its path under the
+// root, relative to the root.
+func (p *Part) pciDir(dev string) (string, error) {
+	link := p.Host.Path(host.ClassInfiniband, dev, "device")
+	real, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		return "", fmt.Errorf("vpi: resolve %s/%s/device: %w", host.ClassInfiniband, dev, err)
+	}
+	root, err := filepath.EvalSymlinks(p.Host.Root)
+	if err != nil {
+		return "", fmt.Errorf("vpi: resolve root: %w", err)
+	}
+	rel, err := filepath.Rel(root, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("vpi: device of %s resolves outside the host root: %s", dev, real)
+	}
+	return filepath.ToSlash(rel), nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

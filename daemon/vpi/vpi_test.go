@@ -1,0 +1,152 @@
+package vpi_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/vpi"
+)
+
+const pciDir = "sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0"
+
+// mlx4Host builds an mlx4 VPI adapter as sysfs lays it out: the RDMA device
+// links to its PCI function, which holds mlx4_port1/2 and the driver link.
+func mlx4Host(t *testing.T, driver string, ports map[int]string) *host.Host {
+	t.Helper()
+	root := t.TempDir()
+	h := host.New(root)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(h.Path(pciDir), 0o755))
+	must(os.MkdirAll(h.Path("sys/bus/pci/drivers", driver), 0o755))
+	must(os.Symlink("../../../../bus/pci/drivers/"+driver, h.Path(pciDir, "driver")))
+	dev := h.Path(host.ClassInfiniband, "mlx4_0")
+	must(os.MkdirAll(dev, 0o755))
+	must(os.Symlink("../../../devices/pci0000:00/0000:00:02.0/0000:03:00.0", filepath.Join(dev, "device")))
+	must(os.WriteFile(filepath.Join(dev, "node_type"), []byte("1: CA\n"), 0o644))
+	for n, typ := range ports {
+		p := filepath.Join(dev, "ports", strconv.Itoa(n))
+		must(os.MkdirAll(p, 0o755))
+		ll := "InfiniBand"
+		if strings.Contains(typ, "eth") {
+			ll = "Ethernet"
+		}
+		must(os.WriteFile(filepath.Join(p, "link_layer"), []byte(ll+"\n"), 0o644))
+		must(os.WriteFile(h.Path(pciDir, "mlx4_port"+strconv.Itoa(n)), []byte(typ+"\n"), 0o644))
+	}
+	return h
+}
+
+
+func rules(rs ...config.VPIRule) *config.Policy { return &config.Policy{VPI: rs} }
+
+func rule(port int, typ config.VPIType) config.VPIRule {
+	return config.VPIRule{Selector: config.Selector{Device: "mlx4_*"}, Port: port, Type: typ, Source: config.Position{File: "/etc/rdma/rdmad.toml", Line: 3}}
+}
+
+func device(t *testing.T, h *host.Host) *host.Device {
+	t.Helper()
+	d, err := h.Device("mlx4_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Driver != "mlx4_core" && d.Driver != "mlx5_core" {
+		t.Fatalf("fixture driver = %q", d.Driver)
+	}
+	return &d
+}
+
+func statuses(acts []reconcile.Action) string {
+	var s []string
+	for _, a := range acts {
+		s = append(s, a.Target+"="+a.Status.String())
+	}
+	return strings.Join(s, " ")
+}
+
+func TestMatches(t *testing.T) {
+	cases := []struct {
+		observed string
+		want     config.VPIType
+		ok       bool
+	}{
+		{"ib", config.VPIib, true},
+		{"eth\n", config.VPIeth, true},
+		{"auto (ib)", config.VPIauto, true},
+		{"auto (eth)", config.VPIauto, true},
+		{"auto (eth)", config.VPIeth, false},
+		{"ib", config.VPIeth, false},
+		{"eth", config.VPIauto, false},
+	}
+	for _, c := range cases {
+		if got := vpi.Matches(c.observed, c.want); got != c.ok {
+			t.Errorf("Matches(%q, %s) = %v", c.observed, c.want, got)
+		}
+	}
+}
+
+func TestSetsAndIsIdempotent(t *testing.T) {
+	h := mlx4Host(t, "mlx4_core", map[int]string{1: "ib", 2: "auto (ib)"})
+	p := &vpi.Part{Host: h}
+	pol := rules(rule(0, config.VPIauto), rule(1, config.VPIeth))
+
+	acts := p.Apply(context.Background(), pol, device(t, h))
+	if got := statuses(acts); got != "mlx4_0/1=changed mlx4_0/2=unchanged" {
+		t.Fatalf("first pass: %s (%v)", got, acts)
+	}
+	if acts[0].From != "ib" || acts[0].To != "eth" || acts[0].Source != "/etc/rdma/rdmad.toml:3" {
+		t.Errorf("action: %+v", acts[0])
+	}
+	if b, _ := os.ReadFile(h.Path(pciDir, "mlx4_port1")); string(b) != "eth" {
+		t.Errorf("mlx4_port1 = %q", b)
+	}
+	// Port 2 reads "auto (ib)" and auto is declared: never rewritten.
+	if b, _ := os.ReadFile(h.Path(pciDir, "mlx4_port2")); string(b) != "auto (ib)\n" {
+		t.Errorf("mlx4_port2 rewritten: %q", b)
+	}
+	acts = p.Apply(context.Background(), pol, device(t, h))
+	if got := statuses(acts); got != "mlx4_0/1=unchanged mlx4_0/2=unchanged" {
+		t.Fatalf("second pass: %s", got)
+	}
+}
+
+func TestMissingAttributeFails(t *testing.T) {
+	h := mlx4Host(t, "mlx4_core", map[int]string{1: "ib"})
+	if err := os.Remove(h.Path(pciDir, "mlx4_port1")); err != nil {
+		t.Fatal(err)
+	}
+	acts := (&vpi.Part{Host: h}).Apply(context.Background(), rules(rule(1, config.VPIeth)), device(t, h))
+	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "not a VPI port") {
+		t.Fatalf("%v", acts)
+	}
+}
+
+func TestNonMlx4NotApplicable(t *testing.T) {
+	h := mlx4Host(t, "mlx5_core", map[int]string{1: "eth"})
+	acts := (&vpi.Part{Host: h}).Apply(context.Background(), rules(rule(0, config.VPIib)), device(t, h))
+	if len(acts) != 1 || acts[0].Status != reconcile.NotApplicable || !strings.Contains(acts[0].Err.Error(), "mlx5_core") {
+		t.Fatalf("%v", acts)
+	}
+	if b, _ := os.ReadFile(h.Path(pciDir, "mlx4_port1")); string(b) != "eth\n" {
+		t.Errorf("touched a non-mlx4 device: %q", b)
+	}
+}
+
+func TestNoRuleNoAction(t *testing.T) {
+	h := mlx4Host(t, "mlx4_core", map[int]string{1: "ib"})
+	other := config.VPIRule{Selector: config.Selector{Device: "mlx4_9"}, Type: config.VPIeth}
+	if acts := (&vpi.Part{Host: h}).Apply(context.Background(), rules(other), device(t, h)); len(acts) != 0 {
+		t.Fatalf("%v", acts)
+	}
+}
