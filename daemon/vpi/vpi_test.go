@@ -48,7 +48,6 @@ func mlx4Host(t *testing.T, driver string, ports map[int]string) *host.Host {
 	return h
 }
 
-
 func rules(rs ...config.VPIRule) *config.Policy { return &config.Policy{VPI: rs} }
 
 func rule(port int, typ config.VPIType) config.VPIRule {
