@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `make demo`: rdmad's main job on the bundled fixture host (test/hosts/demo:
+# two ConnectX-5 RoCE functions, a ConnectX-3 VPI adapter with one InfiniBand
+# and one Ethernet port, and a Soft-RoCE device), with the shipped
+# configuration plus the example RoCE policy. No RDMA hardware, no root
+# changes to this machine: everything happens in a temporary copy.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+bin=$repo/bin
+work=$(mktemp -d /tmp/rdmad-demo.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+root=$work/host
+
+cp -a "$repo/test/hosts/demo" "$root"
+mkdir -p "$root/etc/rdma/rdmad.d"
+cp "$repo/etc/rdma/rdmad.toml" "$root/etc/rdma/rdmad.toml"
+cp "$repo/docs/examples/50-roce.toml" "$root/etc/rdma/rdmad.d/50-roce.toml"
+
+# modprobe stand-in, first in PATH: says what it would load and lists the
+# modules in the fixture's proc/modules, as a real load would.
+mkdir -p "$work/bin"
+cat > "$work/bin/modprobe" <<EOS
+#!/bin/sh
+
+shift
+for m in "\$@"; do echo "\$m 16384 0 - Live 0x0" >> "$root/proc/modules"; done
+EOS
+chmod +x "$work/bin/modprobe"
+export PATH="$work/bin:$PATH"
+
+heading() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+show_host() {
+	printf '  %-10s %-12s %-11s %-12s %s\n' PORT LINK_LAYER NETDEV ROCE_MODE TOS
+	local d p dev port ll nd
+	for d in "$root"/sys/class/infiniband/*; do
+		dev=$(basename "$d")
+		for p in "$d"/ports/*; do
+			port=$(basename "$p")
+			ll=$(cat "$p/link_layer" 2>/dev/null || echo -)
+			nd=$(cat "$p"/gid_attrs/ndevs/0 2>/dev/null || echo -)
+			local cfs=$root/sys/kernel/config/rdma_cm/$dev/ports/$port
+			printf '  %-10s %-12s %-11s %-12s %s\n' "$dev/$port" "$ll" "$nd" \
+				"$(cat "$cfs/default_roce_mode" 2>/dev/null || echo -)" "$(cat "$cfs/default_roce_tos" 2>/dev/null || echo -)"
+		done
+	done
+	printf '  memlock file: '
+	if [ -f "$root/etc/security/limits.d/90-rdmad-memlock.conf" ]; then
+		echo; grep -v '^#' "$root/etc/security/limits.d/90-rdmad-memlock.conf" | sed 's/^/    /'
+	else
+		echo "(none)"
+	fi
+	printf '  modules loaded: %s\n' "$(cut -d' ' -f1 "$root/proc/modules" | tr '\n' ' ')"
+}
+
+heading "Policy: the shipped /etc/rdma/rdmad.toml plus this drop-in (rdmad.d/50-roce.toml)"
+grep -v '^#' "$root/etc/rdma/rdmad.d/50-roce.toml" | sed '/^$/d; s/^/  /'
+
+heading "Before: the host as the kernel leaves it at boot"
+show_host
+
+heading "rdmad --root <fixture> --once"
+"$bin/rdmad" --root "$root" --once | sed "s|$root||g; s/^/  /"
+
+heading "After"
+show_host
+
+heading "rdmad --once again: already as declared, nothing is written"
+"$bin/rdmad" --root "$root" --once | tail -n 1 | sed 's/^/  /'
+
+if [ -x "$repo/test/demo-bus.sh" ]; then
+	heading "rdmad as a daemon on a private D-Bus, seen through rdmactl and busctl"
+	"$repo/test/demo-bus.sh" "$bin" "$repo"
+fi

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what the tests need on a Debian machine, only when missing, so a
+# fresh machine passes `make test` and a prepared one does not touch apt.
+#   test/install-deps.sh test   dbus-daemon, busctl/gdbus, systemd-analyze, iproute2, man tools
+set -euo pipefail
+
+need=()
+want() { # want COMMAND PACKAGE
+	command -v "$1" >/dev/null 2>&1 || need+=("$2")
+}
+
+case "${1:-test}" in
+test)
+	want dbus-daemon dbus-daemon
+	want dbus-send dbus-bin
+	want busctl systemd
+	want systemd-analyze systemd
+	want gdbus libglib2.0-bin
+	want ip iproute2
+	want groff groff-base
+	want man man-db
+	;;
+*)
+	echo "usage: $0 test" >&2
+	exit 2
+	;;
+esac
+
+# dbus-daemon alone is in dbus-daemon on bookworm; older releases call it dbus.
+if [ ${#need[@]} -gt 0 ]; then
+	mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
+	echo "install-deps: installing ${need[*]}" >&2
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "install-deps: need root to apt-get install ${need[*]}" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
