@@ -1,0 +1,12 @@
+// Command rdmactl shows and changes what rdmad manages, over D-Bus.
+package main
+
+import (
+	"os"
+
+	"github.com/rdmad/rdmad/dbusapi/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,200 @@
+// Package client is the bus side of rdmactl: it reads rdmad's objects and
+// calls its methods on org.rdmad1.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+// ErrNotRunning says nobody owns org.rdmad1 on the bus.
+var ErrNotRunning = errors.New("rdmad is not running")
+
+// Client is a connection to rdmad.
+type Client struct {
+	conn        *dbus.Conn
+	bus         string
+	Interactive bool // allow polkit to ask the user (ALLOW_INTERACTIVE_AUTHORIZATION)
+}
+
+// Connect dials bus ("system", "session" or an address) and checks that
+// rdmad owns its name, so callers get one clear error instead of a timeout.
+func Connect(bus string) (*Client, error) {
+	conn, err := dbusapi.Dial(bus)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{conn: conn, bus: bus}
+	var has bool
+	if err := conn.BusObject().Call("org.freedesktop.DBus.NameHasOwner", 0, dbusapi.BusName).Store(&has); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("client: NameHasOwner: %w", err)
+	}
+	if !has {
+		conn.Close()
+		where := bus + " bus"
+		if bus != "system" && bus != "session" {
+			where = "bus " + bus
+		}
+		return nil, fmt.Errorf("%w on the %s (%s has no owner)", ErrNotRunning, where, dbusapi.BusName)
+	}
+	return c, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Conn exposes the connection (tests subscribe to signals on it).
+func (c *Client) Conn() *dbus.Conn { return c.conn }
+
+func (c *Client) root() dbus.BusObject { return c.conn.Object(dbusapi.BusName, dbusapi.RootPath) }
+
+func (c *Client) call(ctx context.Context, method string, args ...any) *dbus.Call {
+	var flags dbus.Flags
+	if c.Interactive {
+		flags |= dbus.FlagAllowInteractiveAuthorization
+	}
+	return c.root().CallWithContext(ctx, dbusapi.ManagerIface+"."+method, flags, args...)
+}
+
+// Snapshot is everything rdmad publishes, read in one GetManagedObjects.
+type Snapshot struct {
+	Manager dbusapi.Manager
+	Devices []dbusapi.Device // sorted by name, each with its ports by number
+}
+
+// Snapshot reads the manager and every device and port.
+func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
+	var mprops map[string]dbus.Variant
+	if err := c.root().CallWithContext(ctx, "org.freedesktop.DBus.Properties.GetAll", 0, dbusapi.ManagerIface).Store(&mprops); err != nil {
+		return nil, fmt.Errorf("client: read manager: %w", err)
+	}
+	s := &Snapshot{}
+	if err := dbusapi.FromProps(mprops, &s.Manager); err != nil {
+		return nil, err
+	}
+	var objs map[dbus.ObjectPath]map[string]map[string]dbus.Variant
+	if err := c.root().CallWithContext(ctx, "org.freedesktop.DBus.ObjectManager.GetManagedObjects", 0).Store(&objs); err != nil {
+		return nil, fmt.Errorf("client: GetManagedObjects: %w", err)
+	}
+	devs := map[string]*dbusapi.Device{}
+	var ports []dbusapi.Port
+	for path, ifaces := range objs {
+		if p, ok := ifaces[dbusapi.DeviceIface]; ok {
+			var d dbusapi.Device
+			if err := dbusapi.FromProps(p, &d); err != nil {
+				return nil, fmt.Errorf("client: %s: %w", path, err)
+			}
+			devs[d.Name] = &d
+		}
+		if p, ok := ifaces[dbusapi.PortIface]; ok {
+			var pt dbusapi.Port
+			if err := dbusapi.FromProps(p, &pt); err != nil {
+				return nil, fmt.Errorf("client: %s: %w", path, err)
+			}
+			ports = append(ports, pt)
+		}
+	}
+	sort.Slice(ports, func(i, j int) bool { return ports[i].Number < ports[j].Number })
+	for _, p := range ports {
+		if d := devs[p.Device]; d != nil {
+			d.Ports = append(d.Ports, p)
+		}
+	}
+	for _, d := range devs {
+		if d.Ports == nil {
+			d.Ports = []dbusapi.Port{}
+		}
+		s.Devices = append(s.Devices, *d)
+	}
+	sort.Slice(s.Devices, func(i, j int) bool { return s.Devices[i].Name < s.Devices[j].Name })
+	return s, nil
+}
+
+// Device returns one device of the snapshot, or nil.
+func (s *Snapshot) Device(name string) *dbusapi.Device {
+	for i := range s.Devices {
+		if s.Devices[i].Name == name {
+			return &s.Devices[i]
+		}
+	}
+	return nil
+}
+
+// ReconcileResult is the answer of Reconcile.
+type ReconcileResult struct {
+	Changed uint32 `json:"changed"`
+	Failed  uint32 `json:"failed"`
+	Summary string `json:"summary"`
+}
+
+// Reconcile runs a full pass.
+func (c *Client) Reconcile(ctx context.Context) (ReconcileResult, error) {
+	var r ReconcileResult
+	err := c.call(ctx, "Reconcile").Store(&r.Changed, &r.Failed, &r.Summary)
+	return r, err
+}
+
+// Reload re-reads the configuration.
+func (c *Client) Reload(ctx context.Context) (string, error) {
+	var summary string
+	err := c.call(ctx, "Reload").Store(&summary)
+	return summary, err
+}
+
+// SetRoCE sets mode ("" keeps) and tos (-1 keeps) on a port (0: all).
+func (c *Client) SetRoCE(ctx context.Context, device string, port uint32, mode string, tos int32, persist bool) error {
+	return c.call(ctx, "SetRoCE", device, port, mode, tos, persist).Err
+}
+
+// AddLink declares a soft RDMA link.
+func (c *Client) AddLink(ctx context.Context, name, typ, netdev string, persist bool) error {
+	return c.call(ctx, "AddLink", name, typ, netdev, persist).Err
+}
+
+// DeleteLink removes a soft RDMA link.
+func (c *Client) DeleteLink(ctx context.Context, name string, persist bool) error {
+	return c.call(ctx, "DeleteLink", name, persist).Err
+}
+
+// SetNetnsMode sets the RDMA netns mode.
+func (c *Client) SetNetnsMode(ctx context.Context, mode string, persist bool) error {
+	return c.call(ctx, "SetNetnsMode", mode, persist).Err
+}
+
+// Describe returns rdmad's JSON description.
+func (c *Client) Describe(ctx context.Context) (string, error) {
+	var s string
+	err := c.call(ctx, "Describe").Store(&s)
+	return s, err
+}
+
+// ErrorName returns the D-Bus error name of err, "" if it is not one.
+func ErrorName(err error) string {
+	var de dbus.Error
+	if errors.As(err, &de) {
+		return de.Name
+	}
+	var dep *dbus.Error
+	if errors.As(err, &dep) {
+		return dep.Name
+	}
+	return ""
+}
+
+// ErrorMessage returns the message of a D-Bus error without its name.
+func ErrorMessage(err error) string {
+	var de dbus.Error
+	if errors.As(err, &de) && len(de.Body) > 0 {
+		if s, ok := de.Body[0].(string); ok {
+			return s
+		}
+	}
+	return err.Error()
+}
