@@ -4,12 +4,41 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/events"
 	"github.com/rdmad/rdmad/daemon/service"
 )
 
 // startEvents feeds kernel and config events into the service until ctx
-// ends. Placeholder until the live-events work lands.
+// ends: uevents (RDMA device and netdev hotplug), rtnetlink link changes,
+// and changes to the configuration and modules directories. A source that
+// cannot start is logged and retried; it never stops the daemon, which
+// still reconciles on reload, SIGHUP and D-Bus calls.
 func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger) error {
-	<-ctx.Done()
-	return nil
+	h := svc.Host()
+	modulesDir := svc.Policy().Modules.Directory
+	if modulesDir == "" {
+		modulesDir = "/" + config.ModulesDir
+	}
+	sources := map[string]events.Source{
+		"uevent": &events.UeventSource{
+			Open: func() (events.MessageReader, error) { return events.OpenUeventSocket() },
+			Req:  svc,
+			Log:  log.With("source", "uevent"),
+		},
+		"rtnetlink": &events.LinkSource{
+			Sub: events.RTNetlink{},
+			Req: svc,
+			Log: log.With("source", "rtnetlink"),
+		},
+		"config": &events.ConfigWatcher{
+			MainFile:   svc.ConfigFile(),
+			DropInDir:  svc.DropInDir(),
+			ModulesDir: h.Path(modulesDir),
+			Reload:     svc.Reload,
+			Req:        svc,
+			Log:        log.With("source", "config"),
+		},
+	}
+	return events.RunAll(ctx, log, sources)
 }

@@ -1,0 +1,60 @@
+// Package events is rdmad's live view of the host: kernel uevents,
+// rtnetlink link changes and configuration file changes. Sources never carry
+// state into the reconciler; each only says what to look at again, and the
+// service's queue coalesces bursts into a handful of passes. Any sign of lost
+// events (socket overflow, a failed subscription) is answered with a full
+// rescan, which is always correct because a pass re-reads the host.
+package events
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// backoff waits one second (or until ctx ends) before a source retries a
+// failed socket or subscription, so a persistent failure does not spin.
+func backoff(ctx context.Context) bool {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Source is one event source; Run blocks until ctx ends.
+type Source interface {
+	Run(ctx context.Context) error
+}
+
+// RunAll runs the sources until ctx ends and returns once all have stopped.
+// A source that returns early with an error is logged; the others go on,
+// because the daemon stays useful (D-Bus, reload) without any one of them.
+func RunAll(ctx context.Context, log *slog.Logger, sources map[string]Source) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for name, src := range sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := src.Run(ctx)
+			if err != nil && ctx.Err() == nil {
+				log.Error("event source stopped", "source", name, "err", err)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

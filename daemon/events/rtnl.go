@@ -1,0 +1,159 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// LinkSubscriber delivers rtnetlink link updates on ch until done is
+// closed, then closes ch; it also closes ch when the subscription fails
+// (after reporting the cause to onError). RTNetlink is the real one.
+type LinkSubscriber interface {
+	Subscribe(ch chan<- netlink.LinkUpdate, done <-chan struct{}, onError func(error)) error
+}
+
+// RTNetlink subscribes to RTNLGRP_LINK through vishvananda/netlink.
+type RTNetlink struct {
+	Namespace *netns.NsHandle // nil: the daemon's own namespace
+}
+
+// Subscribe implements LinkSubscriber.
+func (r RTNetlink) Subscribe(ch chan<- netlink.LinkUpdate, done <-chan struct{}, onError func(error)) error {
+	opts := netlink.LinkSubscribeOptions{
+		Namespace:         r.Namespace,
+		ErrorCallback:     onError,
+		ListExisting:      false, // the first pass reads the host; only changes matter
+		ReceiveBufferSize: RecvBuffer,
+		// Forcing past rmem_max needs CAP_NET_ADMIN, which rdmad has as root.
+		ReceiveBufferForceSize: os.Geteuid() == 0,
+	}
+	err := netlink.LinkSubscribeWithOptions(ch, done, opts)
+	if err != nil && opts.ReceiveBufferForceSize {
+		opts.ReceiveBufferForceSize = false
+		err = netlink.LinkSubscribeWithOptions(ch, done, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("events: rtnetlink link subscription: %w", err)
+	}
+	return nil
+}
+
+// linkView is what of a link matters to rdmad: soft links follow the name
+// and existence of their netdev, and port state is published on D-Bus.
+type linkView struct {
+	name  string
+	oper  netlink.LinkOperState
+	up    bool
+	lower bool // carrier
+}
+
+// LinkSource turns netdev appearance, removal, renames and operational
+// state changes into full passes.
+type LinkSource struct {
+	Sub   LinkSubscriber
+	Req   Requester
+	Log   *slog.Logger
+	Retry func(ctx context.Context) bool // nil: fixed back-off
+
+	links map[int]linkView
+}
+
+// Run subscribes until ctx ends, resubscribing (and rescanning) whenever
+// the subscription reports an error or ends.
+func (s *LinkSource) Run(ctx context.Context) error {
+	log := s.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	retry := s.Retry
+	if retry == nil {
+		retry = backoff
+	}
+	s.links = map[int]linkView{}
+	resubscribed := false
+	for {
+		ch := make(chan netlink.LinkUpdate, 256)
+		done := make(chan struct{})
+		lost := make(chan error, 1)
+		onError := func(err error) {
+			select {
+			case lost <- err:
+			default:
+			}
+		}
+		if err := s.Sub.Subscribe(ch, done, onError); err != nil {
+			log.Error("rtnetlink subscription failed; retrying", "err", err)
+			if !retry(ctx) {
+				return nil
+			}
+			continue
+		}
+		if resubscribed {
+			// Anything may have changed while we were not listening.
+			s.links = map[int]linkView{}
+			s.Req.RequestAll()
+		}
+		stopped := s.consume(ctx, ch, lost, log)
+		close(done)
+		for range ch { // let the subscription goroutine finish
+		}
+		if stopped {
+			return nil
+		}
+		log.Warn("rtnetlink subscription ended; resubscribing and rescanning")
+		resubscribed = true
+		s.Req.RequestAll()
+		if !retry(ctx) {
+			return nil
+		}
+	}
+}
+
+// consume handles updates until ctx ends (true) or the channel closes.
+func (s *LinkSource) consume(ctx context.Context, ch <-chan netlink.LinkUpdate, lost <-chan error, log *slog.Logger) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return true
+		case err := <-lost:
+			// ENOBUFS and friends: events were dropped. The subscription
+			// may go on, but what it missed must be re-read.
+			log.Warn("rtnetlink events lost; rescanning everything", "err", err)
+			s.Req.RequestAll()
+		case u, ok := <-ch:
+			if !ok {
+				return false
+			}
+			if s.changed(u) {
+				s.Req.RequestAll()
+			}
+		}
+	}
+}
+
+// changed records u and reports whether it is news to rdmad: a new or
+// removed link, a rename, or a change of admin/oper state or carrier.
+// Statistics-only and address updates are ignored.
+func (s *LinkSource) changed(u netlink.LinkUpdate) bool {
+	idx := u.Attrs().Index
+	if u.Header.Type == unix.RTM_DELLINK {
+		delete(s.links, idx)
+		return true
+	}
+	a := u.Attrs()
+	v := linkView{
+		name:  a.Name,
+		oper:  a.OperState,
+		up:    u.Flags&unix.IFF_UP != 0,
+		lower: u.Flags&unix.IFF_LOWER_UP != 0,
+	}
+	old, known := s.links[idx]
+	s.links[idx] = v
+	return !known || old != v
+}
