@@ -91,7 +91,7 @@ prepare_rootfs() {
 }
 
 make_disk() {
-	mke2fs -q -F -t ext4 -L rdmad-e2e -d "$work/rootfs" "$work/disk.img" 3G
+	mke2fs -q -F -t ext4 -L rdmad-e2e -d "$work/rootfs" "$work/disk.img" 3G >/dev/null
 }
 
 # ------------------------------------------------------------ boot and parse
@@ -103,7 +103,7 @@ boot() {
 		-accel tcg -m "$memory" -smp 2 -nographic -no-reboot -nic none \
 		-kernel "$work/vmlinuz" -initrd "$work/initrd.img" \
 		-drive "file=$work/disk.img,if=virtio,format=raw" \
-		-append "root=/dev/vda rw console=ttyS0 loglevel=4 panic=-1 systemd.journald.forward_to_console=0" \
+		-append "root=/dev/vda rw console=ttyS0 loglevel=4 panic=-1 systemd.show_status=error systemd.journald.forward_to_console=0" \
 		</dev/null >"$log" 2>&1 || rc=$?
 	if ((rc == 124 || rc == 137)); then
 		echo "e2e: boot $n did not power off within ${boot_timeout}s" >&2
@@ -120,7 +120,7 @@ failed=0
 collect() { # collect N: one row per expected scenario of boot N
 	local n=$1 log=$work/serial.boot$1.log name line verdict secs detail
 	local clean
-	clean=$(tr -d '\r' <"$log" 2>/dev/null || true)
+	clean=$(tr '\r' '\n' <"$log" 2>/dev/null || true)
 	if ! grep -qa "E2E-BEGIN boot=$n" <<<"$clean"; then
 		echo "e2e: boot $n never reached the scenarios; serial log tail ($log):" >&2
 		tail -n 60 <<<"$clean" | sed 's/^/    | /' >&2
@@ -168,7 +168,7 @@ main() {
 		for n in 1 2; do
 			[[ -f $work/serial.boot$n.log ]] || continue
 			echo "e2e: serial log tail, boot $n:" >&2
-			tr -d '\r' <"$work/serial.boot$n.log" | grep -av '^E2E-LOG' | tail -n 25 | sed 's/^/    | /' >&2
+			tr '\r' '\n' <"$work/serial.boot$n.log" | grep -av '^E2E-LOG' | tail -n 25 | sed 's/^/    | /' >&2
 		done
 		exit 1
 	fi

@@ -17,7 +17,7 @@ cm=/sys/kernel/config/rdma_cm
 declared_tos=106          # from the guest's rdmad.toml: every RoCE port
 user=e2euser              # member of @rdma, created when the image is prepared
 
-boot1=(boot rdmad-systemd link-at-boot tos-hotadd modules roce-v1-error memlock-user dbus-denied hotplug)
+boot1=(boot rdmad-systemd sandbox-caps link-at-boot tos-hotadd modules roce-v1-error memlock-user dbus-denied hotplug)
 boot2=(reboot-boot reboot-link reboot-memlock)
 
 fail() { echo "$*"; exit 1; }
@@ -102,6 +102,47 @@ s_tos-hotadd() {
 	pass "rxe1/1 tos $declared_tos applied ${took}s after rdma link add"
 }
 
+not_loaded() { local m; for m; do [[ -d /sys/module/$m ]] || printf '%s ' "$m"; done; }
+all_loaded() { [[ -z $(not_loaded "$@") ]]; }
+
+# The sandbox of the installed rdmad.service (capability bounding set, file
+# system protection...) is enough for what rdmad does to the kernel, and
+# CAP_NET_ADMIN is really needed: run the same operations through systemd-run
+# with the unit's own [Service] hardening lines. Independent of rdmad itself.
+sandbox_props() {
+	sed -n '/^\[Service\]/,/^\[/p' /usr/lib/systemd/system/rdmad.service |
+		grep -E '^(CapabilityBoundingSet|NoNewPrivileges|Protect[A-Za-z]+|ReadWritePaths|PrivateTmp|Restrict[A-Za-z]+|LockPersonality|MemoryDenyWriteExecute|SystemCallArchitectures)='
+}
+in_sandbox() { # in_sandbox [extra -p props...] -- CMD
+	local props=() line
+	while read -r line; do props+=(-p "$line"); done < <(sandbox_props)
+	while [[ $1 != -- ]]; do props+=(-p "$1"); shift; done
+	shift
+	systemd-run --quiet --wait --pipe --collect "${props[@]}" "$@"
+}
+s_sandbox-caps() {
+	local dev=rxeprobe out
+	ensure_veth veth4 veth5 || fail "cannot create veth4/veth5"
+	[[ -n $(sandbox_props) ]] || fail "no hardening lines found in the installed rdmad.service"
+	out=$(in_sandbox -- rdma link add "$dev" type rxe netdev veth4 2>&1) ||
+		fail "rdma link add inside rdmad's sandbox failed: $out"
+	wait_for 5 rdma_dev_exists "$dev" || fail "$dev not created"
+	modprobe rdma_cm 2>/dev/null # configfs rdma_cm exists once rdma_cm is loaded
+	wait_for 3 tos_is "$dev" "$declared_tos" # let rdmad finish with the new device first
+	out=$(in_sandbox -- sh -c "d=$cm/$dev; { [ -d \$d ] || mkdir \$d; } && echo 32 >\$d/ports/1/default_roce_tos && cat \$d/ports/1/default_roce_tos && rmdir \$d" 2>&1) ||
+		fail "configfs rdma_cm mkdir/write inside rdmad's sandbox failed: $out"
+	[[ $out == 32 ]] || fail "configfs tos read back '$out' inside the sandbox"
+	out=$(in_sandbox -- sh -c 'mkdir -p /etc/rdma/rdmad.d && touch /etc/rdma/rdmad.d/.probe && rm /etc/rdma/rdmad.d/.probe' 2>&1) ||
+		fail "writing /etc/rdma/rdmad.d inside the sandbox failed: $out"
+	rdma link del "$dev" || fail "rdma link del $dev failed"
+	# The negative control: without CAP_NET_ADMIN the same link add is refused.
+	if out=$(in_sandbox CapabilityBoundingSet=~CAP_NET_ADMIN -- rdma link add "$dev" type rxe netdev veth4 2>&1); then
+		rdma link del "$dev" 2>/dev/null
+		fail "rdma link add succeeded without CAP_NET_ADMIN: the capability set is not minimal evidence"
+	fi
+	pass "rdma link add, configfs mkdir+write, /etc/rdma/rdmad.d write OK with CAP_SYS_MODULE CAP_NET_ADMIN only; without CAP_NET_ADMIN: $(head -1 <<<"$out" | cut -c1-60)"
+}
+
 # rdmad, not Debian's rdma-load-modules@ units (masked in this image), loaded
 # the modules listed in /etc/rdma/modules/rdma.conf (any device) and roce.conf
 # (a RoCE device: rxe is one).
@@ -127,11 +168,9 @@ s_modules() {
 	done
 	# Loading happens on device arrival; give a slow (TCG) guest a moment.
 	if ((${#missing[@]})); then
-		local still=()
-		for m in "${missing[@]}"; do
-			wait_for 10 test -d "/sys/module/$m" && loaded+=("$m") || still+=("$m")
-		done
-		((${#still[@]} == 0)) || fail "not loaded: ${still[*]} (loaded: ${loaded[*]:-none})"
+		wait_for 10 all_loaded "${missing[@]}" ||
+			fail "not loaded: $(not_loaded "${missing[@]}") (loaded: ${loaded[*]:-none})"
+		loaded+=("${missing[@]}")
 	fi
 	((${#loaded[@]})) || fail "no module of rdma.conf/roce.conf exists in this kernel"
 	pass "loaded: ${loaded[*]}${absent:+; not in kernel: ${absent[*]}}"
