@@ -29,6 +29,7 @@ type ConfigWatcher struct {
 	Reload     func() error // service.Reload: keeps the last good policy on error
 	Req        Requester
 	Log        *slog.Logger
+	OnReady    func() // called once the initial watches are in place (tests, logs)
 }
 
 type watchKind int
@@ -57,6 +58,9 @@ func (w *ConfigWatcher) Run(ctx context.Context) error {
 
 	watched := map[string]bool{}
 	w.ensureWatches(fw, watched, true, log)
+	if w.OnReady != nil {
+		w.OnReady()
+	}
 
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
