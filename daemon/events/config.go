@@ -106,7 +106,10 @@ func (w *ConfigWatcher) Run(ctx context.Context) error {
 		case <-timer.C:
 			if reload {
 				_ = w.Reload() // logged and published by the service; a success queues a full pass
-			} else if rescan {
+			}
+			if rescan {
+				// Also after a failed reload: the modules lists apply
+				// under the policy in force. Coalesces with the reload's pass.
 				w.Req.RequestAll()
 			}
 			reload, rescan = false, false

@@ -1,0 +1,129 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+func linkUpdate(typ uint16, index int, name string, oper netlink.LinkOperState, flags uint32) netlink.LinkUpdate {
+	return netlink.LinkUpdate{
+		IfInfomsg: nl.IfInfomsg{IfInfomsg: unix.IfInfomsg{Index: int32(index), Flags: flags}},
+		Header:    unix.NlMsghdr{Type: typ},
+		Link:      &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: index, Name: name, OperState: oper}},
+	}
+}
+
+func TestLinkChangeFilter(t *testing.T) {
+	s := &LinkSource{links: map[int]linkView{}}
+	up := uint32(unix.IFF_UP | unix.IFF_LOWER_UP)
+	steps := []struct {
+		name string
+		u    netlink.LinkUpdate
+		want bool
+	}{
+		{"new netdev", linkUpdate(unix.RTM_NEWLINK, 3, "eth1", netlink.OperDown, 0), true},
+		{"same again (stats)", linkUpdate(unix.RTM_NEWLINK, 3, "eth1", netlink.OperDown, 0), false},
+		{"comes up", linkUpdate(unix.RTM_NEWLINK, 3, "eth1", netlink.OperUp, up), true},
+		{"still up", linkUpdate(unix.RTM_NEWLINK, 3, "eth1", netlink.OperUp, up), false},
+		{"renamed", linkUpdate(unix.RTM_NEWLINK, 3, "enp1s0", netlink.OperUp, up), true},
+		{"carrier lost", linkUpdate(unix.RTM_NEWLINK, 3, "enp1s0", netlink.OperLowerLayerDown, unix.IFF_UP), true},
+		{"removed", linkUpdate(unix.RTM_DELLINK, 3, "enp1s0", netlink.OperDown, 0), true},
+		{"same index reused", linkUpdate(unix.RTM_NEWLINK, 3, "veth9", netlink.OperDown, 0), true},
+	}
+	for _, st := range steps {
+		if got := s.changed(st.u); got != st.want {
+			t.Errorf("%s: changed = %v, want %v", st.name, got, st.want)
+		}
+	}
+}
+
+// fakeSubscriber hands each subscription to the test.
+type fakeSubscriber struct {
+	subs chan *fakeSub
+	fail error // returned by the next Subscribe, then cleared
+	mu   sync.Mutex
+}
+
+type fakeSub struct {
+	ch      chan<- netlink.LinkUpdate
+	onError func(error)
+	once    sync.Once
+}
+
+func (s *fakeSub) end() { s.once.Do(func() { close(s.ch) }) }
+
+func (f *fakeSubscriber) Subscribe(ch chan<- netlink.LinkUpdate, done <-chan struct{}, onError func(error)) error {
+	f.mu.Lock()
+	err := f.fail
+	f.fail = nil
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	s := &fakeSub{ch: ch, onError: onError}
+	go func() { <-done; s.end() }()
+	f.subs <- s
+	return nil
+}
+
+// waitReq waits for the next request on a signalling recorder.
+type chanRequester chan string
+
+func (c chanRequester) RequestAll()               { c <- "*" }
+func (c chanRequester) RequestDevice(name string) { c <- "device:" + name }
+
+func next(t *testing.T, ctx context.Context, c chanRequester) string {
+	t.Helper()
+	select {
+	case r := <-c:
+		return r
+	case <-ctx.Done():
+		t.Fatal("no request")
+		return ""
+	}
+}
+
+func TestLinkSourceRescansOnLossAndResubscribes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // failure guard
+	defer cancel()
+	sub := &fakeSubscriber{subs: make(chan *fakeSub, 4), fail: errors.New("EPERM")}
+	req := make(chanRequester, 64)
+	src := &LinkSource{Sub: sub, Req: req, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Retry: func(ctx context.Context) bool { return ctx.Err() == nil }}
+	done := make(chan struct{})
+	go func() { src.Run(ctx); close(done) }()
+
+	// The first Subscribe fails; the source retries.
+	s1 := <-sub.subs
+	s1.ch <- linkUpdate(unix.RTM_NEWLINK, 5, "eth1", netlink.OperUp, unix.IFF_UP)
+	if r := next(t, ctx, req); r != "*" {
+		t.Fatalf("netdev appeared: %q", r)
+	}
+	// Lost events reported by the subscription: rescan.
+	s1.onError(errors.New("Receive failed: no buffer space available"))
+	if r := next(t, ctx, req); r != "*" {
+		t.Fatalf("after error: %q", r)
+	}
+	// The subscription dies: resubscribe, and rescan (twice is fine: once
+	// for the end, once after the new subscription is in place).
+	s1.end()
+	s2 := <-sub.subs
+	next(t, ctx, req)
+	next(t, ctx, req)
+	// Link state is forgotten across subscriptions: eth1 counts as news.
+	s2.ch <- linkUpdate(unix.RTM_NEWLINK, 5, "eth1", netlink.OperUp, unix.IFF_UP)
+	if r := next(t, ctx, req); r != "*" {
+		t.Fatalf("after resubscribe: %q", r)
+	}
+	cancel()
+	<-done
+}
