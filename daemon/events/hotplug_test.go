@@ -380,3 +380,54 @@ func TestFailedSocketIsReopenedWithRescan(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// BenchmarkUeventBurstToIdle measures a burst of 100 uevents for one device
+// through the source and the service queue until the host is reconciled;
+// passes/op shows the coalescing.
+func BenchmarkUeventBurstToIdle(b *testing.B) {
+	root := b.TempDir()
+	copyTree(b, fixtureDir(b, "mlx5"), root)
+	writeFile(b, filepath.Join(root, "etc/rdma/rdmad.toml"), roceConfig)
+	h := host.New(root)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rec := service.NewReconciler(h, service.Kernel{}, log)
+	var passes atomic.Int64
+	rec.OnChange(func(reconcile.State) { passes.Add(1) })
+	svc, err := service.New(service.Options{Host: h, Reconciler: rec, Log: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go svc.Run(ctx)
+	reader := newChanReader(128)
+	counted := &countingRequester{next: svc, ch: make(chan struct{}, 128)}
+	go (&UeventSource{Open: func() (MessageReader, error) { return reader, nil }, Req: counted, Log: log}).Run(ctx)
+	msg := uevent("add", ibPath+"mlx5_0", "SUBSYSTEM=infiniband", "NAME=mlx5_0")
+	const burst = 100
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := 0; j < burst; j++ {
+			reader.msgs <- readResult{b: msg}
+		}
+		for j := 0; j < burst; j++ {
+			<-counted.ch
+		}
+		if err := svc.Idle(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(passes.Load())/float64(b.N), "passes/op")
+}
+
+type countingRequester struct {
+	next Requester
+	ch   chan struct{}
+}
+
+func (c *countingRequester) RequestAll() { c.next.RequestAll(); c.ch <- struct{}{} }
+
+func (c *countingRequester) RequestDevice(name string) {
+	c.next.RequestDevice(name)
+	c.ch <- struct{}{}
+}
