@@ -560,7 +560,7 @@ func (d *decoder) link(path string, m map[string]any) (Link, bool) {
 			if !ok {
 				return
 			}
-			if err := validLinkName(s); err != nil {
+			if err := ValidLinkName(s); err != nil {
 				d.failf(p, "%v", err)
 				return
 			}
@@ -583,7 +583,7 @@ func (d *decoder) link(path string, m map[string]any) (Link, bool) {
 			if !ok {
 				return
 			}
-			if err := validNetdevName(s); err != nil {
+			if err := ValidNetdevName(s); err != nil {
 				d.failf(p, "%v", err)
 				return
 			}

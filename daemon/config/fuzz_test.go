@@ -76,7 +76,7 @@ func checkInvariants(t *testing.T, p *Policy) {
 	}
 	seen := map[string]bool{}
 	for _, l := range p.Links {
-		if validLinkName(l.Name) != nil || validNetdevName(l.Netdev) != nil || (l.Type != LinkRXE && l.Type != LinkSIW) {
+		if ValidLinkName(l.Name) != nil || ValidNetdevName(l.Netdev) != nil || (l.Type != LinkRXE && l.Type != LinkSIW) {
 			t.Fatalf("link %+v", l)
 		}
 		if k := string(l.Type) + " " + l.Netdev; seen[k] || seen["name "+l.Name] {

@@ -171,11 +171,11 @@ func validDriver(s string) error {
 	return nil
 }
 
-// validLinkName checks the name of a soft RDMA device as `rdma link add`
+// ValidLinkName checks the name of a soft RDMA device as `rdma link add`
 // takes it: the kernel allows 1..63 bytes (IB_DEVICE_NAME_MAX), no '/', and
 // rdmad refuses '%' because the kernel would expand it into an unknown name
 // that rdmad could never find again.
-func validLinkName(s string) error {
+func ValidLinkName(s string) error {
 	switch {
 	case s == "":
 		return errors.New("must not be empty")
@@ -194,9 +194,9 @@ func validLinkName(s string) error {
 	return nil
 }
 
-// validNetdevName mirrors the kernel's dev_valid_name(): 1..15 bytes
+// ValidNetdevName mirrors the kernel's dev_valid_name(): 1..15 bytes
 // (IFNAMSIZ-1), not "." or "..", no '/', ':' or whitespace.
-func validNetdevName(s string) error {
+func ValidNetdevName(s string) error {
 	switch {
 	case s == "":
 		return errors.New("must not be empty")

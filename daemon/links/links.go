@@ -116,34 +116,11 @@ func Validate(l config.Link) error {
 	if Module(l.Type) == "" {
 		return fmt.Errorf("links: %q is not a soft RDMA link type: use \"rxe\" or \"siw\"", l.Type)
 	}
-	if err := validName(l.Name, 63, "RDMA device"); err != nil {
+	if err := config.ValidLinkName(l.Name); err != nil {
 		return fmt.Errorf("links: name: %w", err)
 	}
-	if strings.ContainsRune(l.Name, '%') {
-		return fmt.Errorf("links: name %q contains '%%': the kernel would pick the name", l.Name)
-	}
-	if err := validName(l.Netdev, 15, "interface"); err != nil {
+	if err := config.ValidNetdevName(l.Netdev); err != nil {
 		return fmt.Errorf("links: netdev: %w", err)
-	}
-	if strings.ContainsRune(l.Netdev, ':') {
-		return fmt.Errorf("links: netdev %q contains ':', which an interface name cannot contain", l.Netdev)
-	}
-	return nil
-}
-
-func validName(s string, max int, what string) error {
-	switch {
-	case s == "":
-		return errors.New("must not be empty")
-	case len(s) > max:
-		return fmt.Errorf("%q is %d bytes long; %s names have at most %d", s, len(s), what, max)
-	case s == "." || s == "..":
-		return fmt.Errorf("%q is not a %s name", s, what)
-	}
-	for _, r := range s {
-		if r == '/' || r <= ' ' || r == 0x7f {
-			return fmt.Errorf("%q contains %q, which a %s name cannot contain", s, r, what)
-		}
 	}
 	return nil
 }
