@@ -209,6 +209,7 @@ func (r *Reconciler) pass(ctx context.Context, only []string) Report {
 		}
 	}
 	deviceActions := map[string][]Action{}
+	gone := map[string]bool{}
 	for i := range selected {
 		if ctx.Err() != nil {
 			break
@@ -222,16 +223,32 @@ func (r *Reconciler) pass(ctx context.Context, only []string) Report {
 			if fresh, err := r.host.Device(d.Name); err == nil {
 				*d = fresh
 			} else if errors.Is(err, host.ErrNoDevice) {
-				acts = append(acts, Action{Target: d.Name, What: "device", Status: Failed, Err: fmt.Errorf("vanished during reconcile: %w", err)})
+				// Unplugged, or re-registering after a change (an mlx4
+				// port type switch does that): not a failure; its add
+				// event brings the next pass.
+				gone[d.Name] = true
 			}
 		}
 		deviceActions[d.Name] = acts
 		rep.Actions = append(rep.Actions, acts...)
 	}
 	rep.Finished = time.Now()
+	if len(gone) > 0 {
+		devs, selected = without(devs, gone), without(selected, gone)
+	}
 	r.publish(pol, devs, selected, only != nil, deviceActions, rep)
 	r.logReport(rep)
 	return rep
+}
+
+func without(devs []host.Device, gone map[string]bool) []host.Device {
+	var out []host.Device
+	for _, d := range devs {
+		if !gone[d.Name] {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func anyChanged(acts []Action) bool {

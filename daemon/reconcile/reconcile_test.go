@@ -167,3 +167,28 @@ func BenchmarkFullPassDemoHost(b *testing.B) {
 		r.All(context.Background())
 	}
 }
+
+// reregisteringPart changes a device and makes it vanish, as an mlx4 port
+// type switch does (the driver unregisters and re-adds the RDMA device).
+type reregisteringPart struct{ root string }
+
+func (reregisteringPart) Name() string { return "reregister" }
+func (p reregisteringPart) Apply(_ context.Context, _ *config.Policy, d *host.Device) []reconcile.Action {
+	if d.Name != "mlx4_0" {
+		return nil
+	}
+	os.Remove(filepath.Join(p.root, host.ClassInfiniband, d.Name))
+	return []reconcile.Action{{Target: d.Name + "/1", What: "vpi port type", From: "ib", To: "eth", Status: reconcile.Changed}}
+}
+
+func TestDeviceReregisteringAfterChangeIsNotAFailure(t *testing.T) {
+	root := hosttest.Copy(t, "demo")
+	r := reconcile.New(reconcile.Options{Host: host.New(root), Log: quiet, DeviceParts: []reconcile.DevicePart{reregisteringPart{root}}})
+	rep := r.All(context.Background())
+	if rep.Failed() {
+		t.Errorf("re-registration reported as failure: %s", rep.Summary())
+	}
+	if st := r.State(); st.Device("mlx4_0") != nil || len(st.Devices) != 3 {
+		t.Errorf("state still shows the re-registering device: %d devices", len(st.Devices))
+	}
+}
