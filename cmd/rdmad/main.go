@@ -47,7 +47,13 @@ func run() int {
 	slog.SetDefault(log)
 
 	h := host.New(*root)
-	rec := service.NewReconciler(h, service.RealKernel(), log)
+	kernel := service.RealKernel()
+	if h.Root != "/" {
+		// A fixture root has no kernel of its own: RDMA netlink would
+		// create links or switch the netns mode of this machine.
+		kernel.Links, kernel.Netns = offHost{h.Root}, offHost{h.Root}
+	}
+	rec := service.NewReconciler(h, kernel, log)
 	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Reconciler: rec, Log: log})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rdmad: %v\n", err)

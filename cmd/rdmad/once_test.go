@@ -185,3 +185,12 @@ func snapshot(t *testing.T, root string) string {
 	})
 	return b.String()
 }
+
+func TestOnceUnderRootDoesNotTouchThisKernel(t *testing.T) {
+	root, env, _ := demoHost(t)
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/70-link.toml", "[[link]]\nname = \"rxe9\"\ntype = \"rxe\"\nnetdev = \"ens2\"\n")
+	out, _, code := rdmad(t, env, "--root", root, "--once")
+	if code != 1 || !strings.Contains(out, "rxe9") || !strings.Contains(out, "RDMA netlink is not used with --root") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
