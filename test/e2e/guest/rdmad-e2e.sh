@@ -157,10 +157,21 @@ s_modules() {
 		[[ -r $f ]] || fail "$f missing"
 		while read -r m _; do
 			[[ -z $m || $m == \#* ]] && continue
-			m=${m//-/_}
-			if ! modinfo -F filename "$m" >/dev/null 2>&1; then
+			local file
+			if ! file=$(modinfo -F filename "$m" 2>/dev/null) || [[ -z $file ]]; then
 				absent+=("$m") # not built for this kernel: nobody can load it
-			elif [[ -d /sys/module/$m ]]; then
+				continue
+			fi
+			# Names in the lists may be aliases (xprtrdma, svcrdma are rpcrdma):
+			# /sys/module knows the real module name.
+			if [[ $file == "(builtin)" ]]; then
+				loaded+=("$m")
+				continue
+			fi
+			m=${file##*/}
+			m=${m%%.ko*}
+			m=${m//-/_}
+			if [[ -d /sys/module/$m ]]; then
 				loaded+=("$m")
 			else
 				missing+=("$m")
@@ -282,6 +293,9 @@ run_all() {
 			say "E2E $name FAIL $took $detail"
 			head -n 40 <<<"$out" | sed "s/^/E2E-LOG $name: /" >"$console"
 			rdmad_journal | tail -n 25 | sed "s/^/E2E-LOG $name journal: /" >"$console"
+			# What rdmad is doing right now (a hung child such as modprobe shows here).
+			ps -o pid,stat,etime,wchan:24,args -g "$(systemctl show -p MainPID --value rdmad.service)" 2>&1 |
+				sed "s/^/E2E-LOG $name ps: /" >"$console"
 		fi
 		echo "$name rc=$rc $took $detail" >>"$state_dir/results.boot$boots"
 	done
