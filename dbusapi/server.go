@@ -94,7 +94,7 @@ func (s *Server) Close() {
 
 // managerProps builds the Manager properties from the service.
 func (s *Server) managerProps(st reconcile.State) Manager {
-	pol := s.svc.Policy()
+	pol := s.svc.PolicyInForce()
 	m := Manager{Version: version.Version, LastResult: st.LastResult, Modules: st.Modules}
 	if pol != nil {
 		m.ConfigFiles = pol.Files

@@ -3,6 +3,7 @@ package service
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rdmad/rdmad/daemon/config"
 )
@@ -138,14 +139,23 @@ type runtime struct {
 	mu      sync.Mutex
 	base    *config.Policy
 	overlay Overlay
+
+	// inForce is the policy handed to the reconciler, readable without
+	// any lock: OnChange listeners run inside a pass and may not call
+	// Reconciler.Policy, which waits for the pass.
+	inForce atomic.Pointer[config.Policy]
 }
+
+// PolicyInForce is the policy the reconciler uses (files plus overlay). It
+// never blocks, so reconcile.OnChange listeners may call it.
+func (s *Service) PolicyInForce() *config.Policy { return s.runtime.inForce.Load() }
 
 // setPolicy installs a freshly loaded policy with the overlay on top.
 func (s *Service) setPolicy(pol *config.Policy) {
 	s.runtime.mu.Lock()
 	defer s.runtime.mu.Unlock()
 	s.runtime.base = pol
-	s.rec.SetPolicy(s.runtime.overlay.Apply(pol))
+	s.putInForce(s.runtime.overlay.Apply(pol))
 }
 
 // changeOverlay edits the overlay and puts the result in force. It returns
@@ -157,8 +167,13 @@ func (s *Service) changeOverlay(edit func(*Overlay)) (previous Overlay) {
 	next := s.runtime.overlay.clone()
 	edit(&next)
 	s.runtime.overlay = next
-	s.rec.SetPolicy(next.Apply(s.runtime.base))
+	s.putInForce(next.Apply(s.runtime.base))
 	return previous
+}
+
+func (s *Service) putInForce(p *config.Policy) {
+	s.runtime.inForce.Store(p)
+	s.rec.SetPolicy(p)
 }
 
 // RuntimeOverlay returns a copy of the runtime changes in force.
