@@ -1,0 +1,21 @@
+// Command gendoc writes docs/dbus-api.md from the embedded contract.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/rdmad/rdmad/dbusapi"
+	"github.com/rdmad/rdmad/daemon/host"
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: gendoc OUTPUT.md")
+		os.Exit(2)
+	}
+	if err := host.WriteFileAtomic(os.Args[1], dbusapi.TheContract().Markdown(), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "gendoc:", err)
+		os.Exit(1)
+	}
+}

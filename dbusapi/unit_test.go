@@ -1,0 +1,63 @@
+package dbusapi
+
+import (
+	"bytes"
+	"os"
+	"testing"
+
+	"github.com/godbus/dbus/v5"
+)
+
+func TestEscapePathElementLikeSystemd(t *testing.T) {
+	for in, want := range map[string]string{
+		"mlx5_0": "mlx5_5f0",
+		"rxe0":   "rxe0",
+		"":       "_",
+		"a-b.c":  "a_2db_2ec",
+		"é":      "_c3_a9",
+	} {
+		got := EscapePathElement(in)
+		if got != want {
+			t.Errorf("EscapePathElement(%q) = %q, want %q", in, got, want)
+		}
+		if !dbus.ObjectPath("/x/" + got).IsValid() {
+			t.Errorf("%q is not a valid path element", got)
+		}
+		back, err := UnescapePathElement(got)
+		if err != nil || back != in {
+			t.Errorf("UnescapePathElement(%q) = %q, %v", got, back, err)
+		}
+	}
+	if _, err := UnescapePathElement("a_4"); err == nil {
+		t.Error("truncated escape accepted")
+	}
+}
+
+func TestPropsRoundTrip(t *testing.T) {
+	in := Port{Device: "mlx5_0", Number: 1, RoCETOS: -1, GIDTypes: []string{"RoCE v2"}}
+	props := ToProps(in)
+	if v := props["Netdevs"]; v.Signature().String() != "as" {
+		t.Errorf("nil slice published as %v", v.Signature())
+	}
+	var out Port
+	if err := FromProps(props, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Device != "mlx5_0" || out.Number != 1 || out.RoCETOS != -1 || len(out.GIDTypes) != 1 {
+		t.Errorf("round trip: %+v", out)
+	}
+	props["Number"] = dbus.MakeVariant("one")
+	if err := FromProps(props, &out); err == nil {
+		t.Error("wrong property type accepted")
+	}
+}
+
+func TestDocsUpToDate(t *testing.T) {
+	have, err := os.ReadFile("../docs/dbus-api.md")
+	if err != nil {
+		t.Fatalf("%v (run go generate ./dbusapi)", err)
+	}
+	if !bytes.Equal(have, TheContract().Markdown()) {
+		t.Error("docs/dbus-api.md is stale: run go generate ./dbusapi")
+	}
+}
