@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/dbusapi"
 )
 
 func main() {
