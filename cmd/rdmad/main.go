@@ -59,6 +59,9 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "rdmad: %v\n", err)
 		return 1
 	}
+	if d := kernel.LinkDeleter(h); d != nil {
+		svc.SetLinkDeleter(d)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

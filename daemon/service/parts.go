@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/rdmad/rdmad/daemon/host"
@@ -54,4 +55,22 @@ func NewReconciler(h *host.Host, k Kernel, log *slog.Logger) *reconcile.Reconcil
 			&roce.Part{Host: h},
 		},
 	})
+}
+
+// LinkDeleter is the kernel side of Service.DeleteLink over k's RDMA
+// netlink; nil when k does not manage links.
+func (k Kernel) LinkDeleter(h *host.Host) LinkDeleter {
+	if k.Links == nil {
+		return nil
+	}
+	return netlinkLinkDeleter{h: h, nl: k.Links}
+}
+
+type netlinkLinkDeleter struct {
+	h  *host.Host
+	nl links.Netlink
+}
+
+func (d netlinkLinkDeleter) DeleteLink(ctx context.Context, name string) error {
+	return links.Delete(ctx, d.nl, d.h, name)
 }

@@ -65,4 +65,18 @@ func TestDeclaredLinkConfiguredInSamePass(t *testing.T) {
 	if tos, _ := h.ReadString(host.ConfigfsPortPath("rxe0", 1, "default_roce_tos")); strings.TrimSpace(tos) != "5" {
 		t.Errorf("tos = %q, want 5 in the same pass", tos)
 	}
+
+	// DeleteLink through the kernel's deleter: the device goes and, being
+	// dropped from the policy in force, is not recreated by the next pass.
+	svc.SetLinkDeleter(service.Kernel{Links: nl}.LinkDeleter(h))
+	if err := svc.DeleteLink(context.Background(), "rxe0", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(nl.Calls(), ","); got != "add rxe0 rxe eth1,del rxe0" {
+		t.Errorf("netlink calls after delete %q", got)
+	}
+	svc.ReconcileNow(context.Background())
+	if h.Exists(host.ClassInfiniband + "/rxe0") {
+		t.Error("deleted link was recreated by the next pass")
+	}
 }
