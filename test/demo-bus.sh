@@ -1,12 +1,14 @@
 #!/bin/bash
-# demo-bus.sh ROOT CONFIG: the D-Bus part of `make demo`. Starts a private
-# dbus-daemon, rdmad on the fixture ROOT with CONFIG, shows rdmactl status
-# and the busctl tree, persists a RoCE change, restarts rdmad and shows the
-# value is back. Everything started here is stopped on exit, even on failure.
-# Expects rdmad and rdmactl in PATH (or RDMAD/RDMACTL set).
+# demo-bus.sh ROOT DROPIN: the daemon part of `make demo`. Starts a private
+# dbus-daemon and rdmad on the fixture ROOT (configured with the shipped
+# rdmad.toml only), shows `rdmactl status` before and after the RoCE policy
+# DROPIN is added and reloaded, the busctl tree, a persisted change, and that
+# the change is back after restarting rdmad. Everything started here is
+# stopped on exit, even on failure. rdmad and rdmactl come from PATH (or
+# RDMAD/RDMACTL).
 set -euo pipefail
-root=${1:?usage: demo-bus.sh ROOT CONFIG}
-config=${2:?usage: demo-bus.sh ROOT CONFIG}
+root=${1:?usage: demo-bus.sh ROOT DROPIN}
+dropin=${2:?usage: demo-bus.sh ROOT DROPIN}
 RDMAD=${RDMAD:-rdmad}
 RDMACTL=${RDMACTL:-rdmactl}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,37 +16,63 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 pids=()
 cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    rm -rf "$work"
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+	rm -rf "$work"
 }
 trap cleanup EXIT
 
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
 sed "s|@SOCKET@|$work/bus.sock|" "$here/bus/bus.conf.in" >"$work/bus.conf"
-dbus-daemon --config-file "$work/bus.conf" --nofork --nopidfile --print-address >"$work/address" &
+# dbus-daemon warns that it cannot raise its fd limit when not run as root; harmless.
+dbus-daemon --config-file "$work/bus.conf" --nofork --nopidfile --print-address >"$work/address" 2>"$work/dbus.log" &
 pids+=($!)
 for _ in $(seq 50); do [[ -s $work/address ]] && break; sleep 0.1; done
 addr=$(head -n1 "$work/address")
-echo "== private bus: $addr"
+ctl() { "$RDMACTL" --bus "$addr" "$@"; }
 
 start_rdmad() {
-    "$RDMAD" --root "$root" --config "$config" --bus "$addr" 2>>"$work/rdmad.log" &
-    rdmad_pid=$!
-    pids+=($rdmad_pid)
-    for _ in $(seq 100); do
-        "$RDMACTL" --bus "$addr" status >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    echo "rdmad did not come up:" >&2; cat "$work/rdmad.log" >&2; return 1
+	"$RDMAD" --root "$root" --bus "$addr" 2>>"$work/rdmad.log" &
+	rdmad_pid=$!
+	pids+=($rdmad_pid)
+	# rdmad takes its bus name only after its first pass: once the name
+	# answers, the state is complete.
+	for _ in $(seq 100); do
+		ctl status >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "rdmad did not come up:" >&2
+	cat "$work/rdmad.log" >&2
+	return 1
 }
 
+step "rdmad --root <fixture> --bus <private bus>, shipped rdmad.toml only (no RoCE policy yet)"
 start_rdmad
-echo "== rdmactl status"; "$RDMACTL" --bus "$addr" status
-echo "== busctl tree org.rdmad1"; busctl --address="$addr" tree org.rdmad1
-echo "== rdmactl roce set mlx5_0/1 --mode v1 --persist"
-"$RDMACTL" --bus "$addr" roce set mlx5_0/1 --mode v1 --persist
-"$RDMACTL" --bus "$addr" status
-echo "== restart rdmad"
-kill "$rdmad_pid"; wait "$rdmad_pid" 2>/dev/null || true
+step "Before: rdmactl status"
+ctl status
+
+step "Add the RoCE policy as a drop-in and reload: rdmactl reload"
+cp "$dropin" "$root/etc/rdma/rdmad.d/"
+ctl reload
+step "After: rdmactl status"
+ctl status
+
+step "busctl tree org.rdmad1"
+busctl --address="$addr" tree org.rdmad1
+step "busctl introspect org.rdmad1 /org/rdmad1/devices/mlx5_5f0/ports/1 org.rdmad1.Port"
+busctl --address="$addr" introspect org.rdmad1 /org/rdmad1/devices/mlx5_5f0/ports/1 org.rdmad1.Port
+
+step "rdmactl roce set mlx5_0/1 --mode v1 --persist (written to rdmad.d/zz-rdmad-persist.toml)"
+ctl roce set mlx5_0/1 --mode v1 --persist
+ctl roce show mlx5_0/1
+
+step "Restart rdmad after the kernel forgot (configfs reset as by a reboot)"
+kill "$rdmad_pid"
+wait "$rdmad_pid" 2>/dev/null || true
+echo "RoCE v2" >"$root/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_mode"
+echo 0 >"$root/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos"
 start_rdmad
-echo "== rdmactl roce show mlx5_0/1 after the restart"
-"$RDMACTL" --bus "$addr" roce show mlx5_0/1
+ctl roce show mlx5_0/1
+
+step "rdmactl -o json device show mlx5_0 (first lines)"
+ctl -o json device show mlx5_0 | head -n 12

@@ -53,7 +53,7 @@ show_host() {
 	printf '  modules loaded: %s\n' "$(cut -d' ' -f1 "$root/proc/modules" | tr '\n' ' ')"
 }
 
-heading "Policy: the shipped /etc/rdma/rdmad.toml plus this drop-in (rdmad.d/50-roce.toml)"
+heading "Part 1: rdmad --once. Policy: the shipped /etc/rdma/rdmad.toml plus this drop-in (rdmad.d/50-roce.toml)"
 grep -v '^#' "$root/etc/rdma/rdmad.d/50-roce.toml" | sed '/^$/d; s/^/  /'
 
 heading "Before: the host as the kernel leaves it at boot"
@@ -68,7 +68,10 @@ show_host
 heading "rdmad --once again: already as declared, nothing is written"
 "$bin/rdmad" --root "$root" --once | tail -n 1 | sed 's/^/  /'
 
-if [ -x "$repo/test/demo-bus.sh" ]; then
-	heading "rdmad as a daemon on a private D-Bus, seen through rdmactl and busctl"
-	"$repo/test/demo-bus.sh" "$bin" "$repo"
-fi
+heading "Part 2: rdmad as a daemon on a private D-Bus, seen through rdmactl and busctl"
+root=$work/host2
+cp -a "$repo/test/hosts/demo" "$root"
+mkdir -p "$root/etc/rdma/rdmad.d"
+cp "$repo/etc/rdma/rdmad.toml" "$root/etc/rdma/rdmad.toml"
+sed -i "s|$work/host/|$root/|" "$work/bin/modprobe"
+RDMAD=$bin/rdmad RDMACTL=$bin/rdmactl "$repo/test/demo-bus.sh" "$root" "$repo/docs/examples/50-roce.toml" 2>&1 | sed "s|$root||g"

@@ -9,32 +9,36 @@ import (
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
-// startBus publishes the service on D-Bus: "system", "session", "none" (no
-// bus, for hosts without D-Bus) or a bus address such as unix:path=/run/x.
-// The objects are exported before the name is taken, so a client activated
-// by name never sees a half-built tree.
-func startBus(ctx context.Context, svc *service.Service, bus string, log *slog.Logger) (stop func(), err error) {
+// startBus exports the service's objects on D-Bus: "system", "session",
+// "none" (no bus, for hosts without D-Bus) or a bus address such as
+// unix:path=/run/x. The well-known name is taken only when publish is called,
+// after the first pass, so a client activated by name never sees an empty or
+// half-built tree.
+func startBus(ctx context.Context, svc *service.Service, bus string, log *slog.Logger) (publish func() error, stop func(), err error) {
 	if bus == "none" {
 		log.Info("not publishing on D-Bus (--bus none)")
-		return func() {}, nil
+		return func() error { return nil }, func() {}, nil
 	}
 	conn, err := dbusapi.Dial(bus)
 	if err != nil {
-		return nil, fmt.Errorf("bus: %w", err)
+		return nil, nil, fmt.Errorf("bus: %w", err)
 	}
 	srv, err := dbusapi.NewServer(conn, svc, &dbusapi.BusAuthorizer{Conn: conn}, log)
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("bus: %w", err)
+		return nil, nil, fmt.Errorf("bus: %w", err)
 	}
-	if err := srv.RequestName(dbusapi.BusName); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("bus: %w", err)
+	publish = func() error {
+		if err := srv.RequestName(dbusapi.BusName); err != nil {
+			return fmt.Errorf("bus: %w", err)
+		}
+		log.Info("serving on D-Bus", "bus", bus, "name", dbusapi.BusName)
+		return nil
 	}
-	log.Info("serving on D-Bus", "bus", bus, "name", dbusapi.BusName)
-	return func() {
+	stop = func() {
 		srv.Close()
 		_, _ = conn.ReleaseName(dbusapi.BusName)
 		conn.Close()
-	}, nil
+	}
+	return publish, stop, nil
 }

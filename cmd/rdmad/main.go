@@ -82,10 +82,11 @@ func run() int {
 	return 0
 }
 
-// serve runs the daemon until ctx ends: bus first (so activation by name
-// works as soon as we are READY), then events, then the first full pass.
+// serve runs the daemon until ctx ends: objects exported and events
+// subscribed first (nothing that happens during the first pass is missed),
+// then the first full pass, then the bus name and READY=1 together.
 func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logger) error {
-	stopBus, err := startBus(ctx, svc, bus, log)
+	publish, stopBus, err := startBus(ctx, svc, bus, log)
 	if err != nil {
 		return err
 	}
@@ -117,6 +118,9 @@ func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logg
 	svc.RequestAll()
 	if err := svc.Idle(ctx); err != nil {
 		return nil // stopped before the first pass finished
+	}
+	if err := publish(); err != nil {
+		return err
 	}
 	daemon.SdNotify(false, daemon.SdNotifyReady)
 	log.Info("rdmad ready", "version", version.Version, "devices", len(rec.State().Devices))
