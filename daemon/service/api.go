@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
@@ -189,16 +188,11 @@ func portList(dev host.Device) string {
 	return strings.Join(s, ", ")
 }
 
-// Soft RDMA device names: the kernel allows up to IB_DEVICE_NAME_MAX-1 (63)
-// bytes; rdmad keeps to the characters rdma-core's tools print unquoted.
-var linkNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
-
-// Netdev names: IFNAMSIZ-1 bytes, no '/', ':' or whitespace (dev_valid_name).
-var netdevNameRE = regexp.MustCompile(`^[^/:\s]{1,15}$`)
-
+// validLinkName applies the config file's rules for link names, so a name
+// D-Bus accepts is one the persisted drop-in can hold.
 func validLinkName(name string) error {
-	if !linkNameRE.MatchString(name) {
-		return &ArgError{"name", fmt.Sprintf("%q is not a valid RDMA link name (1-63 of A-Z a-z 0-9 _ . -, starting with a letter or digit)", name)}
+	if err := config.ValidLinkName(name); err != nil {
+		return &ArgError{"name", err.Error()}
 	}
 	return nil
 }
@@ -214,8 +208,8 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 	if l.Type != config.LinkRXE && l.Type != config.LinkSIW {
 		return &ArgError{"type", fmt.Sprintf("%q is not a soft RDMA link type: use rxe or siw", l.Type)}
 	}
-	if !netdevNameRE.MatchString(l.Netdev) || l.Netdev == "." || l.Netdev == ".." {
-		return &ArgError{"netdev", fmt.Sprintf("%q is not a valid network interface name", l.Netdev)}
+	if err := config.ValidNetdevName(l.Netdev); err != nil {
+		return &ArgError{"netdev", err.Error()}
 	}
 	if !s.host.Exists(host.ClassNet + "/" + l.Netdev) {
 		return &ArgError{"netdev", fmt.Sprintf("no network interface %q", l.Netdev)}
