@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/rdmad/rdmad/dbusapi/client"
@@ -19,8 +20,9 @@ type Check struct {
 
 var errDoctorFailed = errors.New("some checks failed")
 
-// Diagnose runs the checks on a snapshot read over the bus.
-func Diagnose(s *client.Snapshot) []Check {
+// Diagnose runs the checks on a snapshot read over the bus and on what
+// rdmactl sees of this host itself (local).
+func Diagnose(s *client.Snapshot, local Local) []Check {
 	var out []Check
 	add := func(target, check string, ok bool, detail string) {
 		out = append(out, Check{Target: target, Check: check, OK: ok, Detail: detail})
@@ -29,8 +31,10 @@ func Diagnose(s *client.Snapshot) []Check {
 	add("rdmad", "last reconcile succeeded", s.Manager.LastResult == "ok", s.Manager.LastResult)
 	add("host", "RDMA devices present", len(s.Devices) > 0, fmt.Sprintf("%d devices", len(s.Devices)))
 	// ib_uverbs gives user space (libibverbs) access to the devices.
-	uverbs := slices.Contains(s.Manager.Modules, "ib_uverbs")
-	add("host", "ib_uverbs loaded by rdmad", uverbs || len(s.Devices) == 0, "modules: "+fmt.Sprint(s.Manager.Modules))
+	uverbs := local.UverbsLoaded || slices.Contains(s.Manager.Modules, "ib_uverbs")
+	add("host", "ib_uverbs loaded", uverbs || len(s.Devices) == 0, "/dev/infiniband/uverbs* needs it for libibverbs")
+	out = append(out, local.memlockChecks()...)
+	out = append(out, local.nfsChecks()...)
 	for _, d := range s.Devices {
 		if d.Error != "" {
 			add(d.Name, "policy applied", false, d.Error)
@@ -39,7 +43,7 @@ func Diagnose(s *client.Snapshot) []Check {
 			t := fmt.Sprintf("%s/%d", d.Name, p.Number)
 			add(t, "port ACTIVE", p.State == "ACTIVE", fmt.Sprintf("state %s, physical_state %s", dash(p.State), dash(p.PhysState)))
 			if p.Transport == "infiniband" {
-				add(t, "subnet manager present", p.SMLID != "" && p.SMLID != "0" && p.SMLID != "0x0", "sm_lid "+dash(p.SMLID))
+				add(t, "subnet manager present", lidSet(p.SMLID), "sm_lid "+dash(p.SMLID))
 			}
 			applied := p.Error == ""
 			detail := p.Error
@@ -53,6 +57,13 @@ func Diagnose(s *client.Snapshot) []Check {
 		}
 	}
 	return out
+}
+
+// lidSet reports whether a sysfs LID ("0x0001") names a port: 0 means the
+// subnet manager has not assigned one.
+func lidSet(s string) bool {
+	v, err := strconv.ParseUint(s, 0, 16)
+	return err == nil && v != 0
 }
 
 func kernelMode(m string) string {
@@ -70,7 +81,7 @@ func (e *env) doctor() error {
 	if err != nil {
 		return err
 	}
-	checks := Diagnose(s)
+	checks := Diagnose(s, ProbeLocal("/"))
 	failed := 0
 	for _, c := range checks {
 		if !c.OK {
