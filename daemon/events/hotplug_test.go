@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,49 +16,10 @@ import (
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
 )
-
-// copyTree copies a fixture host (files, directories, symlinks as links).
-func copyTree(t testing.TB, src, dst string) {
-	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(link, target)
-		case d.IsDir():
-			return os.MkdirAll(target, 0o755)
-		default:
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(target, data, 0o644)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func fixtureDir(t testing.TB, name string) string {
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "test", "hosts", name)
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("fixture %s not available: %v", name, err)
-	}
-	return dir
-}
 
 // chanReader is the test seam of a uevent socket: each value sent on msgs
 // is one datagram or one read error.
@@ -136,8 +96,7 @@ tos = 106
 // reading from a channel. before runs before the service starts.
 func startLive(t *testing.T, before func(root string), onChange func(reconcile.State)) *liveHost {
 	t.Helper()
-	root := t.TempDir()
-	copyTree(t, fixtureDir(t, "mlx5"), root)
+	root := hosttest.Copy(t, "mlx5")
 	writeFile(t, filepath.Join(root, "etc/rdma/rdmad.toml"), roceConfig)
 	if before != nil {
 		before(root)
@@ -385,8 +344,7 @@ func TestFailedSocketIsReopenedWithRescan(t *testing.T) {
 // through the source and the service queue until the host is reconciled;
 // passes/op shows the coalescing.
 func BenchmarkUeventBurstToIdle(b *testing.B) {
-	root := b.TempDir()
-	copyTree(b, fixtureDir(b, "mlx5"), root)
+	root := hosttest.Copy(b, "mlx5")
 	writeFile(b, filepath.Join(root, "etc/rdma/rdmad.toml"), roceConfig)
 	h := host.New(root)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

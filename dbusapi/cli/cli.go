@@ -254,15 +254,25 @@ func ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 5*time.Minute)
 }
 
-func (e *env) snapshot() (*client.Snapshot, error) {
+// call runs fn with a connected client and a bounded context.
+func (e *env) call(fn func(c *client.Client, cx context.Context) error) error {
 	c, err := e.client()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer c.Close()
 	cx, cancel := ctx()
 	defer cancel()
-	return c.Snapshot(cx)
+	return fn(c, cx)
+}
+
+func (e *env) snapshot() (*client.Snapshot, error) {
+	var s *client.Snapshot
+	err := e.call(func(c *client.Client, cx context.Context) (err error) {
+		s, err = c.Snapshot(cx)
+		return err
+	})
+	return s, err
 }
 
 func (e *env) printJSON(v any) error {
@@ -540,14 +550,9 @@ func (e *env) roceSet(args []string) error {
 	if !hasMode && tos < 0 {
 		return usagef("roce set needs --mode, --tos or both")
 	}
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	cx, cancel := ctx()
-	defer cancel()
-	return c.SetRoCE(cx, dev, uint32(port), mode, int32(tos), o["persist"] == "true")
+	return e.call(func(c *client.Client, cx context.Context) error {
+		return c.SetRoCE(cx, dev, uint32(port), mode, int32(tos), o["persist"] == "true")
+	})
 }
 
 func (e *env) linkList() error {
@@ -583,14 +588,9 @@ func (e *env) linkAdd(args []string) error {
 	if o["type"] == "" || o["netdev"] == "" {
 		return usagef("link add needs --type rxe|siw and --netdev IF")
 	}
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	cx, cancel := ctx()
-	defer cancel()
-	return c.AddLink(cx, pos[0], o["type"], o["netdev"], o["persist"] == "true")
+	return e.call(func(c *client.Client, cx context.Context) error {
+		return c.AddLink(cx, pos[0], o["type"], o["netdev"], o["persist"] == "true")
+	})
 }
 
 func (e *env) linkDel(args []string) error {
@@ -601,14 +601,9 @@ func (e *env) linkDel(args []string) error {
 	if len(pos) != 1 {
 		return usagef("link del takes one NAME")
 	}
-	c, err := e.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	cx, cancel := ctx()
-	defer cancel()
-	return c.DeleteLink(cx, pos[0], o["persist"] == "true")
+	return e.call(func(c *client.Client, cx context.Context) error {
+		return c.DeleteLink(cx, pos[0], o["persist"] == "true")
+	})
 }
 
 func (e *env) reload() error {
