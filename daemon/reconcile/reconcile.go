@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
@@ -46,8 +47,8 @@ type Reconciler struct {
 	hostParts   []HostPart
 	deviceParts []DevicePart
 
-	mu     sync.Mutex // serialises passes
-	policy *config.Policy
+	mu     sync.Mutex                    // serialises passes
+	policy atomic.Pointer[config.Policy] // read once at the start of each pass
 
 	stateMu   sync.RWMutex
 	state     State
@@ -68,29 +69,23 @@ func New(o Options) *Reconciler {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Reconciler{
+	r := &Reconciler{
 		host:        o.Host,
 		log:         o.Log,
 		early:       o.Early,
 		hostParts:   o.HostParts,
 		deviceParts: o.DeviceParts,
-		policy:      &config.Policy{Modules: config.Modules{Enable: false}},
 	}
+	r.policy.Store(&config.Policy{})
+	return r
 }
 
-// SetPolicy replaces the policy used by the next pass.
-func (r *Reconciler) SetPolicy(p *config.Policy) {
-	r.mu.Lock()
-	r.policy = p
-	r.mu.Unlock()
-}
+// SetPolicy replaces the policy used by the next pass. It never waits for a
+// pass in progress (one stuck in modprobe must not block a reload).
+func (r *Reconciler) SetPolicy(p *config.Policy) { r.policy.Store(p) }
 
 // Policy returns the policy in force.
-func (r *Reconciler) Policy() *config.Policy {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.policy
-}
+func (r *Reconciler) Policy() *config.Policy { return r.policy.Load() }
 
 // OnChange registers fn to be called with the new State after every pass.
 // fn runs on the reconciling goroutine and must not call back into passes.
@@ -118,15 +113,7 @@ type Report struct {
 func (rep Report) Failed() bool { return rep.FailedCount() > 0 }
 
 // FailedCount counts failed actions.
-func (rep Report) FailedCount() int {
-	n := 0
-	for _, a := range rep.Actions {
-		if a.Status == Failed {
-			n++
-		}
-	}
-	return n
-}
+func (rep Report) FailedCount() int { return rep.Count(Failed) }
 
 // Count counts actions with status s.
 func (rep Report) Count(s Status) int {
@@ -172,7 +159,7 @@ func (r *Reconciler) Devices(ctx context.Context, names ...string) Report {
 func (r *Reconciler) pass(ctx context.Context, only []string) Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	pol := r.policy
+	pol := r.policy.Load()
 	rep := Report{Started: time.Now()}
 
 	for _, p := range r.early {
@@ -180,9 +167,13 @@ func (r *Reconciler) pass(ctx context.Context, only []string) Report {
 	}
 
 	devs, err := r.host.Devices()
+	unreadable := map[string]string{}
 	if err != nil {
-		// Devices that did read are still configured; the error is reported.
+		// Devices that did read are still configured. One that exists but
+		// cannot be read keeps its object, with the error, rather than
+		// disappearing from the bus as if unplugged.
 		rep.Actions = append(rep.Actions, Action{Target: "host", What: "read devices", Status: Failed, Err: err})
+		unreadable = r.unreadable(devs, err)
 	}
 	for _, p := range r.hostParts {
 		acts := p.Apply(ctx, pol, devs)
@@ -236,9 +227,28 @@ func (r *Reconciler) pass(ctx context.Context, only []string) Report {
 	if len(gone) > 0 {
 		devs, selected = without(devs, gone), without(selected, gone)
 	}
-	r.publish(pol, devs, selected, only != nil, deviceActions, rep)
+	r.publish(pol, devs, selected, only != nil, deviceActions, unreadable, rep)
 	r.logReport(rep)
 	return rep
+}
+
+// unreadable names the devices that exist but did not read.
+func (r *Reconciler) unreadable(read []host.Device, err error) map[string]string {
+	out := map[string]string{}
+	names, lerr := r.host.DeviceNames()
+	if lerr != nil {
+		return out
+	}
+	got := map[string]bool{}
+	for _, d := range read {
+		got[d.Name] = true
+	}
+	for _, n := range names {
+		if !got[n] {
+			out[n] = fmt.Sprintf("cannot read the device: %v", err)
+		}
+	}
+	return out
 }
 
 func without(devs []host.Device, gone map[string]bool) []host.Device {
@@ -263,7 +273,7 @@ func anyChanged(acts []Action) bool {
 // publish builds the new State. For a partial pass, devices not selected
 // keep their last results but are refreshed from devs (so a vanished device
 // disappears from the state either way).
-func (r *Reconciler) publish(pol *config.Policy, all, selected []host.Device, partial bool, acts map[string][]Action, rep Report) {
+func (r *Reconciler) publish(pol *config.Policy, all, selected []host.Device, partial bool, acts map[string][]Action, unreadable map[string]string, rep Report) {
 	r.stateMu.Lock()
 	prev := r.state
 	fresh := map[string]host.Device{}
@@ -273,7 +283,7 @@ func (r *Reconciler) publish(pol *config.Policy, all, selected []host.Device, pa
 	for _, d := range selected {
 		fresh[d.Name] = d // post-apply observation wins
 	}
-	next := State{LastReconcile: rep.Finished, LastResult: rep.Summary(), Actions: rep.Actions}
+	next := State{LastReconcile: rep.Finished, Actions: rep.Actions}
 	for _, a := range rep.Actions {
 		if a.Target == "modules" && (a.Status == Changed || a.Status == Unchanged) && a.What == "load" {
 			next.Modules = append(next.Modules, strings.Fields(a.To)...)
@@ -281,6 +291,9 @@ func (r *Reconciler) publish(pol *config.Policy, all, selected []host.Device, pa
 	}
 	if len(next.Modules) == 0 && partial {
 		next.Modules = prev.Modules
+	}
+	for n := range unreadable {
+		fresh[n] = host.Device{Name: n} // placeholder; replaced below
 	}
 	names := make([]string, 0, len(fresh))
 	for n := range fresh {
@@ -298,6 +311,15 @@ func (r *Reconciler) publish(pol *config.Policy, all, selected []host.Device, pa
 		}
 		next.Devices = append(next.Devices, buildDeviceState(d, pol, devActs))
 	}
+	for n, msg := range unreadable {
+		ds := DeviceState{Device: host.Device{Name: n}}
+		if old := prev.Device(n); old != nil {
+			ds = *old
+		}
+		ds.Error = msg
+		next.replace(n, ds)
+	}
+	next.LastResult = summarize(next, rep)
 	r.state = next
 	listeners := append([]func(State){}, r.listeners...)
 	snapshot := next.clone()
@@ -381,6 +403,45 @@ func (r *Reconciler) logReport(rep Report) {
 		}
 	}
 	r.log.Debug("reconciled", "changed", rep.Count(Changed), "failed", rep.FailedCount(), "took", rep.Finished.Sub(rep.Started))
+}
+
+// replace puts ds in place of the device named n.
+func (s *State) replace(n string, ds DeviceState) {
+	for i := range s.Devices {
+		if s.Devices[i].Name == n {
+			s.Devices[i] = ds
+			return
+		}
+	}
+}
+
+// summarize is LastResult: every failure still standing, not only this
+// pass's, so a pass over one device never hides another device's error.
+func summarize(st State, rep Report) string {
+	var failures []string
+	for _, a := range rep.Actions {
+		if a.Status != Failed {
+			continue
+		}
+		if _, _, isPort := splitPortTarget(a.Target); isPort || st.Device(a.Target) != nil {
+			continue // counted from the device state below
+		}
+		failures = append(failures, fmt.Sprintf("%s %s: %v", a.Target, a.What, a.Err))
+	}
+	for _, d := range st.Devices {
+		if d.Error != "" {
+			failures = append(failures, d.Name+": "+d.Error)
+		}
+		for _, p := range d.Ports {
+			if p.Error != "" {
+				failures = append(failures, PortTarget(d.Name, p.Number)+" "+p.Error)
+			}
+		}
+	}
+	if len(failures) == 0 {
+		return "ok"
+	}
+	return fmt.Sprintf("%d failed (first: %s)", len(failures), failures[0])
 }
 
 func (s State) clone() State {

@@ -192,3 +192,44 @@ func TestDeviceReregisteringAfterChangeIsNotAFailure(t *testing.T) {
 		t.Errorf("state still shows the re-registering device: %d devices", len(st.Devices))
 	}
 }
+
+func TestLastResultKeepsOtherDevicesFailures(t *testing.T) {
+	root := hosttest.Copy(t, "demo")
+	k := hosttest.NewKernel(root)
+	k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
+	r, _ := newRec(t, k)
+	r.All(context.Background())
+	if rep := r.Devices(context.Background(), "mlx5_0"); rep.Failed() {
+		t.Fatalf("the mlx5_0 pass itself failed: %s", rep.Summary())
+	}
+	if got := r.State().LastResult; !strings.HasPrefix(got, "1 failed") || !strings.Contains(got, "rxe0/1") {
+		t.Errorf("LastResult after a clean pass over mlx5_0 = %q, want rxe0's failure still shown", got)
+	}
+}
+
+func TestUnreadableDeviceKeepsItsObject(t *testing.T) {
+	root := hosttest.Copy(t, "demo")
+	k := hosttest.NewKernel(root)
+	r, _ := newRec(t, k)
+	r.All(context.Background())
+	// ports/ of mlx5_1 turns into something unreadable (EACCES, ENOTDIR...).
+	ports := filepath.Join(root, host.ClassInfiniband, "mlx5_1", "ports")
+	if err := os.RemoveAll(ports); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ports, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := r.All(context.Background())
+	st := r.State()
+	d := st.Device("mlx5_1")
+	if d == nil {
+		t.Fatal("an existing but unreadable device vanished from the state")
+	}
+	if !strings.Contains(d.Error, "cannot read") || d.NodeGUID != "b859:9f03:00d4:2e7b" {
+		t.Errorf("kept device = error %q guid %q", d.Error, d.NodeGUID)
+	}
+	if !rep.Failed() || !strings.Contains(st.LastResult, "mlx5_1") || st.Device("mlx5_0") == nil {
+		t.Errorf("report %s / LastResult %q", rep.Summary(), st.LastResult)
+	}
+}
