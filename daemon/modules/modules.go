@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -28,10 +29,17 @@ type Loader interface {
 
 // Modprobe runs `modprobe -a NAME...` found in PATH, so /etc/modprobe.d
 // options and blacklists apply exactly as for any other module load.
-type Modprobe struct{}
+type Modprobe struct {
+	// Timeout bounds one call (default DefaultModprobeTimeout): a module
+	// stuck waiting for firmware must not hold every later pass.
+	Timeout time.Duration
+}
+
+// DefaultModprobeTimeout is rdma-core's TimeoutSec for rdma-load-modules@.
+const DefaultModprobeTimeout = 90 * time.Second
 
 // Load implements Loader.
-func (Modprobe) Load(ctx context.Context, names []string) error {
+func (m Modprobe) Load(ctx context.Context, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -39,10 +47,20 @@ func (Modprobe) Load(ctx context.Context, names []string) error {
 	if err != nil {
 		return fmt.Errorf("modules: %w", err)
 	}
+	timeout := m.Timeout
+	if timeout <= 0 {
+		timeout = DefaultModprobeTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"-a"}, names...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	cmd.WaitDelay = 5 * time.Second // a helper that keeps stderr open must not hold us either
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return fmt.Errorf("modules: modprobe -a %s: no answer after %s", strings.Join(names, " "), timeout)
+		}
 		msg := strings.TrimSpace(stderr.String())
 		if msg != "" {
 			return fmt.Errorf("modules: modprobe -a %s: %w: %s", strings.Join(names, " "), err, msg)

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -144,5 +145,18 @@ func TestModprobeRunsFromPATH(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	if err := (modules.Modprobe{}).Load(context.Background(), []string{"x"}); err == nil {
 		t.Error("no modprobe in PATH: no error")
+	}
+}
+
+// A modprobe that never returns (a module waiting for firmware) is cut off.
+func TestModprobeHangIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "modprobe"), []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	err := (modules.Modprobe{Timeout: 50 * time.Millisecond}).Load(context.Background(), []string{"mlx5_ib"})
+	if err == nil || !strings.Contains(err.Error(), "no answer after 50ms") {
+		t.Errorf("err = %v", err)
 	}
 }
