@@ -30,6 +30,8 @@ type ConfigWatcher struct {
 	Req        Requester
 	Log        *slog.Logger
 	OnReady    func() // called once the initial watches are in place (tests, logs)
+
+	runs int // a rerun after a failure reloads at once: edits may have been missed
 }
 
 type watchKind int
@@ -50,6 +52,8 @@ func (w *ConfigWatcher) Run(ctx context.Context) error {
 	if debounce <= 0 {
 		debounce = DefaultDebounce
 	}
+	rerun := w.runs > 0
+	w.runs++
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("events: config watcher: %w", err)
@@ -69,6 +73,10 @@ func (w *ConfigWatcher) Run(ctx context.Context) error {
 	arm := func() {
 		timer.Stop()
 		timer.Reset(debounce)
+	}
+	if rerun {
+		reload, rescan = true, true
+		arm()
 	}
 	for {
 		select {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,5 +165,32 @@ func TestClassify(t *testing.T) {
 	}
 	if got := w.classify(fsnotify.Event{Name: "/etc/rdma/rdmad.toml", Op: fsnotify.Chmod}); got != kindNone {
 		t.Errorf("chmod counted: %v", got)
+	}
+}
+
+// A watcher restarted after a failure cannot know what changed while it was
+// down: it reloads at once.
+func TestConfigWatcherRerunReloads(t *testing.T) {
+	dir := t.TempDir()
+	var reloads atomic.Int32
+	reloaded := make(chan struct{}, 4)
+	cw := &ConfigWatcher{
+		MainFile: filepath.Join(dir, "rdmad.toml"), DropInDir: filepath.Join(dir, "rdmad.d"),
+		Debounce: time.Millisecond, Req: make(chanRequester, 8), Log: slog.New(slog.DiscardHandler),
+		Reload: func() error { reloads.Add(1); reloaded <- struct{}{}; return nil },
+	}
+	first, stop := context.WithCancel(context.Background())
+	stop()
+	cw.Run(first) // returns at once: cancelled
+	if reloads.Load() != 0 {
+		t.Fatalf("first run reloaded %d times without any change", reloads.Load())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go cw.Run(ctx)
+	select {
+	case <-reloaded:
+	case <-ctx.Done():
+		t.Fatal("rerun did not reload")
 	}
 }

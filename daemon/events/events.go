@@ -32,9 +32,14 @@ type Source interface {
 	Run(ctx context.Context) error
 }
 
+// restartWait is how RunAll waits before restarting a source; tests shorten it.
+var restartWait = backoff
+
 // RunAll runs the sources until ctx ends and returns once all have stopped.
-// A source that returns early with an error is logged; the others go on,
-// because the daemon stays useful (D-Bus, reload) without any one of them.
+// A source that returns early is logged and restarted after a back-off; the
+// others go on meanwhile, because the daemon stays useful (D-Bus, reload)
+// without any one of them. A restarted source starts with a full look (the
+// config watcher reloads, the netlink sources rescan).
 func RunAll(ctx context.Context, log *slog.Logger, sources map[string]Source) error {
 	if log == nil {
 		log = slog.Default()
@@ -46,12 +51,20 @@ func RunAll(ctx context.Context, log *slog.Logger, sources map[string]Source) er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := src.Run(ctx)
-			if err != nil && ctx.Err() == nil {
-				log.Error("event source stopped", "source", name, "err", err)
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
+			for {
+				err := src.Run(ctx)
+				if ctx.Err() != nil {
+					return
+				}
+				log.Error("event source stopped; restarting it", "source", name, "err", err)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+				if !restartWait(ctx) {
+					return
+				}
 			}
 		}()
 	}
