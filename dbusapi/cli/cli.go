@@ -103,8 +103,13 @@ func (e *env) globals(args []string) ([]string, error) {
 		a := args[i]
 		name, val, hasVal := strings.Cut(a, "=")
 		switch name {
-		case "-h", "--help", "help":
+		case "-h", "--help":
 			return nil, errHelp
+		case "help":
+			if len(rest) == 0 { // only as the command: "link add help ..." names a link
+				return nil, errHelp
+			}
+			rest = append(rest, a)
 		case "--bus", "-o", "--output":
 			if !hasVal {
 				if i+1 >= len(args) {
@@ -606,21 +611,25 @@ func (e *env) linkDel(args []string) error {
 	})
 }
 
+// reload exits 1 when the configuration loads but the pass that applies it
+// fails: the operator asked for the files to take effect, and they did not.
 func (e *env) reload() error {
-	c, err := e.client()
-	if err != nil {
+	var summary string
+	if err := e.call(func(c *client.Client, cx context.Context) (err error) {
+		summary, err = c.Reload(cx)
 		return err
-	}
-	defer c.Close()
-	cx, cancel := ctx()
-	defer cancel()
-	summary, err := c.Reload(cx)
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	if e.json {
-		return e.printJSON(map[string]string{"summary": summary})
+		if err := e.printJSON(map[string]string{"summary": summary}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "reloaded: %s\n", summary)
 	}
-	fmt.Fprintf(e.stdout, "reloaded: %s\n", summary)
+	if summary != "ok" {
+		return fmt.Errorf("reload: the configuration loaded, but applying it failed: %s", summary)
+	}
 	return nil
 }

@@ -97,3 +97,14 @@ func TestDiagnoseLocalMemlockAndNFS(t *testing.T) {
 		t.Errorf("checks without memlock or nfsd: %+v", checks)
 	}
 }
+
+func TestHelpOnlyAsCommand(t *testing.T) {
+	e := &env{}
+	if _, err := e.globals([]string{"help"}); err != errHelp {
+		t.Errorf("help as the command: %v", err)
+	}
+	rest, err := e.globals([]string{"link", "add", "help", "--type", "rxe", "--bus", "session"})
+	if err != nil || strings.Join(rest, " ") != "link add help --type rxe" || e.bus != "session" {
+		t.Errorf("link named help: rest %q err %v bus %q", rest, err, e.bus)
+	}
+}
