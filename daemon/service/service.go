@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -64,9 +63,7 @@ func New(o Options) (*Service, error) {
 func (s *Service) ConfigFile() string { return s.configFile }
 
 // DropInDir is where drop-ins, including rdmad's own persisted one, live.
-func (s *Service) DropInDir() string {
-	return filepath.Join(filepath.Dir(s.configFile), "rdmad.d")
-}
+func (s *Service) DropInDir() string { return config.DropInDirFor(s.configFile) }
 
 // Host is the host rdmad manages.
 func (s *Service) Host() *host.Host { return s.host }
