@@ -103,7 +103,9 @@ s_tos-hotadd() {
 	pass "rxe1/1 tos $declared_tos applied ${took}s after rdma link add"
 }
 
-not_loaded() { local m; for m; do [[ -d /sys/module/$m ]] || printf '%s ' "$m"; done; }
+# not_loaded NAME...: the names whose module is not loaded; NAME is "module"
+# or "alias=module".
+not_loaded() { local m; for m; do [[ -d /sys/module/${m#*=} ]] || printf '%s ' "$m"; done; }
 all_loaded() { [[ -z $(not_loaded "$@") ]]; }
 
 # The sandbox of the installed rdmad.service (capability bounding set, file
@@ -168,10 +170,11 @@ s_modules() {
 				loaded+=("$m")
 				continue
 			fi
-			m=${file##*/}
-			m=${m%%.ko*}
-			m=${m//-/_}
-			if [[ -d /sys/module/$m ]]; then
+			local real=${file##*/}
+			real=${real%%.ko*}
+			real=${real//-/_}
+			[[ $real == "${m//-/_}" ]] || m="$m=$real"
+			if [[ -d /sys/module/$real ]]; then
 				loaded+=("$m")
 			else
 				missing+=("$m")
