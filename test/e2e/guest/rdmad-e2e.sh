@@ -243,7 +243,7 @@ s_reboot-memlock() {
 # @rdma cannot change RoCE settings over D-Bus; root can (the control that
 # shows the denial is about the caller, not a broken method).
 s_dbus-denied() {
-	local before out rc
+	local before out rc denied
 	before=$(mode_of rxe0)
 	[[ -n $before ]] || fail "rxe0 has no configfs mode to protect"
 	runuser -u "$user" -- rdmactl status >/dev/null 2>&1 || fail "$user cannot even read status"
@@ -252,8 +252,9 @@ s_dbus-denied() {
 	((rc != 0)) || fail "rdmactl roce set as $user succeeded: $out"
 	grep -qiE 'denied|not authori[sz]ed|permission' <<<"$out" || fail "exit $rc but no access-denied message: $out"
 	[[ $(mode_of rxe0) == "$before" ]] || fail "mode of rxe0/1 changed to '$(mode_of rxe0)' by a denied call"
+	denied=$(head -n1 <<<"$out" | cut -c1-120)
 	out=$(rdmactl roce set rxe0/1 --mode v2 2>&1) || fail "root's rdmactl roce set rxe0/1 --mode v2 failed: $out"
-	pass "$user: exit $rc, $(head -1 <<<"$out" | cut -c1-100)"
+	pass "$user: exit $rc, $denied; root: ok"
 }
 
 # Live events: the netdev under a declared link goes away and comes back; rdmad
