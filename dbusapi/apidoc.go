@@ -17,14 +17,14 @@ func (c *Contract) Markdown() []byte {
 	b.WriteString(c.Doc + "\n")
 	for _, i := range c.Interfaces {
 		fmt.Fprintf(&b, "\n## %s\n\n%s\n", i.Name, docBody(i.Doc, i.Name))
-		for _, kind := range []string{"method", "property", "signal"} {
+		for _, kind := range []struct{ name, heading string }{{"method", "Methods"}, {"property", "Properties"}, {"signal", "Signals"}} {
 			first := true
 			for _, m := range i.Members {
-				if m.Kind != kind {
+				if m.Kind != kind.name {
 					continue
 				}
 				if first {
-					fmt.Fprintf(&b, "\n### %ss\n", strings.ToUpper(kind[:1])+kind[1:])
+					fmt.Fprintf(&b, "\n### %s\n", kind.heading)
 					first = false
 				}
 				fmt.Fprintf(&b, "\n#### `%s`\n\n", signature(m))

@@ -10,11 +10,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/introspect"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/daemon/version"
@@ -49,6 +51,7 @@ type Server struct {
 	mu      sync.Mutex
 	objects map[dbus.ObjectPath]map[string]map[string]dbus.Variant // path -> iface -> props
 	closed  bool
+	synced  time.Time // LastReconcile of the newest state published
 }
 
 // NewServer exports the root object and every device and port of the
@@ -66,9 +69,13 @@ func NewServer(conn *dbus.Conn, svc *service.Service, auth Authorizer, log *slog
 	if err := conn.ExportMethodTable(map[string]any{"GetManagedObjects": s.getManagedObjects}, RootPath, objMgrIface); err != nil {
 		return nil, fmt.Errorf("dbusapi: export object manager: %w", err)
 	}
-	s.sync(svc.Reconciler().State())
+	s.resync()
 	svc.Reconciler().OnChange(func(st reconcile.State) { s.sync(st) })
-	svc.OnConfigChange(func() { s.sync(svc.Reconciler().State()) })
+	// A config change (reload, runtime change) republishes the last state
+	// with the new declarations. The state is read under s.mu: read
+	// before it, a pass finishing in between would be overwritten by the
+	// older state.
+	svc.OnConfigChange(s.resync)
 	return s, nil
 }
 
@@ -98,7 +105,7 @@ func (s *Server) managerProps(st reconcile.State) Manager {
 	m := Manager{Version: version.Version, LastResult: st.LastResult, Modules: st.Modules}
 	if pol != nil {
 		m.ConfigFiles = pol.Files
-		m.NetnsMode = string(pol.Netns.Mode)
+		m.NetnsMode = string(netns.InForce(pol.Netns))
 		for _, l := range pol.Links {
 			m.Links = append(m.Links, Link{Name: l.Name, Type: string(l.Type), Netdev: l.Netdev, Source: l.Source.String()})
 		}
@@ -157,7 +164,28 @@ func PortModel(dev string, p reconcile.PortState) Port {
 // sync publishes st: new objects with InterfacesAdded (parents first), gone
 // ones with InterfacesRemoved (children first), and one PropertiesChanged
 // per object and interface for what differs.
+//
+// A state older than the last one published (by LastReconcile) is ignored,
+// so snapshots delivered out of order never bring back old values or removed
+// devices.
 func (s *Server) sync(st reconcile.State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.syncLocked(st)
+}
+
+// resync publishes the reconciler's current state, read under s.mu.
+func (s *Server) resync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.syncLocked(s.svc.Reconciler().State())
+}
+
+func (s *Server) syncLocked(st reconcile.State) {
+	if s.closed || st.LastReconcile.Before(s.synced) {
+		return
+	}
+	s.synced = st.LastReconcile
 	want := map[dbus.ObjectPath]map[string]map[string]dbus.Variant{
 		RootPath: {ManagerIface: ToProps(s.managerProps(st))},
 	}
@@ -166,11 +194,6 @@ func (s *Server) sync(st reconcile.State) {
 		for _, p := range d.Ports {
 			want[PortPath(d.Name, p.Number)] = map[string]map[string]dbus.Variant{PortIface: ToProps(PortModel(d.Name, p))}
 		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return
 	}
 	var gone, added, kept []dbus.ObjectPath
 	for p := range s.objects {

@@ -3,6 +3,7 @@ package dbusapi
 import (
 	"bytes"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/godbus/dbus/v5"
@@ -59,5 +60,17 @@ func TestDocsUpToDate(t *testing.T) {
 	}
 	if !bytes.Equal(have, TheContract().Markdown()) {
 		t.Error("docs/dbus-api.md is stale: run go generate ./dbusapi")
+	}
+}
+
+func TestMarkdownSectionHeadings(t *testing.T) {
+	md := string(TheContract().Markdown())
+	for _, h := range []string{"\n### Methods\n", "\n### Properties\n"} {
+		if !strings.Contains(md, h) {
+			t.Errorf("reference lacks heading %q", strings.TrimSpace(h))
+		}
+	}
+	if strings.Contains(md, "Propertys") {
+		t.Error(`reference says "Propertys"`)
 	}
 }

@@ -147,8 +147,10 @@ func (p Persisted) Validate() error {
 }
 
 // WritePersisted validates p and replaces rdmad's drop-in atomically. Nothing
-// is written when the file already has this content, or when p is empty and
-// there is no file.
+// is written when the file already has this content; when p is empty the
+// file is removed (there is nothing left to persist). A file of that name
+// without PersistedHeader is not rdmad's: it is neither rewritten nor
+// removed, and the error names it.
 func WritePersisted(dropinDir string, p Persisted) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -157,17 +159,66 @@ func WritePersisted(dropinDir string, p Persisted) error {
 	data := p.Render()
 	old, err := os.ReadFile(name)
 	switch {
-	case err == nil && bytes.Equal(old, data):
-		return nil
-	case errors.Is(err, fs.ErrNotExist) && p.Empty():
-		return nil
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist):
+		if p.Empty() {
+			return nil
+		}
+	case err != nil:
 		return fmt.Errorf("config: read %s: %w", name, err)
+	case !bytes.HasPrefix(old, []byte(PersistedHeader)):
+		return fmt.Errorf("config: %s exists and was not written by rdmad (no %q header); rdmad does not rewrite it: %w",
+			name, strings.TrimSpace(PersistedHeader), ErrNotOwned)
+	case bytes.Equal(old, data):
+		return nil
+	case p.Empty():
+		if err := os.Remove(name); err != nil {
+			return fmt.Errorf("config: remove %s: %w", name, err)
+		}
+		return nil
 	}
 	if err := host.WriteFileAtomic(name, data, 0o644); err != nil {
 		return fmt.Errorf("config: write %s: %w", name, err)
 	}
 	return nil
+}
+
+// ErrNotOwned is wrapped by WritePersisted's error when the drop-in's name
+// is taken by a file rdmad did not write.
+var ErrNotOwned = errors.New("file not owned by rdmad")
+
+// AdminLinkSources returns where the link called name is declared in the
+// configuration files of mainFile other than rdmad's drop-in, in merge
+// order: those declarations come back whatever rdmad's drop-in says, so a
+// persistent removal must be refused. The files are read as they are on
+// disk now.
+func AdminLinkSources(mainFile, name string) ([]Position, error) {
+	names, err := dropIns(DropInDirFor(mainFile))
+	if err != nil {
+		return nil, err
+	}
+	var out []Position
+	for _, file := range append([]string{mainFile}, names...) {
+		if filepath.Base(file) == PersistedName {
+			continue
+		}
+		data, err := os.ReadFile(file)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("config: read %s: %w", file, err)
+		}
+		decl, err := parseFile(file, data)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range decl.links {
+			if l.Name == name {
+				out = append(out, l.Source)
+			}
+		}
+	}
+	return out, nil
 }
 
 // SetRoCE persists mode and/or TOS for one device (port 0: every port).

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -211,5 +212,66 @@ func TestCheckLinkRemovableNamesAdminFile(t *testing.T) {
 	}
 	if err := p.CheckLinkRemovable("nope"); err != nil {
 		t.Errorf("unknown link: %v", err)
+	}
+}
+
+// rdmad never rewrites, nor removes, a file it does not own, even one with
+// its drop-in's name.
+func TestWritePersistedRefusesForeignFile(t *testing.T) {
+	for _, content := range []string{
+		"# mine\n[[roce]]\ndevice = \"mlx5_0\"\ntos = 3\n",
+		"",
+	} {
+		dir := t.TempDir()
+		name := writeFile(t, dir, PersistedName, content)
+		for _, p := range []Persisted{samplePersisted(), {}} {
+			err := WritePersisted(dir, p)
+			if err == nil || !strings.Contains(err.Error(), name) || !errors.Is(err, ErrNotOwned) {
+				t.Errorf("WritePersisted over a foreign file = %v, want an error naming %s", err, name)
+			}
+			b, err := os.ReadFile(name)
+			if err != nil || string(b) != content {
+				t.Errorf("foreign file changed: %q, %v", b, err)
+			}
+		}
+	}
+}
+
+// Persisting nothing removes rdmad's own drop-in rather than leaving an
+// empty file behind.
+func TestWritePersistedEmptyRemovesOwnFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := WritePersisted(dir, samplePersisted()); err != nil {
+		t.Fatal(err)
+	}
+	if err := WritePersisted(dir, Persisted{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(PersistedPath(dir)); !os.IsNotExist(err) {
+		t.Errorf("empty Persisted left %s (%v)", PersistedPath(dir), err)
+	}
+}
+
+func TestAdminLinkSources(t *testing.T) {
+	root := t.TempDir()
+	main := writeFile(t, root, MainFile, "\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth0\"\n")
+	drop := writeFile(t, root, DropInDir+"/50-more.toml", "[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth1\"\n\n[[link]]\nname = \"rxe1\"\ntype = \"rxe\"\nnetdev = \"eth2\"\n")
+	var p Persisted
+	p.AddLink(Link{Name: "rxe0", Type: LinkRXE, Netdev: "eth3"})
+	p.AddLink(Link{Name: "rxe2", Type: LinkRXE, Netdev: "eth4"})
+	if err := WritePersisted(filepath.Join(root, DropInDir), p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := AdminLinkSources(main, "rxe0")
+	want := []Position{{File: main, Line: 2}, {File: drop, Line: 1}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("rxe0: %v, %v; want %v", got, err, want)
+	}
+	if got, err := AdminLinkSources(main, "rxe2"); err != nil || len(got) != 0 {
+		t.Errorf("rxe2, only in rdmad's drop-in: %v, %v", got, err)
+	}
+	writeFile(t, root, DropInDir+"/60-bad.toml", "[[link]]\nname = 3\n")
+	if _, err := AdminLinkSources(main, "rxe0"); err == nil || !strings.Contains(err.Error(), "60-bad.toml") {
+		t.Errorf("broken drop-in: %v", err)
 	}
 }

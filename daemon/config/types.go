@@ -98,7 +98,13 @@ const (
 
 // Netns is the [netns] table.
 type Netns struct {
+	// Mode is the mode the files (rdmad's drop-in included) declare: the
+	// one ib_core gets at boot through modprobe.d.
 	Mode NetnsMode
+	// Runtime is a mode set over D-Bus without persist (never read from a
+	// file). When set, it is switched in the running kernel instead of
+	// Mode, and it is never written for the next boot.
+	Runtime NetnsMode
 }
 
 // RoCEMode is a declared RoCE mode, as written in the config ("v1", "v2").

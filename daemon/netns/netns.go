@@ -92,14 +92,25 @@ type Part struct {
 // Name implements reconcile.HostPart.
 func (*Part) Name() string { return "netns" }
 
-// Apply implements reconcile.HostPart.
+// InForce is the mode the running kernel is kept in: the runtime one (set
+// over D-Bus without persist) when there is one, else the declared one.
+func InForce(n config.Netns) config.NetnsMode {
+	if n.Runtime != config.NetnsUnmanaged {
+		return n.Runtime
+	}
+	return n.Mode
+}
+
+// Apply implements reconcile.HostPart. modprobe.d gets only the mode the
+// files declare (rdmad's persisted drop-in included): a runtime mode is
+// switched in the kernel but must not come back after a reboot.
 func (p *Part) Apply(ctx context.Context, pol *config.Policy, _ []host.Device) []reconcile.Action {
 	acts := []reconcile.Action{}
 	if a, ok := p.persist(pol.Netns.Mode); ok {
 		acts = append(acts, a)
 	}
-	if pol.Netns.Mode != config.NetnsUnmanaged {
-		acts = append(acts, p.runtime(pol.Netns.Mode))
+	if m := InForce(pol.Netns); m != config.NetnsUnmanaged {
+		acts = append(acts, p.runtime(m, m == pol.Netns.Mode))
 	}
 	return acts
 }
@@ -144,7 +155,9 @@ func (p *Part) persist(m config.NetnsMode) (reconcile.Action, bool) {
 	return act, true
 }
 
-func (p *Part) runtime(m config.NetnsMode) reconcile.Action {
+// runtime switches the running kernel to m; persisted says whether m is
+// also the mode modprobe.d gives ib_core at the next boot.
+func (p *Part) runtime(m config.NetnsMode, persisted bool) reconcile.Action {
 	act := reconcile.Action{Target: "netns", What: "mode", To: string(m)}
 	// Opening NETLINK_RDMA would make the kernel autoload ib_core on a host
 	// without RDMA; only talk to it when it is already there.
@@ -175,9 +188,12 @@ func (p *Part) runtime(m config.NetnsMode) reconcile.Action {
 	}
 	if err := p.Kernel.SetMode(m); err != nil {
 		act.Status = reconcile.Failed
-		if errors.Is(err, syscall.EBUSY) {
-			act.Err = fmt.Errorf("netns: cannot switch RDMA netns mode to %s while non-init network namespaces exist (EBUSY); it takes effect at next boot through /%s", m, ModprobeFile)
-		} else {
+		switch {
+		case errors.Is(err, syscall.EBUSY) && persisted:
+			act.Err = fmt.Errorf("netns: cannot switch RDMA netns mode to %s while non-init network namespaces exist (EBUSY); it takes effect at next boot through /%s: %w", m, ModprobeFile, err)
+		case errors.Is(err, syscall.EBUSY):
+			act.Err = fmt.Errorf("netns: cannot switch RDMA netns mode to %s while non-init network namespaces exist (EBUSY); it was set without persist, so the next boot does not apply it either: %w", m, err)
+		default:
 			act.Err = err
 		}
 		return act

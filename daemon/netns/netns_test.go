@@ -104,9 +104,12 @@ func TestEBUSYIsExplained(t *testing.T) {
 	if a.Status != reconcile.Failed {
 		t.Fatalf("mode: %v", a)
 	}
-	want := "cannot switch RDMA netns mode to exclusive while non-init network namespaces exist (EBUSY)"
+	want := "cannot switch RDMA netns mode to exclusive while non-init network namespaces exist (EBUSY); it takes effect at next boot through"
 	if !strings.Contains(a.Err.Error(), want) {
 		t.Errorf("error %q does not contain %q", a.Err, want)
+	}
+	if !errors.Is(a.Err, syscall.EBUSY) {
+		t.Errorf("error %q does not wrap EBUSY", a.Err)
 	}
 	// The persistent option is still written: it applies at next boot.
 	if acts["modprobe.d"].Status != reconcile.Changed {
@@ -177,5 +180,61 @@ func TestRealKernelMode(t *testing.T) {
 	// Setting the mode in force is always allowed and changes nothing.
 	if err := (netns.RDMANetlink{}).SetMode(m); err != nil {
 		t.Fatalf("SetMode(%s): %v", m, err)
+	}
+}
+
+// A runtime mode (D-Bus without persist) is switched in the kernel, while
+// modprobe.d keeps the declared mode for the next boot.
+func TestRuntimeModeIsNotPersisted(t *testing.T) {
+	h := newHost(t, true)
+	k := &fakeKernel{mode: config.NetnsShared}
+	p := &netns.Part{Host: h, Kernel: k}
+	pl := &config.Policy{Netns: config.Netns{Mode: config.NetnsShared, Runtime: config.NetnsExclusive}}
+	acts := byWhat(p.Apply(context.Background(), pl, nil))
+	if a := acts["mode"]; a.Status != reconcile.Changed || a.To != "exclusive" || k.mode != config.NetnsExclusive {
+		t.Errorf("mode: %v (kernel %s)", a, k.mode)
+	}
+	data, err := os.ReadFile(h.Path(netns.ModprobeFile))
+	if err != nil || !strings.Contains(string(data), "netns_mode=1\n") {
+		t.Errorf("modprobe.d = %q, %v; want the declared shared", data, err)
+	}
+}
+
+// Without a declared mode a runtime mode writes no modprobe.d, and removes
+// the one rdmad wrote for an earlier declaration.
+func TestRuntimeModeAloneWritesNoFile(t *testing.T) {
+	h := newHost(t, true)
+	k := &fakeKernel{mode: config.NetnsShared}
+	p := &netns.Part{Host: h, Kernel: k}
+	p.Apply(context.Background(), pol(config.NetnsExclusive), nil)
+	if _, err := os.Stat(h.Path(netns.ModprobeFile)); err != nil {
+		t.Fatal(err)
+	}
+	pl := &config.Policy{Netns: config.Netns{Runtime: config.NetnsExclusive}}
+	acts := byWhat(p.Apply(context.Background(), pl, nil))
+	if a := acts["modprobe.d"]; a.Status != reconcile.Changed || a.To != "removed" {
+		t.Errorf("modprobe.d: %v", a)
+	}
+	if _, err := os.Stat(h.Path(netns.ModprobeFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("modprobe.d still there: %v", err)
+	}
+	if a := acts["mode"]; a.Status != reconcile.Unchanged || k.mode != config.NetnsExclusive {
+		t.Errorf("mode: %v (kernel %s)", a, k.mode)
+	}
+}
+
+// EBUSY for a runtime mode does not promise the next boot, and the errno
+// stays reachable.
+func TestRuntimeModeEBUSY(t *testing.T) {
+	h := newHost(t, true)
+	k := &fakeKernel{mode: config.NetnsShared, otherNetns: true}
+	p := &netns.Part{Host: h, Kernel: k}
+	pl := &config.Policy{Netns: config.Netns{Runtime: config.NetnsExclusive}}
+	a := byWhat(p.Apply(context.Background(), pl, nil))["mode"]
+	if a.Status != reconcile.Failed || !errors.Is(a.Err, syscall.EBUSY) {
+		t.Fatalf("mode: %v", a)
+	}
+	if strings.Contains(a.Err.Error(), "next boot through") {
+		t.Errorf("a runtime mode claims to apply at next boot: %v", a.Err)
 	}
 }

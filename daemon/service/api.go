@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
@@ -27,19 +28,59 @@ type ConfigError struct{ Err error }
 func (e *ConfigError) Error() string { return e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// ApplyError says the kernel refused a change. The change was undone (the
-// runtime overlay or rdmad's drop-in restored) so the policy in force does
-// not keep failing on every pass.
+// ApplyError says the kernel refused a change. The change was withdrawn
+// (the runtime overlay or rdmad's drop-in restored) so the policy in force
+// does not keep failing on every pass, and the kernel values the same call
+// had already set were put back, so nothing stays half-applied.
 type ApplyError struct {
-	Failed []reconcile.Action
+	Failed   []reconcile.Action // what this call asked for and the kernel refused
+	Restored []reconcile.Action // values the call had set, put back: From is the refused call's value, To the one restored
+	UndoErr  error              // what could not be undone; nil when everything was
 }
 
 func (e *ApplyError) Error() string {
-	msgs := make([]string, 0, len(e.Failed))
-	for _, a := range e.Failed {
-		msgs = append(msgs, fmt.Sprintf("%s %s %q: %v", a.Target, a.What, a.To, a.Err))
+	var b strings.Builder
+	b.WriteString("the kernel refused the change: ")
+	for i, a := range e.Failed {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(a.Target + " " + a.What)
+		if a.To != "" {
+			fmt.Fprintf(&b, " %q", a.To)
+		}
+		fmt.Fprintf(&b, ": %v", a.Err)
 	}
-	return "the kernel refused the change, it was undone: " + strings.Join(msgs, "; ")
+	b.WriteString(". The declaration was withdrawn")
+	if len(e.Restored) > 0 {
+		b.WriteString(" and the values this call had already set were put back (")
+		for i, a := range e.Restored {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s %s %q -> %q", a.Target, a.What, a.From, a.To)
+		}
+		b.WriteString(")")
+	}
+	if e.UndoErr != nil {
+		fmt.Fprintf(&b, ", but undoing it failed: %v", e.UndoErr)
+	}
+	return b.String()
+}
+
+// Unwrap gives the kernel's errors (errors.Is(err, syscall.EIO)) and the
+// undo error.
+func (e *ApplyError) Unwrap() []error {
+	var errs []error
+	for _, a := range e.Failed {
+		if a.Err != nil {
+			errs = append(errs, a.Err)
+		}
+	}
+	if e.UndoErr != nil {
+		errs = append(errs, e.UndoErr)
+	}
+	return errs
 }
 
 // LinkDeleter removes a soft RDMA link from the kernel ("rdma link delete").
@@ -73,7 +114,11 @@ func (s *Service) ReloadNow(ctx context.Context) (reconcile.Report, error) {
 	return s.rec.All(ctx), nil
 }
 
-// SetRoCE changes the RoCE mode and/or TOS of a device's ports.
+// SetRoCE changes the RoCE mode and/or TOS of a device's ports. It fails
+// when the kernel refuses a requested field on a targeted port, or the
+// device's configfs rdma_cm cannot be reached; failures of other fields,
+// ports or devices (an old declaration the kernel keeps refusing) are not
+// this call's.
 func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 	s.runtime.mutation.Lock()
 	defer s.runtime.mutation.Unlock()
@@ -86,37 +131,103 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 		v := c.TOS
 		tos = &v
 	}
-	failed := func(rep reconcile.Report) []reconcile.Action {
-		var out []reconcile.Action
-		for _, a := range rep.Actions {
-			if a.Status != reconcile.Failed || !strings.HasPrefix(a.What, "roce") {
-				continue
-			}
-			for _, n := range ports {
-				if a.Target == reconcile.PortTarget(dev.Name, n) {
-					out = append(out, a)
-				}
-			}
-		}
-		return out
+	var fields []string
+	if c.Mode != "" {
+		fields = append(fields, roceMode)
 	}
-	if !c.Persist {
-		prev := s.changeOverlay(func(o *Overlay) { o.setRoCE(dev.Name, c.Port, c.Mode, tos) })
-		if bad := failed(s.rec.Devices(ctx, dev.Name)); len(bad) > 0 {
-			s.changeOverlay(func(o *Overlay) { *o = prev })
-			s.rec.Devices(ctx, dev.Name)
-			return &ApplyError{Failed: bad}
-		}
-		return nil
+	if tos != nil {
+		fields = append(fields, roceTOS)
 	}
-	var all []int
+	var targets, all []int // RoCE ports the call sets; every port
+	for _, n := range ports {
+		if dev.PortTransport(dev.Port(n)) == host.TransportRoCE {
+			targets = append(targets, n)
+		}
+	}
 	for _, p := range dev.Ports {
 		all = append(all, p.Number)
 	}
-	return s.persist(ctx,
-		func(p *config.Persisted) { p.SetRoCE(config.Selector{Device: dev.Name}, c.Port, c.Mode, tos) },
-		func(o *Overlay) { o.forgetRoCE(dev.Name, c.Port, all, c.Mode != "", tos != nil) },
-		func(ctx context.Context) []reconcile.Action { return failed(s.rec.Devices(ctx, dev.Name)) })
+	return s.commit(ctx, c.Persist, change{
+		runtime: func(o *Overlay) { o.setRoCE(dev.Name, c.Port, c.Mode, tos) },
+		persist: func(p *config.Persisted) { p.SetRoCE(config.Selector{Device: dev.Name}, c.Port, c.Mode, tos) },
+		forget:  func(o *Overlay) { o.forgetRoCE(dev.Name, c.Port, all, c.Mode != "", tos != nil) },
+		devices: []string{dev.Name},
+		failed:  func(rep reconcile.Report) []reconcile.Action { return roceFailures(rep, dev.Name, targets, fields) },
+		restore: func(rep reconcile.Report) ([]reconcile.Action, error) {
+			return s.restoreRoCE(rep, dev.Name, targets, fields)
+		},
+	})
+}
+
+// Action names of the RoCE part (daemon/roce) and the configfs attribute
+// each one writes.
+const (
+	roceMode = "roce mode"
+	roceTOS  = "roce tos"
+)
+
+var roceAttr = map[string]string{roceMode: "default_roce_mode", roceTOS: "default_roce_tos"}
+
+// roceFailures picks a SetRoCE call's failures from its pass: the requested
+// fields on the targeted ports, and device-level failures of the device
+// (configfs rdma_cm missing or refusing mkdir, after which no port is
+// tried). A requested field with no action at all was not applied either:
+// the device or port went away during the call.
+func roceFailures(rep reconcile.Report, dev string, ports []int, fields []string) []reconcile.Action {
+	var out []reconcile.Action
+	for _, a := range rep.Actions {
+		if a.Status == reconcile.Failed && a.Target == dev {
+			out = append(out, a)
+		}
+	}
+	deviceFailed := len(out) > 0
+	for _, n := range ports {
+		target := reconcile.PortTarget(dev, n)
+		for _, f := range fields {
+			a, ok := findAction(rep, target, f)
+			switch {
+			case ok && a.Status == reconcile.Failed:
+				out = append(out, a)
+			case !ok && !deviceFailed:
+				out = append(out, reconcile.Action{Target: target, What: f, Status: reconcile.Failed,
+					Err: fmt.Errorf("service: the pass did not set it: %s port %d went away or is no longer a RoCE port", dev, n)})
+			}
+		}
+	}
+	return out
+}
+
+func findAction(rep reconcile.Report, target, what string) (reconcile.Action, bool) {
+	for _, a := range rep.Actions {
+		if a.Target == target && a.What == what {
+			return a, true
+		}
+	}
+	return reconcile.Action{}, false
+}
+
+// restoreRoCE writes back the values a refused SetRoCE had changed (the
+// requested fields on the targeted ports), so the call leaves the kernel as
+// it found it. The pass after the rollback then re-applies what the files
+// declare.
+func (s *Service) restoreRoCE(rep reconcile.Report, dev string, ports []int, fields []string) ([]reconcile.Action, error) {
+	var done []reconcile.Action
+	var errs []error
+	for _, n := range ports {
+		target := reconcile.PortTarget(dev, n)
+		for _, f := range fields {
+			a, ok := findAction(rep, target, f)
+			if !ok || a.Status != reconcile.Changed || a.From == "" {
+				continue
+			}
+			if err := s.host.WriteString(host.ConfigfsPortPath(dev, n, roceAttr[f]), a.From); err != nil {
+				errs = append(errs, fmt.Errorf("service: put back %s %s %q: %w", target, f, a.From, err))
+				continue
+			}
+			done = append(done, reconcile.Action{Target: target, What: f, From: a.To, To: a.From, Status: reconcile.Changed})
+		}
+	}
+	return done, errors.Join(errs...)
 }
 
 func (s *Service) validateRoCE(c RoCEChange) (host.Device, []int, error) {
@@ -223,40 +334,39 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 	if _, declared := pol.LinkSource(l.Name); !declared && s.host.Exists(host.ClassInfiniband+"/"+l.Name) {
 		return &ArgError{"name", fmt.Sprintf("an RDMA device %q already exists and is not a link rdmad manages", l.Name)}
 	}
-	failed := func(rep reconcile.Report) []reconcile.Action { return failedFor(rep, "link "+l.Name) }
-	if !persist {
-		prev := s.changeOverlay(func(o *Overlay) { o.addLink(l) })
-		if bad := failed(s.rec.All(ctx)); len(bad) > 0 {
-			s.changeOverlay(func(o *Overlay) { *o = prev })
-			s.rec.All(ctx)
-			return &ApplyError{Failed: bad}
-		}
-		return nil
-	}
-	return s.persist(ctx,
-		func(p *config.Persisted) { p.AddLink(l) },
-		func(o *Overlay) { o.forgetLink(l.Name) },
-		func(ctx context.Context) []reconcile.Action { return failed(s.rec.All(ctx)) })
+	return s.commit(ctx, persist, change{
+		runtime: func(o *Overlay) { o.addLink(l) },
+		persist: func(p *config.Persisted) { p.AddLink(l) },
+		forget:  func(o *Overlay) { o.forgetLink(l.Name) },
+		failed:  func(rep reconcile.Report) []reconcile.Action { return failedFor(rep, "link "+l.Name) },
+	})
 }
 
-// DeleteLink stops declaring a link and deletes it from the kernel.
+// DeleteLink stops declaring a link and deletes it from the kernel. With
+// persist, a link an administrator's file declares is refused before
+// anything is touched, also when rdmad's drop-in or the overlay shadows
+// that declaration: it would come back with the next pass.
 func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) error {
 	s.runtime.mutation.Lock()
 	defer s.runtime.mutation.Unlock()
 	if err := validLinkName(name); err != nil {
 		return err
 	}
-	pol := s.Policy()
-	if _, declared := pol.LinkSource(name); !declared {
+	if _, declared := s.Policy().LinkSource(name); !declared {
 		return &ArgError{"name", fmt.Sprintf("no link %q is declared", name)}
 	}
 	if persist {
-		if err := pol.CheckLinkRemovable(name); err != nil {
-			// A runtime-only link has no file: persisting its removal is
-			// just forgetting it.
-			if src, _ := pol.LinkSource(name); src.File != RuntimeSource {
-				return &ArgError{"name", err.Error()}
+		admin, err := config.AdminLinkSources(s.configFile, name)
+		if err != nil {
+			return &ConfigError{Err: err}
+		}
+		if len(admin) > 0 {
+			where := make([]string, len(admin))
+			for i, pos := range admin {
+				where[i] = pos.String()
 			}
+			return &ArgError{"name", fmt.Sprintf("link %q is declared at %s, which rdmad does not edit: remove it there (without persist, the link is deleted until rdmad restarts)",
+				name, strings.Join(where, " and "))}
 		}
 	}
 	exists := s.host.Exists(host.ClassInfiniband + "/" + name)
@@ -264,71 +374,134 @@ func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) err
 	if exists && deleter == nil {
 		return fmt.Errorf("service: delete link %s: this rdmad has no RDMA netlink link support", name)
 	}
-	kernelDelete := func(ctx context.Context) []reconcile.Action {
-		if !exists {
-			return nil
-		}
-		if err := deleter.DeleteLink(ctx, name); err != nil {
-			return []reconcile.Action{{Target: "link " + name, What: "delete", Status: reconcile.Failed, Err: err}}
-		}
-		s.rec.All(ctx)
-		return nil
-	}
-	if !persist {
-		prev := s.changeOverlay(func(o *Overlay) { o.deleteLink(name) })
-		if bad := kernelDelete(ctx); len(bad) > 0 {
-			s.changeOverlay(func(o *Overlay) { *o = prev })
-			return &ApplyError{Failed: bad}
-		}
-		return nil
-	}
-	return s.persist(ctx,
-		func(p *config.Persisted) { p.RemoveLink(name) },
-		func(o *Overlay) { o.forgetLink(name) },
-		kernelDelete)
+	return s.commit(ctx, persist, change{
+		runtime: func(o *Overlay) { o.deleteLink(name) },
+		persist: func(p *config.Persisted) { p.RemoveLink(name) },
+		forget:  func(o *Overlay) { o.forgetLink(name) },
+		kernel: func(ctx context.Context) []reconcile.Action {
+			if !exists {
+				return nil
+			}
+			act := reconcile.Action{Target: "link " + name, What: "delete", From: name, To: "deleted", Status: reconcile.Changed}
+			if err := deleter.DeleteLink(ctx, name); err != nil {
+				act.Status, act.Err = reconcile.Failed, err
+			}
+			return []reconcile.Action{act}
+		},
+		failed: func(rep reconcile.Report) []reconcile.Action { return failedFor(rep, "link "+name) },
+	})
 }
 
-// SetNetnsMode declares the RDMA network namespace mode.
+// SetNetnsMode declares the RDMA network namespace mode. Without persist
+// the running kernel is switched and the next boot is not affected; with
+// persist, modprobe.d gives ib_core the mode at every boot too.
 func (s *Service) SetNetnsMode(ctx context.Context, mode config.NetnsMode, persist bool) error {
 	s.runtime.mutation.Lock()
 	defer s.runtime.mutation.Unlock()
 	if mode != config.NetnsShared && mode != config.NetnsExclusive {
 		return &ArgError{"mode", fmt.Sprintf("%q is not a netns mode: use shared or exclusive", mode)}
 	}
-	failed := func(rep reconcile.Report) []reconcile.Action { return failedFor(rep, "netns") }
-	if !persist {
-		prev := s.changeOverlay(func(o *Overlay) { o.Netns = mode })
-		if bad := failed(s.rec.All(ctx)); len(bad) > 0 {
-			s.changeOverlay(func(o *Overlay) { *o = prev })
-			s.rec.All(ctx)
-			return &ApplyError{Failed: bad}
-		}
-		return nil
+	whats := []string{"mode"}
+	if persist {
+		whats = append(whats, "modprobe.d")
 	}
-	return s.persist(ctx,
-		func(p *config.Persisted) { p.Netns = mode },
-		func(o *Overlay) { o.Netns = config.NetnsUnmanaged },
-		func(ctx context.Context) []reconcile.Action { return failed(s.rec.All(ctx)) })
+	return s.commit(ctx, persist, change{
+		runtime: func(o *Overlay) { o.Netns = mode },
+		persist: func(p *config.Persisted) { p.Netns = mode },
+		forget:  func(o *Overlay) { o.Netns = config.NetnsUnmanaged },
+		failed:  func(rep reconcile.Report) []reconcile.Action { return failedFor(rep, "netns", whats...) },
+	})
 }
 
-func failedFor(rep reconcile.Report, target string) []reconcile.Action {
+// failedFor returns the failed actions on target, limited to the given
+// What values when there are any.
+func failedFor(rep reconcile.Report, target string, whats ...string) []reconcile.Action {
 	var out []reconcile.Action
 	for _, a := range rep.Actions {
-		if a.Status == reconcile.Failed && a.Target == target {
+		if a.Status == reconcile.Failed && a.Target == target && (len(whats) == 0 || slices.Contains(whats, a.What)) {
 			out = append(out, a)
 		}
 	}
 	return out
 }
 
-// persist edits rdmad's drop-in, drops what the overlay said about the same
-// setting (the persisted value must be the one in force), reloads, and runs
-// apply. If the reload or apply fails, the drop-in and overlay are restored.
-func (s *Service) persist(ctx context.Context, edit func(*config.Persisted), forget func(*Overlay), apply func(context.Context) []reconcile.Action) error {
+// change is one mutating call: how it changes the declared policy (the
+// runtime overlay, or rdmad's drop-in plus the overlay statements the
+// persisted value replaces), how it reaches the kernel, which failures are
+// its own, and how a refused call is undone in the kernel.
+type change struct {
+	runtime func(*Overlay)          // persist=false
+	persist func(*config.Persisted) // persist=true
+	forget  func(*Overlay)          // persist=true
+
+	// kernel does what a pass does not (deleting a link) after the
+	// declaration changed; a failure there skips the pass.
+	kernel  func(context.Context) []reconcile.Action
+	devices []string // the pass that applies the change: these devices, or all when nil
+
+	failed  func(reconcile.Report) []reconcile.Action
+	restore func(reconcile.Report) ([]reconcile.Action, error) // nil: nothing to put back
+}
+
+// commit is the one path of every mutating call: change the declaration,
+// reconcile, check the call's own failures, and on failure withdraw the
+// declaration, put back the kernel values the call had set, and reconcile
+// again. It runs under runtime.mutation.
+func (s *Service) commit(ctx context.Context, persist bool, c change) error {
+	var undo func() error
+	if persist {
+		u, err := s.persistDropIn(c.persist, c.forget)
+		if err != nil {
+			return err
+		}
+		undo = u
+	} else {
+		prev := s.changeOverlay(c.runtime)
+		undo = func() error {
+			s.changeOverlay(func(o *Overlay) { *o = prev })
+			return nil
+		}
+	}
+	var rep reconcile.Report
+	if c.kernel != nil {
+		rep.Actions = c.kernel(ctx)
+	}
+	if !rep.Failed() {
+		pass := s.pass(ctx, c.devices)
+		rep.Actions = append(rep.Actions, pass.Actions...)
+	}
+	bad := c.failed(rep)
+	if len(bad) == 0 {
+		return nil
+	}
+	ae := &ApplyError{Failed: bad}
+	undoErr := undo()
+	if c.restore != nil {
+		restored, err := c.restore(rep)
+		ae.Restored = restored
+		undoErr = errors.Join(undoErr, err)
+	}
+	ae.UndoErr = undoErr
+	s.pass(ctx, c.devices)
+	return ae
+}
+
+func (s *Service) pass(ctx context.Context, devices []string) reconcile.Report {
+	if len(devices) > 0 {
+		return s.rec.Devices(ctx, devices...)
+	}
+	return s.rec.All(ctx)
+}
+
+// persistDropIn edits rdmad's drop-in, drops what the overlay said about
+// the same setting (the persisted value must be the one in force) and
+// reloads. It returns how to undo all three; on a reload error it has
+// undone them already.
+func (s *Service) persistDropIn(edit func(*config.Persisted), forget func(*Overlay)) (undo func() error, err error) {
 	dir := s.DropInDir()
 	old, err := config.LoadPersisted(dir)
 	if err != nil {
-		return &ConfigError{Err: err}
+		return nil, &ConfigError{Err: err}
 	}
 	next := config.Persisted{
 		RoCE:  append([]config.RoCERule(nil), old.RoCE...),
@@ -337,24 +510,25 @@ func (s *Service) persist(ctx context.Context, edit func(*config.Persisted), for
 	}
 	edit(&next)
 	if err := config.WritePersisted(dir, next); err != nil {
-		return fmt.Errorf("service: persist: %w", err)
+		return nil, fmt.Errorf("service: persist: %w", err)
 	}
 	prevOverlay := s.changeOverlay(forget)
-	undo := func() {
+	undo = func() error {
+		var errs []error
 		if err := config.WritePersisted(dir, old); err != nil {
-			s.log.Error("could not restore rdmad's drop-in after a refused change", "dir", dir, "err", err)
+			errs = append(errs, fmt.Errorf("service: restore rdmad's drop-in: %w", err))
 		}
 		s.changeOverlay(func(o *Overlay) { *o = prevOverlay })
-		_ = s.Reload()
+		if err := s.Reload(); err != nil {
+			errs = append(errs, fmt.Errorf("service: %w", err))
+		}
+		return errors.Join(errs...)
 	}
 	if err := s.Reload(); err != nil {
-		undo()
-		return &ConfigError{Err: errors.Unwrap(err)}
+		if uerr := undo(); uerr != nil {
+			s.log.Error("could not undo a persisted change after a failed reload", "dir", dir, "err", uerr)
+		}
+		return nil, &ConfigError{Err: errors.Unwrap(err)}
 	}
-	if bad := apply(ctx); len(bad) > 0 {
-		undo()
-		s.rec.All(ctx)
-		return &ApplyError{Failed: bad}
-	}
-	return nil
+	return undo, nil
 }

@@ -54,9 +54,10 @@ func (o Overlay) Apply(base *config.Policy) *config.Policy {
 		links = append(links, l)
 	}
 	p.Links = links
-	if o.Netns != config.NetnsUnmanaged {
-		p.Netns.Mode = o.Netns
-	}
+	// The runtime mode is kept apart from the files' one: it is switched in
+	// the kernel, but only the declared mode goes to modprobe.d for the
+	// next boot.
+	p.Netns.Runtime = o.Netns
 	return &p
 }
 
@@ -159,15 +160,18 @@ func (s *Service) setPolicy(pol *config.Policy) {
 }
 
 // changeOverlay edits the overlay and puts the result in force. It returns
-// the previous overlay so a refused change can be undone.
+// the previous overlay so a refused change can be undone. The config-change
+// listeners run afterwards, so the bus publishes the new declarations even
+// when no pass follows (or the pass changes nothing).
 func (s *Service) changeOverlay(edit func(*Overlay)) (previous Overlay) {
 	s.runtime.mu.Lock()
-	defer s.runtime.mu.Unlock()
 	previous = s.runtime.overlay.clone()
 	next := s.runtime.overlay.clone()
 	edit(&next)
 	s.runtime.overlay = next
 	s.putInForce(next.Apply(s.runtime.base))
+	s.runtime.mu.Unlock()
+	s.configChanged()
 	return previous
 }
 

@@ -1,0 +1,379 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/links/linkstest"
+	"github.com/rdmad/rdmad/daemon/netns"
+	"github.com/rdmad/rdmad/daemon/service"
+)
+
+// fakeNetns is the kernel's RDMA netns mode.
+type fakeNetns struct {
+	mu   sync.Mutex
+	mode config.NetnsMode
+}
+
+func (f *fakeNetns) Mode() (config.NetnsMode, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mode, nil
+}
+
+func (f *fakeNetns) SetMode(m config.NetnsMode) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mode = m
+	return nil
+}
+
+// env is a copy of the mlx5 fixture host behind a kernel-like AttrIO, with
+// rdmad's service on it (links and netns managed by fakes).
+type env struct {
+	root string
+	k    *hosttest.Kernel
+	h    *host.Host
+	nl   *linkstest.Netlink
+	ns   *fakeNetns
+	svc  *service.Service
+}
+
+const mainFile = "etc/rdma/rdmad.toml"
+
+// newEnv writes cfg (after "[modules] enable = false") as rdmad.toml; setup
+// runs before the service loads it (kernel refusals, extra files).
+func newEnv(t *testing.T, cfg string, setup func(e *env)) *env {
+	t.Helper()
+	e := &env{root: hosttest.Copy(t, "mlx5"), ns: &fakeNetns{mode: config.NetnsShared}}
+	hosttest.Write(t, e.root, mainFile, "[modules]\nenable = false\n"+cfg)
+	e.k = hosttest.NewKernel(e.root)
+	e.h = e.k.Host()
+	if err := linkstest.AddNetdev(e.h, "eth1"); err != nil {
+		t.Fatal(err)
+	}
+	e.nl = &linkstest.Netlink{Host: e.h}
+	if setup != nil {
+		setup(e)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	kernel := service.Kernel{Modules: noLoader{}, Links: e.nl, Netns: e.ns}
+	rec := service.NewReconciler(e.h, kernel, log)
+	svc, err := service.New(service.Options{Host: e.h, Reconciler: rec, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.SetLinkDeleter(kernel.LinkDeleter(e.h))
+	svc.ReconcileNow(context.Background())
+	e.svc = svc
+	return e
+}
+
+func (e *env) read(t *testing.T, rel string) string {
+	t.Helper()
+	return hosttest.Read(t, e.root, rel)
+}
+
+func (e *env) port(t *testing.T, dev string, port int, attr string) string {
+	t.Helper()
+	return e.read(t, host.ConfigfsPortPath(dev, port, attr))
+}
+
+func (e *env) persisted() string {
+	b, err := os.ReadFile(filepath.Join(e.root, config.DropInDir, config.PersistedName))
+	if errors.Is(err, os.ErrNotExist) {
+		return "<none>"
+	}
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return string(b)
+}
+
+func intp(n int) *int { return &n }
+
+// A missing configfs rdma_cm makes the RoCE part fail at device level
+// (Target "mlx5_0", What "configfs rdma_cm"): the call must fail, not
+// report a success when nothing was applied.
+func TestSetRoCEDeviceLevelFailureFailsTheCall(t *testing.T) {
+	for _, persist := range []bool{false, true} {
+		e := newEnv(t, "", nil)
+		if err := os.RemoveAll(filepath.Join(e.root, host.ConfigfsRdmaCM)); err != nil {
+			t.Fatal(err)
+		}
+		err := e.svc.SetRoCE(context.Background(), service.RoCEChange{Device: "mlx5_0", TOS: 77, Persist: persist})
+		var ae *service.ApplyError
+		if !errors.As(err, &ae) {
+			t.Fatalf("persist=%v: SetRoCE with no configfs rdma_cm = %v, want an ApplyError", persist, err)
+		}
+		if len(ae.Failed) == 0 || ae.Failed[0].Target != "mlx5_0" || ae.Failed[0].What != "configfs rdma_cm" {
+			t.Errorf("persist=%v: failed actions %+v", persist, ae.Failed)
+		}
+		if ov := e.svc.RuntimeOverlay(); !ov.Empty() {
+			t.Errorf("persist=%v: refused change stays in the overlay: %+v", persist, ov)
+		}
+		if got := e.persisted(); got != "<none>" {
+			t.Errorf("persist=%v: refused change left a drop-in: %q", persist, got)
+		}
+	}
+}
+
+// An old failure of another field (the file declares mode v1, the port
+// answers EIO) is not this call's failure: a TOS change succeeds and stays.
+func TestSetRoCEIgnoresFailuresOfOtherFields(t *testing.T) {
+	for _, persist := range []bool{false, true} {
+		e := newEnv(t, "\n[[roce]]\ndevice = \"mlx5_0\"\nmode = \"v1\"\n", func(e *env) {
+			e.k.Refuse("mlx5_0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
+		})
+		if e.svc.Reconciler().State().Device("mlx5_0").Ports[0].Error == "" {
+			t.Fatal("setup: the declared mode v1 did not fail")
+		}
+		if err := e.svc.SetRoCE(context.Background(), service.RoCEChange{Device: "mlx5_0", TOS: 77, Persist: persist}); err != nil {
+			t.Fatalf("persist=%v: SetRoCE(tos=77) = %v, want success (only the mode, not asked for, fails)", persist, err)
+		}
+		if got := e.port(t, "mlx5_0", 1, "default_roce_tos"); got != "77" {
+			t.Errorf("persist=%v: configfs tos = %q", persist, got)
+		}
+		d := e.svc.Policy().RoCEFor(config.Target{Name: "mlx5_0"}, 1)
+		if d.TOS == nil || *d.TOS != 77 {
+			t.Errorf("persist=%v: declared tos withdrawn: %+v", persist, d)
+		}
+	}
+}
+
+// Failures of the same field on another device are not this call's either.
+func TestSetRoCEIgnoresFailuresOfOtherDevices(t *testing.T) {
+	e := newEnv(t, "\n[[roce]]\ndevice = \"mlx5_1\"\ntos = 9\n", func(e *env) {
+		e.k.Refuse("mlx5_1/ports/1/default_roce_tos", "9", syscall.EINVAL)
+	})
+	if err := e.svc.SetRoCE(context.Background(), service.RoCEChange{Device: "mlx5_0", TOS: 8}); err != nil {
+		t.Fatalf("SetRoCE(mlx5_0) = %v; only mlx5_1 fails", err)
+	}
+}
+
+// A refused call leaves nothing half-applied: the TOS it did set is put
+// back, the declaration is withdrawn, and the error says so.
+func TestSetRoCERefusedRestoresWhatItSet(t *testing.T) {
+	for _, persist := range []bool{false, true} {
+		e := newEnv(t, "", func(e *env) {
+			e.k.Refuse("mlx5_0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
+		})
+		before := e.port(t, "mlx5_0", 1, "default_roce_tos")
+		err := e.svc.SetRoCE(context.Background(), service.RoCEChange{Device: "mlx5_0", Mode: config.RoCEv1, TOS: 77, Persist: persist})
+		var ae *service.ApplyError
+		if !errors.As(err, &ae) {
+			t.Fatalf("persist=%v: SetRoCE refused by the kernel = %v", persist, err)
+		}
+		if !errors.Is(err, syscall.EIO) {
+			t.Errorf("persist=%v: error does not wrap the kernel's EIO: %v", persist, err)
+		}
+		if len(ae.Failed) != 1 || ae.Failed[0].What != "roce mode" {
+			t.Errorf("persist=%v: failed %+v, want the mode only", persist, ae.Failed)
+		}
+		if got := e.port(t, "mlx5_0", 1, "default_roce_tos"); got != before {
+			t.Errorf("persist=%v: tos = %q after the refused call, want %q put back", persist, got, before)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "withdrawn") || !strings.Contains(msg, "put back") {
+			t.Errorf("persist=%v: error does not say what was undone: %s", persist, msg)
+		}
+		if d := e.svc.Policy().RoCEFor(config.Target{Name: "mlx5_0"}, 1); !d.Empty() {
+			t.Errorf("persist=%v: declaration not withdrawn: %+v", persist, d)
+		}
+		if got := e.persisted(); got != "<none>" {
+			t.Errorf("persist=%v: drop-in after refused call: %q", persist, got)
+		}
+	}
+}
+
+// A value the files declare is re-applied after a refused call, not
+// overwritten by the restore.
+func TestSetRoCERefusedKeepsFileDeclaration(t *testing.T) {
+	e := newEnv(t, "\n[[roce]]\ndevice = \"mlx5_0\"\ntos = 5\n", func(e *env) {
+		e.k.Refuse("mlx5_0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
+	})
+	err := e.svc.SetRoCE(context.Background(), service.RoCEChange{Device: "mlx5_0", Mode: config.RoCEv1, TOS: 77})
+	if err == nil {
+		t.Fatal("SetRoCE refused by the kernel succeeded")
+	}
+	if got := e.port(t, "mlx5_0", 1, "default_roce_tos"); got != "5" {
+		t.Errorf("tos = %q, want the declared 5", got)
+	}
+}
+
+// A runtime netns mode is switched in the kernel but never written for the
+// next boot: modprobe.d keeps the files' mode. Persisting writes it.
+func TestRuntimeNetnsModeDoesNotSurviveReboot(t *testing.T) {
+	e := newEnv(t, "\n[netns]\nmode = \"shared\"\n", nil)
+	if got := e.read(t, netns.ModprobeFile); !strings.Contains(got, "netns_mode=1") {
+		t.Fatalf("setup: modprobe.d = %q", got)
+	}
+	if err := e.svc.SetNetnsMode(context.Background(), config.NetnsExclusive, false); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := e.ns.Mode(); m != config.NetnsExclusive {
+		t.Errorf("kernel mode = %s, want the runtime exclusive", m)
+	}
+	if got := e.read(t, netns.ModprobeFile); !strings.Contains(got, "netns_mode=1") {
+		t.Errorf("a runtime change rewrote modprobe.d for the next boot: %q", got)
+	}
+	if err := e.svc.SetNetnsMode(context.Background(), config.NetnsExclusive, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.read(t, netns.ModprobeFile); !strings.Contains(got, "netns_mode=0") {
+		t.Errorf("a persisted change did not reach modprobe.d: %q", got)
+	}
+	if ov := e.svc.RuntimeOverlay(); ov.Netns != config.NetnsUnmanaged {
+		t.Errorf("runtime mode not forgotten after persisting: %q", ov.Netns)
+	}
+}
+
+// With no [netns] in the files a runtime mode writes no modprobe.d at all.
+func TestRuntimeNetnsModeWritesNoModprobeFile(t *testing.T) {
+	e := newEnv(t, "", nil)
+	if err := e.svc.SetNetnsMode(context.Background(), config.NetnsExclusive, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, netns.ModprobeFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("runtime mode created /%s (%v)", netns.ModprobeFile, err)
+	}
+	if m, _ := e.ns.Mode(); m != config.NetnsExclusive {
+		t.Errorf("kernel mode = %s", m)
+	}
+	if got := e.svc.PolicyInForce().Netns; got.Runtime != config.NetnsExclusive || got.Mode != config.NetnsUnmanaged {
+		t.Errorf("policy netns = %+v", got)
+	}
+}
+
+// DeleteLink(persist) of a link an administrator's file declares, also when
+// the drop-in or the overlay shadows it, is refused before anything changes:
+// the next pass would recreate it.
+func TestDeleteLinkPersistRefusesAdminDeclaredLink(t *testing.T) {
+	const admin = "\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth1\"\n"
+	for _, tc := range []struct {
+		name   string
+		shadow func(t *testing.T, e *env)
+	}{
+		{"declared", func(*testing.T, *env) {}},
+		{"shadowed by the drop-in", func(t *testing.T, e *env) {
+			if err := e.svc.AddLink(context.Background(), config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"}, true); err != nil {
+				t.Fatal(err)
+			}
+			if src, _ := e.svc.Policy().LinkSource("rxe0"); !config.IsPersistedFile(src) {
+				t.Fatalf("setup: rxe0 declared at %s", src)
+			}
+		}},
+		{"shadowed at runtime", func(t *testing.T, e *env) {
+			if err := e.svc.AddLink(context.Background(), config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"}, false); err != nil {
+				t.Fatal(err)
+			}
+			if src, _ := e.svc.Policy().LinkSource("rxe0"); src.File != service.RuntimeSource {
+				t.Fatalf("setup: rxe0 declared at %s", src)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, admin, nil)
+			tc.shadow(t, e)
+			drop := e.persisted()
+			calls := len(e.nl.Calls())
+			err := e.svc.DeleteLink(context.Background(), "rxe0", true)
+			var ae *service.ArgError
+			if !errors.As(err, &ae) || ae.Arg != "name" {
+				t.Fatalf("DeleteLink(persist) = %v, want an invalid name argument", err)
+			}
+			if !strings.Contains(err.Error(), filepath.Join(e.root, mainFile)+":4") {
+				t.Errorf("error does not name the admin file and line: %v", err)
+			}
+			if got := e.persisted(); got != drop {
+				t.Errorf("drop-in changed: %q -> %q", drop, got)
+			}
+			if got := e.nl.Calls(); len(got) != calls {
+				t.Errorf("kernel touched: %v", got[calls:])
+			}
+			if !e.h.Exists(host.ClassInfiniband + "/rxe0") {
+				t.Error("rxe0 deleted")
+			}
+		})
+	}
+}
+
+// A link only rdmad's drop-in declares is removed persistently.
+func TestDeleteLinkPersistRemovesDropInLink(t *testing.T) {
+	e := newEnv(t, "", nil)
+	if err := e.svc.AddLink(context.Background(), config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if !e.h.Exists(host.ClassInfiniband + "/rxe0") {
+		t.Fatal("rxe0 not created")
+	}
+	if err := e.svc.DeleteLink(context.Background(), "rxe0", true); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(e.persisted(), "rxe0") {
+		t.Errorf("drop-in still declares rxe0: %q", e.persisted())
+	}
+	e.svc.ReconcileNow(context.Background())
+	if e.h.Exists(host.ClassInfiniband + "/rxe0") {
+		t.Error("rxe0 recreated")
+	}
+}
+
+// Every overlay change reaches the config-change listeners (the bus view),
+// even when no pass has anything to do: deleting a declared link that does
+// not exist in the kernel.
+func TestOverlayChangeNotifiesListeners(t *testing.T) {
+	e := newEnv(t, "\n[[link]]\nname = \"rxe9\"\ntype = \"rxe\"\nnetdev = \"nosuch0\"\n", nil)
+	var mu sync.Mutex
+	var seen [][]string
+	e.svc.OnConfigChange(func() {
+		var names []string
+		for _, l := range e.svc.PolicyInForce().Links {
+			names = append(names, l.Name)
+		}
+		mu.Lock()
+		seen = append(seen, names)
+		mu.Unlock()
+	})
+	if err := e.svc.DeleteLink(context.Background(), "rxe9", false); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) == 0 || len(seen[len(seen)-1]) != 0 {
+		t.Errorf("listeners saw %v, want a last call without rxe9", seen)
+	}
+}
+
+// A runtime DeleteLink failure in the kernel keeps the link declared.
+func TestDeleteLinkKernelFailureKeepsDeclaration(t *testing.T) {
+	e := newEnv(t, "\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth1\"\n", nil)
+	e.svc.SetLinkDeleter(failingDeleter{})
+	err := e.svc.DeleteLink(context.Background(), "rxe0", false)
+	var ae *service.ApplyError
+	if !errors.As(err, &ae) || !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("DeleteLink = %v", err)
+	}
+	if _, ok := e.svc.PolicyInForce().LinkSource("rxe0"); !ok {
+		t.Error("rxe0 no longer declared after a failed delete")
+	}
+	if ov := e.svc.RuntimeOverlay(); !ov.Empty() {
+		t.Errorf("overlay %+v", ov)
+	}
+}
+
+type failingDeleter struct{}
+
+func (failingDeleter) DeleteLink(context.Context, string) error {
+	return &os.SyscallError{Syscall: "rdma link delete", Err: syscall.EBUSY}
+}

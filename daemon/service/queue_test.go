@@ -1,0 +1,149 @@
+package service
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"testing"
+)
+
+type pass struct {
+	all     bool
+	devices []string
+}
+
+// blockingRun records passes; each one announces itself on started and
+// waits for release.
+type blockingRun struct {
+	started chan pass
+	release chan struct{}
+
+	mu   sync.Mutex
+	done []pass
+}
+
+func newBlockingRun() *blockingRun {
+	return &blockingRun{started: make(chan pass), release: make(chan struct{})}
+}
+
+func (b *blockingRun) run(_ context.Context, all bool, devices []string) {
+	p := pass{all, devices}
+	b.started <- p
+	<-b.release
+	b.mu.Lock()
+	b.done = append(b.done, p)
+	b.mu.Unlock()
+}
+
+func (b *blockingRun) finished() []pass {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]pass(nil), b.done...)
+}
+
+func startQueue(t *testing.T, run func(context.Context, bool, []string)) *Queue {
+	t.Helper()
+	q := NewQueue(run)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { q.Run(ctx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	return q
+}
+
+// Requests made while a pass runs collapse into exactly one more pass, and
+// Idle returns only once that pass has finished.
+func TestQueueCoalescesAndIdleWaitsForPasses(t *testing.T) {
+	b := newBlockingRun()
+	q := startQueue(t, b.run)
+
+	q.Add(DeviceKey("mlx5_1"))
+	if got := <-b.started; !reflect.DeepEqual(got, pass{false, []string{"mlx5_1"}}) {
+		t.Fatalf("first pass %+v", got)
+	}
+	// The first pass is running: a burst of requests.
+	for i := 0; i < 100; i++ {
+		q.Add(DeviceKey("mlx5_1"))
+		q.Add(DeviceKey("mlx5_0"))
+	}
+	idle := make(chan []pass, 1)
+	go func() {
+		if err := q.Idle(context.Background()); err != nil {
+			t.Error(err)
+		}
+		idle <- b.finished()
+	}()
+
+	b.release <- struct{}{}
+	second := <-b.started
+	if !reflect.DeepEqual(second, pass{false, []string{"mlx5_0", "mlx5_1"}}) {
+		t.Errorf("second pass %+v, want both devices once, sorted", second)
+	}
+	select {
+	case <-idle:
+		t.Fatal("Idle returned while a pass was running")
+	default:
+	}
+	b.release <- struct{}{}
+	if got := <-idle; len(got) != 2 {
+		t.Errorf("Idle returned after %d finished passes, want 2", len(got))
+	}
+	// Nothing else was queued: a new request is the third pass, not a
+	// leftover of the burst.
+	q.Add(KeyAll)
+	if got := <-b.started; !reflect.DeepEqual(got, pass{true, nil}) {
+		t.Errorf("third pass %+v", got)
+	}
+	b.release <- struct{}{}
+	if err := q.Idle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.finished()); n != 3 {
+		t.Errorf("%d passes, want 3", n)
+	}
+}
+
+// A full pass subsumes the device passes requested with it.
+func TestQueueFullPassSubsumesDevices(t *testing.T) {
+	b := newBlockingRun()
+	q := startQueue(t, b.run)
+	q.Add(DeviceKey("a"))
+	<-b.started
+	q.Add(DeviceKey("b"))
+	q.Add(KeyAll)
+	q.Add(DeviceKey("c"))
+	b.release <- struct{}{}
+	if got := <-b.started; !reflect.DeepEqual(got, pass{true, nil}) {
+		t.Errorf("second pass %+v, want one full pass", got)
+	}
+	b.release <- struct{}{}
+	if err := q.Idle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.finished()); n != 2 {
+		t.Errorf("%d passes, want 2", n)
+	}
+}
+
+// Idle on an empty queue returns at once; with work stuck, it returns the
+// context's error when the context ends.
+func TestQueueIdle(t *testing.T) {
+	b := newBlockingRun()
+	q := startQueue(t, b.run)
+	if err := q.Idle(context.Background()); err != nil {
+		t.Fatalf("Idle on an empty queue: %v", err)
+	}
+	q.Add(KeyAll)
+	<-b.started
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- q.Idle(ctx) }()
+	cancel()
+	if err := <-errc; err != context.Canceled {
+		t.Errorf("Idle with a cancelled context = %v", err)
+	}
+	b.release <- struct{}{}
+	if err := q.Idle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,88 @@
+package dbusapi_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+func managedObjects(t *testing.T, conn *dbus.Conn) map[dbus.ObjectPath]map[string]map[string]dbus.Variant {
+	t.Helper()
+	var objs map[dbus.ObjectPath]map[string]map[string]dbus.Variant
+	if err := conn.Object(dbusapi.BusName, dbusapi.RootPath).Call("org.freedesktop.DBus.ObjectManager.GetManagedObjects", 0).Store(&objs); err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func managerProp(t *testing.T, conn *dbus.Conn, name string) any {
+	t.Helper()
+	v, err := conn.Object(dbusapi.BusName, dbusapi.RootPath).GetProperty(dbusapi.ManagerIface + "." + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Value()
+}
+
+// A state snapshot older than the one published (a config change that read
+// the state before a pass finished) must not bring a removed device back.
+func TestOlderStateIsNotPublishedOverNewer(t *testing.T) {
+	e := newEnv(t, "mlx5", mlx5Config)
+	conn := dialT(t, e.addr)
+	old := e.d.svc.Reconciler().State()
+	if err := os.Rename(filepath.Join(e.root, "sys/class/infiniband/mlx5_1"), filepath.Join(e.dir, "mlx5_1.away")); err != nil {
+		t.Fatal(err)
+	}
+	e.d.svc.ReconcileNow(t.Context())
+	if _, ok := managedObjects(t, conn)[dbusapi.DevicePath("mlx5_1")]; ok {
+		t.Fatal("setup: mlx5_1 still published after its removal")
+	}
+	e.d.srv.SyncForTest(old)
+	if _, ok := managedObjects(t, conn)[dbusapi.DevicePath("mlx5_1")]; ok {
+		t.Error("an older state re-added the removed mlx5_1")
+	}
+	if got := managerProp(t, conn, "Devices").([]dbus.ObjectPath); len(got) != 1 {
+		t.Errorf("Manager.Devices = %v after an older state", got)
+	}
+}
+
+// Deleting a declared link that does not exist in the kernel runs no
+// kernel call, yet Manager.Links must drop it.
+func TestDeleteAbsentLinkUpdatesLinks(t *testing.T) {
+	e := newEnv(t, "mlx5", mlx5Config+"\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"ens1f0np0\"\n")
+	conn := dialT(t, e.addr)
+	links := func() string {
+		var names []string
+		for _, l := range managerProp(t, conn, "Links").([][]any) {
+			names = append(names, l[0].(string))
+		}
+		return strings.Join(names, ",")
+	}
+	if got := links(); got != "rxe0" {
+		t.Fatalf("setup: Links = %q", got)
+	}
+	if code, _, stderr := rdmactl(t, e.addr, "link", "del", "rxe0"); code != 0 {
+		t.Fatalf("link del: exit %d: %s", code, stderr)
+	}
+	if got := links(); got != "" {
+		t.Errorf("Links after deleting rxe0 = %q", got)
+	}
+}
+
+// NetnsMode is the mode in force: a runtime one shows at once.
+func TestNetnsModeShowsRuntimeMode(t *testing.T) {
+	e := newEnv(t, "mlx5", mlx5Config+"\n[netns]\nmode = \"shared\"\n")
+	conn := dialT(t, e.addr)
+	if err := e.d.svc.SetNetnsMode(t.Context(), config.NetnsExclusive, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := managerProp(t, conn, "NetnsMode"); got != "exclusive" {
+		t.Errorf("NetnsMode = %v, want the runtime exclusive", got)
+	}
+}
