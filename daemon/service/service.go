@@ -102,8 +102,9 @@ func (s *Service) Reload() error {
 	return nil
 }
 
-// OnConfigChange registers fn to run after every reload, good or bad, so the
-// bus can publish the files in force and the config error.
+// OnConfigChange registers fn to run after every reload, good or bad, and
+// after every runtime change (overlay.go), so the bus can publish the files
+// in force, the runtime declarations and the config error.
 func (s *Service) OnConfigChange(fn func()) {
 	s.cfgMu.Lock()
 	s.cfgWatches = append(s.cfgWatches, fn)
