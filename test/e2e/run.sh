@@ -143,6 +143,11 @@ collect() { # collect N: one row per expected scenario of boot N
 }
 
 main() {
+	# One run per work directory: a second `make e2e` would delete the disk
+	# under the first one's qemu.
+	mkdir -p "$(dirname "$work")"
+	exec 9>"$work.lock"
+	flock -n 9 || die "another e2e run is using $work (set E2E_WORKDIR)"
 	step deps install_deps
 	step image eval 'tarball=$("$e2e/image.sh")'
 	echo "e2e: rootfs $tarball" >&2
@@ -154,6 +159,12 @@ main() {
 	else
 		step boot2 boot 2
 	fi
+	report
+}
+
+# report: the table of every expected scenario from the serial logs in $work;
+# exits non-zero if the guest did not boot, a scenario is missing or failed.
+report() {
 	collect 1
 	collect 2
 
@@ -161,18 +172,25 @@ main() {
 	printf '%-5s %-16s %-8s %7s  %s\n' boot scenario result seconds detail
 	printf '%s\n' "${results[@]}"
 	echo
-	echo "timings: ${timings[*]}; total $((SECONDS - t_start))s"
+	((${#timings[@]} == 0)) || echo "timings: ${timings[*]}; total $((SECONDS - t_start))s"
 	echo "serial logs: $work/serial.boot1.log $work/serial.boot2.log; disk: $work/disk.img"
 	if ((failed)); then
 		echo "e2e: FAILED" >&2
 		for n in 1 2; do
 			[[ -f $work/serial.boot$n.log ]] || continue
 			echo "e2e: serial log tail, boot $n:" >&2
-			tr '\r' '\n' <"$work/serial.boot$n.log" | grep -av '^E2E-LOG' | tail -n 25 | sed 's/^/    | /' >&2
+			tr '\r' '\n' <"$work/serial.boot$n.log" | grep -av 'E2E-LOG' | tail -n 25 | sed 's/^/    | /' >&2
 		done
 		exit 1
 	fi
 	echo "e2e: PASSED"
 }
 
-main "$@"
+case ${1:-} in
+report) # report DIR: re-read the serial logs of a finished run
+	work=${2:?usage: run.sh report WORKDIR}
+	report
+	;;
+"") main ;;
+*) echo "usage: $0 [report WORKDIR]" >&2; exit 2 ;;
+esac
