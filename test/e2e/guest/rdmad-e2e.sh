@@ -47,7 +47,7 @@ ensure_veth() { # ensure_veth A B: a veth pair A<->B exists and is up
 	ip link show "$1" >/dev/null 2>&1 || ip link add "$1" type veth peer name "$2" || return 1
 	ip link set "$1" up && ip link set "$2" up
 }
-rdmad_journal() { journalctl -b -u rdmad.service --no-pager -o cat 2>/dev/null; }
+rdmad_journal() { journalctl -b -u rdmad.service --no-pager -o short-monotonic 2>/dev/null; }
 
 # ---------------------------------------------------------------- scenarios
 
