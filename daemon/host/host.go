@@ -27,7 +27,8 @@ const (
 type Host struct {
 	Root string
 
-	io AttrIO
+	io   AttrIO
+	kmod moduleIndexCache
 }
 
 // AttrIO reads and writes kernel attribute files and makes configfs

@@ -178,15 +178,9 @@ func (p *Part) Apply(ctx context.Context, pol *config.Policy, devs []host.Device
 	if len(wanted) == 0 {
 		return nil
 	}
-	loaded, err := p.Host.LoadedModules()
+	missing, err := p.Host.MissingModules(wanted)
 	if err != nil {
 		return []reconcile.Action{{Target: "modules", What: "load", Status: reconcile.Failed, Err: err}}
-	}
-	var missing []string
-	for _, m := range wanted {
-		if !loaded[host.NormalizeModule(m)] {
-			missing = append(missing, m)
-		}
 	}
 	act := reconcile.Action{Target: "modules", What: "load", To: strings.Join(wanted, " "), Source: strings.Join(sources, " ")}
 	if len(missing) == 0 {

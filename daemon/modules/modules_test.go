@@ -160,3 +160,20 @@ func TestModprobeHangIsBounded(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// Debian's rdma.conf lists xprtrdma and svcrdma, aliases of rpcrdma: once
+// rpcrdma is loaded, nothing is missing and modprobe is not run again.
+func TestAliasedModulesAreNotLoadedAgain(t *testing.T) {
+	root := hosttest.Copy(t, "rxe")
+	h := host.New(root)
+	devs, _ := h.Devices()
+	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "xprtrdma\nsvcrdma\n")
+	hosttest.Write(t, root, host.ProcOSRelease, "6.1.0-28-amd64\n")
+	hosttest.Write(t, root, "lib/modules/6.1.0-28-amd64/modules.alias", "alias xprtrdma rpcrdma\nalias svcrdma rpcrdma\n")
+	hosttest.Write(t, root, "proc/modules", "rdma_rxe 1 0 - Live 0x0\nrpcrdma 1 0 - Live 0x0\n")
+	l := &recordingLoader{}
+	acts := (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), policy("/etc/rdma/modules"), devs)
+	if l.calls != nil || len(acts) != 1 || acts[0].Status != reconcile.Unchanged {
+		t.Errorf("modprobe calls %q, acts %+v", l.calls, acts)
+	}
+}
