@@ -218,6 +218,9 @@ func (h *Host) Device(name string) (Device, error) {
 	return d, nil
 }
 
+// gidScanGap is how many unpopulated GID entries in a row end the scan.
+const gidScanGap = 8
+
 func (h *Host) readPort(dev string, num int) Port {
 	opt := func(attr ...string) string {
 		s, _ := h.ReadString(portPath(dev, num, attr...))
@@ -234,13 +237,30 @@ func (h *Host) readPort(dev string, num int) Port {
 		RoCETOS:   -1,
 	}
 	types, ndevs := map[string]bool{}, map[string]bool{}
-	if idx, err := h.ReadDirNames(portPath(dev, num, "gid_attrs", "types")); err == nil {
-		for _, i := range idx {
-			// Unpopulated entries answer EINVAL; a populated one names its type.
-			if t := opt("gid_attrs", "types", i); t != "" {
-				types[t] = true
+	if names, err := h.ReadDirNames(portPath(dev, num, "gid_attrs", "types")); err == nil {
+		// Tables are large (rxe has 1024 entries, mlx5 256) and filled from
+		// the start; unpopulated entries answer EINVAL. Reading all of them
+		// costs thousands of syscalls per pass, so the scan stops after a
+		// run of empty entries.
+		idx := make([]int, 0, len(names))
+		for _, n := range names {
+			if i, err := strconv.Atoi(n); err == nil {
+				idx = append(idx, i)
 			}
-			if n := opt("gid_attrs", "ndevs", i); n != "" {
+		}
+		sort.Ints(idx)
+		empty := 0
+		for _, i := range idx {
+			t := opt("gid_attrs", "types", strconv.Itoa(i))
+			if t == "" {
+				if empty++; empty >= gidScanGap {
+					break
+				}
+				continue
+			}
+			empty = 0
+			types[t] = true
+			if n := opt("gid_attrs", "ndevs", strconv.Itoa(i)); n != "" {
 				ndevs[n] = true
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -191,5 +192,44 @@ func BenchmarkDevices(b *testing.B) {
 		if _, err := h.Devices(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// countingIO counts attribute reads, to keep the cost of a device read in view.
+type countingIO struct {
+	host.OSAttrIO
+	reads int
+}
+
+func (c *countingIO) ReadFile(name string) ([]byte, error) {
+	c.reads++
+	return c.OSAttrIO.ReadFile(name)
+}
+
+// A 1024-entry GID table (rxe) with three populated entries is not read
+// entry by entry to the end.
+func TestLargeGIDTableScanStops(t *testing.T) {
+	root := hosttest.Copy(t, "rxe")
+	ports := filepath.Join(root, host.ClassInfiniband, "rxe0", "ports", "1", "gid_attrs")
+	for i := 1; i < 1024; i++ {
+		for _, attr := range []string{"types", "ndevs"} {
+			if err := os.WriteFile(filepath.Join(ports, attr, strconv.Itoa(i)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// entry 2 populated after a hole of one: still found
+	os.WriteFile(filepath.Join(ports, "types", "2"), []byte("RoCE v2\n"), 0o644)
+	os.WriteFile(filepath.Join(ports, "ndevs", "2"), []byte("veth0\n"), 0o644)
+	io := &countingIO{}
+	d, err := host.NewWithIO(root, io).Device("rxe0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(d.Ports[0].GIDTypes, []string{"RoCE v2"}) {
+		t.Errorf("gid types %v", d.Ports[0].GIDTypes)
+	}
+	if io.reads > 100 {
+		t.Errorf("reading rxe0 took %d attribute reads; the GID scan should stop after a run of empty entries", io.reads)
 	}
 }
