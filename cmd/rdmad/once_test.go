@@ -13,7 +13,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/memlock"
 )
 
-var rdmadBin string
+var rdmadBin, rdmactlBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "rdmad-bin-")
@@ -21,9 +21,12 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	rdmadBin = filepath.Join(dir, "rdmad")
-	if out, err := exec.Command("go", "build", "-o", rdmadBin, ".").CombinedOutput(); err != nil {
-		os.Stderr.Write(out)
-		os.Exit(1)
+	rdmactlBin = filepath.Join(dir, "rdmactl")
+	for bin, pkg := range map[string]string{rdmadBin: ".", rdmactlBin: "../rdmactl"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			os.Stderr.Write(out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
