@@ -6,10 +6,7 @@ package memlock
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -83,37 +80,27 @@ func appendIf(acts []reconcile.Action, a *reconcile.Action) []reconcile.Action {
 
 func (p *Part) write(rel, what string, data []byte) reconcile.Action {
 	act := reconcile.Action{Target: "memlock", What: what, To: "/" + rel}
-	if p.Host.FileMatches(rel, data) {
+	changed, err := p.Host.WriteManaged(rel, Header, data)
+	switch {
+	case err != nil:
+		act.Status, act.Err = reconcile.Failed, fmt.Errorf("memlock: %w", err)
+	case changed:
+		act.Status = reconcile.Changed
+	default:
 		act.Status = reconcile.Unchanged
-		return act
 	}
-	if old, err := os.ReadFile(p.Host.Path(rel)); err == nil && !bytes.HasPrefix(old, []byte(Header)) {
-		act.Status = reconcile.Failed
-		act.Err = fmt.Errorf("memlock: /%s exists and is not managed by rdmad; remove it or move its settings into rdmad.toml", rel)
-		return act
-	}
-	if err := p.Host.WriteFileAtomic(rel, data, 0o644); err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("memlock: write /%s: %w", rel, err)
-		return act
-	}
-	act.Status = reconcile.Changed
 	return act
 }
 
 // remove deletes a file rdmad wrote earlier, and nothing else.
 func (p *Part) remove(rel string) *reconcile.Action {
-	old, err := os.ReadFile(p.Host.Path(rel))
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && !bytes.HasPrefix(old, []byte(Header))) {
+	removed, err := p.Host.RemoveManaged(rel, Header)
+	if err == nil && !removed {
 		return nil
 	}
-	act := reconcile.Action{Target: "memlock", What: "remove", From: "/" + rel}
-	if err == nil {
-		err = os.Remove(p.Host.Path(rel))
-	}
+	act := reconcile.Action{Target: "memlock", What: "remove", From: "/" + rel, Status: reconcile.Changed}
 	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("memlock: remove /%s: %w", rel, err)
-		return &act
+		act.Status, act.Err = reconcile.Failed, fmt.Errorf("memlock: %w", err)
 	}
-	act.Status = reconcile.Changed
 	return &act
 }

@@ -2,6 +2,7 @@ package memlock_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,7 +73,7 @@ func TestApplyWritesOnceAndRemovesOwnFilesOnly(t *testing.T) {
 	}
 	pol.Memlock.Services = true
 	acts = p.Apply(context.Background(), pol, nil)
-	if acts[1].Status != reconcile.Failed || !strings.Contains(acts[1].Err.Error(), "not managed by rdmad") {
+	if acts[1].Status != reconcile.Failed || !errors.Is(acts[1].Err, host.ErrNotManaged) {
 		t.Errorf("overwrite of a foreign file: %+v", acts[1])
 	}
 }

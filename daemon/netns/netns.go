@@ -11,8 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -119,39 +117,26 @@ func (p *Part) persist(m config.NetnsMode) (reconcile.Action, bool) {
 	act := reconcile.Action{Target: "netns", What: "modprobe.d", To: "/" + ModprobeFile}
 	if m == config.NetnsUnmanaged {
 		// Only our own file is removed when the declaration goes away.
-		data, err := os.ReadFile(p.Host.Path(ModprobeFile))
-		if errors.Is(err, fs.ErrNotExist) {
+		removed, err := p.Host.RemoveManaged(ModprobeFile, header)
+		switch {
+		case err != nil:
+			act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: %w", err)
+		case !removed:
 			return act, false
+		default:
+			act.From, act.To, act.Status = "/"+ModprobeFile, "removed", reconcile.Changed
 		}
-		if err != nil {
-			act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: read %s: %w", ModprobeFile, err)
-			return act, true
-		}
-		if !bytes.HasPrefix(data, []byte(header)) {
-			return act, false
-		}
-		if err := os.Remove(p.Host.Path(ModprobeFile)); err != nil {
-			act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: remove %s: %w", ModprobeFile, err)
-			return act, true
-		}
-		act.From, act.To, act.Status = "/"+ModprobeFile, "removed", reconcile.Changed
 		return act, true
 	}
-	want := Render(m)
-	if p.Host.FileMatches(ModprobeFile, want) {
+	changed, err := p.Host.WriteManaged(ModprobeFile, header, Render(m))
+	switch {
+	case err != nil:
+		act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: %w", err)
+	case changed:
+		act.Status = reconcile.Changed
+	default:
 		act.Status = reconcile.Unchanged
-		return act, true
 	}
-	if data, err := os.ReadFile(p.Host.Path(ModprobeFile)); err == nil && !bytes.HasPrefix(data, []byte(header)) {
-		act.Status = reconcile.Failed
-		act.Err = fmt.Errorf("netns: /%s exists and was not written by rdmad; not overwriting it", ModprobeFile)
-		return act, true
-	}
-	if err := p.Host.WriteFileAtomic(ModprobeFile, want, 0o644); err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: write %s: %w", ModprobeFile, err)
-		return act, true
-	}
-	act.Status = reconcile.Changed
 	return act, true
 }
 
