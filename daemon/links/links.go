@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"sort"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -94,61 +93,9 @@ func nodeDesc(h *host.Host, dev string) string {
 	return strings.TrimSpace(s)
 }
 
-// List returns the soft RDMA devices present, sorted by name.
-func List(h *host.Host) ([]SoftLink, error) {
-	devs, err := h.Devices()
-	var out []SoftLink
-	for i := range devs {
-		if sl, ok := Classify(h, &devs[i]); ok {
-			out = append(out, sl)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	if err != nil {
-		return out, fmt.Errorf("links: %w", err)
-	}
-	return out, nil
-}
-
-// Validate checks a link declaration the way the kernel and iproute2 would
-// judge it, so a D-Bus caller gets a clear error before anything is touched.
-func Validate(l config.Link) error {
-	if Module(l.Type) == "" {
-		return fmt.Errorf("links: %q is not a soft RDMA link type: use \"rxe\" or \"siw\"", l.Type)
-	}
-	if err := config.ValidLinkName(l.Name); err != nil {
-		return fmt.Errorf("links: name: %w", err)
-	}
-	if err := config.ValidNetdevName(l.Netdev); err != nil {
-		return fmt.Errorf("links: netdev: %w", err)
-	}
-	return nil
-}
-
 // ErrNotSoftLink is returned (wrapped) when asked to delete a device that is
 // not an rxe or siw link: rdmad never removes hardware devices.
 var ErrNotSoftLink = errors.New("not a soft RDMA link (rxe or siw)")
-
-// ErrNetdevMissing is returned (wrapped) by Add when the netdev does not exist.
-var ErrNetdevMissing = errors.New("no such network interface")
-
-// Add creates one soft link now (the D-Bus "AddLink" call): it validates l,
-// requires the netdev, loads the driver module when missing, and creates the
-// link unless an identical one exists. A device of that name that differs is
-// an error; it is never replaced.
-func Add(ctx context.Context, nl Netlink, loader modules.Loader, h *host.Host, l config.Link) error {
-	if err := Validate(l); err != nil {
-		return err
-	}
-	act := ensure(ctx, nl, loader, h, l, nil)
-	switch act.Status {
-	case reconcile.Changed, reconcile.Unchanged:
-		return nil
-	case reconcile.NotApplicable:
-		return fmt.Errorf("links: add %s: netdev %s: %w", l.Name, l.Netdev, ErrNetdevMissing)
-	}
-	return act.Err
-}
 
 // Delete removes the soft link name (the D-Bus "DeleteLink" call). It refuses
 // devices that are not rxe/siw links. Deleting a declared link only lasts

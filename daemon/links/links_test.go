@@ -268,39 +268,26 @@ func TestSiwLink(t *testing.T) {
 	if got := f.loader.loads; len(got) != 1 || got[0] != "siw" {
 		t.Errorf("loads = %v", got)
 	}
-	ls, err := links.List(f.h)
-	if err != nil || len(ls) != 1 || ls[0] != (links.SoftLink{Name: "siw0", Type: config.LinkSIW}) {
-		t.Fatalf("List = %+v, %v", ls, err)
+	d, err := f.h.Device("siw0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sl, ok := links.Classify(f.h, &d); !ok || sl != (links.SoftLink{Name: "siw0", Type: config.LinkSIW}) {
+		t.Fatalf("Classify = %+v, %v", sl, ok)
 	}
 	if a := only(t, f.part.Apply(context.Background(), policy(l), nil)); a.Status != reconcile.Unchanged {
 		t.Fatalf("second: %v", a)
 	}
 }
 
-func TestAddAndDelete(t *testing.T) {
+func TestDelete(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	if err := links.Add(ctx, f.nl, f.loader, f.h, rxe0); !errors.Is(err, links.ErrNetdevMissing) {
-		t.Fatalf("Add without netdev = %v", err)
-	}
-	bad := rxe0
-	bad.Name = "rxe/0"
-	if err := links.Add(ctx, f.nl, f.loader, f.h, bad); err == nil || !strings.Contains(err.Error(), "name") {
-		t.Fatalf("Add bad name = %v", err)
-	}
-	bad = rxe0
-	bad.Type = "roce"
-	if err := links.Add(ctx, f.nl, f.loader, f.h, bad); err == nil {
-		t.Fatal("Add bad type succeeded")
-	}
 	if err := linkstest.AddNetdev(f.h, "eth1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := links.Add(ctx, f.nl, f.loader, f.h, rxe0); err != nil {
-		t.Fatalf("Add: %v", err)
-	}
-	if err := links.Add(ctx, f.nl, f.loader, f.h, rxe0); err != nil {
-		t.Fatalf("Add again (idempotent): %v", err)
+	if a := only(t, f.part.Apply(ctx, policy(rxe0), nil)); a.Status != reconcile.Changed {
+		t.Fatalf("create: %v", a)
 	}
 	if err := links.Delete(ctx, f.nl, f.h, "rxe0"); err != nil {
 		t.Fatalf("Delete: %v", err)
