@@ -27,6 +27,17 @@ func backoff(ctx context.Context) bool {
 	}
 }
 
+// orDefaults fills in a source's optional logger and retry wait.
+func orDefaults(log *slog.Logger, retry func(context.Context) bool) (*slog.Logger, func(context.Context) bool) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if retry == nil {
+		retry = backoff
+	}
+	return log, retry
+}
+
 // Source is one event source; Run blocks until ctx ends.
 type Source interface {
 	Run(ctx context.Context) error

@@ -67,14 +67,7 @@ type LinkSource struct {
 // Run subscribes until ctx ends, resubscribing (and rescanning) whenever
 // the subscription reports an error or ends.
 func (s *LinkSource) Run(ctx context.Context) error {
-	log := s.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	retry := s.Retry
-	if retry == nil {
-		retry = backoff
-	}
+	log, retry := orDefaults(s.Log, s.Retry)
 	s.links = map[int]linkView{}
 	resubscribed := false
 	for {

@@ -178,14 +178,7 @@ type UeventSource struct {
 // Run reads until ctx ends. A lost event (overflow) or a reopened socket is
 // answered with a full rescan, since anything may have happened meanwhile.
 func (s *UeventSource) Run(ctx context.Context) error {
-	log := s.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	retry := s.Retry
-	if retry == nil {
-		retry = backoff
-	}
+	log, retry := orDefaults(s.Log, s.Retry)
 	reopened := false
 	for {
 		r, err := s.Open()
