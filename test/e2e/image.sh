@@ -1,17 +1,23 @@
 #!/bin/bash
-# Build (or reuse) the cached Debian bookworm root filesystem the e2e VM boots.
+# Build (or reuse) the cached Debian root filesystem an e2e VM boots.
 #
-# Usage: test/e2e/image.sh            prints the path of the cached rootfs tarball
+# Usage: test/e2e/image.sh [SUITE]    prints the path of the cached rootfs tarball
+#   SUITE  bookworm (default; kernel 6.1) or trixie (kernel 6.12, plus an
+#          out-of-tree Soft-iWARP module built by siw.sh)
 #
 # The tarball is keyed by a hash of everything that determines its content
-# (package list, this script, the apt sources), so a second run reuses it and a
-# change to any input rebuilds it. It lives outside the work tree
+# (suite, package list, these scripts, the apt sources), so a second run reuses
+# it and a change to any input rebuilds it. It lives outside the work tree
 # (E2E_CACHE, default /var/cache/rdmad-e2e) and is written atomically.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${E2E_CACHE:-/var/cache/rdmad-e2e}
-suite=bookworm
+suite=${1:-bookworm}
+case $suite in
+bookworm | trixie) ;;
+*) echo "image: unknown suite '$suite' (bookworm or trixie)" >&2; exit 2 ;;
+esac
 
 # What the guest needs: an init system with D-Bus and udev, the RDMA userspace
 # (rdma-core for /etc/rdma/modules and the rdma group, iproute2 for `rdma`),
@@ -25,11 +31,13 @@ packages=(
 )
 
 # Use the apt sources this machine uses for Debian (only the deb.debian.org /
-# security entries, not third-party repositories).
+# security entries, not third-party repositories), with the host's release
+# name replaced by the guest's: same mirrors, same keyring.
 sources_file() {
-	local f=/etc/apt/sources.list.d/debian.sources
-	if [[ -r $f ]]; then
-		cat "$f"
+	local f=/etc/apt/sources.list.d/debian.sources host=
+	host=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+	if [[ -r $f && -n $host ]] && grep -qE "^Suites:.*\b$host\b" "$f"; then
+		sed -E "/^Suites:/ s/\b$host(-|\b)/$suite\1/g" "$f"
 	else
 		printf 'deb http://deb.debian.org/debian %s main\n' "$suite"
 		printf 'deb http://deb.debian.org/debian %s-updates main\n' "$suite"
@@ -37,7 +45,7 @@ sources_file() {
 	fi
 }
 
-key=$( { printf '%s\n' "${packages[@]}"; cat "$0"; sources_file; } | sha256sum | cut -c1-16)
+key=$( { echo "$suite"; printf '%s\n' "${packages[@]}"; cat "$0" "$here/siw.sh"; sources_file; } | sha256sum | cut -c1-16)
 tarball=$cache/rootfs-$suite-$key.tar
 
 if [[ -s $tarball ]]; then
@@ -49,6 +57,13 @@ mkdir -p "$cache"
 tmp=$(mktemp -d "$cache/build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 sources_file >"$tmp/sources"
+
+# Debian builds no siw; the trixie guest gets the upstream module built out of
+# tree (siw.sh) so Soft-iWARP is tested on a real kernel.
+hooks=()
+if [[ $suite == trixie ]]; then
+	hooks+=(--customize-hook="\"$here/siw.sh\" \"\$1\" \"$tmp/sources\"")
+fi
 
 start=$SECONDS
 echo "image: building $tarball (mmdebstrap, $suite)" >&2
@@ -68,6 +83,7 @@ mmdebstrap \
 	--customize-hook=': >"$1/etc/machine-id"' \
 	--customize-hook='printf "/dev/vda / ext4 rw,errors=remount-ro 0 1\n" >"$1/etc/fstab"' \
 	--customize-hook='chroot "$1" passwd -d root' \
+	"${hooks[@]}" \
 	"$suite" "$tmp/rootfs.tar" "$tmp/sources" >&2
 
 mv "$tmp/rootfs.tar" "$tarball"
