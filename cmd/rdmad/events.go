@@ -6,24 +6,29 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/events"
+	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/service"
 )
 
 // startEvents feeds kernel and config events into the service until ctx
-// ends: uevents (RDMA device and netdev hotplug), rtnetlink link changes,
-// and changes to the configuration and modules directories. A source that
-// cannot start is logged and retried; it never stops the daemon, which
-// still reconciles on reload, SIGHUP and D-Bus calls.
+// ends: uevents (RDMA device and netdev hotplug), the RDMA netlink monitor
+// where the kernel has one (6.12+), rtnetlink link changes, and changes to
+// the configuration and modules directories. A source that cannot start is
+// logged and retried; it never stops the daemon, which still reconciles on
+// reload, SIGHUP and D-Bus calls.
 func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger) error {
 	h := svc.Host()
 	modulesDir := svc.Policy().Modules.Directory
 	if modulesDir == "" {
 		modulesDir = "/" + config.ModulesDir
 	}
+	// A uevent request may mean ib_core or a first RDMA device just
+	// appeared: the monitor then looks whether it can follow the kernel.
+	wake := make(chan struct{}, 1)
 	sources := map[string]events.Source{
 		"uevent": &events.UeventSource{
 			Open: func() (events.MessageReader, error) { return events.OpenUeventSocket() },
-			Req:  svc,
+			Req:  events.WakeOn(svc, wake),
 			Log:  log.With("source", "uevent"),
 		},
 		"rtnetlink": &events.LinkSource{
@@ -39,6 +44,19 @@ func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger) er
 			Req:        svc,
 			Log:        log.With("source", "config"),
 		},
+	}
+	if h.Root == "/" {
+		// Only on the real host: under --root the devices are a fixture's,
+		// and opening NETLINK_RDMA here could load this machine's ib_core.
+		sources["rdma-monitor"] = &events.RDMAMonitorSource{
+			Ready:   func() bool { return h.Exists(host.SysModule + "/ib_core") },
+			Wake:    wake,
+			Probe:   events.ProbeRDMAMonitor,
+			Open:    func() (events.MessageReader, error) { return events.OpenRDMAMonitor() },
+			Devices: events.RDMADevices,
+			Req:     svc,
+			Log:     log.With("source", "rdma-monitor"),
+		}
 	}
 	return events.RunAll(ctx, log, sources)
 }
