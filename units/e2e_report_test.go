@@ -15,25 +15,29 @@ import (
 // tests feed `test/e2e/run.sh report DIR` consoles as qemu writes them (CRLF,
 // colour codes, systemd status lines) and check its verdict.
 
-func scenarios(t *testing.T, boot int) []string {
+var suites = []string{"bookworm", "trixie"}
+
+var kernels = map[string]string{"bookworm": "6.1.0-56-amd64", "trixie": "6.12.117+deb13-amd64"}
+
+func scenarios(t *testing.T, suite string, boot int) []string {
 	t.Helper()
-	out, err := exec.Command("bash", "../test/e2e/guest/rdmad-e2e.sh", "list", fmt.Sprint(boot)).Output()
+	out, err := exec.Command("bash", "../test/e2e/guest/rdmad-e2e.sh", "list", suite, fmt.Sprint(boot)).Output()
 	if err != nil {
-		t.Fatalf("rdmad-e2e.sh list %d: %v", boot, err)
+		t.Fatalf("rdmad-e2e.sh list %s %d: %v", suite, boot, err)
 	}
 	names := strings.Fields(string(out))
 	if len(names) == 0 {
-		t.Fatalf("boot %d has no scenarios", boot)
+		t.Fatalf("%s boot %d has no scenarios", suite, boot)
 	}
 	return names
 }
 
 // console renders a serial log in which every scenario reports verdict(name).
-func console(boot int, names []string, verdict func(string) string) string {
+func console(suite string, boot int, names []string, verdict func(string) string) string {
 	var b strings.Builder
 	b.WriteString("\x1b[2J\x1b[0mSeaBIOS (version 1.16.2)\r\nBooting from ROM...\r\n")
 	b.WriteString("[\x1b[0;32m  OK  \x1b[0m] Started rdmad.service.\r\n")
-	fmt.Fprintf(&b, "E2E-BEGIN boot=%d uptime=20.1\r\n", boot)
+	fmt.Fprintf(&b, "E2E-BEGIN boot=%d suite=%s kernel=%s uptime=20.1\r\n", boot, suite, kernels[suite])
 	for _, n := range names {
 		switch v := verdict(n); v {
 		case "":
@@ -48,15 +52,38 @@ func console(boot int, names []string, verdict func(string) string) string {
 	return b.String()
 }
 
-func runReport(t *testing.T, logs map[int]string) (string, int) {
-	t.Helper()
-	dir := t.TempDir()
-	for boot, text := range logs {
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("serial.boot%d.log", boot)), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
+// logs are the consoles of a run: suite -> boot -> text.
+type logs map[string]map[int]string
+
+// allPass is a run of both suites in which every scenario passed.
+func allPass(t *testing.T) logs {
+	l := logs{}
+	for _, s := range suites {
+		l[s] = map[int]string{}
+		for _, boot := range []int{1, 2} {
+			l[s][boot] = console(s, boot, scenarios(t, s, boot), func(string) string { return "PASS" })
 		}
 	}
-	out, err := exec.Command("bash", "../test/e2e/run.sh", "report", dir).CombinedOutput()
+	return l
+}
+
+// runReport writes the consoles as a run leaves them (WORKDIR/SUITE/...)
+// and runs `run.sh report WORKDIR [SUITE...]`.
+func runReport(t *testing.T, l logs, args ...string) (string, int) {
+	t.Helper()
+	dir := t.TempDir()
+	for suite, boots := range l {
+		for boot, text := range boots {
+			name := filepath.Join(dir, suite, fmt.Sprintf("serial.boot%d.log", boot))
+			if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	out, err := exec.Command("bash", append([]string{"../test/e2e/run.sh", "report", dir}, args...)...).CombinedOutput()
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
@@ -68,58 +95,130 @@ func runReport(t *testing.T, logs map[int]string) (string, int) {
 	return "", -1
 }
 
-func row(boot int, name, verdict string) *regexp.Regexp {
-	return regexp.MustCompile(fmt.Sprintf(`(?m)^%d\s+%s\s+%s\s`, boot, regexp.QuoteMeta(name), verdict))
+// row matches a table row; kernel "" matches any kernel column.
+func row(suite, kernel string, boot int, name, verdict string) *regexp.Regexp {
+	k := `\S+`
+	if kernel != "" {
+		k = regexp.QuoteMeta(kernel)
+	}
+	return regexp.MustCompile(fmt.Sprintf(`(?m)^%s\s+%s\s+%d\s+%s\s+%s\s`, suite, k, boot, regexp.QuoteMeta(name), verdict))
 }
 
 func TestE2EReportAllPass(t *testing.T) {
-	b1, b2 := scenarios(t, 1), scenarios(t, 2)
-	pass := func(string) string { return "PASS" }
-	out, code := runReport(t, map[int]string{1: console(1, b1, pass), 2: console(2, b2, pass)})
+	l := allPass(t)
+	out, code := runReport(t, l)
 	if code != 0 {
 		t.Fatalf("exit %d for an all-pass run:\n%s", code, out)
 	}
-	for boot, names := range map[int][]string{1: b1, 2: b2} {
-		for _, n := range names {
-			if !row(boot, n, "PASS").MatchString(out) {
-				t.Errorf("no PASS row for boot %d %s:\n%s", boot, n, out)
+	for _, s := range suites {
+		for _, boot := range []int{1, 2} {
+			for _, n := range scenarios(t, s, boot) {
+				// The kernel column is the guest's own uname -r.
+				if !row(s, kernels[s], boot, n, "PASS").MatchString(out) {
+					t.Errorf("no PASS row for %s boot %d %s:\n%s", s, boot, n, out)
+				}
 			}
 		}
 	}
 }
 
+// Each kernel runs the scenarios of the features it has: Soft-iWARP only
+// where siw is built (trixie); everything else on both.
+func TestE2EScenariosPerKernel(t *testing.T) {
+	b, tx := scenarios(t, "bookworm", 1), scenarios(t, "trixie", 1)
+	has := func(list []string, name string) bool {
+		for _, n := range list {
+			if n == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, n := range b {
+		if !has(tx, n) {
+			t.Errorf("bookworm scenario %s does not run on trixie", n)
+		}
+	}
+	for _, n := range []string{"siw-link-at-boot", "siw-transport", "siw-roce-na", "siw-hotplug"} {
+		if !has(tx, n) || has(b, n) {
+			t.Errorf("%s: on trixie %v, on bookworm %v; want trixie only", n, has(tx, n), has(b, n))
+		}
+	}
+	for _, n := range []string{"rdma-monitor", "kernel-events", "rename", "netns-busy", "netns-runtime"} {
+		if !has(b, n) || !has(tx, n) {
+			t.Errorf("%s must run on both kernels", n)
+		}
+	}
+}
+
+// One suite: `make e2e SUITE=trixie` reports that suite only and is not
+// failed for the suite it did not run.
+func TestE2EReportOneSuite(t *testing.T) {
+	l := allPass(t)
+	delete(l, "bookworm")
+	out, code := runReport(t, l, "trixie")
+	if code != 0 {
+		t.Fatalf("exit %d for an all-pass trixie run:\n%s", code, out)
+	}
+	if strings.Contains(out, "bookworm") {
+		t.Errorf("bookworm rows in a trixie-only report:\n%s", out)
+	}
+	// The suite asked for but not run is a failure.
+	out, code = runReport(t, l, "bookworm", "trixie")
+	if code == 0 || !row("bookworm", "-", 1, "boot", "MISSING").MatchString(out) {
+		t.Errorf("exit %d; a suite without consoles must fail with MISSING rows:\n%s", code, out)
+	}
+}
+
+// E2E-INFO lines (the kernel events each change caused) are shown per suite.
+func TestE2EReportShowsObservations(t *testing.T) {
+	l := allPass(t)
+	l["trixie"][1] = strings.Replace(l["trixie"][1], "E2E-END", "E2E-INFO kernel-events rdma link add | uevent: add (infiniband) infiniband/rxe7 | monitor: [REGISTER] dev 3 rxe7\r\nE2E-END", 1)
+	out, code := runReport(t, l)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if !regexp.MustCompile(`(?s)trixie boot 1 observations:\n  kernel-events rdma link add \| uevent: add`).MatchString(out) {
+		t.Errorf("observation not shown:\n%s", out)
+	}
+}
+
 func TestE2EReportFailures(t *testing.T) {
-	b1, b2 := scenarios(t, 1), scenarios(t, 2)
-	pass := func(string) string { return "PASS" }
-	failing, missing := b1[len(b1)-1], b1[1]
+	b1 := scenarios(t, "bookworm", 1)
+	t1 := scenarios(t, "trixie", 1)
+	failing, missing := t1[len(t1)-1], b1[1]
 	cases := []struct {
-		name string
-		logs map[int]string
-		want *regexp.Regexp
+		name   string
+		change func(l logs)
+		want   *regexp.Regexp
 	}{
-		{"one scenario fails", map[int]string{
-			1: console(1, b1, func(n string) string {
+		{"one scenario fails on one kernel", func(l logs) {
+			l["trixie"][1] = console("trixie", 1, t1, func(n string) string {
 				if n == failing {
 					return "FAIL"
 				}
 				return "PASS"
-			}),
-			2: console(2, b2, pass)}, row(1, failing, "FAIL")},
-		{"one scenario never reports", map[int]string{
-			1: console(1, b1, func(n string) string {
+			})
+		}, row("trixie", "", 1, failing, "FAIL")},
+		{"one scenario never reports", func(l logs) {
+			l["bookworm"][1] = console("bookworm", 1, b1, func(n string) string {
 				if n == missing {
 					return ""
 				}
 				return "PASS"
-			}),
-			2: console(2, b2, pass)}, row(1, missing, "MISSING")},
-		{"second boot never happened", map[int]string{1: console(1, b1, pass)}, row(2, b2[0], "MISSING")},
-		{"guest never booted", map[int]string{1: "SeaBIOS\r\nKernel panic - not syncing\r\n"},
-			regexp.MustCompile(`boot 1 never reached the scenarios`)},
+			})
+		}, row("bookworm", "", 1, missing, "MISSING")},
+		{"second boot never happened", func(l logs) { delete(l["trixie"], 2) },
+			row("trixie", "-", 2, "reboot-boot", "MISSING")},
+		{"guest never booted", func(l logs) {
+			l["bookworm"] = map[int]string{1: "SeaBIOS\r\nKernel panic - not syncing\r\n"}
+		}, regexp.MustCompile(`bookworm boot 1 never reached the scenarios`)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, code := runReport(t, c.logs)
+			l := allPass(t)
+			c.change(l)
+			out, code := runReport(t, l)
 			if code == 0 {
 				t.Errorf("exit 0, want failure:\n%s", out)
 			}

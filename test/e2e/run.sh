@@ -1,18 +1,23 @@
 #!/bin/bash
-# rdmad real-kernel end-to-end test (`make e2e`).
+# rdmad real-kernel end-to-end test (`make e2e`, `make e2e SUITE=bookworm|trixie`).
 #
-# Builds (or reuses) a cached Debian bookworm rootfs, installs this tree into a
-# copy of it with `make install DESTDIR=...`, adds the scenarios of
-# test/e2e/guest, makes an ext4 disk without mounting anything (mke2fs -d),
-# boots it twice under qemu (TCG, no network) and reads the scenario results
-# the guest prints on its serial console. See docs/e2e.md.
+# For each suite (Debian bookworm, kernel 6.1; Debian trixie, kernel 6.12 with
+# an out-of-tree Soft-iWARP module) it builds (or reuses) a cached rootfs,
+# installs this tree into a copy of it, adds the scenarios of test/e2e/guest,
+# makes an ext4 disk without mounting anything (mke2fs -d), boots it twice
+# under qemu (TCG, no network) and reads the scenario results the guest
+# prints on its serial console. See docs/e2e.md.
+#
+# Usage: run.sh [SUITE...]           default: bookworm trixie
+#        run.sh report WORKDIR [SUITE...]   the table again from a finished run
 #
 # Environment:
-#   E2E_WORKDIR        where the run's rootfs, disk, kernel and serial logs go
-#                      (default /var/tmp/rdmad-e2e/run; kept for debugging)
+#   E2E_WORKDIR        where each suite's rootfs, disk, kernel and serial logs go,
+#                      one directory per suite (default /var/tmp/rdmad-e2e/run)
 #   E2E_CACHE          rootfs tarball cache (default /var/cache/rdmad-e2e)
 #   E2E_BOOT_TIMEOUT   hard limit per boot in seconds (default 420)
 #   E2E_MEMORY         guest memory in MiB (default 1024)
+#   E2E_PARALLEL       1: boot the suites' VMs at the same time (default 0)
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,18 +25,26 @@ e2e=$repo/test/e2e
 work=${E2E_WORKDIR:-/var/tmp/rdmad-e2e/run}
 boot_timeout=${E2E_BOOT_TIMEOUT:-420}
 memory=${E2E_MEMORY:-1024}
+parallel=${E2E_PARALLEL:-0}
+all_suites=(bookworm trixie)
 guest_user=e2euser
 
 t_start=$SECONDS
-timings=()
-step() { # step NAME CMD...: run CMD, record its duration
+step() { # step NAME CMD...: run CMD, record its duration in $work/timings
 	local name=$1 t0=$SECONDS
 	shift
 	echo "e2e: == $name" >&2
 	"$@"
-	timings+=("$name $((SECONDS - t0))s")
+	echo "$name $((SECONDS - t0))s" >>"$work/timings"
 }
 die() { echo "e2e: FAIL: $*" >&2; exit 1; }
+
+check_suites() {
+	local s
+	for s; do
+		[[ " ${all_suites[*]} " == *" $s "* ]] || { echo "e2e: unknown suite '$s' (${all_suites[*]})" >&2; exit 2; }
+	done
+}
 
 # ------------------------------------------------------------ dependencies
 
@@ -51,28 +64,41 @@ install_deps() {
 
 # ------------------------------------------------------------ guest image
 
-prepare_rootfs() {
-	local root=$work/rootfs unit
-	rm -rf "$work"
-	mkdir -p "$root"
-	tar -C "$root" --numeric-owner --xattrs --xattrs-include='*' -xpf "$tarball"
+# install_product ROOT: put rdmad into the guest tree the way the product is
+# installed on a host. Today `make install`; static so the guest does not
+# depend on this machine's libc.
+install_product() {
+	local root=$1 log=$1/../install.log
+	CGO_ENABLED=0 make -C "$repo" --no-print-directory install DESTDIR="$root" PREFIX=/usr >"$log" 2>&1 ||
+		{ tail -n 30 "$log" >&2; die "make install DESTDIR=$root failed (log: $log)"; }
+}
 
-	# The product, exactly as a package would lay it out; static so the guest
-	# does not depend on this machine's libc.
-	CGO_ENABLED=0 make -C "$repo" --no-print-directory install DESTDIR="$root" PREFIX=/usr >"$work/install.log" 2>&1 ||
-		{ tail -n 30 "$work/install.log" >&2; die "make install DESTDIR=$root failed (log: $work/install.log)"; }
-
+# install_test_side ROOT SUITE: the scenarios, their unit, the test policy and
+# the netdevs systemd-networkd makes at boot; what rdma-core would otherwise
+# do in rdmad's place is masked.
+install_test_side() {
+	local root=$1 suite=$2 unit f
 	install -D -m 0755 "$e2e/guest/rdmad-e2e.sh" "$root/usr/lib/rdmad-e2e/rdmad-e2e.sh"
 	install -D -m 0644 "$e2e/guest/rdmad-e2e.service" "$root/etc/systemd/system/rdmad-e2e.service"
 	install -D -m 0644 "$e2e/guest/rdmad.toml" "$root/etc/rdma/rdmad.toml"
 	install -D -m 0644 "$e2e/guest/10-e2e-veth0.netdev" "$root/etc/systemd/network/10-e2e-veth0.netdev"
 	install -D -m 0644 "$e2e/guest/10-e2e-veth.network" "$root/etc/systemd/network/10-e2e-veth.network"
-
-	# roce.conf ships without active modules in Debian; declare one so the
-	# RoCE transport file is proven to be loaded too.
-	if ! grep -qE '^[[:space:]]*[a-z]' "$root/etc/rdma/modules/roce.conf" 2>/dev/null; then
-		printf '# added by the rdmad e2e test\nib_umad\n' >>"$root/etc/rdma/modules/roce.conf"
+	# Suite-only parts: Soft-iWARP exists only in the trixie guest.
+	if [[ -d $e2e/guest/$suite ]]; then
+		for f in "$e2e/guest/$suite"/*; do
+			case $f in
+			*.toml) install -D -m 0644 "$f" "$root/etc/rdma/rdmad.d/${f##*/}" ;;
+			*.netdev) install -D -m 0644 "$f" "$root/etc/systemd/network/${f##*/}" ;;
+			*) die "no place for $f in the guest" ;;
+			esac
+		done
 	fi
+
+	# Debian ships roce.conf and iwarp.conf without active modules; declare
+	# one in each so loading by transport is proven (nvme_rdma: NVMe over
+	# fabrics, which runs over iWARP; nothing else in the guest loads it).
+	add_module "$root/etc/rdma/modules/roce.conf" ib_umad
+	add_module "$root/etc/rdma/modules/iwarp.conf" nvme_rdma
 
 	systemctl --root="$root" --quiet enable rdmad.service rdmad-e2e.service systemd-networkd.service
 	# The serial getty would hang up the console the results come back on;
@@ -85,101 +111,156 @@ prepare_rootfs() {
 	done
 
 	chroot "$root" useradd --create-home --groups rdma --shell /bin/bash "$guest_user"
-
-	cp "$(ls "$root"/boot/vmlinuz-* | sort -V | tail -n1)" "$work/vmlinuz"
-	cp "$(ls "$root"/boot/initrd.img-* | sort -V | tail -n1)" "$work/initrd.img"
 }
 
-make_disk() {
-	mke2fs -q -F -t ext4 -L rdmad-e2e -d "$work/rootfs" "$work/disk.img" 3G >/dev/null
+add_module() { # add_module FILE MODULE: unless FILE already lists a module
+	grep -qE '^[[:space:]]*[a-z]' "$1" 2>/dev/null && return 0
+	printf '# added by the rdmad e2e test\n%s\n' "$2" >>"$1"
+}
+
+prepare_rootfs() { # prepare_rootfs SUITE
+	local suite=$1 dir=$work/$1 root=$work/$1/rootfs
+	rm -rf "$root" "$dir"/disk.img "$dir"/serial.boot*.log "$dir"/boot*.timedout
+	mkdir -p "$root"
+	tar -C "$root" --numeric-owner --xattrs --xattrs-include='*' -xpf "${tarball[$suite]}"
+	install_product "$root"
+	install_test_side "$root" "$suite"
+	cp "$(ls "$root"/boot/vmlinuz-* | sort -V | tail -n1)" "$dir/vmlinuz"
+	cp "$(ls "$root"/boot/initrd.img-* | sort -V | tail -n1)" "$dir/initrd.img"
+}
+
+make_disk() { # make_disk SUITE
+	mke2fs -q -F -t ext4 -L rdmad-e2e -d "$work/$1/rootfs" "$work/$1/disk.img" 3G >/dev/null
 }
 
 # ------------------------------------------------------------ boot and parse
 
-# boot N: boot the disk once; the guest runs boot N's scenarios and powers off.
+# boot SUITE N: boot the suite's disk once; the guest runs boot N's scenarios
+# and powers off.
 boot() {
-	local n=$1 log=$work/serial.boot$1.log rc=0
+	local suite=$1 n=$2 dir=$work/$1 rc=0
 	timeout --kill-after=10 "$boot_timeout" qemu-system-x86_64 \
 		-accel tcg -m "$memory" -smp 2 -nographic -no-reboot -nic none \
-		-kernel "$work/vmlinuz" -initrd "$work/initrd.img" \
-		-drive "file=$work/disk.img,if=virtio,format=raw" \
+		-kernel "$dir/vmlinuz" -initrd "$dir/initrd.img" \
+		-drive "file=$dir/disk.img,if=virtio,format=raw" \
 		-append "root=/dev/vda rw console=ttyS0 loglevel=4 panic=-1 systemd.show_status=error systemd.journald.forward_to_console=0" \
-		</dev/null >"$log" 2>&1 || rc=$?
+		</dev/null >"$dir/serial.boot$n.log" 2>&1 || rc=$?
 	if ((rc == 124 || rc == 137)); then
-		echo "e2e: boot $n did not power off within ${boot_timeout}s" >&2
-		boot_timed_out[$n]=1
+		echo "e2e: $suite boot $n did not power off within ${boot_timeout}s" >&2
+		: >"$dir/boot$n.timedout"
+		return 1
 	elif ((rc != 0)); then
-		echo "e2e: qemu exited $rc on boot $n" >&2
+		echo "e2e: $suite: qemu exited $rc on boot $n" >&2
 	fi
 }
 
-declare -A boot_timed_out=()
+# boot_suite SUITE: both boots; the second only if the first finished.
+boot_suite() {
+	local suite=$1
+	step "$suite:boot1" boot "$suite" 1 || { echo "e2e: $suite: skipping the reboot: boot 1 did not finish" >&2; return 0; }
+	step "$suite:boot2" boot "$suite" 2 || true
+}
+
 results=()
 failed=0
 
-collect() { # collect N: one row per expected scenario of boot N
-	local n=$1 log=$work/serial.boot$1.log name line verdict secs detail
+# kernel_of LOG: the guest's uname -r from its E2E-BEGIN line.
+kernel_of() { { grep -aoE 'E2E-BEGIN boot=[0-9]+ suite=[a-z]+ kernel=[^ ]+' <<<"$1" || true; } | head -n1 | sed 's/.*kernel=//'; }
+
+collect() { # collect SUITE N: one row per expected scenario of boot N
+	local suite=$1 n=$2 dir=$work/$1 log=$work/$1/serial.boot$2.log name line verdict secs detail kernel
 	local clean
-	clean=$(tr '\r' '\n' <"$log" 2>/dev/null || true)
+	clean=$( { tr '\r' '\n' <"$log"; } 2>/dev/null || true)
+	kernel=$(kernel_of "$clean")
 	if ! grep -qa "E2E-BEGIN boot=$n" <<<"$clean"; then
-		echo "e2e: boot $n never reached the scenarios; serial log tail ($log):" >&2
+		echo "e2e: $suite boot $n never reached the scenarios; serial log tail ($log):" >&2
 		tail -n 60 <<<"$clean" | sed 's/^/    | /' >&2
 		failed=1
 	fi
 	while read -r name; do
 		line=$(grep -aoE "E2E $name (PASS|FAIL) .*" <<<"$clean" | tail -n1 || true)
 		if [[ -z $line ]]; then
-			verdict=MISSING secs=- detail="no result on the console${boot_timed_out[$n]:+ (boot timed out)}"
+			verdict=MISSING secs=- detail="no result on the console"
+			[[ ! -e $dir/boot$n.timedout ]] || detail+=" (boot timed out)"
 		else
 			read -r _ _ verdict secs detail <<<"$line"
 		fi
 		[[ $verdict == PASS ]] || failed=1
-		results+=("$(printf '%-5s %-16s %-8s %7s  %s' "$n" "$name" "$verdict" "$secs" "$detail")")
-	done < <(bash "$e2e/guest/rdmad-e2e.sh" list "$n")
+		results+=("$(printf '%-8s %-22s %-4s %-16s %-8s %7s  %s' "$suite" "${kernel:--}" "$n" "$name" "$verdict" "$secs" "$detail")")
+	done < <(bash "$e2e/guest/rdmad-e2e.sh" list "$suite" "$n")
 	if grep -qa "E2E-LOG" <<<"$clean"; then
-		echo "e2e: guest diagnostics of boot $n:" >&2
+		echo "e2e: guest diagnostics of $suite boot $n:" >&2
 		grep -a "E2E-LOG" <<<"$clean" | sed 's/^.*E2E-LOG /    | /' >&2
 	fi
 }
 
 main() {
+	local suites=("$@") s
+	((${#suites[@]})) || suites=("${all_suites[@]}")
+	check_suites "${suites[@]}"
 	# One run per work directory: a second `make e2e` would delete the disk
 	# under the first one's qemu.
-	mkdir -p "$(dirname "$work")"
+	mkdir -p "$work"
 	exec 9>"$work.lock"
 	flock -n 9 || die "another e2e run is using $work (set E2E_WORKDIR)"
+	printf '%s\n' "${suites[@]}" >"$work/suites"
+	: >"$work/timings"
 	step deps install_deps
-	step image eval 'tarball=$("$e2e/image.sh")'
-	echo "e2e: rootfs $tarball" >&2
-	step install prepare_rootfs
-	step disk make_disk
-	step boot1 boot 1
-	if [[ -n ${boot_timed_out[1]:-} ]]; then
-		echo "e2e: skipping the reboot: boot 1 did not finish" >&2
+	declare -gA tarball=()
+	for s in "${suites[@]}"; do
+		step "$s:image" eval 'tarball[$s]=$("$e2e/image.sh" "$s")'
+		echo "e2e: $s rootfs ${tarball[$s]}" >&2
+	done
+	for s in "${suites[@]}"; do
+		step "$s:install" prepare_rootfs "$s"
+		step "$s:disk" make_disk "$s"
+	done
+	if ((parallel)); then
+		for s in "${suites[@]}"; do boot_suite "$s" & done
+		wait
 	else
-		step boot2 boot 2
+		for s in "${suites[@]}"; do boot_suite "$s"; done
 	fi
-	report
+	report "${suites[@]}"
 }
 
-# report: the table of every expected scenario from the serial logs in $work;
-# exits non-zero if the guest did not boot, a scenario is missing or failed.
+# report [SUITE...]: the table of every expected scenario from the serial logs
+# in $work; exits non-zero if a guest did not boot, a scenario is missing or
+# failed. Without suites: those of the run ($work/suites).
 report() {
-	collect 1
-	collect 2
+	local suites=("$@") s n
+	if ((${#suites[@]} == 0)) && [[ -s $work/suites ]]; then mapfile -t suites <"$work/suites"; fi
+	((${#suites[@]})) || suites=("${all_suites[@]}")
+	check_suites "${suites[@]}"
+	for s in "${suites[@]}"; do
+		collect "$s" 1
+		collect "$s" 2
+	done
 
 	echo
-	printf '%-5s %-16s %-8s %7s  %s\n' boot scenario result seconds detail
+	printf '%-8s %-22s %-4s %-16s %-8s %7s  %s\n' suite kernel boot scenario result seconds detail
 	printf '%s\n' "${results[@]}"
+	for s in "${suites[@]}"; do
+		for n in 1 2; do
+			[[ -f $work/$s/serial.boot$n.log ]] || continue
+			if tr '\r' '\n' <"$work/$s/serial.boot$n.log" | grep -aq '^E2E-INFO '; then
+				echo
+				echo "$s boot $n observations:"
+				tr '\r' '\n' <"$work/$s/serial.boot$n.log" | grep -a '^E2E-INFO ' | sed 's/^E2E-INFO /  /'
+			fi
+		done
+	done
 	echo
-	((${#timings[@]} == 0)) || echo "timings: ${timings[*]}; total $((SECONDS - t_start))s"
-	echo "serial logs: $work/serial.boot1.log $work/serial.boot2.log; disk: $work/disk.img"
+	[[ -s $work/timings ]] && echo "timings: $(paste -sd ' ' "$work/timings"); total $((SECONDS - t_start))s"
+	echo "serial logs: $work/<suite>/serial.boot{1,2}.log; disks: $work/<suite>/disk.img"
 	if ((failed)); then
 		echo "e2e: FAILED" >&2
-		for n in 1 2; do
-			[[ -f $work/serial.boot$n.log ]] || continue
-			echo "e2e: serial log tail, boot $n:" >&2
-			tr '\r' '\n' <"$work/serial.boot$n.log" | grep -av 'E2E-LOG' | tail -n 25 | sed 's/^/    | /' >&2
+		for s in "${suites[@]}"; do
+			for n in 1 2; do
+				[[ -f $work/$s/serial.boot$n.log ]] || continue
+				echo "e2e: serial log tail, $s boot $n:" >&2
+				tr '\r' '\n' <"$work/$s/serial.boot$n.log" | grep -av 'E2E-LOG' | tail -n 25 | sed 's/^/    | /' >&2
+			done
 		done
 		exit 1
 	fi
@@ -187,10 +268,11 @@ report() {
 }
 
 case ${1:-} in
-report) # report DIR: re-read the serial logs of a finished run
-	work=${2:?usage: run.sh report WORKDIR}
-	report
+report) # report WORKDIR [SUITE...]: re-read the serial logs of a finished run
+	work=${2:?usage: run.sh report WORKDIR [SUITE...]}
+	shift 2
+	report "$@"
 	;;
-"") main ;;
-*) echo "usage: $0 [report WORKDIR]" >&2; exit 2 ;;
+-*) echo "usage: $0 [SUITE...] | report WORKDIR [SUITE...]" >&2; exit 2 ;;
+*) main "$@" ;;
 esac

@@ -1,24 +1,46 @@
 #!/bin/bash
 # rdmad end-to-end scenarios, run INSIDE the VM by rdmad-e2e.service.
 #
-#   rdmad-e2e.sh list BOOT        scenario names of boot BOOT (1 or 2); the host uses this
+#   rdmad-e2e.sh list SUITE BOOT  scenario names of boot BOOT (1 or 2) of the bookworm or
+#                                 trixie guest; the host uses this
 #   rdmad-e2e.sh run              run this boot's scenarios, report on the console, power off
 #   rdmad-e2e.sh scenario NAME    run one scenario (exit 0 = pass; last line = detail)
 #
 # Every result goes to the serial console as one line the host parses:
 #   E2E <scenario> PASS|FAIL <seconds> <detail>
+# and observations worth keeping (which kernel events arrive) as
+#   E2E-INFO <scenario> <text>
 # Everything asserted here is read from the kernel (configfs, /sys, /proc, rdma,
-# ulimit) or from systemd/journald, never from rdmad's own word alone.
+# ulimit) or from systemd/journald/D-Bus, never from rdmad's own word alone.
 set -uo pipefail
 
 state_dir=/var/lib/rdmad-e2e
 console=${E2E_CONSOLE:-/dev/ttyS0}
 cm=/sys/kernel/config/rdma_cm
 declared_tos=106          # from the guest's rdmad.toml: every RoCE port
+renamed_tos=72            # from the guest's rdmad.toml: only a device named rxe5
 user=e2euser              # member of @rdma, created when the image is prepared
+netns_dropin=/etc/rdma/rdmad.d/60-e2e-netns.toml
 
-boot1=(boot rdmad-systemd sandbox-caps link-at-boot tos-hotadd modules roce-v1-error memlock-user dbus-denied hotplug)
-boot2=(reboot-boot reboot-link reboot-memlock)
+# Scenarios per suite: a scenario runs on every kernel that has its feature.
+# Soft-iWARP exists only in the trixie guest (siw built out of tree there).
+boot1_head=(boot rdmad-systemd sandbox-caps link-at-boot)
+boot1_siw=(siw-link-at-boot siw-transport siw-roce-na)
+boot1_tail=(tos-hotadd modules iwarp-modules roce-v1-error memlock-user dbus-denied hotplug rdma-monitor kernel-events rename)
+boot1_siw_late=(siw-hotplug)
+boot1_netns=(netns-busy netns-runtime)
+boot2=(reboot-boot reboot-link reboot-memlock reboot-netns)
+
+scenarios() { # scenarios SUITE BOOT
+	case $1/$2 in
+	bookworm/1) printf '%s\n' "${boot1_head[@]}" "${boot1_tail[@]}" "${boot1_netns[@]}" ;;
+	trixie/1) printf '%s\n' "${boot1_head[@]}" "${boot1_siw[@]}" "${boot1_tail[@]}" "${boot1_siw_late[@]}" "${boot1_netns[@]}" ;;
+	bookworm/2 | trixie/2) printf '%s\n' "${boot2[@]}" ;;
+	*) return 2 ;;
+	esac
+}
+
+guest_suite() { (. /etc/os-release && echo "$VERSION_CODENAME"); }
 
 fail() { echo "$*"; exit 1; }
 pass() { echo "$*"; exit 0; }
@@ -48,6 +70,7 @@ ensure_veth() { # ensure_veth A B: a veth pair A<->B exists and is up
 	ip link set "$1" up && ip link set "$2" up
 }
 rdmad_journal() { journalctl -b -u rdmad.service --no-pager -o short-monotonic 2>/dev/null; }
+not() { ! "$@"; }
 
 # ---------------------------------------------------------------- scenarios
 
@@ -89,18 +112,25 @@ s_link-at-boot() { link_declared; }
 s_reboot-link() { link_declared; }
 
 # A Soft-RoCE device created by hand after rdmad is up gets the TOS declared
-# for every RoCE port within one second, with no command to rdmad.
+# for every RoCE port within one second of appearing, with no command to
+# rdmad. The clock starts when the device shows in sysfs, not when `rdma`
+# starts: under the emulated CPU the command alone can take a second.
 s_tos-hotadd() {
-	local t0 took
+	local t0 tdev took total pid
 	ensure_veth veth2 veth3 || fail "cannot create veth2/veth3"
 	t0=$(now)
-	rdma link add rxe1 type rxe netdev veth2 || fail "rdma link add rxe1 failed"
+	rdma link add rxe1 type rxe netdev veth2 &
+	pid=$!
+	wait_for 10 rdma_dev_exists rxe1 || fail "rxe1 never appeared"
+	tdev=$(now)
 	wait_for 5 tos_is rxe1 "$declared_tos" ||
 		fail "rxe1/1 default_roce_tos is '$(tos_of rxe1)' 5s after the device appeared, declared $declared_tos"
-	took=$(elapsed "$t0")
+	took=$(elapsed "$tdev")
+	total=$(elapsed "$t0")
+	wait "$pid" || fail "rdma link add rxe1 failed"
 	awk -v t="$took" 'BEGIN { exit !(t <= 1.0) }' ||
-		fail "rxe1/1 tos $declared_tos applied after ${took}s, limit 1s"
-	pass "rxe1/1 tos $declared_tos applied ${took}s after rdma link add"
+		fail "rxe1/1 tos $declared_tos applied ${took}s after rxe1 appeared, limit 1s (${total}s after rdma link add started)"
+	pass "rxe1/1 tos $declared_tos applied ${took}s after rxe1 appeared (${total}s after rdma link add started)"
 }
 
 # not_loaded NAME...: the names whose module is not loaded; NAME is "module"
@@ -257,19 +287,304 @@ s_dbus-denied() {
 	pass "$user: exit $rc, $denied; root: ok"
 }
 
-# Live events: the netdev under a declared link goes away and comes back; rdmad
-# recreates rxe0 and reapplies its TOS without being told.
-s_hotplug() {
-	local t0
-	rdma_dev_exists rxe0 || fail "rxe0 missing before the test"
-	ip link del veth0 || fail "ip link del veth0 failed"
-	wait_for 10 bash -c '! test -e /sys/class/infiniband/rxe0' || fail "rxe0 survived the deletion of veth0"
+# replug DEV NETDEV PEER: the netdev under the declared soft link DEV goes
+# away (DEV with it) and comes back; rdmad must recreate DEV on it without
+# being told. Sets replugged_after: seconds from the netdev's return.
+replug() {
+	local dev=$1 nd=$2 peer=$3 t0
+	rdma_dev_exists "$dev" || fail "$dev missing before the test"
+	ip link del "$nd" || fail "ip link del $nd failed"
+	wait_for 10 not rdma_dev_exists "$dev" || fail "$dev survived the deletion of $nd"
 	t0=$(now)
-	ip link add veth0 type veth peer name veth1 || fail "ip link add veth0 failed"
-	ip link set veth0 up; ip link set veth1 up
-	wait_for 10 rdma_dev_exists rxe0 || fail "rxe0 not recreated within 10s of veth0 coming back"
+	ip link add "$nd" type veth peer name "$peer" || fail "ip link add $nd failed"
+	ip link set "$nd" up; ip link set "$peer" up
+	wait_for 10 rdma_dev_exists "$dev" || fail "$dev not recreated within 10s of $nd coming back"
+	rdma link show "$dev/1" | grep -q "netdev $nd" || fail "$dev recreated on the wrong netdev: $(rdma link show "$dev/1")"
+	replugged_after=$(elapsed "$t0")
+}
+
+# Live events: rdmad recreates rxe0 and reapplies its TOS.
+s_hotplug() {
+	replug rxe0 veth0 veth1
 	wait_for 5 tos_is rxe0 "$declared_tos" || fail "rxe0 recreated but tos is '$(tos_of rxe0)'"
-	pass "rxe0 back with tos $(tos_of rxe0) $(elapsed "$t0")s after veth0 reappeared"
+	pass "rxe0 back with tos $(tos_of rxe0) ${replugged_after}s after veth0 reappeared"
+}
+
+# ---------------------------------------------------------------- helpers 2
+
+info() { printf 'E2E-INFO %s\n' "$*"; } # kept by the host (run.sh report)
+rdmad_pid() { systemctl show -p MainPID --value rdmad.service; }
+kernel_at_least() { # kernel_at_least MAJOR MINOR
+	local v=${1}.${2} k
+	k=$(uname -r | cut -d- -f1 | cut -d. -f1,2)
+	[[ $(printf '%s\n%s\n' "$v" "$k" | sort -V | head -n1) == "$v" ]]
+}
+# describe: rdmad's Describe document (devices plus the actions of the last pass).
+describe() { busctl --system --json=short call org.rdmad1 /org/rdmad1 org.rdmad1.Manager Describe | jq -r '.data[0]'; }
+dbus_objects() { busctl --system --json=short call org.rdmad1 /org/rdmad1 org.freedesktop.DBus.ObjectManager GetManagedObjects | jq -r '.data[0] | keys[]'; }
+dbus_object() { dbus_objects | grep -qx "/org/rdmad1/devices/$1"; }
+rdma_netns_mode() { rdma system show 2>/dev/null | grep -oE 'netns (shared|exclusive)' | cut -d' ' -f2; }
+# journal_since CURSOR: rdmad's journal after a cursor taken with journal_cursor.
+journal_cursor() { journalctl -n 0 --show-cursor --no-pager 2>/dev/null | sed -n 's/^-- cursor: //p'; }
+journal_since() { journalctl -u rdmad.service --no-pager -o cat --after-cursor="$1" 2>/dev/null; }
+
+# ---------------------------------------------------------------- Soft-iWARP (trixie)
+
+# Declared in 20-e2e-siw.toml: [[link]] siw0 type siw on veth8 (made by
+# systemd-networkd), and a [[roce]] rule matching it.
+s_siw-link-at-boot() {
+	local t0 nd
+	t0=$(now)
+	wait_for 30 ip link show veth8 >/dev/null 2>&1 || fail "veth8 never appeared (systemd-networkd .netdev)"
+	wait_for 30 rdma_dev_exists siw0 || fail "declared link siw0 not created on veth8 within 30s ($(rdma link show 2>&1 | tr '\n' ';'))"
+	[[ $(cat /sys/class/infiniband/siw0/node_type) == "4: RNIC" ]] || fail "siw0 node_type is '$(cat /sys/class/infiniband/siw0/node_type)', want 4: RNIC"
+	nd=$(rdma link show siw0/1 2>&1)
+	grep -q 'netdev veth8' <<<"$nd" || fail "rdma link show siw0/1: $nd"
+	pass "siw0 on veth8 ($(modinfo -F filename siw)), $(elapsed "$t0")s of waiting; $(tr -s ' ' <<<"$nd" | cut -c1-80)"
+}
+
+s_siw-transport() {
+	local out json
+	rdma_dev_exists siw0 || fail "siw0 missing"
+	wait_for 10 bash -c 'rdmactl -o json status | jq -e ".devices[] | select(.name == \"siw0\")" >/dev/null' ||
+		fail "rdmactl does not show siw0"
+	json=$(rdmactl -o json status) || fail "rdmactl -o json status failed"
+	jq -e '.devices[] | select(.name == "siw0") | (.transports == ["iwarp"]) and ([.ports[].transport] == ["iwarp"])' >/dev/null <<<"$json" ||
+		fail "siw0 transports: $(jq -c '.devices[] | select(.name == "siw0") | [.transports, [.ports[].transport]]' <<<"$json")"
+	out=$(rdmactl device show siw0 2>&1) || fail "rdmactl device show siw0: $out"
+	grep -qE '^ *transport +iwarp' <<<"$out" || fail "rdmactl device show siw0 does not say transport iwarp: $(tr '\n' ';' <<<"$out" | cut -c1-160)"
+	pass "rdmactl: siw0 transport iwarp, port 1 transport iwarp"
+}
+
+# A [[roce]] rule that matches the iWARP device (device = "siw*") is
+# not-applicable: reported, never a failure, nothing written to configfs.
+s_siw-roce-na() {
+	local act json
+	rdma_dev_exists siw0 || fail "siw0 missing"
+	# Describe lists the actions of the last pass: make it a full one.
+	siw_roce_action() {
+		rdmactl reload >/dev/null 2>&1
+		act=$(describe | jq -c '[.actions[]? | select(.target == "siw0/1" and .what == "roce")]')
+		jq -e 'length == 1 and .[0].status == "not-applicable" and (.[0].error | test("iwarp"))' >/dev/null <<<"$act"
+	}
+	wait_for 10 siw_roce_action || fail "Describe actions for siw0/1 roce: $act"
+	json=$(rdmactl -o json status)
+	jq -e '(.failed_ports | index("siw0/1") | not) and ([.devices[] | select(.name == "siw0") | .ports[].error] == [""])' >/dev/null <<<"$json" ||
+		fail "siw0/1 reported as failed: $(jq -c '[.failed_ports, (.devices[] | select(.name == "siw0") | .ports)]' <<<"$json" | cut -c1-200)"
+	[[ -z $(tos_of siw0) || $(tos_of siw0) != 32 ]] || fail "rdma_cm siw0 tos was set to 32"
+	pass "siw0/1 roce not-applicable: $(jq -r '.[0].error' <<<"$act" | cut -c1-100)"
+}
+
+s_siw-hotplug() {
+	replug siw0 veth8 veth9
+	pass "siw0 back on veth8 ${replugged_after}s after veth8 reappeared"
+}
+
+# iwarp.conf (the image adds nvme_rdma to Debian's empty one) is loaded for an
+# iWARP device and only then: on a kernel without siw its modules stay out.
+s_iwarp-modules() {
+	local mods=() m iw=()
+	[[ $(systemctl is-enabled rdma-load-modules@iwarp.service 2>&1) == masked ]] || fail "rdma-load-modules@iwarp is not masked"
+	while read -r m _; do [[ -z $m || $m == \#* ]] || mods+=("$m"); done </etc/rdma/modules/iwarp.conf
+	((${#mods[@]})) || fail "/etc/rdma/modules/iwarp.conf lists no module"
+	for m in /sys/class/infiniband/*; do
+		[[ $(cat "$m/node_type" 2>/dev/null) == "4: RNIC" ]] && iw+=("${m##*/}")
+	done
+	if ((${#iw[@]})); then
+		wait_for 20 all_loaded "${mods[@]}" || fail "iWARP device ${iw[*]} present, not loaded: $(not_loaded "${mods[@]}")"
+		pass "iWARP device ${iw[*]}: iwarp.conf loaded (${mods[*]})"
+	fi
+	sleep 2 # whatever rdmad would load for the devices present is loading by now
+	[[ $(not_loaded "${mods[@]}") == "$(printf '%s ' "${mods[@]}")" ]] ||
+		fail "no iWARP device, but iwarp.conf modules are loaded: $(for m in "${mods[@]}"; do [[ -d /sys/module/$m ]] && echo "$m"; done)"
+	pass "no iWARP device: iwarp.conf (${mods[*]}) not loaded"
+}
+
+# The RDMA netlink monitor (6.12+): rdmad holds a NETLINK_RDMA socket in the
+# notify group (RDMA_NL_GROUP_NOTIFY = 4, bit 3 of the groups mask). Older
+# kernels: one info line, no socket.
+netlink_rdma_groups_of() { # netlink_rdma_groups_of PID: groups masks of PID's NETLINK_RDMA sockets
+	local pid=$1 ino
+	declare -A mine=()
+	for ino in $(find "/proc/$pid/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null | tr -dc '0-9\n'); do mine[$ino]=1; done
+	# /proc/net/netlink: sk Eth Pid Groups Rmem Wmem Dump Locks Drops Inode
+	awk 'NR > 1 && $2 == 20 { print $4, $10 }' /proc/net/netlink | while read -r groups ino; do
+		[[ -n ${mine[$ino]:-} ]] && echo "$groups"
+	done
+}
+subscribed_to_notify() { netlink_rdma_groups_of "$(rdmad_pid)" | grep -qE '^[0-9a-f]*[89a-f]$'; }
+s_rdma-monitor() {
+	local pid sys logs
+	pid=$(rdmad_pid)
+	sys=$(rdma system show 2>&1 | tr -s ' ' | head -n1)
+	logs=$(rdmad_journal | grep -ciE 'RDMA netlink monitor')
+	if kernel_at_least 6 12; then
+		wait_for 10 subscribed_to_notify ||
+			fail "rdmad (pid $pid) holds no NETLINK_RDMA socket in group 4: $(netlink_rdma_groups_of "$pid" | tr '\n' ' '); journal: $(rdmad_journal | grep -i monitor | tail -n 2 | tr '\n' ' ')"
+		rdmad_journal | grep -q 'following the RDMA netlink monitor' || fail "no 'following the RDMA netlink monitor' in rdmad's journal"
+		pass "pid $pid NETLINK_RDMA groups $(netlink_rdma_groups_of "$pid" | tr '\n' ' ')(notify = 00000008); rdma system: $sys"
+	fi
+	((logs == 1)) || fail "kernel $(uname -r): want exactly one monitor line in rdmad's journal, got $logs: $(rdmad_journal | grep -i monitor | tr '\n' ' ' | cut -c1-200)"
+	rdmad_journal | grep -q 'kernel has no RDMA netlink monitor' || fail "no fallback line in rdmad's journal"
+	! subscribed_to_notify || fail "rdmad subscribed to NETLINK_RDMA group 4 on a kernel without the monitor"
+	pass "kernel $(uname -r): no monitor, one info line, uevents only; rdma system: $sys"
+}
+
+# Which events the kernel sends for each change, per kernel: uevents
+# (udevadm monitor --kernel) and RDMA netlink monitor messages (rdma monitor,
+# 6.12+). Reported as E2E-INFO lines for docs/decisions/kernel-events.md; the
+# facts rdmad relies on are asserted.
+capture() { # capture STEP CMD...: run CMD with both monitors listening; print what came
+	local step=$1 u m
+	shift
+	u=$(mktemp) m=$(mktemp)
+	udevadm monitor --kernel --subsystem-match=infiniband --subsystem-match=net >"$u" 2>&1 &
+	local up=$!
+	local mp=
+	if kernel_at_least 6 12; then rdma monitor >"$m" 2>&1 & mp=$!; fi
+	sleep 1
+	"$@" >/dev/null 2>&1
+	sleep 1.5
+	kill "$up" ${mp:+"$mp"} 2>/dev/null
+	wait "$up" ${mp:+"$mp"} 2>/dev/null
+	# KERNEL[12.345678] add      /devices/virtual/infiniband/rxe7 (infiniband)
+	events_uevent=$(grep -E '^KERNEL\[' "$u" | awk '{print $2, $4, $3}' | sed 's|/devices/virtual/||' | paste -sd ';' -)
+	events_monitor=$(grep -vE '^$' "$m" | tr -s ' \t' ' ' | paste -sd ';' -)
+	[[ -n ${mp:-} ]] || events_monitor="(no RDMA netlink monitor in kernel $(uname -r))"
+	info "kernel-events $step | uevent: ${events_uevent:-none} | monitor: ${events_monitor:-none}"
+	rm -f "$u" "$m"
+}
+s_kernel-events() {
+	local monitor=0 out
+	kernel_at_least 6 12 && monitor=1
+	ensure_veth veth6 veth7 || fail "cannot create veth6/veth7"
+	out=$(
+		capture "rdma link add rxe7 type rxe netdev veth6" rdma link add rxe7 type rxe netdev veth6
+		[[ $events_uevent == *"add (infiniband)"*rxe7* ]] || echo "FAIL no infiniband add uevent for rdma link add"
+		((monitor == 0)) || [[ $events_monitor == *REGISTER*rxe7* ]] || echo "FAIL no monitor REGISTER for rdma link add"
+		capture "ip link del veth6 (netdev under rxe7)" ip link del veth6
+		[[ $events_uevent == *"remove (infiniband)"* ]] || echo "FAIL no infiniband remove uevent when the netdev under rxe7 went"
+		capture "ip link add veth6 type veth peer name veth7" ip link add veth6 type veth peer name veth7
+		ip link set veth6 up
+		capture "rdma link add rxe7 again" rdma link add rxe7 type rxe netdev veth6
+		capture "rdma dev set rxe7 name rxe8" rdma dev set rxe7 name rxe8
+		[[ $events_uevent == *"move (infiniband)"* ]] || echo "FAIL no infiniband move uevent for a rename"
+		capture "rdma link del rxe8" rdma link del rxe8
+		[[ $events_uevent == *"remove (infiniband)"* ]] || echo "FAIL no infiniband remove uevent for rdma link del"
+		((monitor == 0)) || [[ $events_monitor == *UNREGISTER*rxe8* ]] || echo "FAIL no monitor UNREGISTER for rdma link del"
+	)
+	grep -v '^FAIL' <<<"$out"
+	! grep -q '^FAIL' <<<"$out" || fail "$(grep '^FAIL' <<<"$out" | head -n1 | cut -c6-)"
+	pass "uevents$( ((monitor)) && echo " and RDMA monitor events") recorded for link add/del, netdev del/add, rename (E2E-INFO lines)"
+}
+
+# `rdma dev set rxe0 name rxe5`: the kernel renames in place (uevent move);
+# rdmad must move the D-Bus object, apply the policy of the new name
+# (rxe5: TOS 72) and leave nothing under the old one. Then back.
+s_rename() {
+	local sig out objs json
+	rdma_dev_exists rxe0 || fail "rxe0 missing before the test"
+	tos_is rxe0 "$declared_tos" || fail "rxe0 tos '$(tos_of rxe0)' before the test"
+	sig=$(mktemp)
+	busctl --system --json=short monitor --match "type='signal',sender='org.rdmad1',interface='org.freedesktop.DBus.ObjectManager'" >"$sig" 2>/dev/null &
+	local mon=$!
+	sleep 1
+	rdma dev set rxe0 name rxe5 || fail "rdma dev set rxe0 name rxe5 failed"
+	wait_for 5 tos_is rxe5 "$renamed_tos" || fail "rxe5/1 tos '$(tos_of rxe5)' 5s after the rename, declared $renamed_tos for rxe5"
+	wait_for 5 not dbus_object rxe0 || fail "D-Bus object /org/rdmad1/devices/rxe0 still there after the rename"
+	dbus_object rxe5 || fail "no D-Bus object /org/rdmad1/devices/rxe5"
+	sleep 0.5
+	kill "$mon" 2>/dev/null; wait "$mon" 2>/dev/null
+	jq -e -s 'any(.[]; .member == "InterfacesRemoved" and .payload.data[0] == "/org/rdmad1/devices/rxe0")' "$sig" >/dev/null ||
+		fail "no InterfacesRemoved for /org/rdmad1/devices/rxe0: $(jq -c -s '[.[] | [.member, .payload.data[0]]]' "$sig" | cut -c1-200)"
+	jq -e -s 'any(.[]; .member == "InterfacesAdded" and .payload.data[0] == "/org/rdmad1/devices/rxe5")' "$sig" >/dev/null ||
+		fail "no InterfacesAdded for /org/rdmad1/devices/rxe5: $(jq -c -s '[.[] | [.member, .payload.data[0]]]' "$sig" | cut -c1-200)"
+	rm -f "$sig"
+	# Nothing under the old name: configfs rdma_cm/rxe0 is gone, or unused
+	# (its attributes look the device up by name: ENODEV without an rxe0).
+	if [[ -d $cm/rxe0 ]] && cat "$cm/rxe0/ports/1/default_roce_tos" >/dev/null 2>&1; then
+		fail "configfs rdma_cm/rxe0 still reaches a device after the rename"
+	fi
+	json=$(rdmactl -o json status)
+	jq -e '([.devices[].name] | index("rxe0") | not) and any(.devices[]; .name == "rxe5" and .ports[0].roce_tos == 72)' >/dev/null <<<"$json" ||
+		fail "rdmactl after the rename: $(jq -c '[.devices[] | [.name, .ports[0].roce_tos]]' <<<"$json")"
+	objs=$(dbus_objects | grep -E '^/org/rdmad1/devices/[^/]+$' | tr '\n' ' ')
+	# Back: rxe0 gets the policy of its name again (the kernel kept 72).
+	rdma dev set rxe5 name rxe0 || fail "rdma dev set rxe5 name rxe0 failed"
+	wait_for 5 tos_is rxe0 "$declared_tos" || fail "renamed back: rxe0/1 tos '$(tos_of rxe0)', declared $declared_tos"
+	wait_for 5 dbus_object rxe0 || fail "renamed back: no /org/rdmad1/devices/rxe0"
+	! dbus_object rxe5 || fail "renamed back: /org/rdmad1/devices/rxe5 still there"
+	pass "rxe5 tos $renamed_tos, objects: $objs; rdma_cm/rxe0 $([[ -d $cm/rxe0 ]] && echo unused || echo gone); back to rxe0 tos $(tos_of rxe0)"
+}
+
+# [netns] mode = "exclusive" while another network namespace exists: the
+# kernel refuses (EBUSY); rdmad says so, and that it applies at next boot,
+# and already wrote the modprobe.d option.
+s_netns-busy() {
+	local act out
+	[[ $(rdma_netns_mode) == shared ]] || fail "RDMA netns mode is '$(rdma_netns_mode)' before the test"
+	ip netns add e2ebusy || fail "ip netns add e2ebusy failed"
+	printf '# added by the rdmad e2e test\n[netns]\nmode = "exclusive"\n' >"$netns_dropin"
+	out=$(rdmactl reload 2>&1)
+	act=$(describe | jq -c '[.actions[]? | select(.target == "netns")]')
+	jq -e 'any(.[]; .what == "mode" and .status == "failed" and (.error | test("EBUSY")) and (.error | test("next boot")))' >/dev/null <<<"$act" ||
+		fail "netns actions after reload: $act; rdmactl reload: $out"
+	grep -qx 'options ib_core netns_mode=0' /etc/modprobe.d/rdmad-netns.conf 2>/dev/null ||
+		fail "/etc/modprobe.d/rdmad-netns.conf: $(cat /etc/modprobe.d/rdmad-netns.conf 2>&1 | tr '\n' ' ')"
+	[[ $(rdma_netns_mode) == shared ]] || fail "RDMA netns mode switched to '$(rdma_netns_mode)' although a netns exists"
+	rdmad_journal | grep -F 'EBUSY' | grep -q 'next boot' || fail "rdmad's journal does not explain the EBUSY"
+	pass "refused while netns e2ebusy exists: $(jq -r '.[] | select(.what == "mode") | .error' <<<"$act" | cut -c1-150)"
+}
+
+# The other namespaces are gone: the next pass switches the running kernel.
+# A service with PrivateNetwork=yes holds a namespace too (polkitd on trixie,
+# polkit 126): such a holder is stopped for the switch (polkit is started on
+# demand again). A deleted namespace is freed asynchronously, so the pass is
+# retried for a while.
+netns_holders() { # "PID comm" of processes outside PID 1's network namespace
+	local init p
+	init=$(readlink /proc/1/ns/net)
+	for p in /proc/[0-9]*; do
+		[[ $(readlink "$p/ns/net" 2>/dev/null || echo "$init") == "$init" ]] || echo "${p#/proc/} $(cat "$p/comm" 2>/dev/null)"
+	done
+}
+switched_exclusive() {
+	rdmactl reload >/dev/null 2>&1
+	[[ $(rdma_netns_mode) == exclusive ]]
+}
+s_netns-runtime() {
+	local act holders stopped=
+	ip netns del e2ebusy 2>/dev/null
+	holders=$(netns_holders | tr '\n' ';')
+	if grep -q ' polkitd' <<<"$(netns_holders)"; then
+		stopped=" (stopped polkitd: PrivateNetwork=yes)"
+		systemctl stop polkit.service
+	fi
+	wait_for 20 switched_exclusive ||
+		fail "RDMA netns mode still '$(rdma_netns_mode)' after reloads$stopped; outside the init netns: $(netns_holders | tr '\n' ';')"
+	act=$(describe | jq -c '[.actions[]? | select(.target == "netns" and .what == "mode")]')
+	jq -e 'length == 1 and (.[0].status == "changed" or .[0].status == "unchanged") and .[0].to == "exclusive"' >/dev/null <<<"$act" ||
+		fail "netns mode action: $act"
+	rdmad_journal | grep -q 'msg=applied target=netns what=mode from=shared to=exclusive' ||
+		fail "rdmad's journal has no runtime switch from shared to exclusive"
+	rdma_dev_exists rxe0 && tos_is rxe0 "$declared_tos" || fail "rxe0 lost its policy with the mode switch"
+	pass "rdma system: netns $(rdma_netns_mode)$stopped; other netns were held by: ${holders:-nothing}; action $(jq -c '.[0] | [.status, .from, .to]' <<<"$act")"
+}
+
+# Boot 2: exclusive from the start, through modprobe.d alone.
+s_reboot-netns() {
+	local param mode switched initrd
+	[[ -e $netns_dropin ]] || fail "$netns_dropin missing: boot 1 did not get to the netns scenarios"
+	wait_for 30 test -e /sys/module/ib_core || fail "ib_core never loaded"
+	param=$(cat /sys/module/ib_core/parameters/netns_mode 2>&1)
+	mode=$(rdma_netns_mode)
+	[[ $mode == exclusive ]] || fail "RDMA netns mode after reboot is '$mode' (ib_core netns_mode=$param)"
+	[[ $param == N ]] || fail "ib_core parameter netns_mode is '$param'"
+	# rdmad never had to switch it in this boot.
+	switched=$(rdmad_journal | grep -E 'applied.*target=netns.*what=mode' | head -n1)
+	[[ -z $switched ]] || fail "rdmad switched the mode at runtime in this boot: $switched"
+	initrd=$(lsinitramfs "/boot/initrd.img-$(uname -r)" 2>/dev/null | grep -c '/ib_core\.ko')
+	pass "netns exclusive from boot (ib_core netns_mode=$param, ib_core in initramfs: $initrd); rdmad did not switch"
 }
 
 # ---------------------------------------------------------------- driver
@@ -282,13 +597,15 @@ run_all() {
 	boots=$(($(cat "$state_dir/boots" 2>/dev/null || echo 0) + 1))
 	echo "$boots" >"$state_dir/boots"
 	sync
-	if ((boots == 1)); then names=("${boot1[@]}"); else names=("${boot2[@]}"); fi
-	say "E2E-BEGIN boot=$boots uptime=$(now)"
+	mapfile -t names < <(scenarios "$(guest_suite)" "$boots")
+	say "E2E-BEGIN boot=$boots suite=$(guest_suite) kernel=$(uname -r) uptime=$(now)"
 	for name in "${names[@]}"; do
 		t0=$(now)
 		out=$(timeout 120 "$0" scenario "$name" 2>&1)
 		rc=$?
 		took=$(elapsed "$t0")
+		grep -a '^E2E-INFO ' <<<"$out" >"$console"
+		out=$(grep -av '^E2E-INFO ' <<<"$out")
 		detail=$(tail -n1 <<<"$out" | tr -c '[:print:]' ' ' | cut -c1-200)
 		if ((rc == 0)); then
 			say "E2E $name PASS $took $detail"
@@ -310,11 +627,7 @@ run_all() {
 
 case ${1:-} in
 list)
-	case ${2:-} in
-	1) printf '%s\n' "${boot1[@]}" ;;
-	2) printf '%s\n' "${boot2[@]}" ;;
-	*) echo "usage: $0 list 1|2" >&2; exit 2 ;;
-	esac
+	scenarios "${2:-}" "${3:-}" || { echo "usage: $0 list bookworm|trixie 1|2" >&2; exit 2; }
 	;;
 run) run_all ;;
 scenario)
@@ -322,5 +635,5 @@ scenario)
 	declare -F "$fn" >/dev/null || { echo "unknown scenario '${2:-}'" >&2; exit 2; }
 	"$fn"
 	;;
-*) echo "usage: $0 list BOOT | run | scenario NAME" >&2; exit 2 ;;
+*) echo "usage: $0 list SUITE BOOT | run | scenario NAME" >&2; exit 2 ;;
 esac
