@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmad/rdmad/daemon/host"
 )
 
 // nlAttr renders one netlink attribute, padded as the kernel pads it.
@@ -521,4 +525,59 @@ func FuzzParseMonitor(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMonitorRenameMovesDeviceInService runs the monitor source against the
+// real service on a fixture host: a rename event (kernels after 6.12) is
+// two device requests, old and new name, and that is enough for the
+// service to drop the old name and configure the new one.
+func TestMonitorRenameMovesDeviceInService(t *testing.T) {
+	l := startLive(t, nil, nil)
+	l.svc.RequestAll()
+	if err := l.svc.Idle(l.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := newChanReader(4)
+	src := &RDMAMonitorSource{
+		Ready:   func() bool { return true },
+		Probe:   func() (bool, error) { return true, nil },
+		Open:    func() (MessageReader, error) { return r, nil },
+		Devices: func() (map[uint32]string, error) { return map[uint32]string{0: "mlx5_0", 1: "mlx5_1"}, nil },
+		Req:     l.req,
+		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Retry:   func(ctx context.Context) bool { return ctx.Err() == nil },
+	}
+	ctx, cancel := context.WithCancel(l.ctx)
+	done := make(chan struct{})
+	go func() { src.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// The kernel renames in place: same device, new name, rdma_cm values kept.
+	if err := os.Rename(filepath.Join(l.root, host.ClassInfiniband, "mlx5_1"), filepath.Join(l.root, host.ClassInfiniband, "mlx5_9")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(l.root, host.ConfigfsRdmaCM, "mlx5_9/ports/1/default_roce_mode"), "RoCE v2\n")
+	writeFile(t, filepath.Join(l.root, host.ConfigfsRdmaCM, "mlx5_9/ports/1/default_roce_tos"), "0\n")
+	r.msgs <- readResult{b: monRename(1, "mlx5_9")}
+	var got []string
+	for len(got) < 2 {
+		select {
+		case req := <-l.req.ch:
+			got = append(got, req)
+		case <-l.ctx.Done():
+			t.Fatalf("requests %v", got)
+		}
+	}
+	if strings.Join(got, " ") != "device:mlx5_1 device:mlx5_9" {
+		t.Errorf("requests %v, want the old then the new name", got)
+	}
+	if err := l.svc.Idle(l.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := l.devices(); d != "mlx5_0 mlx5_9" {
+		t.Errorf("devices after rename: %q", d)
+	}
+	if m := l.read(t, host.ConfigfsPortPath("mlx5_9", 1, "default_roce_mode")); m != "IB/RoCE v1" {
+		t.Errorf("renamed device mode %q", m)
+	}
 }
