@@ -323,12 +323,19 @@ func (s *RDMAMonitorSource) Run(ctx context.Context) error {
 			log.Warn("RDMA netlink monitor socket unavailable; uevents only until the next device event", "err", err)
 			continue
 		}
-		router := &monitorRouter{names: s.devices(log)}
-		if len(router.names) == 0 {
+		names, err := s.Devices()
+		switch {
+		case err != nil:
+			// Follow anyway; renames of devices not seen register cost
+			// a full pass (see monitorRouter).
+			log.Warn("listing RDMA devices failed; renames of earlier devices cost a full pass", "err", err)
+			names = map[uint32]string{}
+		case len(names) == 0:
 			// Nothing to follow: do not hold ib_core.
 			r.Close()
 			continue
 		}
+		router := &monitorRouter{names: names}
 		if !announced {
 			log.Info("following the RDMA netlink monitor", "devices", len(router.names))
 			announced = true

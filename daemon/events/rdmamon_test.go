@@ -217,6 +217,7 @@ type monitorHarness struct {
 	probes  atomic.Int32
 	mu      sync.Mutex
 	devices map[uint32]string
+	devErr  error
 	logs    *bytes.Buffer
 	logMu   *sync.Mutex
 	cancel  context.CancelFunc
@@ -234,8 +235,9 @@ func (l lockedWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-// startMonitor starts the source; ready says whether ib_core is loaded.
-func startMonitor(t *testing.T, ready, supported bool, devices map[uint32]string) *monitorHarness {
+// startMonitor starts the source; ready says whether ib_core is loaded;
+// opts change the harness before the source runs.
+func startMonitor(t *testing.T, ready, supported bool, devices map[uint32]string, opts ...func(*monitorHarness)) *monitorHarness {
 	t.Helper()
 	// Unbuffered wakes: a poke returns when the source took it, so tests
 	// know where it is (production pokes without blocking, see WakeOn).
@@ -254,6 +256,9 @@ func startMonitor(t *testing.T, ready, supported bool, devices map[uint32]string
 		Devices: func() (map[uint32]string, error) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
+			if h.devErr != nil {
+				return nil, h.devErr
+			}
 			cp := map[uint32]string{}
 			for k, v := range h.devices {
 				cp[k] = v
@@ -263,6 +268,9 @@ func startMonitor(t *testing.T, ready, supported bool, devices map[uint32]string
 		Req:   h.rec,
 		Log:   slog.New(slog.NewTextHandler(lockedWriter{h.logMu, h.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Retry: func(ctx context.Context) bool { return ctx.Err() == nil },
+	}
+	for _, o := range opts {
+		o(h)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // failure guard only
 	h.cancel = cancel
@@ -579,5 +587,21 @@ func TestMonitorRenameMovesDeviceInService(t *testing.T) {
 	}
 	if m := l.read(t, host.ConfigfsPortPath("mlx5_9", 1, "default_roce_mode")); m != "IB/RoCE v1" {
 		t.Errorf("renamed device mode %q", m)
+	}
+}
+
+func TestMonitorFollowsWhenTheDeviceListFails(t *testing.T) {
+	h := startMonitor(t, true, true, nil, func(h *monitorHarness) { h.devErr = errors.New("rdma dev show: EPERM") })
+	r := h.socket()
+	r.msgs <- readResult{b: monRegister(4, "mlx5_0")}
+	r.msgs <- readResult{b: monRename(2, "rxe5")} // index 2 was never seen
+	h.waitRequests("device:mlx5_0 *")
+	select {
+	case <-r.closed:
+		t.Fatal("socket closed because the device list failed")
+	default:
+	}
+	if !strings.Contains(h.log(), "listing RDMA devices failed") {
+		t.Errorf("failure not logged:\n%s", h.log())
 	}
 }
