@@ -71,6 +71,9 @@ ensure_veth() { # ensure_veth A B: a veth pair A<->B exists and is up
 }
 rdmad_journal() { journalctl -b -u rdmad.service --no-pager -o short-monotonic 2>/dev/null; }
 not() { ! "$@"; }
+# matches GREP-ARGS: grep for a pipeline's end. Not grep -q: it exits at the
+# first match, the writer then dies of SIGPIPE, and pipefail fails the test.
+matches() { grep "$@" >/dev/null; }
 
 # ---------------------------------------------------------------- scenarios
 
@@ -236,7 +239,7 @@ s_roce-v1-error() {
 		fail "rdmactl status shows no error for rxe9/1: $(rdmactl status 2>&1 | tail -n 5 | tr '\n' ' ')"
 	status=$(rdmactl status 2>&1 | grep -E '^ +rxe9/1: ' | head -1)
 	grep -qiE 'v1|mode' <<<"$status" || fail "rxe9/1 error does not say what failed: $status"
-	if rdmactl status 2>&1 | grep -qE '^ +rxe0/1: '; then
+	if rdmactl status 2>&1 | matches -E '^ +rxe0/1: '; then
 		fail "rdmactl status shows an error for rxe0/1 too: $(rdmactl status 2>&1 | grep -E '^ +rxe0/1: ')"
 	fi
 	json=$(rdmactl -o json status 2>&1) || fail "rdmactl -o json status failed: $json"
@@ -244,14 +247,14 @@ s_roce-v1-error() {
 		fail "failed_ports in rdmactl -o json status: $(jq -c .failed_ports <<<"$json" 2>&1 | cut -c1-200)"
 	jq -e '[.devices[] | select(.name == "rxe9") | .ports[] | select(.port == 1) | .error | select(length > 0)] | length == 1' >/dev/null <<<"$json" ||
 		fail "rxe9 port 1 has no error in rdmactl -o json status"
-	rdmad_journal | grep -F rxe9 | grep -qiE 'v1|mode' ||
+	rdmad_journal | grep -F rxe9 | matches -iE 'v1|mode' ||
 		fail "journal of rdmad.service does not mention the rxe9 mode failure"
 	pass "rxe9 tos $(tos_of rxe9), mode '$(mode_of rxe9)'; status: $(echo "$status" | tr -s ' ' | cut -c1-120)"
 }
 
 memlock_check() {
 	local soft hard
-	id -nG "$user" | tr ' ' '\n' | grep -qx rdma || fail "$user is not in group rdma"
+	id -nG "$user" | tr ' ' '\n' | matches -x rdma || fail "$user is not in group rdma"
 	soft=$(runuser -l "$user" -c 'ulimit -Sl' 2>&1)
 	hard=$(runuser -l "$user" -c 'ulimit -Hl' 2>&1)
 	[[ $soft == unlimited && $hard == unlimited ]] ||
@@ -299,7 +302,7 @@ replug() {
 	ip link add "$nd" type veth peer name "$peer" || fail "ip link add $nd failed"
 	ip link set "$nd" up; ip link set "$peer" up
 	wait_for 10 rdma_dev_exists "$dev" || fail "$dev not recreated within 10s of $nd coming back"
-	rdma link show "$dev/1" | grep -q "netdev $nd" || fail "$dev recreated on the wrong netdev: $(rdma link show "$dev/1")"
+	rdma link show "$dev/1" | matches "netdev $nd" || fail "$dev recreated on the wrong netdev: $(rdma link show "$dev/1")"
 	replugged_after=$(elapsed "$t0")
 }
 
@@ -322,7 +325,7 @@ kernel_at_least() { # kernel_at_least MAJOR MINOR
 # describe: rdmad's Describe document (devices plus the actions of the last pass).
 describe() { busctl --system --json=short call org.rdmad1 /org/rdmad1 org.rdmad1.Manager Describe | jq -r '.data[0]'; }
 dbus_objects() { busctl --system --json=short call org.rdmad1 /org/rdmad1 org.freedesktop.DBus.ObjectManager GetManagedObjects | jq -r '.data[0] | keys[]'; }
-dbus_object() { dbus_objects | grep -qx "/org/rdmad1/devices/$1"; }
+dbus_object() { dbus_objects | matches -x "/org/rdmad1/devices/$1"; }
 rdma_netns_mode() { rdma system show 2>/dev/null | grep -oE 'netns (shared|exclusive)' | cut -d' ' -f2; }
 # journal_since CURSOR: rdmad's journal after a cursor taken with journal_cursor.
 journal_cursor() { journalctl -n 0 --show-cursor --no-pager 2>/dev/null | sed -n 's/^-- cursor: //p'; }
@@ -412,7 +415,7 @@ netlink_rdma_groups_of() { # netlink_rdma_groups_of PID: groups masks of PID's N
 		[[ -n ${mine[$ino]:-} ]] && echo "$groups"
 	done
 }
-subscribed_to_notify() { netlink_rdma_groups_of "$(rdmad_pid)" | grep -qE '^[0-9a-f]*[89a-f]$'; }
+subscribed_to_notify() { netlink_rdma_groups_of "$(rdmad_pid)" | matches -E '^[0-9a-f]*[89a-f]$'; }
 s_rdma-monitor() {
 	local pid sys logs
 	pid=$(rdmad_pid)
@@ -421,11 +424,11 @@ s_rdma-monitor() {
 	if kernel_at_least 6 12; then
 		wait_for 10 subscribed_to_notify ||
 			fail "rdmad (pid $pid) holds no NETLINK_RDMA socket in group 4: $(netlink_rdma_groups_of "$pid" | tr '\n' ' '); journal: $(rdmad_journal | grep -i monitor | tail -n 2 | tr '\n' ' ')"
-		rdmad_journal | grep -q 'following the RDMA netlink monitor' || fail "no 'following the RDMA netlink monitor' in rdmad's journal"
+		rdmad_journal | matches 'following the RDMA netlink monitor' || fail "no 'following the RDMA netlink monitor' in rdmad's journal"
 		pass "pid $pid NETLINK_RDMA groups $(netlink_rdma_groups_of "$pid" | tr '\n' ' ')(notify = 00000008); rdma system: $sys"
 	fi
 	((logs == 1)) || fail "kernel $(uname -r): want exactly one monitor line in rdmad's journal, got $logs: $(rdmad_journal | grep -i monitor | tr '\n' ' ' | cut -c1-200)"
-	rdmad_journal | grep -q 'kernel has no RDMA netlink monitor' || fail "no fallback line in rdmad's journal"
+	rdmad_journal | matches 'kernel has no RDMA netlink monitor' || fail "no fallback line in rdmad's journal"
 	! subscribed_to_notify || fail "rdmad subscribed to NETLINK_RDMA group 4 on a kernel without the monitor"
 	pass "kernel $(uname -r): no monitor, one info line, uevents only; rdma system: $sys"
 }
@@ -532,7 +535,7 @@ s_netns-busy() {
 	grep -qx 'options ib_core netns_mode=0' /etc/modprobe.d/rdmad-netns.conf 2>/dev/null ||
 		fail "/etc/modprobe.d/rdmad-netns.conf: $(cat /etc/modprobe.d/rdmad-netns.conf 2>&1 | tr '\n' ' ')"
 	[[ $(rdma_netns_mode) == shared ]] || fail "RDMA netns mode switched to '$(rdma_netns_mode)' although a netns exists"
-	rdmad_journal | grep -F 'EBUSY' | grep -q 'next boot' || fail "rdmad's journal does not explain the EBUSY"
+	rdmad_journal | grep -F 'EBUSY' | matches 'next boot' || fail "rdmad's journal does not explain the EBUSY"
 	pass "refused while netns e2ebusy exists: $(jq -r '.[] | select(.what == "mode") | .error' <<<"$act" | cut -c1-150)"
 }
 
@@ -565,7 +568,7 @@ s_netns-runtime() {
 	act=$(describe | jq -c '[.actions[]? | select(.target == "netns" and .what == "mode")]')
 	jq -e 'length == 1 and (.[0].status == "changed" or .[0].status == "unchanged") and .[0].to == "exclusive"' >/dev/null <<<"$act" ||
 		fail "netns mode action: $act"
-	rdmad_journal | grep -q 'msg=applied target=netns what=mode from=shared to=exclusive' ||
+	rdmad_journal | matches 'msg=applied target=netns what=mode from=shared to=exclusive' ||
 		fail "rdmad's journal has no runtime switch from shared to exclusive"
 	rdma_dev_exists rxe0 && tos_is rxe0 "$declared_tos" || fail "rxe0 lost its policy with the mode switch"
 	pass "rdma system: netns $(rdma_netns_mode)$stopped; other netns were held by: ${holders:-nothing}; action $(jq -c '.[0] | [.status, .from, .to]' <<<"$act")"
