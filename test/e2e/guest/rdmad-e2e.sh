@@ -411,8 +411,9 @@ netlink_rdma_groups_of() { # netlink_rdma_groups_of PID: groups masks of PID's N
 	declare -A mine=()
 	for ino in $(find "/proc/$pid/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null | tr -dc '0-9\n'); do mine[$ino]=1; done
 	# /proc/net/netlink: sk Eth Pid Groups Rmem Wmem Dump Locks Drops Inode
+	# (if, not &&: the loop's status would be that of the last line's test)
 	awk 'NR > 1 && $2 == 20 { print $4, $10 }' /proc/net/netlink | while read -r groups ino; do
-		[[ -n ${mine[$ino]:-} ]] && echo "$groups"
+		if [[ -n ${mine[$ino]:-} ]]; then echo "$groups"; fi
 	done
 }
 subscribed_to_notify() { netlink_rdma_groups_of "$(rdmad_pid)" | matches -E '^[0-9a-f]*[89a-f]$'; }
