@@ -16,9 +16,9 @@ import (
 // still reconciles on reload, SIGHUP and D-Bus calls.
 func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger) error {
 	h := svc.Host()
-	modulesDir := svc.Policy().Modules.Directory
+	modulesDir := svc.PolicyInForce().Modules.Directory
 	if modulesDir == "" {
-		modulesDir = "/" + config.ModulesDir
+		modulesDir = config.DefaultModulesDirectory
 	}
 	sources := map[string]events.Source{
 		"uevent": &events.UeventSource{

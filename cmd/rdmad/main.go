@@ -53,14 +53,10 @@ func run() int {
 		// create links or switch the netns mode of this machine.
 		kernel.Links, kernel.Netns = offHost{h.Root}, offHost{h.Root}
 	}
-	rec := service.NewReconciler(h, kernel, log)
-	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Reconciler: rec, Log: log})
+	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Kernel: kernel, Log: log, OneShot: *once})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rdmad: %v\n", err)
 		return 1
-	}
-	if d := kernel.LinkDeleter(h); d != nil {
-		svc.SetLinkDeleter(d)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -107,15 +103,16 @@ func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logg
 	}()
 
 	rec := svc.Reconciler()
-	rec.OnChange(func(st reconcile.State) {
-		daemon.SdNotify(false, fmt.Sprintf("STATUS=%d RDMA devices; last reconcile: %s", len(st.Devices), st.LastResult))
+	rec.OnChange(func(reconcile.Change) {
+		sum := rec.Summary()
+		daemon.SdNotify(false, fmt.Sprintf("STATUS=%d RDMA devices; last reconcile: %s", len(sum.Devices), reconcile.Summarize(sum.Failures)))
 	})
 
 	errc := make(chan error, 2)
 	go func() { errc <- startEvents(ctx, svc, log) }()
 	go func() { errc <- svc.Run(ctx) }()
 
-	svc.RequestAll()
+	svc.Start()
 	if err := svc.Idle(ctx); err != nil {
 		return nil // stopped before the first pass finished
 	}
@@ -123,7 +120,7 @@ func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logg
 		return err
 	}
 	daemon.SdNotify(false, daemon.SdNotifyReady)
-	log.Info("rdmad ready", "version", version.Version, "devices", len(rec.State().Devices))
+	log.Info("rdmad ready", "version", version.Version, "devices", len(rec.Summary().Devices))
 
 	select {
 	case <-ctx.Done():

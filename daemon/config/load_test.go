@@ -6,11 +6,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/rdmad/rdmad/daemon/host"
 )
 
 func TestLoadDefaultsWithoutFiles(t *testing.T) {
 	root := t.TempDir()
-	p, err := Load(root, "")
+	p, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +38,7 @@ func TestShippedConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Load("", shipped)
+	p, err := Load(files, shipped)
 	if err != nil {
 		t.Fatalf("shipped rdmad.toml does not load: %v", err)
 	}
@@ -108,7 +110,7 @@ netdev = "eth0"
 		t.Fatal(err)
 	}
 
-	p, err := Load(root, "")
+	p, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +164,7 @@ func TestLoadExplicitMainFileTakesDropInsBesideIt(t *testing.T) {
 	dir := t.TempDir()
 	main := writeFile(t, dir, "conf/custom.toml", "[netns]\nmode = \"shared\"\n")
 	writeFile(t, dir, "conf/rdmad.d/a.toml", "[netns]\nmode = \"exclusive\"\n")
-	p, err := Load("/nonexistent-root", main)
+	p, err := Load(files, main)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,3 +401,9 @@ x = 1
 		t.Errorf("unknown key falls back to %d, want its table's line 18", got)
 	}
 }
+
+// files is the bounded reader the daemon uses.
+var files = host.Files{}
+
+// load loads the configuration of a host tree, as rdmad --root does.
+func load(root string) (*Policy, error) { return Load(files, filepath.Join(root, MainFile)) }

@@ -236,15 +236,27 @@ func validGroupName(s string) error {
 	return nil
 }
 
-// escapeGlob quotes the path.Match metacharacters of a literal name, so a
+// EscapeGlob quotes the path.Match metacharacters of a literal name, so a
 // rule written for one device matches exactly that device.
-func escapeGlob(name string) string {
+func EscapeGlob(name string) string {
 	var b strings.Builder
 	for _, r := range name {
 		if strings.ContainsRune(`*?[]\`, r) {
 			b.WriteByte('\\')
 		}
 		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// UnescapeGlob reverses EscapeGlob.
+func UnescapeGlob(pattern string) string {
+	var b strings.Builder
+	for i := 0; i < len(pattern); i++ {
+		if pattern[i] == '\\' && i+1 < len(pattern) {
+			i++
+		}
+		b.WriteByte(pattern[i])
 	}
 	return b.String()
 }

@@ -86,12 +86,12 @@ func (h *Host) moduleIndex() (*moduleIndex, error) {
 		return h.kmod.idx, nil
 	}
 	idx := &moduleIndex{key: key, aliases: map[string][]string{}, builtin: map[string]bool{}}
-	if b, err := os.ReadFile(h.Path(aliasFile)); err == nil {
+	if b, err := ReadFileLimit(h.Path(aliasFile), MaxIndexSize); err == nil {
 		parseAliases(b, idx.aliases)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("host: read /%s: %w", aliasFile, err)
 	}
-	if b, err := os.ReadFile(h.Path(builtinFile)); err == nil {
+	if b, err := ReadFileLimit(h.Path(builtinFile), MaxIndexSize); err == nil {
 		parseBuiltin(b, idx.builtin)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("host: read /%s: %w", builtinFile, err)

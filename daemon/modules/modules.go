@@ -10,11 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
@@ -129,45 +130,64 @@ func ConfFiles(devs []host.Device) []string {
 	return out
 }
 
+// Load is the kind of the module batch action.
+const Load reconcile.Kind = "modules"
+
 // Part is the modules host part of the reconciler.
 type Part struct {
 	Host   *host.Host
 	Loader Loader
+	// Done, when set, makes loads run in the background: a pass never
+	// waits for modprobe (modules of a 6.12 kernel are xz-compressed and
+	// slow to load), so policy that does not need them applies at once
+	// (RoCE needs only rdma_cm, which the RoCE part loads itself). Done is
+	// called when a load ends, to ask for a pass that sees its result.
+	// nil: loads run within the pass (rdmad --once, tests).
+	Done func()
+
+	loads   sync.WaitGroup
+	mu      sync.Mutex
+	running bool
+	tried   string // the last batch loaded in the background, as a key
+	lastErr error  // its result
 }
 
-// Name implements reconcile.HostPart.
-func (*Part) Name() string { return "modules" }
-
-// Apply loads, in one call, every listed module that is not loaded yet.
-func (p *Part) Apply(ctx context.Context, pol *config.Policy, devs []host.Device) []reconcile.Action {
+// Apply loads, in one call, every listed module that is not present yet.
+func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result {
+	pol := pass.Policy
 	if !pol.Modules.Enable {
-		return nil
+		return reconcile.Result{}
+	}
+	devs := make([]host.Device, len(pass.Devices))
+	for i, d := range pass.Devices {
+		devs[i] = *d
 	}
 	lists := ConfFiles(devs)
 	if len(lists) == 0 {
-		return nil
+		return reconcile.Result{Modules: []string{}}
 	}
 	dir := pol.Modules.Directory
 	if dir == "" {
-		dir = "/" + config.ModulesDir
+		dir = config.DefaultModulesDirectory
 	}
-	var wanted []string
-	var sources []string
+	fail := func(kind reconcile.Kind, err error) reconcile.Result {
+		return reconcile.Result{Actions: []reconcile.Action{{Subject: reconcile.HostSubject(), Kind: kind, Status: reconcile.Failed, Err: err}}}
+	}
+	var wanted, sources []string
 	seen := map[string]bool{}
 	for _, l := range lists {
 		rel := filepath.Join(dir, l+".conf")
-		data, err := os.ReadFile(p.Host.Path(rel))
+		data, err := p.Host.ReadFile(rel)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // a transport without a list is normal
 		}
 		if err != nil {
-			return []reconcile.Action{{Target: "modules", What: "read " + rel, Status: reconcile.Failed, Err: fmt.Errorf("modules: %w", err)}}
+			return fail(ReadList, fmt.Errorf("modules: %w", err))
 		}
 		sources = append(sources, rel)
 		for _, m := range ParseConf(data) {
-			if strings.HasPrefix(m, "-") || strings.ContainsAny(m, " \t/") {
-				return []reconcile.Action{{Target: "modules", What: "read " + rel, Status: reconcile.Failed,
-					Err: fmt.Errorf("modules: %s: %q is not a module name", rel, m)}}
+			if !validModuleName(m) {
+				return fail(ReadList, fmt.Errorf("modules: %s: %q is not a module name", rel, sanitizeName(m)))
 			}
 			if n := host.NormalizeModule(m); !seen[n] {
 				seen[n] = true
@@ -176,22 +196,92 @@ func (p *Part) Apply(ctx context.Context, pol *config.Policy, devs []host.Device
 		}
 	}
 	if len(wanted) == 0 {
-		return nil
+		return reconcile.Result{Modules: []string{}}
 	}
 	missing, err := p.Host.MissingModules(wanted)
 	if err != nil {
-		return []reconcile.Action{{Target: "modules", What: "load", Status: reconcile.Failed, Err: err}}
+		return fail(Load, err)
 	}
-	act := reconcile.Action{Target: "modules", What: "load", To: strings.Join(wanted, " "), Source: strings.Join(sources, " ")}
+	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: Load, To: strings.Join(wanted, " "), Source: strings.Join(sources, " ")}
+	present := func() []string {
+		out := []string{}
+		for _, m := range wanted {
+			if !slices.Contains(missing, m) {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
 	if len(missing) == 0 {
 		act.Status = reconcile.Unchanged
-		return []reconcile.Action{act}
+		return reconcile.Result{Actions: []reconcile.Action{act}, Modules: present()}
 	}
 	act.From = "missing: " + strings.Join(missing, " ")
-	if err := p.Loader.Load(ctx, missing); err != nil {
-		act.Status, act.Err = reconcile.Failed, err
-		return []reconcile.Action{act}
+	if p.Done == nil {
+		if err := p.Loader.Load(ctx, missing); err != nil {
+			act.Status, act.Err = reconcile.Failed, err
+			return reconcile.Result{Actions: []reconcile.Action{act}, Modules: present()}
+		}
+		act.Status = reconcile.Changed
+		return reconcile.Result{Actions: []reconcile.Action{act}, Modules: wanted}
 	}
-	act.Status = reconcile.Changed
-	return []reconcile.Action{act}
+	act.Status, act.Err = p.background(ctx, missing, pass.Forced)
+	return reconcile.Result{Actions: []reconcile.Action{act}, Modules: present()}
+}
+
+// ReadList is the kind of a failure to read a modules list.
+const ReadList reconcile.Kind = "modules list"
+
+// background starts loading missing unless a load runs already or this
+// very batch was tried and did not make the modules appear: that is not
+// retried on every pass, only on a forced one or when the batch changes.
+func (p *Part) background(ctx context.Context, missing []string, forced bool) (reconcile.Status, error) {
+	key := strings.Join(missing, " ")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running {
+		return reconcile.Pending, nil
+	}
+	if p.tried == key && !forced {
+		if p.lastErr != nil {
+			return reconcile.Failed, p.lastErr
+		}
+		return reconcile.Failed, fmt.Errorf("modules: modprobe -a %s succeeded but they are still not loaded", key)
+	}
+	p.running, p.tried = true, key
+	p.loads.Add(1)
+	go func() {
+		defer p.loads.Done()
+		err := p.Loader.Load(ctx, missing)
+		p.mu.Lock()
+		p.running, p.lastErr = false, err
+		p.mu.Unlock()
+		p.Done()
+	}()
+	return reconcile.Pending, nil
+}
+
+// Wait blocks until no background load runs (tests, shutdown).
+func (p *Part) Wait() { p.loads.Wait() }
+
+// validModuleName accepts what modprobe accepts as a module name and
+// nothing that could be taken for an option or a path.
+func validModuleName(m string) bool {
+	if m == "" || len(m) > 64 || m[0] == '-' {
+		return false
+	}
+	for _, c := range m {
+		if !(c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// sanitizeName keeps an invalid name printable in an error message.
+func sanitizeName(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return strings.ToValidUTF8(s, "\ufffd")
 }

@@ -1,4 +1,4 @@
-package dbusapi_test
+package bus_test
 
 import (
 	"bytes"
@@ -16,9 +16,12 @@ import (
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/introspect"
 
+	"github.com/rdmad/rdmad/daemon/bus"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/cli"
 	"github.com/rdmad/rdmad/dbusapi/client"
+	"github.com/rdmad/rdmad/test/bustest"
 )
 
 const mlx5Config = `
@@ -336,7 +339,7 @@ func TestReloadConfigErrorKeepsLastGood(t *testing.T) {
 		t.Errorf("reload with a bad file: exit %d, %q", code, stderr)
 	}
 	code, out, _ := rdmactl(t, e.addr, "-o", "json", "status")
-	var st cli.StatusJSON
+	var st dbusapi.Description
 	if code != 0 {
 		t.Fatalf("status: exit %d", code)
 	}
@@ -369,16 +372,16 @@ type fakePolkit struct {
 }
 
 type polkitCall struct {
-	Subject dbusapi.PolkitSubject
+	Subject bus.PolkitSubject
 	Action  string
 	Flags   uint32
 }
 
-func (p *fakePolkit) CheckAuthorization(subject dbusapi.PolkitSubject, action string, _ map[string]string, flags uint32, _ string) (dbusapi.PolkitResult, *dbus.Error) {
+func (p *fakePolkit) CheckAuthorization(subject bus.PolkitSubject, action string, _ map[string]string, flags uint32, _ string) (bus.PolkitResult, *dbus.Error) {
 	p.calls <- polkitCall{subject, action, flags}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return dbusapi.PolkitResult{IsAuthorized: p.allow[action], Details: map[string]string{}}, nil
+	return bus.PolkitResult{IsAuthorized: p.allow[action], Details: map[string]string{}}, nil
 }
 
 func (p *fakePolkit) setAllowed(action string) {
@@ -410,7 +413,7 @@ func TestUnprivilegedCallerAskedOfPolkit(t *testing.T) {
 	}
 	e := newEnv(t, "mlx5", mlx5Config)
 	bin := filepath.Join(e.dir, "rdmactl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/rdmactl").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(hosttest.RepoRoot(), "cmd/rdmactl")).CombinedOutput(); err != nil {
 		t.Fatalf("build rdmactl: %v\n%s", err, out)
 	}
 	asNobody := func(args ...string) (int, string) {
@@ -438,13 +441,13 @@ func TestUnprivilegedCallerAskedOfPolkit(t *testing.T) {
 		t.Fatalf("status as nobody: exit %d: %s", code, out)
 	}
 
-	pk := startFakePolkit(t, e.addr, map[string]bool{dbusapi.ActionReconcile: true})
+	pk := startFakePolkit(t, e.addr, map[string]bool{bus.ActionReconcile: true})
 	code, out := asNobody("roce", "set", "mlx5_0/1", "--mode", "v1")
 	if code != 1 || !strings.Contains(out, "access denied") {
 		t.Fatalf("polkit says no: exit %d: %s", code, out)
 	}
 	call := <-pk.calls
-	if call.Action != dbusapi.ActionSetRoCE || call.Subject.Kind != "system-bus-name" {
+	if call.Action != bus.ActionSetRoCE || call.Subject.Kind != "system-bus-name" {
 		t.Errorf("polkit asked %+v", call)
 	}
 	if name, _ := call.Subject.Details["name"].Value().(string); !strings.HasPrefix(name, ":") {
@@ -457,11 +460,11 @@ func TestUnprivilegedCallerAskedOfPolkit(t *testing.T) {
 		t.Errorf("refused call changed the mode to %q", got)
 	}
 	// Once polkit allows the action, the same caller goes through.
-	pk.setAllowed(dbusapi.ActionSetRoCE)
+	pk.setAllowed(bus.ActionSetRoCE)
 	if code, out := asNobody("roce", "set", "mlx5_0/1", "--mode", "v1"); code != 0 {
 		t.Fatalf("polkit says yes: exit %d: %s", code, out)
 	}
-	if call := <-pk.calls; call.Action != dbusapi.ActionSetRoCE {
+	if call := <-pk.calls; call.Action != bus.ActionSetRoCE {
 		t.Errorf("polkit asked %+v", call)
 	}
 	if got := e.read(t, modeFile); got != "IB/RoCE v1" {
@@ -492,7 +495,7 @@ func TestBusctlAndJSONStatus(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(js), &st) != nil {
 		t.Fatalf("status -o json: exit %d: %s", code, js)
 	}
-	for _, k := range []string{"version", "devices", "last_result", "config_error", "failed_ports"} {
+	for _, k := range []string{"version", "devices", "last_result", "config_error", "actions", "runtime"} {
 		if _, ok := st[k]; !ok {
 			t.Errorf("status JSON lacks %q", k)
 		}
@@ -500,5 +503,122 @@ func TestBusctlAndJSONStatus(t *testing.T) {
 	code, text, _ := rdmactl(t, e.addr, "status")
 	if code != 0 || !strings.Contains(text, "mlx5_0/1") || !strings.Contains(text, "state ACTIVE") {
 		t.Errorf("status text:\n%s", text)
+	}
+}
+
+// rdmactl -o json status prints the Describe document, byte for byte.
+func TestStatusJSONIsDescribe(t *testing.T) {
+	e := newEnv(t, "mlx5", mlx5Config+"\n[[roce]]\ndevice = \"mlx5_*\"\ntos = 7\n")
+	c, err := client.Connect(e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	doc, err := c.Describe(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := rdmactl(t, e.addr, "-o", "json", "status")
+	if code != 0 || out != doc+"\n" {
+		t.Errorf("status -o json (exit %d) differs from Describe:\n%s\n---\n%s", code, out, doc)
+	}
+	var d dbusapi.Description
+	if err := json.Unmarshal([]byte(doc), &d); err != nil || len(d.Devices) != 2 || d.Devices[0].Ports[0].DesiredRoCETOS != 7 {
+		t.Errorf("Describe = %+v, %v", d, err)
+	}
+	found := false
+	for _, a := range d.Actions {
+		if a.Subject.Kind == "port" && a.Subject.Device == "mlx5_0" && a.Subject.Port == 1 && a.Kind == "roce tos" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("Describe actions lack the typed tos action of mlx5_0/1: %+v", d.Actions)
+	}
+}
+
+// A call whose arguments do not have the contract's signature is refused
+// before anything happens: godbus would narrow a 64-bit port of 2^32+1 to
+// the uint32 1.
+func TestCallWithWrongSignatureIsRefused(t *testing.T) {
+	e := newEnv(t, "mlx5", mlx5Config)
+	conn := dialT(t, e.addr)
+	before := treeDigest(t, e.root)
+	obj := conn.Object(dbusapi.BusName, dbusapi.RootPath)
+	for _, args := range [][]any{
+		{"mlx5_0", uint64(1<<32 + 1), "v1", int32(-1), false},
+		{"mlx5_0", uint32(1), "v1", int64(5), false},
+		{"mlx5_0", int32(1), "v1", int32(5), false},
+		{"mlx5_0", uint32(1), "v1", int32(5), "yes"},
+	} {
+		err := obj.Call(dbusapi.ManagerIface+".SetRoCE", 0, args...).Err
+		if client.ErrorName(err) != dbusapi.ErrInvalidArgs {
+			t.Errorf("SetRoCE%v = %v, want InvalidArgs", args, err)
+		}
+	}
+	if err := obj.Call(dbusapi.ManagerIface+".Describe", 0, "extra").Err; client.ErrorName(err) != dbusapi.ErrInvalidArgs {
+		t.Errorf("Describe with an argument = %v", err)
+	}
+	if after := treeDigest(t, e.root); after != before {
+		t.Errorf("calls with wrong signatures changed files:\n%s", diffLines(before, after))
+	}
+	// rdmactl refuses a port it cannot send as a uint32.
+	if code, _, stderr := rdmactl(t, e.addr, "roce", "set", "mlx5_0/4294967297", "--tos", "5"); code != 2 {
+		t.Errorf("rdmactl with port 2^32+1: exit %d (%s)", code, stderr)
+	}
+}
+
+// A byte that is not UTF-8, or a NUL, in a sysfs attribute is published
+// escaped: every reader keeps working and nothing is lost.
+func TestNonUTF8HostStringsArePublishedEscaped(t *testing.T) {
+	dir := bustest.PublicDir(t)
+	addr := privateBus(t, dir)
+	root := fixture(t, dir, "mlx5", mlx5Config)
+	fw := filepath.Join(root, "sys/class/infiniband/mlx5_0/fw_ver")
+	if err := os.WriteFile(fw, []byte("16.35\xff\x00x\\y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, addr, root)
+	conn := dialT(t, addr)
+	objs := managedObjects(t, conn)
+	got := objs[dbusapi.DevicePath("mlx5_0")][dbusapi.DeviceIface]["FirmwareVersion"].Value()
+	if got != `16.35\xff\x00x\\y` {
+		t.Errorf("FirmwareVersion = %q", got)
+	}
+	if dbusapi.Unescape(got.(string)) != "16.35\xff\x00x\\y" {
+		t.Errorf("escaping lost bytes: %q", dbusapi.Unescape(got.(string)))
+	}
+	code, out, errOut := rdmactl(t, addr, "status")
+	if code != 0 || !strings.Contains(out, "mlx5_0/1") {
+		t.Errorf("rdmactl status with a bad byte: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := rdmactl(t, addr, "-o", "json", "status"); code != 0 || !json.Valid([]byte(out)) {
+		t.Errorf("status -o json: exit %d", code)
+	}
+}
+
+// A pass over one device emits signals for that device's objects only.
+func TestSignalsOnlyForChangedObjects(t *testing.T) {
+	e := newEnv(t, "mlx5", mlx5Config)
+	conn := dialT(t, e.addr)
+	if err := conn.AddMatchSignal(dbus.WithMatchInterface("org.freedesktop.DBus.Properties")); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan *dbus.Signal, 64)
+	conn.Signal(ch)
+	if code, _, stderr := rdmactl(t, e.addr, "roce", "set", "mlx5_1/1", "--tos", "12"); code != 0 {
+		t.Fatalf("roce set: %s", stderr)
+	}
+	waitSignal(t, ch, "org.freedesktop.DBus.Properties.PropertiesChanged")
+	deadline := time.After(300 * time.Millisecond)
+	for {
+		select {
+		case sig := <-ch:
+			if strings.Contains(string(sig.Path), "mlx5_5f0") {
+				t.Errorf("signal for untouched mlx5_0: %s %v", sig.Path, sig.Body)
+			}
+		case <-deadline:
+			return
+		}
 	}
 }

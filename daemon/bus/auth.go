@@ -1,4 +1,4 @@
-package dbusapi
+package bus
 
 import (
 	"context"
@@ -14,13 +14,15 @@ type Authorizer interface {
 	Authorize(ctx context.Context, sender, action string, interactive bool) error
 }
 
+var _ Authorizer = (*PolkitAuthorizer)(nil)
+
 // ErrNotAuthorized is returned (wrapped) when the caller is refused.
 var ErrNotAuthorized = errors.New("not authorized")
 
-// BusAuthorizer is the production Authorizer, as systemd-hostnamed does it:
+// PolkitAuthorizer is the production Authorizer, as systemd-hostnamed does it:
 // uid 0 is allowed outright; anyone else is asked of polkit on the same bus.
 // No polkit, or polkit answering an error, means no.
-type BusAuthorizer struct {
+type PolkitAuthorizer struct {
 	Conn *dbus.Conn
 	// PolkitTimeout bounds a non-interactive CheckAuthorization; interactive
 	// ones wait for the user up to InteractiveTimeout.
@@ -50,7 +52,7 @@ type PolkitResult struct {
 }
 
 // Authorize implements Authorizer.
-func (a *BusAuthorizer) Authorize(ctx context.Context, sender, action string, interactive bool) error {
+func (a *PolkitAuthorizer) Authorize(ctx context.Context, sender, action string, interactive bool) error {
 	if sender == "" {
 		return fmt.Errorf("auth: %s: call without a sender: %w", action, ErrNotAuthorized)
 	}

@@ -1,4 +1,4 @@
-package dbusapi
+package bus
 
 import (
 	"encoding/xml"

@@ -1,7 +1,6 @@
-package dbusapi_test
+package bus_test
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"log/slog"
@@ -9,61 +8,30 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/rdmad/rdmad/daemon/bus"
+	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/netns/netnstest"
 	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/dbusapi"
+	"github.com/rdmad/rdmad/test/bustest"
 )
 
-// privateBus starts a real dbus-daemon with test/bus/bus.conf.in in a
-// world-readable temp dir (a test connects as another uid) and returns its
-// address.
-func privateBus(t *testing.T, dir string) string {
-	t.Helper()
-	if _, err := exec.LookPath("dbus-daemon"); err != nil {
-		t.Skip("dbus-daemon not installed (apt-get install dbus-daemon)")
-	}
-	tmpl, err := os.ReadFile("../test/bus/bus.conf.in")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "bus.sock")
-	conf := filepath.Join(dir, "bus.conf")
-	if err := os.WriteFile(conf, []byte(strings.ReplaceAll(string(tmpl), "@SOCKET@", sock)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("dbus-daemon", "--config-file", conf, "--print-address", "--nofork", "--nopidfile")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("dbus-daemon gave no address: %v", err)
-	}
-	go io.Copy(io.Discard, out)
-	return strings.TrimSpace(line)
-}
+// privateBus starts a real dbus-daemon with its socket in dir.
+func privateBus(t *testing.T, dir string) string { return bustest.Start(t, dir) }
 
 // fixture copies a fixture host tree and writes config text to its
 // rdmad.toml.
 func fixture(t *testing.T, dir, name, cfg string) string {
 	t.Helper()
 	root := filepath.Join(dir, "root")
-	if out, err := exec.Command("cp", "-a", filepath.Join("..", "test", "hosts", name), root).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-a", hosttest.FixtureDir(name), root).CombinedOutput(); err != nil {
 		t.Fatalf("copy fixture: %v: %s", err, out)
 	}
 	if err := os.MkdirAll(filepath.Join(root, "etc/rdma"), 0o755); err != nil {
@@ -75,24 +43,10 @@ func fixture(t *testing.T, dir, name, cfg string) string {
 	return root
 }
 
-// recordingLoader stands in for modprobe (service.RealKernel's Modprobe is
-// tested by the modules package against a fake modprobe in PATH).
-type recordingLoader struct {
-	mu    sync.Mutex
-	loads [][]string
-}
-
-func (l *recordingLoader) Load(_ context.Context, names []string) error {
-	l.mu.Lock()
-	l.loads = append(l.loads, names)
-	l.mu.Unlock()
-	return nil
-}
-
 // daemon is an rdmad (service + bus server) on a bus, as cmd/rdmad wires it.
 type daemon struct {
 	svc    *service.Service
-	srv    *dbusapi.Server
+	srv    *bus.Server
 	conn   *dbus.Conn
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -105,8 +59,9 @@ func startDaemon(t *testing.T, addr, root string) *daemon {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	h := host.New(root)
-	rec := service.NewReconciler(h, service.Kernel{Modules: &recordingLoader{}}, log)
-	svc, err := service.New(service.Options{Host: h, Reconciler: rec, Log: log})
+	// modprobe is the test stand-in (the real one is tested against a
+	// script in PATH, and for real in the VM test).
+	svc, err := service.New(service.Options{Host: h, Kernel: service.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared)}, Log: log})
 	if err != nil {
 		t.Fatalf("service: %v", err)
 	}
@@ -114,7 +69,7 @@ func startDaemon(t *testing.T, addr, root string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := dbusapi.NewServer(conn, svc, &dbusapi.BusAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second}, log)
+	srv, err := bus.New(conn, svc, &bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +79,7 @@ func startDaemon(t *testing.T, addr, root string) *daemon {
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &daemon{svc: svc, srv: srv, conn: conn, cancel: cancel, done: make(chan struct{})}
 	go func() { _ = svc.Run(ctx); close(d.done) }()
-	svc.RequestAll()
+	svc.Start()
 	if err := svc.Idle(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -152,14 +107,7 @@ type testEnv struct {
 
 func newEnv(t *testing.T, hostName, cfg string) *testEnv {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "rdmad-bus-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := bustest.PublicDir(t)
 	e := &testEnv{dir: dir}
 	e.addr = privateBus(t, dir)
 	e.root = fixture(t, dir, hostName, cfg)
