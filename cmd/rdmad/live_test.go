@@ -19,7 +19,7 @@ import (
 )
 
 // privateBus starts a dbus-daemon with the test bus configuration.
-func privateBus(t *testing.T) string { return bustest.Start(t, t.TempDir()) }
+func privateBus(t *testing.T) string { return bustest.Start(t) }
 
 // eventually polls cond until it holds; the deadline only guards a hang.
 func eventually(t *testing.T, what string, cond func() bool) {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -64,7 +65,12 @@ func run() int {
 
 	if *once {
 		rep := svc.ReconcileNow(ctx)
-		reconcile.WriteReport(os.Stdout, rep)
+		out := bufio.NewWriterSize(os.Stdout, 64<<10) // one line per action: thousands on a large host
+		reconcile.WriteReport(out, rep)
+		if err := out.Flush(); err != nil {
+			fmt.Fprintf(os.Stderr, "rdmad: %v\n", err)
+			return 1
+		}
 		if rep.Failed() {
 			return 1
 		}

@@ -24,7 +24,7 @@ import (
 )
 
 // privateBus starts a real dbus-daemon with its socket in dir.
-func privateBus(t *testing.T, dir string) string { return bustest.Start(t, dir) }
+func privateBus(t *testing.T, _ string) string { return bustest.Start(t) }
 
 // fixture copies a fixture host tree and writes config text to its
 // rdmad.toml.

@@ -30,17 +30,25 @@ const (
 
 // Detail says how much of a device one read fetches. Every event re-reads
 // the device it names, so what is read is what the callers need, no more.
+// A read always has the name, driver, PCI address, node type, the port
+// list and each port's link layer: what transports and most selectors need.
 type Detail uint8
 
 const (
-	// DetailPolicy is what policy decisions need: the identity selectors
-	// match (name, GUID, PCI address, driver, netdevs), the node type and
-	// each port's link layer. configfs values are left to the part that
-	// needs them (Port.RoCEKnown false). `rdmad --once` reads this much.
-	DetailPolicy Detail = iota
-	// DetailFull adds everything the daemon publishes: firmware and board
-	// attributes, port state, rate, LIDs, GID types and configfs values.
-	DetailFull
+	// ReadGUID adds node_guid (a guid selector matches on it).
+	ReadGUID Detail = 1 << iota
+	// ReadNetdevs adds the netdevs of the device (a netdev selector, soft
+	// links).
+	ReadNetdevs
+	// ReadPublished adds everything the daemon publishes: firmware and
+	// board attributes, port state, rate, LIDs, GID types, and configfs
+	// values and presence.
+	ReadPublished
+
+	// DetailPolicy is what any policy can need.
+	DetailPolicy = ReadGUID | ReadNetdevs
+	// DetailFull is everything.
+	DetailFull = DetailPolicy | ReadPublished
 )
 
 // Device is the observed state of one RDMA device.
@@ -58,8 +66,8 @@ type Device struct {
 	NodeDesc     string // node_desc; siw is recognised by it
 	Netdevs      []string
 	Ports        []Port
-	RoCEConfig   bool // configfs rdma_cm/<dev> exists (DetailFull)
-	Detail       Detail
+	RoCEConfig   bool   // configfs rdma_cm/<dev> exists (read with ReadPublished)
+	Detail       Detail // what the read fetched
 }
 
 // Port is the observed state of one port.
@@ -220,7 +228,9 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 	d := Device{Name: name, Detail: detail}
 	opt := func(attr string) string { return h.readOptional(path.Join(base, attr)) }
 	d.NodeType = opt("node_type")
-	d.NodeGUID = opt("node_guid")
+	if detail&ReadGUID != 0 {
+		d.NodeGUID = opt("node_guid")
+	}
 	if dev, err := os.Readlink(h.Path(base, "device")); err == nil {
 		if b := filepath.Base(dev); isPCIAddress(b) {
 			d.PCIAddress = b
@@ -235,7 +245,7 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 		d.Parent = opt("parent")
 		d.NodeDesc = opt("node_desc")
 	}
-	if detail == DetailFull {
+	if detail&ReadPublished != 0 {
 		d.SysImageGUID = opt("sys_image_guid")
 		d.FWVersion = opt("fw_ver")
 		d.HCAType = opt("hca_type")
@@ -246,7 +256,7 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 	if d.Parent != "" {
 		netdevs[d.Parent] = true
 	}
-	if d.PCIAddress != "" {
+	if d.PCIAddress != "" && detail&ReadNetdevs != 0 {
 		if names, err := h.ReadDirNames(path.Join(base, "device", "net")); err == nil {
 			for _, n := range names {
 				netdevs[n] = true
@@ -255,7 +265,7 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 	}
 	// A soft device without "parent" (siw) names its netdev only in its
 	// GID table.
-	gids := detail == DetailFull || (d.PCIAddress == "" && d.Parent == "")
+	gids := detail&ReadPublished != 0 || (detail&ReadNetdevs != 0 && d.PCIAddress == "" && d.Parent == "")
 	for _, pn := range portNames {
 		num, err := strconv.Atoi(pn)
 		if err != nil || num <= 0 {
@@ -288,7 +298,7 @@ const gidScanGap = 8
 func (h *Host) readPort(dev string, num int, detail Detail, gids bool) Port {
 	opt := func(attr ...string) string { return h.readOptional(portPath(dev, num, attr...)) }
 	p := Port{Number: num, LinkLayer: opt("link_layer"), RoCETOS: -1}
-	if detail == DetailFull {
+	if detail&ReadPublished != 0 {
 		h.RefreshPortState(dev, &p)
 		p.Rate = opt("rate")
 		p.LID = opt("lid")
@@ -312,17 +322,23 @@ func (h *Host) RefreshPortState(dev string, p *Port) bool {
 	return changed
 }
 
-// ReadRoCE reads the configfs rdma_cm values of p (RoCEKnown afterwards).
-func (h *Host) ReadRoCE(dev string, p *Port) {
+// ReadRoCE reads the configfs rdma_cm values of p (RoCEKnown afterwards)
+// and reports whether the port's configfs directory exists.
+func (h *Host) ReadRoCE(dev string, p *Port) (present bool) {
 	p.RoCEMode, p.RoCETOS, p.RoCEKnown = "", -1, true
-	if s, err := h.ReadString(ConfigfsPortPath(dev, p.Number, "default_roce_mode")); err == nil {
+	s, err := h.ReadString(ConfigfsPortPath(dev, p.Number, "default_roce_mode"))
+	switch {
+	case err == nil:
 		p.RoCEMode = strings.TrimSpace(s)
+	case errors.Is(err, fs.ErrNotExist):
+		return false
 	}
 	if s, err := h.ReadString(ConfigfsPortPath(dev, p.Number, "default_roce_tos")); err == nil {
 		if v, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && v >= 0 && v <= 255 {
 			p.RoCETOS = v
 		}
 	}
+	return true
 }
 
 // readGIDs returns the distinct GID types and netdevs of a port's GID

@@ -107,17 +107,17 @@ var driverTransports = map[string][]host.Transport{
 
 // ConfFiles returns the list names (without .conf) that apply to devs:
 // "rdma" when any device exists, plus one per transport present.
-func ConfFiles(devs []host.Device) []string {
+func ConfFiles(devs []*host.Device) []string {
 	if len(devs) == 0 {
 		return nil
 	}
 	set := map[string]bool{"rdma": true}
-	for i := range devs {
-		for _, t := range driverTransports[devs[i].Driver] {
+	for _, d := range devs {
+		for _, t := range driverTransports[d.Driver] {
 			set[string(t)] = true
 		}
-		for _, t := range devs[i].Transports() {
-			if t != host.TransportUnknown {
+		for i := range d.Ports {
+			if t := d.PortTransport(&d.Ports[i]); t != host.TransportUnknown {
 				set[string(t)] = true
 			}
 		}
@@ -158,11 +158,7 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 	if !pol.Modules.Enable {
 		return reconcile.Result{}
 	}
-	devs := make([]host.Device, len(pass.Devices))
-	for i, d := range pass.Devices {
-		devs[i] = *d
-	}
-	lists := ConfFiles(devs)
+	lists := ConfFiles(pass.Devices)
 	if len(lists) == 0 {
 		return reconcile.Result{Modules: []string{}}
 	}

@@ -41,7 +41,7 @@ func TestConfFilesByTransport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := modules.ConfFiles(devs); !reflect.DeepEqual(got, tc.want) {
+		if got := modules.ConfFiles(pass(nil, devs).Devices); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: ConfFiles = %v, want %v", tc.fixture, got, tc.want)
 		}
 	}
@@ -107,12 +107,15 @@ func TestBackgroundLoads(t *testing.T) {
 	if len(res.Actions) != 1 || res.Actions[0].Status != reconcile.Pending {
 		t.Fatalf("first pass: %+v", res.Actions)
 	}
-	if res2 := p.Apply(context.Background(), pass(pol, devs)); res2.Actions[0].Status != reconcile.Pending || len(l.Calls()) != 1 {
-		t.Fatalf("a second pass during the load started another: %+v, calls %q", res2.Actions, l.Calls())
+	if res2 := p.Apply(context.Background(), pass(pol, devs)); res2.Actions[0].Status != reconcile.Pending {
+		t.Fatalf("a second pass during the load: %+v", res2.Actions)
 	}
 	close(block)
 	<-done
 	p.Wait()
+	if n := len(l.Calls()); n != 1 {
+		t.Fatalf("a second pass during the load started another: %d calls", n)
+	}
 	if res := p.Apply(context.Background(), pass(pol, devs)); res.Actions[0].Status != reconcile.Unchanged || !reflect.DeepEqual(res.Modules, []string{"ib_uverbs"}) {
 		t.Fatalf("after the load: %+v, modules %q", res.Actions, res.Modules)
 	}

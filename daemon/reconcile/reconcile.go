@@ -11,8 +11,11 @@ import (
 	"log/slog"
 	"path"
 	"runtime"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
@@ -129,8 +132,9 @@ type Options struct {
 	// HostParts run after devices are read and before device parts.
 	HostParts   []HostPart
 	DeviceParts []DevicePart
-	// Detail is how much of each device is read: DetailFull when the
-	// state is published, DetailPolicy for a one-shot run.
+	// Detail is how much of each device is read: host.DetailFull when
+	// the state is published; otherwise each pass reads what its policy's
+	// selectors need (a one-shot run).
 	Detail host.Detail
 	// Workers bounds the devices read and configured at once (0: a
 	// default from the number of CPUs).
@@ -231,7 +235,7 @@ func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) 
 		}
 		sort.Strings(names)
 	}
-	reads := r.read(ctx, names, toRead, scope.Full)
+	reads := r.read(ctx, names, toRead, scope.Full, r.detailFor(pol))
 	rep.Read = len(reads)
 	working := map[string]*host.Device{}
 	readErrs := map[string]error{}
@@ -280,40 +284,41 @@ func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) 
 	return rep
 }
 
-// knownDevices returns the cached devices, sorted by name.
+// knownDevices returns the cached devices, sorted by name. The pointers
+// reach into the published states, which a commit replaces rather than
+// changes, so they stay valid and unchanged for the whole pass.
 func (r *Reconciler) knownDevices() []*host.Device {
 	r.stateMu.RLock()
 	defer r.stateMu.RUnlock()
-	out := make([]*host.Device, 0, len(r.names))
-	for _, n := range r.names {
-		d := r.devices[n].Device
-		out = append(out, &d)
+	out := make([]*host.Device, len(r.names))
+	for i, n := range r.names {
+		out[i] = &r.devices[n].Device
 	}
 	return out
 }
 
 // mergeKnown is the device list host parts see: fresh reads where there
-// are some, the cache elsewhere, without the devices that are gone.
+// are some, the cache elsewhere, without the devices that are gone. known
+// is sorted by name and so is the result. Its cost is a copy of pointers
+// plus a binary search per fresh device, so a one-device pass stays cheap
+// on a host with a thousand.
 func (r *Reconciler) mergeKnown(known []*host.Device, fresh map[string]*host.Device, gone map[string]bool) []*host.Device {
-	var out []*host.Device
-	seen := map[string]bool{}
-	for _, d := range known {
-		if gone[d.Name] {
-			continue
-		}
-		seen[d.Name] = true
-		if f, ok := fresh[d.Name]; ok {
-			out = append(out, f)
+	out := append(make([]*host.Device, 0, len(known)+len(fresh)), known...)
+	added := false
+	for name, d := range fresh {
+		if i, found := sort.Find(len(known), func(i int) int { return strings.Compare(name, out[i].Name) }); found {
+			out[i] = d
 		} else {
 			out = append(out, d)
+			added = true
 		}
 	}
-	for n, d := range fresh {
-		if !seen[n] {
-			out = append(out, d)
-		}
+	if len(gone) > 0 {
+		out = slices.DeleteFunc(out, func(d *host.Device) bool { return gone[d.Name] })
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if added {
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	}
 	return out
 }
 
@@ -325,7 +330,7 @@ type readResult struct {
 
 // read reads the named devices in parallel. A device with a port list and
 // a cached copy has only those ports read again.
-func (r *Reconciler) read(ctx context.Context, names []string, ports map[string][]int, full bool) []readResult {
+func (r *Reconciler) read(ctx context.Context, names []string, ports map[string][]int, full bool, detail host.Detail) []readResult {
 	out := make([]readResult, len(names))
 	r.forEach(ctx, len(names), func(i int) {
 		n := names[i]
@@ -336,7 +341,7 @@ func (r *Reconciler) read(ctx context.Context, names []string, ports map[string]
 				return
 			}
 		}
-		out[i].dev, out[i].err = r.host.ReadDevice(n, r.detail)
+		out[i].dev, out[i].err = r.host.ReadDevice(n, detail)
 	})
 	return out
 }
@@ -349,6 +354,31 @@ func (r *Reconciler) cachedDevice(name string) (host.Device, bool) {
 		return host.Device{}, false
 	}
 	return ds.Device.Clone(), true
+}
+
+// detailFor is what a pass under pol reads of each device: everything
+// when the state is published, else what pol's selectors match on.
+func (r *Reconciler) detailFor(pol *config.Policy) host.Detail {
+	d := r.detail
+	if d&host.ReadPublished != 0 {
+		return d
+	}
+	var sels []config.Selector
+	for _, rule := range pol.RoCE {
+		sels = append(sels, rule.Selector)
+	}
+	for _, rule := range pol.VPI {
+		sels = append(sels, rule.Selector)
+	}
+	for _, s := range sels {
+		if s.GUID != "" {
+			d |= host.ReadGUID
+		}
+		if s.Netdev != "" {
+			d |= host.ReadNetdevs
+		}
+	}
+	return d
 }
 
 // refreshPorts re-reads some ports of a known device; a port it does not
@@ -399,8 +429,8 @@ func (r *Reconciler) vanished(name string, acts []Action) bool {
 	return look && !r.host.Exists(path.Join(host.ClassInfiniband, name))
 }
 
-// forEach calls fn(0..n-1) on up to r.workers goroutines; it stops
-// handing out work when ctx ends.
+// forEach calls fn(0..n-1) on up to r.workers goroutines, which take
+// indexes from a shared counter; it stops handing out work when ctx ends.
 func (r *Reconciler) forEach(ctx context.Context, n int, fn func(i int)) {
 	workers := min(r.workers, n)
 	if workers <= 1 {
@@ -409,21 +439,21 @@ func (r *Reconciler) forEach(ctx context.Context, n int, fn func(i int)) {
 		}
 		return
 	}
-	next := make(chan int)
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
 				fn(i)
 			}
 		}()
 	}
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
 }
 

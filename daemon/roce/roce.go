@@ -65,6 +65,9 @@ func (p *Part) Apply(ctx context.Context, pol *config.Policy, dev *host.Device) 
 			})
 			continue
 		}
+		if !port.RoCEKnown && p.Host.ReadRoCE(dev.Name, port) {
+			dirReady = true // its attributes read: the directory exists
+		}
 		if !dirReady {
 			act, ok := p.ensureDir(ctx, dev)
 			if !ok || act.Status == reconcile.Changed {
@@ -74,9 +77,6 @@ func (p *Part) Apply(ctx context.Context, pol *config.Policy, dev *host.Device) 
 				return acts
 			}
 			dirReady = true
-		}
-		if !port.RoCEKnown {
-			p.Host.ReadRoCE(dev.Name, port)
 		}
 		if want.Mode != "" {
 			acts = append(acts, p.set(dev.Name, port, Mode, want.Mode.Kernel(), want.ModeSource))
@@ -102,7 +102,7 @@ func firstSource(d config.RoCEDesired) string {
 func (p *Part) ensureDir(ctx context.Context, dev *host.Device) (reconcile.Action, bool) {
 	dir := path.Join(host.ConfigfsRdmaCM, dev.Name)
 	act := reconcile.Action{Subject: reconcile.DeviceSubject(dev.Name), Kind: Configfs, To: "/" + dir}
-	if (dev.Detail == host.DetailFull && dev.RoCEConfig) || p.Host.Exists(dir) {
+	if dev.RoCEConfig || p.Host.Exists(dir) {
 		act.Status = reconcile.Unchanged
 		return act, true
 	}

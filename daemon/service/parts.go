@@ -35,7 +35,7 @@ func (s *Service) build(oneShot bool) *reconcile.Reconciler {
 		early = append(early, &links.Part{Host: h, Netlink: k.Links, Loader: k.Modules})
 	}
 	mods := &modules.Part{Host: h, Loader: k.Modules}
-	detail := host.DetailPolicy
+	var detail host.Detail // a one-shot run reads what the policy needs
 	if !oneShot {
 		// The daemon never waits for modprobe in a pass: the result of a
 		// background load comes back as a host-wide pass.

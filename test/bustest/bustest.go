@@ -5,6 +5,7 @@ package bustest
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,42 +16,56 @@ import (
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 )
 
-// Start runs dbus-daemon with its socket in dir (which must be readable by
-// every uid a test connects as) and returns the bus address. The daemon
-// stops when the test ends. Without dbus-daemon the test is skipped
-// (test/install-deps.sh installs it).
-func Start(t testing.TB, dir string) string {
+// Start runs dbus-daemon with its socket in a short directory every uid
+// may enter (a socket path is limited to 108 bytes; a test may connect as
+// another user) and returns the bus address. The daemon stops when the
+// test ends. Without dbus-daemon the test is skipped (test/install-deps.sh
+// installs it).
+func Start(t testing.TB) string {
 	t.Helper()
 	if _, err := exec.LookPath("dbus-daemon"); err != nil {
 		t.Skip("dbus-daemon not installed (test/install-deps.sh installs it)")
 	}
-	tmpl, err := os.ReadFile(filepath.Join(hosttest.RepoRoot(), "test/bus/bus.conf.in"))
+	dir := PublicDir(t)
+	addr, stop, err := Run(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return addr
+}
+
+// Run starts dbus-daemon with its socket and configuration in dir and
+// returns its address and how to stop it.
+func Run(dir string) (addr string, stop func(), err error) {
+	tmpl, err := os.ReadFile(filepath.Join(hosttest.RepoRoot(), "test/bus/bus.conf.in"))
+	if err != nil {
+		return "", nil, err
 	}
 	conf := filepath.Join(dir, "bus.conf")
 	sock := filepath.Join(dir, "bus.sock")
 	if err := os.WriteFile(conf, []byte(strings.ReplaceAll(string(tmpl), "@SOCKET@", sock)), 0o644); err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	cmd := exec.Command("dbus-daemon", "--config-file", conf, "--print-address", "--nofork", "--nopidfile")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("dbus-daemon: %v", err)
+		return "", nil, fmt.Errorf("dbus-daemon: %w", err)
 	}
-	t.Cleanup(func() {
+	stop = func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-	})
+	}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		t.Fatalf("dbus-daemon gave no address: %v", err)
+		stop()
+		return "", nil, fmt.Errorf("dbus-daemon gave no address: %w", err)
 	}
 	go io.Copy(io.Discard, out)
-	return strings.TrimSpace(line)
+	return strings.TrimSpace(line), stop, nil
 }
 
 // PublicDir makes a temporary directory every uid can enter, for a bus a
