@@ -3,7 +3,6 @@ package dbusapi
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 )
 
 // Severity of a finding of Diagnose.
@@ -15,43 +14,11 @@ const (
 	SeverityFail Severity = "fail" // RDMA does not work, or not as declared; rdmactl doctor exits 1
 )
 
-// SubjectKind says what a finding is about.
-type SubjectKind string
-
-const (
-	SubjectHost   SubjectKind = "host"
-	SubjectDevice SubjectKind = "device"
-	SubjectPort   SubjectKind = "port"
-	SubjectNetdev SubjectKind = "netdev"
-)
-
-// Subject is what a finding is about: the host, an RDMA device, one of its
-// ports, or a network interface.
-type Subject struct {
-	Kind   SubjectKind `json:"kind"`
-	Device string      `json:"device,omitempty"`
-	Port   int         `json:"port,omitempty"`
-	Netdev string      `json:"netdev,omitempty"`
-}
-
-// String is the subject as rdmactl prints it: "host", "mlx5_0",
-// "mlx5_0/1", "ib0".
-func (s Subject) String() string {
-	switch s.Kind {
-	case SubjectDevice:
-		return s.Device
-	case SubjectPort:
-		return s.Device + "/" + strconv.Itoa(s.Port)
-	case SubjectNetdev:
-		return s.Netdev
-	}
-	return string(s.Kind)
-}
-
 // Finding is one result of org.rdmad1.Manager.Diagnose. ID is stable (a
-// script may match on it; the list is in rdmactl(8)); Finding is one line
-// for a human; Fix is the exact command or configuration key that resolves
-// it, "" when there is nothing to do.
+// script may match on it; the list is in rdmactl(8)); Subject is what it is
+// about (kind host, device, port, link or netdev); Finding is one line for
+// a human; Fix is the exact command or configuration key that resolves it,
+// "" when there is nothing to do.
 type Finding struct {
 	ID       string   `json:"id"`
 	Subject  Subject  `json:"subject"`

@@ -5,7 +5,7 @@
 // --root like everything else, and returns one dbusapi.Finding per thing
 // checked: an id, a subject, ok/warn/fail, one line, and the fix.
 //
-// Doctor only reads. Every file goes through the bounded reader of read.go;
+// Doctor only reads. Every file goes through host's bounded reader (read.go);
 // what is not a file (the running RDMA netns mode) comes through a small
 // interface that may be nil.
 package doctor
@@ -120,30 +120,35 @@ func declaresNothing() *config.Policy {
 	return p
 }
 
-var hostSubject = dbusapi.Subject{Kind: dbusapi.SubjectHost}
+var hostSubject = dbusapi.Subject{Kind: "host"}
 
 func portSubject(dev string, port int) dbusapi.Subject {
-	return dbusapi.Subject{Kind: dbusapi.SubjectPort, Device: dev, Port: port}
+	return dbusapi.Subject{Kind: "port", Device: dev, Port: uint32(port)}
 }
 
 func deviceSubject(dev string) dbusapi.Subject {
-	return dbusapi.Subject{Kind: dbusapi.SubjectDevice, Device: dev}
+	return dbusapi.Subject{Kind: "device", Device: dev}
+}
+
+func linkSubject(name string) dbusapi.Subject {
+	return dbusapi.Subject{Kind: "link", Link: name}
 }
 
 func netdevSubject(n string) dbusapi.Subject {
-	return dbusapi.Subject{Kind: dbusapi.SubjectNetdev, Netdev: n}
+	return dbusapi.Subject{Kind: "netdev", Netdev: n}
 }
 
-// add records a finding. Everything is made printable here, once, so no
-// byte read from the host reaches the bus unescaped.
+// add records a finding. Everything is escaped here, once, so no byte read
+// from the host reaches the bus unescaped (dbusapi.Escape: valid UTF-8,
+// control characters and bad bytes as \xNN).
 func (d *diag) add(sev dbusapi.Severity, id string, s dbusapi.Subject, finding, fix string) {
-	s.Device, s.Netdev = printable(s.Device), printable(s.Netdev)
+	s.Device, s.Link, s.Netdev = dbusapi.Escape(s.Device), dbusapi.Escape(s.Link), dbusapi.Escape(s.Netdev)
 	d.out = append(d.out, dbusapi.Finding{
 		ID:       id,
 		Subject:  s,
 		Severity: sev,
-		Finding:  printable(finding),
-		Fix:      printable(fix),
+		Finding:  dbusapi.Escape(finding),
+		Fix:      dbusapi.Escape(fix),
 	})
 }
 

@@ -74,7 +74,7 @@ func TestEachFixtureHostReportsWhatIsWrongThere(t *testing.T) {
 func TestHealthyHostsShowWhatWasChecked(t *testing.T) {
 	rxe := diagnose(t, hosttest.Copy(t, "rxe-ready"))
 	for _, want := range [][2]string{
-		{"config-loaded", "host"}, {"link-present", "rxe0"}, {"port-active", "rxe0/1"},
+		{"config-loaded", "host"}, {"link-present", "link rxe0"}, {"port-active", "rxe0/1"},
 		{"verbs-ready", "host"}, {"verbs-providers", "host"}, {"memlock-login", "host"},
 		{"memlock-services", "host"}, {"nfs-rdma-off", "host"}, {"netns-mode", "host"},
 	} {
@@ -91,10 +91,10 @@ func TestHealthyHostsShowWhatWasChecked(t *testing.T) {
 		must(t, ib, want[0], want[1])
 	}
 	// IPoIB is shown even when fine, with the port it sits on.
-	if f := must(t, ib, "ipoib", "ib0"); f.Finding != "IPoIB ib0 on mlx4_0/1: connected mode, MTU 65520" {
+	if f := must(t, ib, "ipoib", "netdev ib0"); f.Finding != "IPoIB ib0 on mlx4_0/1: connected mode, MTU 65520" {
 		t.Errorf("ib0: %q", f.Finding)
 	}
-	if f := must(t, ib, "ipoib", "ib1"); f.Finding != "IPoIB ib1 on mlx4_0/2: datagram mode, MTU 4092" {
+	if f := must(t, ib, "ipoib", "netdev ib1"); f.Finding != "IPoIB ib1 on mlx4_0/2: datagram mode, MTU 4092" {
 		t.Errorf("ib1: %q", f.Finding)
 	}
 }

@@ -20,7 +20,7 @@ import (
 // policyOf loads the configuration of a host tree (none: defaults).
 func policyOf(t *testing.T, root string) *config.Policy {
 	t.Helper()
-	p, err := config.Load(root, "")
+	p, err := config.Load(host.Files{}, filepath.Join(root, config.MainFile))
 	if err != nil {
 		t.Fatalf("load policy of %s: %v", root, err)
 	}

@@ -92,11 +92,11 @@ func (d *diag) checkNetns() {
 	case inForce == config.NetnsUnmanaged && known && running != boot:
 		d.warn("netns-not-persistent", hostSubject,
 			fmt.Sprintf("RDMA netns mode is %s, but ib_core starts %s at the next boot (%s): the change is lost at reboot", running, boot, bootWhere),
-			fmt.Sprintf(`[netns] mode = "%s" in /etc/rdma/rdmad.toml, then: rdmactl reload`, running))
+			fmt.Sprintf(`rdmactl netns set %s --persist ([netns] mode = "%s" in /etc/rdma/rdmad.toml)`, running, running))
 	case inForce == config.NetnsUnmanaged:
 		d.ok("netns-mode", hostSubject, fmt.Sprintf("RDMA netns mode %s, not declared (at boot: %s, %s)", d.runningText(running, known), boot, bootWhere))
 	case declared != config.NetnsUnmanaged && boot != declared:
-		fix := "rdmactl reload (rdmad writes /" + rdmadNetnsFile + "), and see rdmactl status"
+		fix := "rdmactl reconcile (rdmad writes /" + rdmadNetnsFile + "), and see rdmactl status"
 		if bootFile != "" && bootFile != rdmadNetnsFile {
 			fix = fmt.Sprintf("remove netns_mode from %s: it is read after /%s", bootWhere, rdmadNetnsFile)
 		} else if bootFile == "" && strings.Contains(bootWhere, "command line") {
@@ -107,15 +107,17 @@ func (d *diag) checkNetns() {
 	case known && running != inForce && inForce == declared:
 		d.warn("netns-reboot-pending", hostSubject,
 			fmt.Sprintf("RDMA netns mode %s is declared and persisted (%s), but the kernel still runs %s: the switch is refused while other network namespaces exist (EBUSY)", declared, bootWhere, running),
-			"reboot, or delete the other network namespaces (ip netns list) and run: rdmactl reload")
+			"reboot, or delete the other network namespaces (ip netns list) and run: rdmactl reconcile")
 	case known && running != inForce:
 		d.fail("netns-mode-differs", hostSubject,
 			fmt.Sprintf("RDMA netns mode %s was set at runtime, but the kernel runs %s", inForce, running),
-			fmt.Sprintf("delete the other network namespaces (ip netns list), then: rdma system set netns %s", inForce))
+			fmt.Sprintf("delete the other network namespaces (ip netns list), then: rdmactl netns set %s", inForce))
 	case inForce != declared:
 		d.ok("netns-mode", hostSubject, fmt.Sprintf("RDMA netns mode %s, set at runtime without persist (at boot: %s, %s)", d.runningText(running, known), boot, bootWhere))
+	case !known:
+		d.ok("netns-mode", hostSubject, fmt.Sprintf("RDMA netns mode %s declared, ib_core starts in it at boot (%s); running mode %s", declared, bootWhere, d.runningText(running, known)))
 	default:
-		d.ok("netns-mode", hostSubject, fmt.Sprintf("RDMA netns mode %s as declared, at boot too (%s)", d.runningText(running, known), bootWhere))
+		d.ok("netns-mode", hostSubject, fmt.Sprintf("RDMA netns mode %s as declared, at boot too (%s)", running, bootWhere))
 	}
 	if bootFile != "" {
 		d.checkInitramfs(bootFile)

@@ -39,7 +39,7 @@ func TestNetnsMode(t *testing.T) {
 		root := readyIB(t)
 		remove(t, root, "etc/modprobe.d/rdmad-netns.conf")
 		mustFix(t, diagnose(t, root), "netns-boot-differs", "host", dbusapi.SeverityFail,
-			`[netns] mode = "exclusive" is declared, but ib_core starts shared at the next boot (ib_core's default)`, "rdmactl reload")
+			`[netns] mode = "exclusive" is declared, but ib_core starts shared at the next boot (ib_core's default)`, "rdmactl reconcile")
 	})
 	t.Run("a later modprobe.d file overrides rdmad's", func(t *testing.T) {
 		root := readyIB(t)
@@ -57,7 +57,7 @@ func TestNetnsMode(t *testing.T) {
 		root := hosttest.Copy(t, "rxe-ready")
 		hosttest.Write(t, root, "sys/module/ib_core/parameters/netns_mode", "N\n")
 		mustFix(t, diagnose(t, root), "netns-not-persistent", "host", dbusapi.SeverityWarn,
-			"RDMA netns mode is exclusive, but ib_core starts shared at the next boot", `[netns] mode = "exclusive" in /etc/rdma/rdmad.toml`)
+			"RDMA netns mode is exclusive, but ib_core starts shared at the next boot", `rdmactl netns set exclusive --persist ([netns] mode = "exclusive" in /etc/rdma/rdmad.toml)`)
 	})
 	t.Run("runtime change without persist", func(t *testing.T) {
 		root := hosttest.Copy(t, "rxe-ready")
@@ -68,7 +68,7 @@ func TestNetnsMode(t *testing.T) {
 			"exclusive, set at runtime without persist (at boot: shared", "")
 		hosttest.Write(t, root, "sys/module/ib_core/parameters/netns_mode", "Y\n")
 		mustFix(t, diagnose(t, root, withPolicy(pol)), "netns-mode-differs", "host", dbusapi.SeverityFail,
-			"exclusive was set at runtime, but the kernel runs shared", "rdma system set netns exclusive")
+			"exclusive was set at runtime, but the kernel runs shared", "rdmactl netns set exclusive")
 	})
 	t.Run("reader asked only without sysfs, and only with ib_core", func(t *testing.T) {
 		root := hosttest.Copy(t, "rxe-ready")

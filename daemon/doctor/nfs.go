@@ -112,8 +112,8 @@ func (d *diag) nfsdListening(port int) (listening, running bool) {
 }
 
 // tcpListening looks for a LISTEN (0A) socket on port in /proc/net/tcp and
-// tcp6. The kernel lists listening sockets first, so the scan stops at the
-// first socket in another state: the cost does not grow with connections.
+// tcp6. The kernel lists listening sockets first, so parsing stops at the
+// first socket in another state.
 func (d *diag) tcpListening(port int) bool {
 	want := fmt.Sprintf(":%04X", port)
 	found := false

@@ -13,7 +13,7 @@ import (
 // checkLinks: every declared soft link exists, or says what it waits for.
 func (d *diag) checkLinks() {
 	for _, l := range d.pol.Links {
-		s := deviceSubject(l.Name)
+		s := linkSubject(l.Name)
 		add := fmt.Sprintf("rdma link add %s type %s netdev %s", l.Name, l.Type, l.Netdev)
 		switch {
 		case d.device(l.Name) != nil:
@@ -264,7 +264,7 @@ func (d *diag) checkRoCEPort(dev *host.Device, p *host.Port, want config.RoCEDes
 	good := true
 	if want.Mode != "" && p.RoCEMode != want.Mode.Kernel() {
 		good = false
-		fix := "rdmactl reload (rdmad applies it again), and see rdmactl status"
+		fix := "rdmactl reconcile (rdmad applies it again), and see rdmactl status"
 		kernelMode := want.Mode.Kernel()
 		if len(p.GIDTypes) > 0 && !hasGIDType(p, kernelMode) {
 			fix = fmt.Sprintf("%s supports only %s: change mode at %s", name, strings.Join(p.GIDTypes, ", "), want.ModeSource)
@@ -281,7 +281,7 @@ func (d *diag) checkRoCEPort(dev *host.Device, p *host.Port, want config.RoCEDes
 		}
 		d.fail("roce-tos-differs", s,
 			fmt.Sprintf("%s: RoCE TOS is %s, declared %d at %s%s", name, tos, *want.TOS, want.TOSSource, last),
-			"rdmactl reload (rdmad applies it again), and see rdmactl status")
+			"rdmactl reconcile (rdmad applies it again), and see rdmactl status")
 	}
 	if good {
 		var parts []string

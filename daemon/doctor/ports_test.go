@@ -17,7 +17,7 @@ func TestNoDevice(t *testing.T) {
 	fs := diagnose(t, root)
 	mustFix(t, fs, "no-device", "host", dbusapi.SeverityFail, "no RDMA device", "rdmactl link add rxe0 --type rxe")
 	// The declared Soft-RoCE link is gone while its netdev is there.
-	mustFix(t, fs, "link-missing", "rxe0", dbusapi.SeverityFail, "does not exist", "rdma link add rxe0 type rxe netdev veth0")
+	mustFix(t, fs, "link-missing", "link rxe0", dbusapi.SeverityFail, "does not exist", "rdma link add rxe0 type rxe netdev veth0")
 	// Nothing to reach: no user-space findings on top.
 	if f := find(fs, "verbs-ready", "host"); f != nil {
 		t.Errorf("verbs checked without devices: %+v", f)
@@ -28,18 +28,18 @@ func TestDeclaredLinkWaitsForItsNetdev(t *testing.T) {
 	root := hosttest.Copy(t, "rxe-ready")
 	remove(t, root, "sys/class/infiniband")
 	remove(t, root, "sys/class/net/veth0")
-	mustFix(t, diagnose(t, root), "link-waiting", "rxe0", dbusapi.SeverityWarn, "waits for network interface veth0", "create veth0")
+	mustFix(t, diagnose(t, root), "link-waiting", "link rxe0", dbusapi.SeverityWarn, "waits for network interface veth0", "create veth0")
 }
 
 func TestSiwLinkOnAKernelWithoutSiw(t *testing.T) {
 	root := readyIB(t)
 	hosttest.Write(t, root, "sys/class/net/eth0/operstate", "up\n")
 	pol := parsePolicy(t, "[[link]]\nname = \"siw0\"\ntype = \"siw\"\nnetdev = \"eth0\"\n")
-	mustFix(t, diagnose(t, root, withPolicy(pol)), "link-missing", "siw0", dbusapi.SeverityFail,
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "link-missing", "link siw0", dbusapi.SeverityFail,
 		"no siw module", `type = "rxe"`)
 	// Where the kernel has siw, the usual fix: create the link.
 	hosttest.Write(t, root, "lib/modules/6.1.0-28-amd64/modules.dep", "kernel/drivers/infiniband/sw/siw/siw.ko.xz: kernel/drivers/infiniband/core/ib_core.ko.xz\n")
-	mustFix(t, diagnose(t, root, withPolicy(pol)), "link-missing", "siw0", dbusapi.SeverityFail,
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "link-missing", "link siw0", dbusapi.SeverityFail,
 		"does not exist", "rdma link add siw0 type siw netdev eth0")
 }
 

@@ -1,41 +1,29 @@
 package doctor
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
-	"unicode/utf8"
 
 	"github.com/rdmad/rdmad/daemon/host"
 )
 
-// The reads below are doctor's own bounded reader, to be replaced by the
-// shared one in daemon/host once it exists: every host file doctor opens
-// goes through boundedRead, boundedLines or boundedDir, which refuse what is
-// not a regular file (a FIFO would block, a device file could be endless)
-// and stop at a size cap, so no file on the host can wedge or blind the
-// daemon that answers Diagnose.
+// Every host file doctor reads goes through host's bounded reader
+// (host.ReadAttr, host.ReadFileLimit, host.ReadDirNames): regular files
+// only, opened without blocking (a FIFO answers at once), size-capped, so
+// nothing on the host can wedge or blind the daemon that answers Diagnose.
+// The helpers below only add what doctor needs on top: paths under the
+// root, lines, and "" for an attribute that cannot be read.
 
 // Size caps by kind of file.
 const (
-	capAttr   = 4 << 10  // a sysfs or procfs attribute
-	capConfig = 1 << 20  // a configuration file (limits.conf, nfs.conf, a unit...)
-	capIndex  = 16 << 20 // modules.dep, /proc/net/tcp
-	capDir    = 4096     // entries read from one directory
-)
-
-var (
-	errNotRegular = errors.New("not a regular file")
-	errTooLarge   = errors.New("larger than doctor reads")
+	capAttr   = host.MaxAttrSize
+	capConfig = host.MaxConfigSize
+	capIndex  = host.MaxIndexSize // modules.dep, /proc/net/tcp
 )
 
 // hostPath resolves rel under the host root. A final symlink with an
@@ -61,46 +49,15 @@ func hostPath(h *host.Host, rel string) string {
 	return p
 }
 
-// openBounded opens rel for reading if it is a regular file. O_NONBLOCK
-// keeps open(2) of a FIFO from waiting for a writer.
-func openBounded(h *host.Host, rel string) (*os.File, error) {
-	f, err := os.OpenFile(hostPath(h, rel), os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("/%s: %w", rel, errNotRegular)
-	}
-	return f, nil
-}
-
 // boundedRead reads rel whole if it is a regular file of at most limit
 // bytes.
-func boundedRead(h *host.Host, rel string, limit int64) ([]byte, error) {
-	f, err := openBounded(h, rel)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("/%s: %w", rel, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("/%s: %w (%d bytes)", rel, errTooLarge, limit)
-	}
-	return b, nil
+func boundedRead(h *host.Host, rel string, limit int) ([]byte, error) {
+	return host.ReadFileLimit(hostPath(h, rel), limit)
 }
 
 // readAttr reads a short attribute and trims it; "" when it cannot be read.
 func readAttr(h *host.Host, rel string) string {
-	b, err := boundedRead(h, rel, capAttr)
+	b, err := host.ReadAttr(hostPath(h, rel))
 	if err != nil {
 		return ""
 	}
@@ -108,49 +65,30 @@ func readAttr(h *host.Host, rel string) string {
 }
 
 // boundedLines calls fn for each line of rel (without its newline) until fn
-// returns false, reading at most limit bytes. A file whose size is known to
-// be over the limit is refused before any line is read (half a
-// configuration file would mislead); a procfs file, whose size reads as 0,
-// is cut at the limit with an error after the lines read so far.
-func boundedLines(h *host.Host, rel string, limit int64, fn func(line string) bool) error {
-	f, err := openBounded(h, rel)
+// returns false. The file is read whole first, within limit: a file over
+// it yields no line at all (half a configuration file would mislead).
+func boundedLines(h *host.Host, rel string, limit int, fn func(line string) bool) error {
+	b, err := boundedRead(h, rel, limit)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > limit {
-		return fmt.Errorf("/%s: %w (%d bytes)", rel, errTooLarge, limit)
-	}
-	lr := &io.LimitedReader{R: f, N: limit + 1}
-	sc := bufio.NewScanner(lr)
-	sc.Buffer(make([]byte, 0, 4096), 64<<10)
-	for sc.Scan() {
-		if !fn(sc.Text()) {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if !fn(string(line)) {
 			return nil
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("/%s: %w", rel, err)
-	}
-	if lr.N <= 0 {
-		return fmt.Errorf("/%s: %w (%d bytes)", rel, errTooLarge, limit)
 	}
 	return nil
 }
 
-// boundedDir lists at most capDir entry names of rel, sorted.
+// boundedDir lists the entry names of rel, sorted.
 func boundedDir(h *host.Host, rel string) ([]string, error) {
-	d, err := os.Open(hostPath(h, rel))
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(capDir)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("/%s: %w", rel, err)
-	}
-	sort.Strings(names)
-	return names, nil
+	return host.ReadDirNames(hostPath(h, rel))
 }
 
 // exists reports whether rel exists under the root (without following a
@@ -207,34 +145,4 @@ func confFiles(h *host.Host, suffix string, dirs ...string) []string {
 		out = append(out, seen[n])
 	}
 	return out
-}
-
-// printable makes s safe to publish: invalid UTF-8 bytes and control
-// characters become \xNN, so a finding stays one valid UTF-8 line whatever
-// bytes a file or interface name holds.
-func printable(s string) string {
-	clean := true
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && n == 1) || r < 0x20 || r == 0x7f {
-			clean = false
-			break
-		}
-		i += n
-	}
-	if clean {
-		return s
-	}
-	var b bytes.Buffer
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && n == 1) || r < 0x20 || r == 0x7f {
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-			i++
-			continue
-		}
-		b.WriteString(s[i : i+n])
-		i += n
-	}
-	return b.String()
 }

@@ -24,13 +24,13 @@ func TestIPoIBModeAndMTU(t *testing.T) {
 	hosttest.Write(t, root, ibDev+"/net/ib1/mtu", "65520\n")
 	hosttest.Write(t, root, ibDev+"/net/ib0/mtu", "2044\n")
 	fs := diagnose(t, root)
-	mustFix(t, fs, "ipoib-mtu-too-large", "ib1", dbusapi.SeverityFail,
+	mustFix(t, fs, "ipoib-mtu-too-large", "netdev ib1", dbusapi.SeverityFail,
 		"IPoIB ib1 on mlx4_0/2: datagram mode, MTU 65520: datagram mode carries at most the IB MTU less 4 bytes", "ip link set dev ib1 mtu 4092")
-	mustFix(t, fs, "ipoib-connected-small-mtu", "ib0", dbusapi.SeverityWarn,
+	mustFix(t, fs, "ipoib-connected-small-mtu", "netdev ib0", dbusapi.SeverityWarn,
 		"IPoIB ib0 on mlx4_0/1: connected mode, MTU 2044", "ip link set dev ib0 mtu 65520")
 
 	hosttest.Write(t, root, ibDev+"/net/ib0/mtu", "70000\n")
-	mustFix(t, diagnose(t, root), "ipoib-mtu-too-large", "ib0", dbusapi.SeverityFail, "connected mode carries at most 65520", "mtu 65520")
+	mustFix(t, diagnose(t, root), "ipoib-mtu-too-large", "netdev ib0", dbusapi.SeverityFail, "connected mode carries at most 65520", "mtu 65520")
 
 	// A P_Key child interface has no PCI device of its own; an Ethernet
 	// interface (type 1) is not IPoIB.
@@ -42,8 +42,8 @@ func TestIPoIBModeAndMTU(t *testing.T) {
 	}
 	hosttest.Write(t, root, "sys/class/net/eth0/type", "1\n")
 	fs = diagnose(t, root)
-	mustFix(t, fs, "ipoib", "ib1.8002", dbusapi.SeverityOK, "IPoIB ib1.8002: datagram mode, MTU 2044", "")
-	if f := find(fs, "ipoib", "eth0"); f != nil {
+	mustFix(t, fs, "ipoib", "netdev ib1.8002", dbusapi.SeverityOK, "IPoIB ib1.8002: datagram mode, MTU 2044", "")
+	if f := find(fs, "ipoib", "netdev eth0"); f != nil {
 		t.Errorf("Ethernet interface reported as IPoIB: %+v", f)
 	}
 }
@@ -80,6 +80,7 @@ func TestHostileHostFiles(t *testing.T) {
 	// falls back to the services default, and the oversized limits.conf is
 	// not read at all (not even its first line).
 	must(t, fs, "nfs-rdma-not-persistent", "host")
+	mustFix(t, fs, "netns-mode", "host", dbusapi.SeverityOK, "exclusive declared, ib_core starts in it at boot (/etc/modprobe.d/rdmad-netns.conf:3); running mode unknown", "")
 	mustFix(t, fs, "memlock-login", "host", dbusapi.SeverityOK, "DefaultLimitMEMLOCK=infinity", "")
 	doc, err := dbusapi.EncodeFindings(fs)
 	if err != nil {
@@ -88,7 +89,7 @@ func TestHostileHostFiles(t *testing.T) {
 	if !utf8.ValidString(doc) || strings.ContainsRune(doc, 0x1b) {
 		t.Fatalf("published document is not clean UTF-8")
 	}
-	mustFix(t, fs, "ipoib", `ib\xff\x1b[31m`, dbusapi.SeverityOK, `IPoIB ib\xff\x1b[31m: data\xfegram mode, MTU 2044`, "")
+	mustFix(t, fs, "ipoib", `netdev ib\xff\x1b[31m`, dbusapi.SeverityOK, `IPoIB ib\xff\x1b[31m: data\xfegram mode, MTU 2044`, "")
 	var back []dbusapi.Finding
 	if err := json.Unmarshal([]byte(doc), &back); err != nil || len(back) != len(fs) {
 		t.Fatalf("document does not decode: %v", err)

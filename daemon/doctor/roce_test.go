@@ -38,12 +38,12 @@ func TestDeclaredTOSNotInKernel(t *testing.T) {
 	pol := parsePolicy(t, "[[roce]]\ndevice = \"*\"\ntos = 106\n")
 	fs := diagnose(t, root, withPolicy(pol))
 	for _, p := range []string{"mlx5_0/1", "mlx5_1/1"} {
-		mustFix(t, fs, "roce-tos-differs", p, dbusapi.SeverityFail, "RoCE TOS is 0, declared 106 at /etc/rdma/rdmad.toml:1", "rdmactl reload")
+		mustFix(t, fs, "roce-tos-differs", p, dbusapi.SeverityFail, "RoCE TOS is 0, declared 106 at /etc/rdma/rdmad.toml:1", "rdmactl reconcile")
 	}
 	// No rdma_cm directory for the device yet: rdmad creates it, the
 	// values are unknown until then.
 	remove(t, root, "sys/kernel/config/rdma_cm/mlx5_1")
-	mustFix(t, diagnose(t, root, withPolicy(pol)), "roce-tos-differs", "mlx5_1/1", dbusapi.SeverityFail, "RoCE TOS is unknown", "rdmactl reload")
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "roce-tos-differs", "mlx5_1/1", dbusapi.SeverityFail, "RoCE TOS is unknown", "rdmactl reconcile")
 }
 
 func TestConfigfsMissing(t *testing.T) {

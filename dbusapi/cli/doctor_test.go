@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,8 +15,8 @@ import (
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
-	"github.com/rdmad/rdmad/dbusapi/bustest"
 	"github.com/rdmad/rdmad/dbusapi/cli"
+	"github.com/rdmad/rdmad/test/bustest"
 )
 
 // manager serves org.rdmad1.Manager.Diagnose on a private bus the way the
@@ -55,7 +56,7 @@ func serve(t *testing.T, obj any) string {
 func findingsOf(t *testing.T, fixture string) string {
 	t.Helper()
 	root := hosttest.Copy(t, fixture)
-	pol, err := config.Load(root, "")
+	pol, err := config.Load(host.Files{}, filepath.Join(root, config.MainFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestDoctorHealthyHost(t *testing.T) {
 	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "SEVERITY SUBJECT FINDING" {
 		t.Errorf("header = %q", lines[0])
 	}
-	if !strings.Contains(out, "ok        rxe0/1   rxe0/1: ACTIVE, LinkUp") {
+	if !strings.Contains(out, "ok        rxe0/1     rxe0/1: ACTIVE, LinkUp") {
 		t.Errorf("port row missing or misaligned:\n%s", out)
 	}
 	if last := lines[len(lines)-1]; last != "9 ok, 0 warn, 0 fail" {
@@ -121,7 +122,7 @@ func TestDoctorFailingHostExitsOne(t *testing.T) {
 
 func TestDoctorWarningsAloneExitZero(t *testing.T) {
 	doc, err := dbusapi.EncodeFindings([]dbusapi.Finding{
-		{ID: "roce-modes-mixed", Subject: dbusapi.Subject{Kind: dbusapi.SubjectHost}, Severity: dbusapi.SeverityWarn, Finding: "mixed", Fix: "x"},
+		{ID: "roce-modes-mixed", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityWarn, Finding: "mixed", Fix: "x"},
 	})
 	if err != nil {
 		t.Fatal(err)
