@@ -18,7 +18,7 @@ declared_tos=106          # from the guest's rdmad.toml: every RoCE port
 user=e2euser              # member of @rdma, created when the image is prepared
 
 boot1=(boot rdmad-systemd sandbox-caps link-at-boot tos-hotadd modules roce-v1-error memlock-user dbus-denied hotplug)
-boot2=(reboot-boot reboot-link reboot-memlock)
+boot2=(reboot-boot reboot-link reboot-memlock reboot-doctor)
 
 fail() { echo "$*"; exit 1; }
 pass() { echo "$*"; exit 0; }
@@ -237,6 +237,59 @@ s_reboot-memlock() {
 	svc=$(systemctl show -p DefaultLimitMEMLOCK --value)
 	[[ $svc == infinity ]] || fail "systemd DefaultLimitMEMLOCK is '$svc', declared unlimited (drop-ins: $(ls /etc/systemd/system.conf.d 2>&1 | tr '\n' ' '))"
 	pass "$user_line; DefaultLimitMEMLOCK=$svc"
+}
+
+# rdmactl doctor on the real kernel: its findings must match what the guest
+# shows by other means (sysfs, lsmod, /etc, ulimit, systemd, rdma), and its
+# exit status must say whether a finding fails. Runs after the reboot, when
+# the memlock limits rdmad rendered are in force for logins and services.
+s_reboot-doctor() {
+	local json rc fails want_rc f dev port state mode
+	json=$(runuser -u "$user" -- rdmactl -o json doctor 2>/dev/null)
+	rc=$?
+	jq -e 'type == "array" and length > 0' >/dev/null <<<"$json" || fail "rdmactl -o json doctor (as $user) gave no findings (exit $rc): $(head -c 200 <<<"$json")"
+	has() { # has ID SUBJECT [SEVERITY]: SUBJECT as rdmactl prints it (host, rxe0, rxe0/1, ib0)
+		jq -e --arg id "$1" --arg s "$2" --arg sev "${3:-}" '
+			def subj: .subject | if .kind == "port" then .device + "/" + (.port | tostring)
+				elif .kind == "device" then .device elif .kind == "netdev" then .netdev else .kind end;
+			any(.[]; .id == $id and subj == $s and ($sev == "" or .severity == $sev))' >/dev/null <<<"$json"
+	}
+	fails=$(jq '[.[] | select(.severity == "fail")] | length' <<<"$json")
+	want_rc=0; ((fails > 0)) && want_rc=1
+	((rc == want_rc)) || fail "rdmactl doctor exit $rc with $fails failing findings"
+	# Ports: ACTIVE in sysfs <=> port-active; the Soft-RoCE port has no other finding.
+	for f in /sys/class/infiniband/*/ports/*; do
+		dev=${f#/sys/class/infiniband/}; dev=${dev%%/*}; port=${f##*/}
+		state=$(cut -d' ' -f2 <"$f/state")
+		if [[ $state == ACTIVE ]]; then
+			has port-active "$dev/$port" ok || fail "$dev/$port is ACTIVE in sysfs, doctor says otherwise"
+		else
+			has port-active "$dev/$port" && fail "$dev/$port is $state in sysfs, doctor says port-active"
+		fi
+	done
+	jq -e 'all(.[]; ((.subject.device == "rxe0") | not) or .severity == "ok")' >/dev/null <<<"$json" ||
+		fail "a healthy rxe0 got a warning: $(jq -c '[.[] | select(.subject.device == "rxe0" and .severity != "ok")]' <<<"$json" | cut -c1-200)"
+	# User space: lsmod and /etc/libibverbs.d against the verbs findings.
+	if lsmod | grep -q '^ib_uverbs ' && lsmod | grep -q '^rdma_ucm '; then
+		has verbs-modules-missing host && fail "ib_uverbs and rdma_ucm are loaded, doctor says missing"
+	else
+		has verbs-modules-missing host fail || fail "ib_uverbs/rdma_ucm not both loaded, doctor does not say so"
+	fi
+	if compgen -G '/etc/libibverbs.d/*.driver' >/dev/null; then
+		has verbs-providers host ok || fail "/etc/libibverbs.d has providers, doctor says otherwise"
+	else
+		has verbs-providers-missing host fail || fail "/etc/libibverbs.d has no providers, doctor does not say so"
+	fi
+	# Memlock: what a member of @rdma and systemd really have.
+	[[ $(runuser -l "$user" -c 'ulimit -Sl') == unlimited ]] && { has memlock-login host ok || fail "login memlock is unlimited, doctor says otherwise"; }
+	[[ $(systemctl show -p DefaultLimitMEMLOCK --value) == infinity ]] && { has memlock-services host ok || fail "DefaultLimitMEMLOCK is infinity, doctor says otherwise"; }
+	# No NFS server here: NFS over RDMA is off.
+	has nfs-rdma-off host ok || fail "no NFS server in the guest, doctor says: $(jq -c '[.[] | select(.id | startswith("nfs"))]' <<<"$json")"
+	# The running netns mode as rdma(8) shows it.
+	mode=$(rdma system show 2>/dev/null | grep -oE 'netns (shared|exclusive)' | cut -d' ' -f2)
+	[[ -n $mode ]] && { jq -e --arg m "$mode" 'any(.[]; .id == "netns-mode" and (.finding | contains("mode " + $m)))' >/dev/null <<<"$json" ||
+		fail "rdma system show says netns $mode, doctor: $(jq -r '.[] | select(.id | startswith("netns")) | .finding' <<<"$json")"; }
+	pass "$(jq -r 'group_by(.severity) | map("\(length) \(.[0].severity)") | join(", ")' <<<"$json"), exit $rc; not ok: $(jq -r '[.[] | select(.severity != "ok") | .id] | join(" ")' <<<"$json")"
 }
 
 # Reading is open to all, changing needs authorization: a plain member of
