@@ -622,3 +622,46 @@ func TestSignalsOnlyForChangedObjects(t *testing.T) {
 		}
 	}
 }
+
+// rdmactl doctor asks the daemon, which diagnoses its own --root host: a
+// healthy Soft-RoCE host passes (exit 0), the demo host's failures come
+// back with a fix each (exit 1), and -o json is the Diagnose document.
+func TestDoctorThroughTheDaemon(t *testing.T) {
+	ready := newEnv(t, "rxe-ready", "[modules]\nenable = false\n")
+	if code, out, errOut := rdmactl(t, ready.addr, "doctor"); code != 0 {
+		t.Errorf("doctor on rxe-ready: exit %d\n%s%s", code, out, errOut)
+	}
+	e := newEnv(t, "demo", mlx5Config)
+	code, out, _ := rdmactl(t, e.addr, "-o", "json", "doctor")
+	if code != 1 {
+		t.Fatalf("doctor on demo: exit %d, want 1 (verbs modules are missing)\n%s", code, out)
+	}
+	c, err := client.Connect(e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	doc, err := c.Diagnose(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != doc+"\n" {
+		t.Errorf("doctor -o json differs from Diagnose")
+	}
+	fs, err := dbusapi.DecodeFindings(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, f := range fs {
+		ids[f.ID] = true
+		if f.Severity != dbusapi.SeverityOK && f.Fix == "" {
+			t.Errorf("%s has no fix", f.ID)
+		}
+	}
+	for _, want := range []string{"verbs-modules-missing", "roce-modes-mixed"} {
+		if !ids[want] {
+			t.Errorf("demo host: no %s finding in %v", want, ids)
+		}
+	}
+}

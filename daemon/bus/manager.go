@@ -35,6 +35,7 @@ func (m *manager) methods() map[string]any {
 		"DeleteLink":   m.DeleteLink,
 		"SetNetnsMode": m.SetNetnsMode,
 		"Describe":     m.Describe,
+		"Diagnose":     m.Diagnose,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
@@ -91,6 +92,10 @@ func (s *Service) DropInDir() string { return config.DropInDirFor(s.configFile) 
 
 // Host is the host rdmad manages.
 func (s *Service) Host() *host.Host { return s.host }
+
+// NetnsKernel is the kernel's RDMA netns mode, nil when rdmad does not
+// manage it.
+func (s *Service) NetnsKernel() netns.Kernel { return s.kernel.Netns }
 
 // Reconciler gives read access to the observed state.
 func (s *Service) Reconciler() *reconcile.Reconciler { return s.rec }

@@ -38,7 +38,7 @@ func serve(t *testing.T, obj any) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	addr := bustest.Start(t, dir)
+	addr := bustest.Start(t)
 	conn, err := dbus.Connect(addr)
 	if err != nil {
 		t.Fatal(err)
