@@ -88,11 +88,9 @@ func (e *env) persisted() string {
 	return string(b)
 }
 
-func intp(n int) *int { return &n }
-
 // A missing configfs rdma_cm makes the RoCE part fail at device level
-// (Target "mlx5_0", What "configfs rdma_cm"): the call must fail, not
-// report a success when nothing was applied.
+// (subject mlx5_0, kind roce.Configfs): the call must fail, not report a
+// success when nothing was applied.
 func TestSetRoCEDeviceLevelFailureFailsTheCall(t *testing.T) {
 	for _, persist := range []bool{false, true} {
 		e := newEnv(t, "", nil)

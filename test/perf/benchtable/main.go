@@ -69,7 +69,7 @@ func run(sizeList string, runs int) error {
 		fmt.Fprintf(os.Stderr, "benchtable: N=%d ...\n", n)
 		r, err := measure(bin, addr, n, runs)
 		if err != nil {
-			return fmt.Errorf("N=%d: %w", n, err)
+			return fmt.Errorf("at %d devices: %w", n, err)
 		}
 		rows = append(rows, r)
 	}
