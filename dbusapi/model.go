@@ -1,6 +1,9 @@
-// Package dbusapi is rdmad's D-Bus contract (org.rdmad1.xml), the objects the
-// daemon exports, their authorization, and the shared data model that the
-// client (rdmactl) decodes properties into and prints as JSON.
+// Package dbusapi is what both sides of rdmad's D-Bus API share: the
+// contract (org.rdmad1.xml, from which docs/dbus-api.md is generated), the
+// names and object paths, the data model that the daemon publishes and
+// clients decode and print as JSON, the escaping of host strings, and the
+// client (dbusapi/client) and CLI (dbusapi/cli) rdmactl is made of. It
+// imports nothing of the daemon; the server side is daemon/bus.
 package dbusapi
 
 import (
