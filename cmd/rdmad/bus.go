@@ -20,11 +20,11 @@ func startBus(ctx context.Context, svc *service.Service, busArg string, log *slo
 		log.Info("not publishing on D-Bus (--bus none)")
 		return func() error { return nil }, func() {}, nil
 	}
-	conn, err := dbusapi.Dial(busArg)
+	conn, err := bus.Dial(busArg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bus: %w", err)
 	}
-	srv, err := bus.New(conn, svc, &bus.PolkitAuthorizer{Conn: conn}, log)
+	srv, err := bus.New(conn, svc, &bus.PolkitAuthorizer{Conn: conn.Conn}, log)
 	if err != nil {
 		conn.Close()
 		return nil, nil, fmt.Errorf("bus: %w", err)

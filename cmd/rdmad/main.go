@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -122,6 +123,9 @@ func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logg
 	if err := svc.Idle(ctx); err != nil {
 		return nil // stopped before the first pass finished
 	}
+	// The first pass read every device; what it allocated on the way is
+	// garbage now. Hand it back rather than idle at its high-water mark.
+	debug.FreeOSMemory()
 	if err := publish(); err != nil {
 		return err
 	}

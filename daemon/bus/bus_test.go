@@ -47,12 +47,23 @@ func fixture(t *testing.T, dir, name, cfg string) string {
 type daemon struct {
 	svc    *service.Service
 	srv    *bus.Server
-	conn   *dbus.Conn
+	conn   *bus.Conn
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 func startDaemon(t *testing.T, addr, root string) *daemon {
+	t.Helper()
+	conn, err := bus.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startDaemonOn(t, conn, root)
+}
+
+// startDaemonOn starts rdmad on a given connection (bus.Wrap: without the
+// pre-encoded GetManagedObjects).
+func startDaemonOn(t *testing.T, conn *bus.Conn, root string) *daemon {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
@@ -65,11 +76,7 @@ func startDaemon(t *testing.T, addr, root string) *daemon {
 	if err != nil {
 		t.Fatalf("service: %v", err)
 	}
-	conn, err := dbusapi.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := bus.New(conn, svc, &bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second}, log)
+	srv, err := bus.New(conn, svc, &bus.PolkitAuthorizer{Conn: conn.Conn, PolkitTimeout: 10 * time.Second}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
