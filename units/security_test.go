@@ -3,6 +3,7 @@ package units
 import (
 	"bufio"
 	"bytes"
+	"encoding/xml"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // maxExposure is the ceiling issue 10 sets for rdmad.service (systemd-hostnamed
@@ -408,4 +410,120 @@ func privateBus(t *testing.T) string {
 	dir := t.TempDir()
 	conf := strings.ReplaceAll(string(tmpl), "@SOCKET@", filepath.Join(dir, "bus.sock"))
 	return startBus(t, dir, conf)
+}
+
+// managerTable reads the org.rdmad1.Manager table of docs/security.md:
+// method -> [polkit action, polkit default] ("none" when unauthorized).
+func managerTable(t *testing.T) map[string][2]string {
+	t.Helper()
+	data, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "### org.rdmad1.Manager\n")
+	if !ok {
+		t.Fatal("docs/security.md has no ### org.rdmad1.Manager table")
+	}
+	if i := strings.Index(section, "\n#"); i >= 0 {
+		section = section[:i]
+	}
+	row := regexp.MustCompile("^\\| `([A-Za-z]+)` \\| (?:`([^`]+)`|none) \\| (?:`([^`]+)`|none) \\|")
+	rows := map[string][2]string{}
+	for _, line := range strings.Split(section, "\n") {
+		if m := row.FindStringSubmatch(line); m != nil {
+			action, def := m[2], m[3]
+			if action == "" {
+				action = "none"
+			}
+			if def == "" {
+				def = "none"
+			}
+			rows[m[1]] = [2]string{action, def}
+		}
+	}
+	return rows
+}
+
+// TestSecurityDocMethodTable keeps docs/security.md's table of who may call
+// what equal to the API: every Manager method of the introspection XML has a
+// row with the polkit action its documentation names, and every action's
+// defaults in org.rdmad1.policy are the ones the table states.
+func TestSecurityDocMethodTable(t *testing.T) {
+	xmlData, err := os.ReadFile("../dbusapi/org.rdmad1.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	contract, err := dbusapi.ParseContract(xmlData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy struct {
+		Actions []struct {
+			ID       string `xml:"id,attr"`
+			Defaults struct {
+				Any      string `xml:"allow_any"`
+				Inactive string `xml:"allow_inactive"`
+				Active   string `xml:"allow_active"`
+			} `xml:"defaults"`
+		} `xml:"action"`
+	}
+	policyData, err := os.ReadFile("org.rdmad1.policy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(policyData, &policy); err != nil {
+		t.Fatalf("org.rdmad1.policy: %v", err)
+	}
+	defaults := map[string][3]string{}
+	for _, a := range policy.Actions {
+		defaults[a.ID] = [3]string{a.Defaults.Any, a.Defaults.Inactive, a.Defaults.Active}
+	}
+
+	table := managerTable(t)
+	actionDoc := regexp.MustCompile(`Polkit action:\s*([a-z0-9.-]*[a-z0-9-])`)
+	methods := map[string]bool{}
+	for _, iface := range contract.Interfaces {
+		if iface.Name != dbusapi.ManagerIface {
+			continue
+		}
+		for _, m := range iface.Members {
+			if m.Kind != "method" {
+				continue
+			}
+			methods[m.Name] = true
+			want := "none"
+			if a := actionDoc.FindStringSubmatch(m.Doc); a != nil {
+				want = a[1]
+			}
+			row, ok := table[m.Name]
+			switch {
+			case !ok:
+				t.Errorf("docs/security.md: no row for %s.%s (polkit action %s)", iface.Name, m.Name, want)
+				continue
+			case row[0] != want:
+				t.Errorf("docs/security.md: %s has polkit action %s, the XML says %s", m.Name, row[0], want)
+			}
+			if want == "none" {
+				continue
+			}
+			d, ok := defaults[want]
+			if !ok {
+				t.Errorf("%s: action %s is not in org.rdmad1.policy", m.Name, want)
+				continue
+			}
+			for i, v := range d {
+				if v != row[1] {
+					t.Errorf("org.rdmad1.policy: %s default %d is %q, docs/security.md says %q", want, i, v, row[1])
+				}
+			}
+		}
+	}
+	if len(methods) == 0 {
+		t.Fatalf("no methods of %s in the XML", dbusapi.ManagerIface)
+	}
+	for name := range table {
+		if !methods[name] {
+			t.Errorf("docs/security.md lists %s, which org.rdmad1.Manager does not have", name)
+		}
+	}
 }
