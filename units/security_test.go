@@ -231,10 +231,10 @@ func TestSyscallFilterShape(t *testing.T) {
 
 // TestRdmadSyscallsInFilter runs the real rdmad on a fixture host and a
 // private bus under strace, through start, D-Bus reads and writes, a
-// persisted change, reload, SIGHUP, module loading and shutdown, and checks
-// that every system call it (and the modprobe it runs) makes is in the
-// unit's allow-list. The VM test runs it under the real filter; this finds a
-// new call (a Go release, a dependency) on the build machine first.
+// persisted change, reload, Diagnose, SIGHUP, module loading and shutdown,
+// and checks that every system call it (and the modprobe it runs) makes is
+// in the unit's allow-list. The VM test runs it under the real filter; this
+// finds a new call (a Go release, a dependency) on the build machine first.
 func TestRdmadSyscallsInFilter(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and traces rdmad")
@@ -314,6 +314,12 @@ func TestRdmadSyscallsInFilter(t *testing.T) {
 		if err := ctl(args...); err != nil {
 			t.Error(err)
 		}
+	}
+	// Diagnose runs the doctor's host reads inside rdmad; doctor exits 1 when
+	// a check fails (the fixture has no uverbs), 0 otherwise.
+	out, err := exec.Command(rdmactl, "--bus", addr, "-o", "json", "doctor").Output()
+	if ee, ok := err.(*exec.ExitError); (err != nil && !ok) || (ok && ee.ExitCode() != 1) || !bytes.HasPrefix(out, []byte("[")) {
+		t.Errorf("rdmactl -o json doctor: %v: %.200s", err, out)
 	}
 	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 		t.Fatal(err)
