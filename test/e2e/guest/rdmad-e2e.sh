@@ -108,42 +108,121 @@ s_tos-hotadd() {
 not_loaded() { local m; for m; do [[ -d /sys/module/${m#*=} ]] || printf '%s ' "$m"; done; }
 all_loaded() { [[ -z $(not_loaded "$@") ]]; }
 
-# The sandbox of the installed rdmad.service (capability bounding set, file
-# system protection...) is enough for what rdmad does to the kernel, and
-# CAP_NET_ADMIN is really needed: run the same operations through systemd-run
-# with the unit's own [Service] hardening lines. Independent of rdmad itself.
+# The sandbox of the installed rdmad.service is enough for every kernel
+# operation rdmad performs, and the privileges it keeps are really needed.
+# systemd-run replays the unit's own [Service] sandbox lines (all but the
+# process-management ones, so a directive added later is tested too); the
+# replica is first shown to match the running rdmad (capabilities, seccomp,
+# mounts), then each operation runs in it, each with a negative control.
 sandbox_props() {
 	sed -n '/^\[Service\]/,/^\[/p' /usr/lib/systemd/system/rdmad.service |
-		grep -E '^(CapabilityBoundingSet|NoNewPrivileges|Protect[A-Za-z]+|ReadWritePaths|PrivateTmp|Restrict[A-Za-z]+|LockPersonality|MemoryDenyWriteExecute|SystemCallArchitectures)='
+		grep -E '^[A-Za-z]+=' |
+		grep -vE '^(Type|NotifyAccess|BusName|Exec[A-Za-z]*|Restart[A-Za-z]*|RuntimeDirectory[A-Za-z]*|Timeout[A-Za-z]*|Watchdog[A-Za-z]*)='
 }
-in_sandbox() { # in_sandbox [extra -p props...] -- CMD
+in_sandbox() { # in_sandbox [extra props...] -- CMD
 	local props=() line
 	while read -r line; do props+=(-p "$line"); done < <(sandbox_props)
 	while [[ $1 != -- ]]; do props+=(-p "$1"); shift; done
 	shift
 	systemd-run --quiet --wait --pipe --collect "${props[@]}" "$@"
 }
+# sandbox_view /proc/PID: what the sandbox makes of a process: privileges,
+# seccomp, and the read-only flag of the topmost mount (the last listed) of
+# each path the unit protects or opens.
+sandbox_view() {
+	grep -E '^(CapBnd|CapEff|NoNewPrivs|Seccomp|Seccomp_filters):' "$1/status" | tr -s '\t ' ' '
+	awk '$5 ~ "^(/|/sys|/sys/kernel/config|/sys/devices|/proc/sys|/etc/rdma/rdmad.d|/etc/modprobe.d|/etc/security/limits.d|/etc/systemd/system.conf.d)$" { split($6, o, ","); top[$5] = o[1] }
+		END { for (m in top) print m, top[m] }' "$1/mountinfo" | sort
+}
+# A small module no scenario loads, to load under the filter.
+probe_module() {
+	local m f
+	for m in tcp_bic tcp_htcp tcp_vegas; do
+		f=$(modinfo -F filename "$m" 2>/dev/null) || continue
+		[[ -n $f && $f != "(builtin)" && ! -d /sys/module/$m ]] && { echo "$m"; return 0; }
+	done
+	return 1
+}
 s_sandbox-caps() {
-	local dev=rxeprobe out
+	local dev=rxeprobe out pid live replica m netns f sysval
 	ensure_veth veth4 veth5 || fail "cannot create veth4/veth5"
 	[[ -n $(sandbox_props) ]] || fail "no hardening lines found in the installed rdmad.service"
+
+	# The replica is the real thing: same capabilities, seccomp filters and
+	# mount flags as the running rdmad.
+	pid=$(systemctl show -p MainPID --value rdmad.service)
+	((pid > 0)) || fail "rdmad.service has no main PID"
+	live=$(sandbox_view "/proc/$pid")
+	replica=$(in_sandbox -- sh -c "$(declare -f sandbox_view); sandbox_view /proc/self" 2>&1) ||
+		fail "systemd-run with the unit's sandbox failed: $replica"
+	[[ $live == "$replica" ]] ||
+		fail "systemd-run replica differs from the running rdmad: live [$(tr '\n' ';' <<<"$live")] replica [$(tr '\n' ';' <<<"$replica")]"
+	grep -qx 'Seccomp: 2' <<<"$live" || fail "rdmad runs without a seccomp filter: $(tr '\n' ';' <<<"$live")"
+	grep -qx '/sys/kernel/config rw' <<<"$live" || fail "configfs is not writable for rdmad: $(tr '\n' ';' <<<"$live")"
+	grep -qx '/proc/sys ro' <<<"$live" || fail "/proc/sys is writable for rdmad: $(tr '\n' ';' <<<"$live")"
+
+	# RDMA netlink: link add (and its negative control below).
 	out=$(in_sandbox -- rdma link add "$dev" type rxe netdev veth4 2>&1) ||
 		fail "rdma link add inside rdmad's sandbox failed: $out"
 	wait_for 5 rdma_dev_exists "$dev" || fail "$dev not created"
+	# configfs rdma_cm: mkdir + attribute write.
 	modprobe rdma_cm 2>/dev/null # configfs rdma_cm exists once rdma_cm is loaded
 	wait_for 3 tos_is "$dev" "$declared_tos" # let rdmad finish with the new device first
 	out=$(in_sandbox -- sh -c "d=$cm/$dev; { [ -d \$d ] || mkdir \$d; } && echo 32 >\$d/ports/1/default_roce_tos && cat \$d/ports/1/default_roce_tos && rmdir \$d" 2>&1) ||
 		fail "configfs rdma_cm mkdir/write inside rdmad's sandbox failed: $out"
 	[[ $out == 32 ]] || fail "configfs tos read back '$out' inside the sandbox"
-	out=$(in_sandbox -- sh -c 'mkdir -p /etc/rdma/rdmad.d && touch /etc/rdma/rdmad.d/.probe && rm /etc/rdma/rdmad.d/.probe' 2>&1) ||
-		fail "writing /etc/rdma/rdmad.d inside the sandbox failed: $out"
 	rdma link del "$dev" || fail "rdma link del $dev failed"
+	# RDMA netlink: netns mode, set to what it is (the permission check runs,
+	# nothing changes).
+	netns=$(rdma system show netns 2>/dev/null | grep -oE 'shared|exclusive' | head -1)
+	[[ -n $netns ]] || fail "rdma system show netns: no mode"
+	out=$(in_sandbox -- rdma system set netns "$netns" 2>&1) ||
+		fail "rdma system set netns $netns inside the sandbox failed: $out"
+	if out=$(in_sandbox CapabilityBoundingSet=~CAP_NET_ADMIN -- rdma system set netns "$netns" 2>&1); then
+		fail "rdma system set netns succeeded without CAP_NET_ADMIN"
+	fi
+	# Files rdmad owns, in every writable /etc directory of the unit (one
+	# systemd-run for all four: each costs seconds on a loaded TCG guest).
+	out=$(in_sandbox -- sh -c 'for d in /etc/rdma/rdmad.d /etc/security/limits.d /etc/systemd/system.conf.d /etc/modprobe.d; do
+		f=$d/.rdmad-e2e-probe; echo x >$f && mv $f $f.2 && rm $f.2 || { echo "in $d"; exit 1; }; done' 2>&1) ||
+		fail "writing rdmad's /etc directories inside the sandbox failed: $out"
+	if out=$(in_sandbox -- touch /etc/rdmad-e2e-probe 2>&1); then
+		rm -f /etc/rdmad-e2e-probe
+		fail "the sandbox lets rdmad write /etc outside its ReadWritePaths"
+	fi
+	# rdmad's own files keep mode 0644 under UMask=0077 (explicit chmod).
+	f=/etc/security/limits.d/90-rdmad-memlock.conf
+	[[ $(stat -c %a "$f" 2>&1) == 644 ]] || fail "$f written by rdmad has mode $(stat -c %a "$f" 2>&1), want 644"
+	# sysfs device attributes stay writable (mlx4_port<N> lives under
+	# /sys/devices); /proc/sys does not (ProtectKernelTunables).
+	out=$(in_sandbox -- sh -c 'echo rdmad-e2e >/sys/class/net/veth4/ifalias' 2>&1) ||
+		fail "writing a /sys/devices attribute inside the sandbox failed: $out"
+	[[ $(cat /sys/class/net/veth4/ifalias) == rdmad-e2e ]] || fail "ifalias write inside the sandbox did not land"
+	sysval=$(cat /proc/sys/net/core/somaxconn)
+	if in_sandbox -- sh -c "echo $sysval >/proc/sys/net/core/somaxconn" >/dev/null 2>&1; then
+		fail "the sandbox lets rdmad write /proc/sys"
+	fi
+	# modprobe under the system call filter: refused when the module calls
+	# are filtered out (the filter is live), loaded with the unit's filter.
+	m=$(probe_module) || fail "no unloaded probe module (tcp_bic tcp_htcp tcp_vegas) in this kernel"
+	if out=$(in_sandbox "SystemCallFilter=~finit_module init_module" -- modprobe "$m" 2>&1) || [[ -d /sys/module/$m ]]; then
+		rmmod "$m" 2>/dev/null
+		fail "modprobe $m succeeded with finit_module/init_module filtered out: the filter is not applied"
+	fi
+	out=$(in_sandbox -- modprobe "$m" 2>&1) || fail "modprobe $m inside rdmad's sandbox failed: $out"
+	[[ -d /sys/module/$m ]] || fail "modprobe $m in the sandbox exited 0 but $m is not loaded"
+	rmmod "$m" 2>/dev/null
 	# The negative control: without CAP_NET_ADMIN the same link add is refused.
 	if out=$(in_sandbox CapabilityBoundingSet=~CAP_NET_ADMIN -- rdma link add "$dev" type rxe netdev veth4 2>&1); then
 		rdma link del "$dev" 2>/dev/null
 		fail "rdma link add succeeded without CAP_NET_ADMIN: the capability set is not minimal evidence"
 	fi
-	pass "rdma link add, configfs mkdir+write, /etc/rdma/rdmad.d write OK with CAP_SYS_MODULE CAP_NET_ADMIN only; without CAP_NET_ADMIN: $(head -1 <<<"$out" | cut -c1-60)"
+	# ExecReload (kill -HUP) runs in the real unit's sandbox: it must reach
+	# rdmad, which handles SIGHUP and keeps running.
+	out=$(systemctl reload rdmad.service 2>&1) || fail "systemctl reload rdmad.service failed: $out"
+	[[ $(systemctl show -p MainPID --value rdmad.service) == "$pid" ]] ||
+		fail "rdmad pid changed from $pid after systemctl reload"
+	pass "replica = live rdmad ($(grep -E '^Seccomp_filters' <<<"$live")); link add, configfs, netns set, /etc + /sys/devices writes, modprobe $m, reload OK; refused: /etc, /proc/sys, modprobe w/o module calls, link add w/o CAP_NET_ADMIN"
 }
 
 # rdmad, not Debian's rdma-load-modules@ units (masked in this image), loaded
