@@ -19,6 +19,7 @@ test)
 	want ip iproute2
 	want groff groff-base
 	want man man-db
+	want strace strace # units: the syscalls rdmad makes must be in its unit's filter
 	;;
 *)
 	echo "usage: $0 test" >&2

@@ -54,7 +54,9 @@ func (m Modprobe) Load(ctx context.Context, names []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"-a"}, names...)...)
+	// "--": a name can never be taken for an option (the lists are also
+	// checked, see validModuleName).
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-a", "--"}, names...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.WaitDelay = 5 * time.Second // a helper that keeps stderr open must not hold us either
@@ -176,6 +178,11 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 		data, err := p.Host.ReadFile(rel)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // a transport without a list is normal
+		}
+		if err == nil {
+			// A list anyone but root can change would let them load any
+			// module with rdmad's privileges.
+			err = p.Host.Trusted(rel)
 		}
 		if err != nil {
 			return fail(ReadList, fmt.Errorf("modules: %w", err))

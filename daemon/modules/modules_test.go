@@ -191,7 +191,7 @@ func TestModprobeRunsFromPATH(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 	b, _ := os.ReadFile(log)
-	if got := string(b); got != "-a ib_uverbs rdma_ucm\n-a nosuch\n" {
+	if got := string(b); got != "-a -- ib_uverbs rdma_ucm\n-a -- nosuch\n" {
 		t.Errorf("modprobe saw %q", got)
 	}
 	t.Setenv("PATH", t.TempDir())
@@ -227,5 +227,28 @@ func TestAliasedModulesAreNotLoadedAgain(t *testing.T) {
 	acts := (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
 	if len(l.Calls()) != 0 || len(acts) != 1 || acts[0].Status != reconcile.Unchanged {
 		t.Errorf("modprobe calls %q, acts %+v", l.Calls(), acts)
+	}
+}
+
+// A modules list someone other than root may write is refused: rdmad would
+// load whatever it names with its privileges.
+func TestUntrustedListIsRefused(t *testing.T) {
+	root := hosttest.Copy(t, "rxe")
+	h := host.New(root)
+	devs, _ := h.Devices()
+	list := filepath.Join(root, "etc/rdma/modules/rdma.conf")
+	if err := os.Chmod(list, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	l := &hosttest.Modprobe{}
+	acts := (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
+	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !errors.Is(acts[0].Err, host.ErrUntrusted) || len(l.Calls()) != 0 {
+		t.Fatalf("world-writable list: %+v, calls %v", acts, l.Calls())
+	}
+	os.Chmod(list, 0o644)
+	os.Chmod(filepath.Dir(list), 0o777)
+	acts = (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
+	if len(acts) != 1 || !errors.Is(acts[0].Err, host.ErrUntrusted) {
+		t.Fatalf("world-writable directory: %+v", acts)
 	}
 }

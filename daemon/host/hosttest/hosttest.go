@@ -350,7 +350,8 @@ func ModprobeScript(t testing.TB, root string) (env []string, calls string) {
 	script := "#!/bin/sh\n" +
 		"echo \"$@\" >> " + calls + "\n" +
 		"case \" $* \" in *\" nosuch\"*) echo \"modprobe: FATAL: Module nosuch not found\" >&2; exit 1;; esac\n" +
-		"[ \"$1\" = -a ] && shift\n"
+		"[ \"$1\" = -a ] && shift\n" +
+		"[ \"$1\" = -- ] && shift\n"
 	if root != "" {
 		script += "for m in \"$@\"; do echo \"$m 16384 0 - Live 0x0\" >> " + filepath.Join(root, host.ProcModules) + "; done\n"
 	}
