@@ -3,8 +3,6 @@ package bus
 import (
 	"fmt"
 	"reflect"
-	"sort"
-	"strings"
 
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/introspect"
@@ -18,44 +16,31 @@ import (
 // with org.rdmad1.xml.
 func (s *Server) introspect(p dbus.ObjectPath) string {
 	s.mu.Lock()
-	ifaces := s.objects[p]
-	var children []string
-	prefix := string(p) + "/"
-	seen := map[string]bool{}
-	for o := range s.objects {
-		if rest, ok := strings.CutPrefix(string(o), prefix); ok {
-			c, _, _ := strings.Cut(rest, "/")
-			if !seen[c] {
-				seen[c] = true
-				children = append(children, c)
-			}
-		}
-	}
+	o := s.objects[p]
+	children := sortedKeys(s.children[p])
 	// Intermediate nodes (/org/rdmad1/devices/X/ports) have no object of
 	// their own but must be walkable by busctl tree.
-	if len(ifaces) == 0 {
+	if o == nil {
 		s.mu.Unlock()
 		return nodeXML(nil, children)
 	}
-	node := []introspect.Interface{introspect.IntrospectData, propertiesData, peerData}
-	for _, name := range sortedKeys(ifaces) {
-		iface := introspect.Interface{Name: name}
-		for _, pn := range sortedKeys(ifaces[name]) {
-			iface.Properties = append(iface.Properties, introspect.Property{
-				Name: pn, Type: ifaces[name][pn].Signature().String(), Access: "read",
-				Annotations: []introspect.Annotation{{Name: "org.freedesktop.DBus.Property.EmitsChangedSignal", Value: "true"}},
-			})
-		}
-		if name == dbusapi.ManagerIface {
-			iface.Methods = servedMethods(dbusapi.ManagerIface, (&manager{}).methods())
-		}
-		node = append(node, iface)
-	}
+	ps := dbusapi.ToProps(o.model)
 	s.mu.Unlock()
+	node := []introspect.Interface{introspect.IntrospectData, propertiesData, peerData}
+	iface := introspect.Interface{Name: o.iface}
+	for _, pn := range sortedKeys(ps) {
+		iface.Properties = append(iface.Properties, introspect.Property{
+			Name: pn, Type: ps[pn].Signature().String(), Access: "read",
+			Annotations: []introspect.Annotation{{Name: "org.freedesktop.DBus.Property.EmitsChangedSignal", Value: "true"}},
+		})
+	}
+	if o.iface == dbusapi.ManagerIface {
+		iface.Methods = servedMethods(dbusapi.ManagerIface, (&manager{}).methods())
+	}
+	node = append(node, iface)
 	if p == dbusapi.RootPath {
 		node = append(node, objectManagerData)
 	}
-	sort.Strings(children)
 	return nodeXML(node, children)
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/godbus/dbus/v5"
@@ -39,11 +40,13 @@ type Server struct {
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	objects map[dbus.ObjectPath]props
-	entries map[dbus.ObjectPath][]byte   // objects below the root, wire-encoded (wire.go)
-	managed []byte                       // GetManagedObjects' body; nil when an object changed
-	ports   map[string][]dbus.ObjectPath // device name -> its port objects
-	closed  bool
+	objects map[dbus.ObjectPath]*object
+	// children counts, per node, the objects below each child element, so
+	// Introspect lists a node's children without walking every object.
+	children map[dbus.ObjectPath]map[string]int
+	managed  []byte                       // GetManagedObjects' body; nil when an object changed
+	ports    map[string][]dbus.ObjectPath // device name -> its port objects
+	closed   bool
 	// named is set once the well-known name is taken: before that nobody
 	// can follow rdmad's objects, so the first export emits no signals
 	// (on a host with a thousand devices, thousands of InterfacesAdded).
@@ -57,8 +60,8 @@ func New(conn *Conn, svc *service.Service, auth Authorizer, log *slog.Logger) (*
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{conn: conn, svc: svc, auth: auth, log: log, objects: map[dbus.ObjectPath]props{},
-		entries: map[dbus.ObjectPath][]byte{}, ports: map[string][]dbus.ObjectPath{}}
+	s := &Server{conn: conn, svc: svc, auth: auth, log: log, objects: map[dbus.ObjectPath]*object{},
+		children: map[dbus.ObjectPath]map[string]int{}, ports: map[string][]dbus.ObjectPath{}}
 	m := &manager{s: s}
 	if err := conn.ExportMethodTable(m.methods(), dbusapi.RootPath, dbusapi.ManagerIface); err != nil {
 		return nil, fmt.Errorf("bus: export manager: %w", err)
@@ -110,19 +113,24 @@ func (s *Server) sync(ch reconcile.Change) {
 	s.syncLocked(ch)
 }
 
+// object is one published object: its interface and model value
+// (dbusapi.Manager, Device or Port), from which properties are made when
+// asked, and its wire form for GetManagedObjects. A model is a third of the
+// memory of its property map.
+type object struct {
+	iface string
+	model any
+	entry []byte // below the root, with the rewriter: encodeEntry's bytes
+}
+
+func (o *object) props() props { return props{o.iface: dbusapi.ToProps(o.model)} }
+
 func (s *Server) syncLocked(ch reconcile.Change) {
 	if s.closed {
 		return
 	}
 	rec := s.svc.Reconciler()
-	if _, ok := s.objects[dbusapi.RootPath]; !ok {
-		s.objects[dbusapi.RootPath] = props{}
-		if err := s.export(dbusapi.RootPath); err != nil {
-			s.log.Error("cannot export object", "path", dbusapi.RootPath, "err", err)
-		}
-	}
-	s.update(dbusapi.RootPath, props{dbusapi.ManagerIface: dbusapi.ToProps(managerModel(s.svc, rec.Summary()))})
-
+	s.put(dbusapi.RootPath, dbusapi.ManagerIface, managerModel(s.svc, rec.Summary()))
 	for _, name := range ch.Removed {
 		s.removeDevice(name)
 	}
@@ -135,12 +143,13 @@ func (s *Server) syncLocked(ch reconcile.Change) {
 // putDevice exports or updates a device and its ports.
 func (s *Server) putDevice(ds *reconcile.DeviceState) {
 	dev := deviceModel(ds)
-	path := dbusapi.DevicePath(ds.Name)
-	s.put(path, props{dbusapi.DeviceIface: dbusapi.ToProps(dev)})
-	var ports []dbus.ObjectPath
-	for _, p := range dev.Ports {
+	portModels := dev.Ports
+	dev.Ports = nil // published as objects of their own, after their device
+	s.put(dbusapi.DevicePath(ds.Name), dbusapi.DeviceIface, dev)
+	ports := make([]dbus.ObjectPath, 0, len(portModels))
+	for _, p := range portModels {
 		pp := dbusapi.PortPath(ds.Name, int(p.Number))
-		s.put(pp, props{dbusapi.PortIface: dbusapi.ToProps(p)})
+		s.put(pp, dbusapi.PortIface, p)
 		ports = append(ports, pp)
 	}
 	for _, old := range s.ports[ds.Name] {
@@ -168,46 +177,65 @@ func containsPath(ps []dbus.ObjectPath, p dbus.ObjectPath) bool {
 	return false
 }
 
-// put adds an object or updates the properties of one.
-func (s *Server) put(p dbus.ObjectPath, want props) {
-	if _, ok := s.objects[p]; ok {
-		s.update(p, want)
+// put adds an object, or updates one and emits PropertiesChanged with the
+// properties that differ.
+func (s *Server) put(p dbus.ObjectPath, iface string, model any) {
+	old, ok := s.objects[p]
+	if !ok {
+		o := &object{iface: iface, model: model}
+		s.objects[p] = o
+		s.link(p, 1)
+		s.encode(p, o)
+		if err := s.export(p); err != nil {
+			s.log.Error("cannot export object", "path", p, "err", err)
+			return
+		}
+		if p != dbusapi.RootPath {
+			s.emit(dbusapi.RootPath, objMgrIface+".InterfacesAdded", p, o.props())
+		}
 		return
 	}
-	s.objects[p] = want
-	s.encode(p, want)
-	if err := s.export(p); err != nil {
-		s.log.Error("cannot export object", "path", p, "err", err)
+	changed := changedProps(old.model, model)
+	if len(changed) == 0 {
 		return
 	}
-	s.emit(dbusapi.RootPath, objMgrIface+".InterfacesAdded", p, want)
+	o := &object{iface: iface, model: model}
+	s.objects[p] = o
+	s.encode(p, o)
+	s.emit(p, propsIface+".PropertiesChanged", iface, changed, []string{})
 }
 
-// update replaces an object's properties, emitting what changed.
-func (s *Server) update(p dbus.ObjectPath, want props) {
-	old := s.objects[p]
-	for _, iface := range sortedKeys(want) {
-		changed := map[string]dbus.Variant{}
-		for name, v := range want[iface] {
-			if ov, ok := old[iface][name]; !ok || !reflect.DeepEqual(ov.Value(), v.Value()) {
-				changed[name] = v
-			}
+// changedProps are the properties of model whose values differ from
+// old's (a nil and an empty slice are the same published value).
+func changedProps(old, model any) map[string]dbus.Variant {
+	ov, nv := reflect.ValueOf(old), reflect.ValueOf(model)
+	t := nv.Type()
+	out := map[string]dbus.Variant{}
+	for i := 0; i < t.NumField(); i++ {
+		name := t.Field(i).Tag.Get("prop")
+		if name == "" {
+			continue
 		}
-		if len(changed) > 0 && old[iface] != nil {
-			s.emit(p, propsIface+".PropertiesChanged", iface, changed, []string{})
-			s.encode(p, want)
+		o, n := ov.Field(i), nv.Field(i)
+		if n.Kind() == reflect.Slice && o.Len() == 0 && n.Len() == 0 || reflect.DeepEqual(o.Interface(), n.Interface()) {
+			continue
 		}
+		if n.Kind() == reflect.Slice && n.IsNil() {
+			n = reflect.MakeSlice(n.Type(), 0, 0)
+		}
+		out[name] = dbus.MakeVariant(n.Interface())
 	}
-	s.objects[p] = want
+	return out
 }
 
 // encode keeps the wire form of an object below the root for
 // GetManagedObjects.
-func (s *Server) encode(p dbus.ObjectPath, want props) {
+func (s *Server) encode(p dbus.ObjectPath, o *object) {
+	s.managed = nil
 	if p == dbusapi.RootPath || s.conn.rewriter == nil {
 		return
 	}
-	e, err := encodeEntry(p, want)
+	e, err := encodeEntry(p, o.props())
 	if err != nil {
 		// A type the encoder lacks: a bug, caught by wire_test. Fall
 		// back to godbus for every reply rather than publish a partial one.
@@ -215,8 +243,28 @@ func (s *Server) encode(p dbus.ObjectPath, want props) {
 		s.conn.rewriter = nil
 		return
 	}
-	s.entries[p] = e
-	s.managed = nil
+	o.entry = e
+}
+
+// link counts p (delta 1) or stops counting it (-1) under each ancestor.
+func (s *Server) link(p dbus.ObjectPath, delta int) {
+	path := string(p)
+	for path != "/" && path != "" {
+		i := strings.LastIndexByte(path, '/')
+		parent, child := path[:i], path[i+1:]
+		if parent == "" {
+			parent = "/"
+		}
+		kids := s.children[dbus.ObjectPath(parent)]
+		if kids == nil {
+			kids = map[string]int{}
+			s.children[dbus.ObjectPath(parent)] = kids
+		}
+		if kids[child] += delta; kids[child] <= 0 {
+			delete(kids, child)
+		}
+		path = parent
+	}
 }
 
 func (s *Server) remove(p dbus.ObjectPath) {
@@ -224,12 +272,11 @@ func (s *Server) remove(p dbus.ObjectPath) {
 	if !ok {
 		return
 	}
-	ifaces := sortedKeys(obj)
 	s.unexport(p)
 	delete(s.objects, p)
-	delete(s.entries, p)
+	s.link(p, -1)
 	s.managed = nil
-	s.emit(dbusapi.RootPath, objMgrIface+".InterfacesRemoved", p, ifaces)
+	s.emit(dbusapi.RootPath, objMgrIface+".InterfacesRemoved", p, []string{obj.iface})
 }
 
 func (s *Server) emit(path dbus.ObjectPath, name string, args ...any) {
@@ -281,11 +328,11 @@ func (s *Server) unexport(p dbus.ObjectPath) {
 func (s *Server) get(p dbus.ObjectPath, iface, name string) (dbus.Variant, *dbus.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ps, ok := s.objects[p][iface]
-	if !ok {
+	o, ok := s.objects[p]
+	if !ok || o.iface != iface {
 		return dbus.Variant{}, dbus.NewError(errUnknownIface, []any{fmt.Sprintf("%s has no interface %s", p, iface)})
 	}
-	v, ok := ps[name]
+	v, ok := dbusapi.ToProps(o.model)[name]
 	if !ok {
 		return dbus.Variant{}, dbus.NewError(errUnknownProp, []any{fmt.Sprintf("%s has no property %s", iface, name)})
 	}
@@ -295,27 +342,14 @@ func (s *Server) get(p dbus.ObjectPath, iface, name string) (dbus.Variant, *dbus
 func (s *Server) getAll(p dbus.ObjectPath, iface string) (map[string]dbus.Variant, *dbus.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[string]dbus.Variant{}
-	obj := s.objects[p]
-	if iface == "" { // the spec allows an empty name: every interface
-		for _, ps := range obj {
-			for k, v := range ps {
-				out[k] = v
-			}
-		}
-		return out, nil
+	o, ok := s.objects[p]
+	switch {
+	case ok && (iface == "" || iface == o.iface): // "" is every interface
+		return dbusapi.ToProps(o.model), nil
+	case iface == objMgrIface || iface == introIface || iface == propsIface || iface == peerIface:
+		return map[string]dbus.Variant{}, nil // standard interfaces without properties
 	}
-	ps, ok := obj[iface]
-	if !ok {
-		if iface == objMgrIface || iface == introIface || iface == propsIface || iface == peerIface {
-			return out, nil // standard interfaces without properties
-		}
-		return nil, dbus.NewError(errUnknownIface, []any{fmt.Sprintf("%s has no interface %s", p, iface)})
-	}
-	for k, v := range ps {
-		out[k] = v
-	}
-	return out, nil
+	return nil, dbus.NewError(errUnknownIface, []any{fmt.Sprintf("%s has no interface %s", p, iface)})
 }
 
 // getManagedObjects answers from the pre-encoded objects when the
@@ -326,18 +360,24 @@ func (s *Server) getManagedObjects(msg dbus.Message) (map[dbus.ObjectPath]props,
 	defer s.mu.Unlock()
 	if rw := s.conn.rewriter; rw != nil {
 		if s.managed == nil {
-			s.managed = managedObjectsBody(s.entries)
+			entries := make(map[dbus.ObjectPath][]byte, len(s.objects))
+			for p, o := range s.objects {
+				if o.entry != nil {
+					entries[p] = o.entry
+				}
+			}
+			s.managed = managedObjectsBody(entries)
 		}
 		sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
 		rw.expect(sender, msg.Serial(), s.managed)
 		return map[dbus.ObjectPath]props{}, nil
 	}
 	out := make(map[dbus.ObjectPath]props, len(s.objects))
-	for p, ifaces := range s.objects {
+	for p, o := range s.objects {
 		if p == dbusapi.RootPath {
 			continue // ObjectManager reports the objects below it
 		}
-		out[p] = ifaces
+		out[p] = o.props()
 	}
 	return out, nil
 }

@@ -179,3 +179,15 @@ func FuzzParseHeader(f *testing.F) {
 		}
 	})
 }
+
+func TestChangedPropsNamesOnlyWhatDiffers(t *testing.T) {
+	old := dbusapi.Port{Device: "mlx5_0", Number: 1, RoCETOS: 0, GIDTypes: nil}
+	now := dbusapi.Port{Device: "mlx5_0", Number: 1, RoCETOS: 106, GIDTypes: []string{}}
+	got := changedProps(old, now)
+	if len(got) != 1 || got["RoCETOS"].Value() != int32(106) {
+		t.Errorf("changed = %v, want RoCETOS only (nil and empty lists publish the same)", got)
+	}
+	if got := changedProps(now, now); len(got) != 0 {
+		t.Errorf("no change reported %v", got)
+	}
+}
