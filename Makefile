@@ -6,7 +6,7 @@ BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)
 LDFLAGS   := -X github.com/rdmad/rdmad/daemon/version.Version=$(VERSION)
 
-.PHONY: all build test vet fmt-check staticcheck bench bench-go demo install e2e clean deps-test
+.PHONY: all build test vet fmt-check staticcheck bench bench-go demo install e2e clean deps-test package
 
 # Pinned tools, installed from the Go module proxy into .tools/.
 TOOLS       := $(CURDIR)/.tools
@@ -53,7 +53,18 @@ demo: build
 	./test/demo.sh
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist
+
+# Distribution packages: dist/rdmad_*.deb and dist/rdmad-*.rpm, built with a
+# pinned nfpm installed into .tools/ (docs/decisions/packaging.md).
+NFPM_VERSION := v2.45.0
+NFPM         := $(TOOLS)/nfpm-$(NFPM_VERSION)/nfpm
+
+$(NFPM):
+	GOBIN=$(dir $@) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+
+package: $(NFPM)
+	VERSION='$(VERSION)' LDFLAGS='$(LDFLAGS)' NFPM='$(NFPM)' GO='$(GO)' MAKE='$(MAKE)' ./packaging/build.sh
 
 include mk/install.mk
 include mk/e2e.mk
