@@ -67,6 +67,9 @@ type fileDecl struct {
 	netns struct {
 		mode setting[NetnsMode]
 	}
+	metrics struct {
+		textfile setting[string]
+	}
 	roce  []RoCERule
 	links []Link
 	vpi   []VPIRule
@@ -233,6 +236,7 @@ func (d *decoder) root(decl *fileDecl, raw map[string]any) {
 		{"modules", func(p string, v any) { d.modules(decl, p, v) }},
 		{"memlock", func(p string, v any) { d.memlock(decl, p, v) }},
 		{"netns", func(p string, v any) { d.netns(decl, p, v) }},
+		{"metrics", func(p string, v any) { d.metrics(decl, p, v) }},
 		{"roce", func(p string, v any) {
 			for _, e := range d.arrayOfTables(p, v) {
 				if r, ok := d.roce(e.path, e.m); ok {
@@ -457,6 +461,29 @@ func (d *decoder) netns(decl *fileDecl, path string, v any) {
 				string(NetnsShared), string(NetnsExclusive)), &decl.netns.mode),
 		})
 	}
+}
+
+func (d *decoder) metrics(decl *fileDecl, path string, v any) {
+	m, ok := d.singleTable(path, v)
+	if !ok {
+		return
+	}
+	d.table(path, m, "[metrics]", []field{
+		{"textfile", func(p string, v any) {
+			s, ok := d.str(p, v)
+			if !ok {
+				return
+			}
+			if err := validTextfile(s); err != nil {
+				d.failf(p, "%v", err)
+				return
+			}
+			if s != "" {
+				s = filepath.Clean(s)
+			}
+			decl.metrics.textfile = setting[string]{s, d.pos(p), true}
+		}},
+	})
 }
 
 // selectorFields decodes the device-selecting keys shared by [[roce]] and [[vpi]].

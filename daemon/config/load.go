@@ -122,7 +122,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 func merge(decls []*fileDecl) (*Policy, error) {
 	var (
 		modEnable, memEnable, memServices setting[bool]
-		modDir, memGroup                  setting[string]
+		modDir, memGroup, textfile        setting[string]
 		memSoft, memHard                  setting[Limit]
 		netnsMode                         setting[NetnsMode]
 		memPresent                        bool
@@ -139,6 +139,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 		memHard.override(d.memlock.hard)
 		memServices.override(d.memlock.services)
 		netnsMode.override(d.netns.mode)
+		textfile.override(d.metrics.textfile)
 		p.RoCE = append(p.RoCE, d.roce...)
 		p.VPI = append(p.VPI, d.vpi...)
 		for _, l := range d.links {
@@ -147,6 +148,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 	}
 	p.Modules = Modules{Enable: modEnable.or(true), Directory: modDir.or(DefaultModulesDirectory)}
 	p.Netns = Netns{Mode: netnsMode.Value}
+	p.Metrics = Metrics{Textfile: textfile.Value}
 
 	var errs []error
 	if memPresent && memEnable.or(true) {

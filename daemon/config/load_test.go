@@ -49,7 +49,7 @@ func TestShippedConfigLoads(t *testing.T) {
 	if !reflect.DeepEqual(p.Memlock, want) {
 		t.Errorf("Memlock = %+v, want %+v", p.Memlock, want)
 	}
-	if len(p.RoCE)+len(p.Links)+len(p.VPI) != 0 || p.Netns.Mode != NetnsUnmanaged {
+	if len(p.RoCE)+len(p.Links)+len(p.VPI) != 0 || p.Netns.Mode != NetnsUnmanaged || p.Metrics.Textfile != "" {
 		t.Errorf("shipped config declares device policy; examples must stay commented: %+v", p)
 	}
 }
@@ -71,8 +71,8 @@ func TestShippedExamplesAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatalf("uncommented examples do not load: %v\n%s", err, uncommented)
 	}
-	if len(p.RoCE) != 2 || len(p.Links) != 1 || len(p.VPI) != 2 || p.Netns.Mode != NetnsShared {
-		t.Errorf("examples: %d roce, %d link, %d vpi, netns %q", len(p.RoCE), len(p.Links), len(p.VPI), p.Netns.Mode)
+	if len(p.RoCE) != 2 || len(p.Links) != 1 || len(p.VPI) != 2 || p.Netns.Mode != NetnsShared || p.Metrics.Textfile == "" {
+		t.Errorf("examples: %d roce, %d link, %d vpi, netns %q, metrics textfile %q", len(p.RoCE), len(p.Links), len(p.VPI), p.Netns.Mode, p.Metrics.Textfile)
 	}
 }
 
