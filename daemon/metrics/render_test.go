@@ -1,0 +1,252 @@
+package metrics
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/roce"
+	"github.com/rdmad/rdmad/daemon/vpi"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+func tos(n int) *int { return &n }
+
+func rocePort(mode string, tosv int) reconcile.PortState {
+	return reconcile.PortState{
+		Port:      host.Port{Number: 1, State: "ACTIVE", LinkLayer: "Ethernet", RoCEMode: mode, RoCETOS: tosv, RoCEKnown: true},
+		Transport: host.TransportRoCE,
+		Desired:   config.RoCEDesired{Mode: config.RoCEv1, TOS: tos(106)},
+	}
+}
+
+func failedAction(s reconcile.Subject, k reconcile.Kind) reconcile.Action {
+	return reconcile.Action{Subject: s, Kind: k, Status: reconcile.Failed, Err: errors.New("refused")}
+}
+
+func TestPortDrift(t *testing.T) {
+	port1 := reconcile.PortSubject("dev0", 1)
+	tests := []struct {
+		name   string
+		device func(ds *reconcile.DeviceState)
+		port   func(p *reconcile.PortState)
+		want   []Drift
+	}{
+		{"declared values hold", nil, nil,
+			[]Drift{{SettingRoCEMode, false}, {SettingRoCETOS, false}}},
+		{"kernel mode differs", nil, func(p *reconcile.PortState) { p.RoCEMode = "RoCE v2" },
+			[]Drift{{SettingRoCEMode, true}, {SettingRoCETOS, false}}},
+		{"kernel tos differs", nil, func(p *reconcile.PortState) { p.RoCETOS = 0 },
+			[]Drift{{SettingRoCEMode, false}, {SettingRoCETOS, true}}},
+		// The value reads as declared, but the pass failed on it (e.g.
+		// the read-back failed): not verified, so drift.
+		{"failed mode action", nil, func(p *reconcile.PortState) { p.Failures = []reconcile.Action{failedAction(port1, roce.Mode)} },
+			[]Drift{{SettingRoCEMode, true}, {SettingRoCETOS, false}}},
+		{"values unknown", nil, func(p *reconcile.PortState) { p.RoCEKnown, p.RoCEMode, p.RoCETOS = false, "", -1 },
+			[]Drift{{SettingRoCEMode, true}, {SettingRoCETOS, true}}},
+		{"no rdma_cm directory", func(ds *reconcile.DeviceState) {
+			ds.Failures = []reconcile.Action{failedAction(reconcile.DeviceSubject("dev0"), roce.Configfs)}
+		}, nil, []Drift{{SettingRoCEMode, true}, {SettingRoCETOS, true}}},
+		{"device did not read", func(ds *reconcile.DeviceState) { ds.ReadError = errors.New("EIO") }, nil,
+			[]Drift{{SettingRoCEMode, true}, {SettingRoCETOS, true}}},
+		{"tos only", nil, func(p *reconcile.PortState) { p.Desired.Mode = "" },
+			[]Drift{{SettingRoCETOS, false}}},
+		{"nothing declared", nil, func(p *reconcile.PortState) { p.Desired = config.RoCEDesired{} }, nil},
+		{"RoCE rule on an InfiniBand port", nil, func(p *reconcile.PortState) { p.Transport, p.LinkLayer = host.TransportInfiniBand, "InfiniBand" }, nil},
+		{"vpi verified", func(ds *reconcile.DeviceState) {
+			ds.Driver = vpi.Driver
+			ds.Actions = []reconcile.Action{{Subject: port1, Kind: vpi.PortType, To: "eth", Status: reconcile.Unchanged}}
+		}, func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
+			[]Drift{{SettingVPIType, false}}},
+		{"vpi changed", func(ds *reconcile.DeviceState) {
+			ds.Driver = vpi.Driver
+			ds.Actions = []reconcile.Action{{Subject: port1, Kind: vpi.PortType, To: "eth", Status: reconcile.Changed}}
+		}, func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
+			[]Drift{{SettingVPIType, false}}},
+		{"vpi refused", func(ds *reconcile.DeviceState) {
+			ds.Driver = vpi.Driver
+			ds.Actions = []reconcile.Action{failedAction(port1, vpi.PortType)}
+		}, func(p *reconcile.PortState) {
+			p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth
+			p.Failures = []reconcile.Action{failedAction(port1, vpi.PortType)}
+		}, []Drift{{SettingVPIType, true}}},
+		{"vpi never looked at", func(ds *reconcile.DeviceState) { ds.Driver = vpi.Driver },
+			func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
+			[]Drift{{SettingVPIType, true}}},
+		{"vpi on another port only", func(ds *reconcile.DeviceState) {
+			ds.Driver = vpi.Driver
+			ds.Actions = []reconcile.Action{{Subject: reconcile.PortSubject("dev0", 2), Kind: vpi.PortType, Status: reconcile.Unchanged}}
+		}, func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
+			[]Drift{{SettingVPIType, true}}},
+		{"vpi on a device that is not mlx4", nil,
+			func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth }, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := reconcile.DeviceState{Device: host.Device{Name: "dev0", Driver: "mlx5_core"}}
+			p := rocePort("IB/RoCE v1", 106)
+			if tc.device != nil {
+				tc.device(&ds)
+			}
+			if tc.port != nil {
+				tc.port(&p)
+			}
+			if got := PortDrift(&ds, &p); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("PortDrift = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// parse reads a file as node_exporter's textfile collector does (the same
+// expfmt parser, legacy metric names) and checks what the collector and
+// Prometheus require beyond parsing: valid UTF-8, HELP and TYPE for every
+// family, no sample timestamps (the collector refuses them).
+func parse(t testing.TB, data []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	if !utf8.Valid(data) {
+		t.Fatalf("file is not valid UTF-8:\n%s", data)
+	}
+	if !bytes.HasPrefix(data, []byte(Header)) {
+		t.Errorf("file does not start with the header %q", Header)
+	}
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("not valid Prometheus text: %v\n%s", err, data)
+	}
+	for name, f := range fams {
+		if f.GetHelp() == "" {
+			t.Errorf("%s has no HELP", name)
+		}
+		if f.GetType() != dto.MetricType_GAUGE {
+			t.Errorf("%s: TYPE %v, want gauge", name, f.GetType())
+		}
+		for _, m := range f.Metric {
+			if m.TimestampMs != nil {
+				t.Errorf("%s carries a timestamp, which the textfile collector refuses", name)
+			}
+		}
+	}
+	return fams
+}
+
+// value returns the value of the sample of family name whose labels are
+// exactly labels ("k=v" pairs); ok false when there is none.
+func value(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+	want := map[string]string{}
+	for _, l := range labels {
+		k, v, _ := strings.Cut(l, "=")
+		want[k] = v
+	}
+	for _, m := range f.Metric {
+		got := map[string]string{}
+		for _, lp := range m.Label {
+			got[lp.GetName()] = lp.GetValue()
+		}
+		if reflect.DeepEqual(got, want) {
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+func mustValue(t testing.TB, fams map[string]*dto.MetricFamily, want float64, name string, labels ...string) {
+	t.Helper()
+	got, ok := value(fams, name, labels...)
+	if !ok {
+		t.Errorf("no sample %s%v", name, labels)
+		return
+	}
+	if got != want {
+		t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+	}
+}
+
+// Device names come from the host: quotes, backslashes, newlines and bytes
+// that are not UTF-8 must neither break the file nor be lost.
+func TestRenderEscapesLabelValues(t *testing.T) {
+	names := []string{"plain0", `quo"te`, `back\slash`, "new\nline", "bad\xffbyte", "ünï"}
+	sum := reconcile.Summary{LastReconcile: time.Unix(1700000000, 5e8)}
+	devices := map[string]*deviceMetrics{}
+	for _, n := range names {
+		ds := reconcile.DeviceState{Device: host.Device{Name: n}, Ports: []reconcile.PortState{rocePort("IB/RoCE v1", 106)}}
+		ds.Ports[0].State = n // a port state read from the host too
+		sum.Devices = append(sum.Devices, n)
+		devices[n] = buildDevice(&ds)
+	}
+	var b bytes.Buffer
+	render(&b, &snapshot{sum: sum, devices: devices, now: time.Unix(1700000100, 0)})
+	fams := parse(t, b.Bytes())
+	for _, n := range names {
+		// The label value is the name as D-Bus publishes it.
+		mustValue(t, fams, 0, "rdmad_port_drift", "device="+dbusapi.Escape(n), "port=1", "setting=roce_mode")
+		mustValue(t, fams, 1, "rdmad_ports", "transport=roce", "state="+dbusapi.Escape(n))
+	}
+	mustValue(t, fams, 1700000000.5, "rdmad_last_reconcile_timestamp_seconds")
+	mustValue(t, fams, 1700000100, "rdmad_heartbeat_timestamp_seconds")
+}
+
+func TestRenderHostFacts(t *testing.T) {
+	ds0 := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 106)}}
+	ib := reconcile.DeviceState{Device: host.Device{Name: "mlx4_0"}, Ports: []reconcile.PortState{
+		{Port: host.Port{Number: 1, State: "ACTIVE"}, Transport: host.TransportInfiniBand},
+		{Port: host.Port{Number: 2, State: "DOWN"}, Transport: host.TransportInfiniBand},
+		{Port: host.Port{Number: 3}, Transport: host.TransportInfiniBand},
+	}}
+	sum := reconcile.Summary{
+		Devices: []string{"mlx4_0", "mlx5_0", "new0"}, // new0: listed, not rendered yet
+		Failures: []reconcile.Action{
+			failedAction(reconcile.PortSubject("mlx5_0", 1), roce.Mode),
+			failedAction(reconcile.HostSubject(), "modules"),
+			failedAction(reconcile.LinkSubject("rxe0"), "soft link"),
+			failedAction(reconcile.LinkSubject("rxe1"), "soft link"),
+		},
+	}
+	var b bytes.Buffer
+	render(&b, &snapshot{sum: sum, configError: true, now: time.Now(),
+		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds0), "mlx4_0": buildDevice(&ib), "gone0": buildDevice(&ds0)}})
+	fams := parse(t, b.Bytes())
+
+	want := []string{"rdmad_info", "rdmad_heartbeat_timestamp_seconds", "rdmad_last_reconcile_timestamp_seconds",
+		"rdmad_config_error", "rdmad_devices", "rdmad_ports", "rdmad_failures", "rdmad_port_drift"}
+	if len(fams) != len(want) {
+		t.Errorf("families = %d, want %d", len(fams), len(want))
+	}
+	for _, n := range want {
+		if fams[n] == nil {
+			t.Errorf("family %s missing", n)
+		}
+	}
+	mustValue(t, fams, 1, "rdmad_config_error")
+	mustValue(t, fams, 3, "rdmad_devices")
+	mustValue(t, fams, 0, "rdmad_last_reconcile_timestamp_seconds") // no pass yet
+	mustValue(t, fams, 1, "rdmad_info", "version=dev")
+	mustValue(t, fams, 1, "rdmad_ports", "transport=roce", "state=ACTIVE")
+	mustValue(t, fams, 1, "rdmad_ports", "transport=infiniband", "state=ACTIVE")
+	mustValue(t, fams, 1, "rdmad_ports", "transport=infiniband", "state=DOWN")
+	mustValue(t, fams, 1, "rdmad_ports", "transport=infiniband", "state=unknown")
+	mustValue(t, fams, 1, "rdmad_failures", "subject_kind=host")
+	mustValue(t, fams, 0, "rdmad_failures", "subject_kind=device")
+	mustValue(t, fams, 1, "rdmad_failures", "subject_kind=port")
+	mustValue(t, fams, 2, "rdmad_failures", "subject_kind=link")
+	mustValue(t, fams, 1, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
+	mustValue(t, fams, 0, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_tos")
+	if n := len(fams["rdmad_port_drift"].Metric); n != 2 {
+		t.Errorf("%d drift samples, want 2 (none for gone0, which the summary no longer lists)", n)
+	}
+}
