@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/metrics"
 	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
@@ -50,6 +51,7 @@ type Service struct {
 	log        *slog.Logger
 	kernel     Kernel
 	modules    interface{ Wait() } // the modules part, for shutdown
+	textfile   *metrics.Textfile   // [metrics] textfile; nil with OneShot
 
 	cfgMu      sync.RWMutex
 	configErr  error // last failed load; nil when the policy in force is current
@@ -81,6 +83,9 @@ func New(o Options) (*Service, error) {
 	s.queue = NewQueue(max(settle, 0), s.runWork)
 	s.rec = s.build(o.OneShot)
 	s.setPolicy(pol)
+	if !o.OneShot {
+		s.startMetrics()
+	}
 	return s, nil
 }
 
@@ -182,9 +187,13 @@ func (s *Service) ReconcileNow(ctx context.Context) reconcile.Report {
 	return s.pass(ctx, reconcile.Scope{Full: true, Forced: true})
 }
 
-// Run processes queued work and refreshes port states until ctx ends.
+// Run processes queued work, refreshes port states and keeps the metrics
+// textfile until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	go s.refreshPortStates(ctx, DefaultPortStateInterval)
+	if s.textfile != nil {
+		go s.textfile.Run(ctx)
+	}
 	s.queue.Run(ctx)
 	if s.modules != nil {
 		s.modules.Wait()
