@@ -173,7 +173,7 @@ func render(b *bytes.Buffer, s *snapshot) {
 	family(b, "rdmad_info", "rdmad's version; always 1.")
 	b.WriteString(`rdmad_info{version="` + labelValue(version.Version) + "\"} 1\n")
 
-	family(b, "rdmad_heartbeat_timestamp_seconds", "When rdmad wrote this file, Unix time; rewritten at least every heartbeat interval while rdmad runs.")
+	family(b, "rdmad_heartbeat_timestamp_seconds", "When rdmad wrote this file, Unix time; rewritten at least once a minute while rdmad runs.")
 	sample(b, "rdmad_heartbeat_timestamp_seconds", seconds(s.now))
 
 	family(b, "rdmad_last_reconcile_timestamp_seconds", "When rdmad's last reconcile pass ended, Unix time.")

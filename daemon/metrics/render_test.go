@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -248,5 +249,43 @@ func TestRenderHostFacts(t *testing.T) {
 	mustValue(t, fams, 0, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_tos")
 	if n := len(fams["rdmad_port_drift"].Metric); n != 2 {
 		t.Errorf("%d drift samples, want 2 (none for gone0, which the summary no longer lists)", n)
+	}
+}
+
+// The example file in docs/metrics.md is what rdmad writes: it parses, and
+// its families and HELP texts are those of a real render.
+func TestDocumentedExampleMatchesRender(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(doc), "\n## Example\n")
+	_, block, ok2 := strings.Cut(after, "\n```\n")
+	block, _, ok3 := strings.Cut(block, "```\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/metrics.md has no example file under ## Example")
+	}
+	documented := parse(t, []byte(block))
+
+	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 106)}}
+	var b bytes.Buffer
+	render(&b, &snapshot{sum: reconcile.Summary{Devices: []string{"mlx5_0"}}, now: time.Now(),
+		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds)}})
+	real := parse(t, b.Bytes())
+	if len(documented) != len(real) {
+		t.Errorf("docs/metrics.md example has %d families, rdmad writes %d", len(documented), len(real))
+	}
+	for name, f := range real {
+		d := documented[name]
+		if d == nil {
+			t.Errorf("docs/metrics.md example lacks %s", name)
+			continue
+		}
+		if d.GetHelp() != f.GetHelp() {
+			t.Errorf("%s HELP in docs/metrics.md:\n%q\nrdmad writes:\n%q", name, d.GetHelp(), f.GetHelp())
+		}
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/metrics.md does not describe %s in its table", name)
+		}
 	}
 }
