@@ -8,10 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -109,66 +107,9 @@ func TestPortDrift(t *testing.T) {
 	}
 }
 
-// parse reads a file as node_exporter's textfile collector does (the same
-// expfmt parser, legacy metric names) and checks what the collector and
-// Prometheus require beyond parsing: valid UTF-8, HELP and TYPE for every
-// family, no sample timestamps (the collector refuses them).
-func parse(t testing.TB, data []byte) map[string]*dto.MetricFamily {
-	t.Helper()
-	if !utf8.Valid(data) {
-		t.Fatalf("file is not valid UTF-8:\n%s", data)
-	}
-	if !bytes.HasPrefix(data, []byte(Header)) {
-		t.Errorf("file does not start with the header %q", Header)
-	}
-	var p expfmt.TextParser
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("not valid Prometheus text: %v\n%s", err, data)
-	}
-	for name, f := range fams {
-		if f.GetHelp() == "" {
-			t.Errorf("%s has no HELP", name)
-		}
-		if f.GetType() != dto.MetricType_GAUGE {
-			t.Errorf("%s: TYPE %v, want gauge", name, f.GetType())
-		}
-		for _, m := range f.Metric {
-			if m.TimestampMs != nil {
-				t.Errorf("%s carries a timestamp, which the textfile collector refuses", name)
-			}
-		}
-	}
-	return fams
-}
-
-// value returns the value of the sample of family name whose labels are
-// exactly labels ("k=v" pairs); ok false when there is none.
-func value(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-	want := map[string]string{}
-	for _, l := range labels {
-		k, v, _ := strings.Cut(l, "=")
-		want[k] = v
-	}
-	for _, m := range f.Metric {
-		got := map[string]string{}
-		for _, lp := range m.Label {
-			got[lp.GetName()] = lp.GetValue()
-		}
-		if reflect.DeepEqual(got, want) {
-			return m.GetGauge().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
 func mustValue(t testing.TB, fams map[string]*dto.MetricFamily, want float64, name string, labels ...string) {
 	t.Helper()
-	got, ok := value(fams, name, labels...)
+	got, ok := Sample(fams, name, labels...)
 	if !ok {
 		t.Errorf("no sample %s%v", name, labels)
 		return
@@ -192,7 +133,7 @@ func TestRenderEscapesLabelValues(t *testing.T) {
 	}
 	var b bytes.Buffer
 	render(&b, &snapshot{sum: sum, devices: devices, now: time.Unix(1700000100, 0)})
-	fams := parse(t, b.Bytes())
+	fams := ParseText(t, b.Bytes())
 	for _, n := range names {
 		// The label value is the name as D-Bus publishes it.
 		mustValue(t, fams, 0, "rdmad_port_drift", "device="+dbusapi.Escape(n), "port=1", "setting=roce_mode")
@@ -221,7 +162,7 @@ func TestRenderHostFacts(t *testing.T) {
 	var b bytes.Buffer
 	render(&b, &snapshot{sum: sum, configError: true, now: time.Now(),
 		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds0), "mlx4_0": buildDevice(&ib), "gone0": buildDevice(&ds0)}})
-	fams := parse(t, b.Bytes())
+	fams := ParseText(t, b.Bytes())
 
 	want := []string{"rdmad_info", "rdmad_heartbeat_timestamp_seconds", "rdmad_last_reconcile_timestamp_seconds",
 		"rdmad_config_error", "rdmad_devices", "rdmad_ports", "rdmad_failures", "rdmad_port_drift"}
@@ -265,13 +206,13 @@ func TestDocumentedExampleMatchesRender(t *testing.T) {
 	if !ok || !ok2 || !ok3 {
 		t.Fatal("docs/metrics.md has no example file under ## Example")
 	}
-	documented := parse(t, []byte(block))
+	documented := ParseText(t, []byte(block))
 
 	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 106)}}
 	var b bytes.Buffer
 	render(&b, &snapshot{sum: reconcile.Summary{Devices: []string{"mlx5_0"}}, now: time.Now(),
 		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds)}})
-	real := parse(t, b.Bytes())
+	real := ParseText(t, b.Bytes())
 	if len(documented) != len(real) {
 		t.Errorf("docs/metrics.md example has %d families, rdmad writes %d", len(documented), len(real))
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
@@ -91,12 +89,7 @@ func (d *daemon) wait(t *testing.T, rel string, check func(map[string]*dto.Metri
 	for {
 		data, err := os.ReadFile(path)
 		if err == nil {
-			var p expfmt.TextParser
-			fams, err := p.TextToMetricFamilies(bytes.NewReader(data))
-			if err != nil {
-				t.Fatalf("%s is not valid Prometheus text: %v\n%s", path, err, data)
-			}
-			if check(fams) {
+			if fams := metrics.ParseText(t, data); check(fams) {
 				return fams
 			}
 		}
@@ -115,23 +108,6 @@ func (d *daemon) writeConfig(t *testing.T, rel, content string, wantErr bool) {
 	if err := d.svc.Reload(); (err != nil) != wantErr {
 		t.Fatalf("reload: %v, want error: %v", err, wantErr)
 	}
-}
-
-func gauge(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-	for _, m := range f.Metric {
-		got := map[string]string{}
-		for _, lp := range m.Label {
-			got[lp.GetName()] = lp.GetValue()
-		}
-		if maps.Equal(got, labels) {
-			return m.GetGauge().GetValue(), true
-		}
-	}
-	return 0, false
 }
 
 // drifts lists the rdmad_port_drift samples as "device/port setting=value".
@@ -156,7 +132,7 @@ func drifts(fams map[string]*dto.MetricFamily) []string {
 
 func configError(want float64) func(map[string]*dto.MetricFamily) bool {
 	return func(f map[string]*dto.MetricFamily) bool {
-		v, ok := gauge(f, "rdmad_config_error", nil)
+		v, ok := metrics.Sample(f, "rdmad_config_error")
 		return ok && v == want
 	}
 }
@@ -185,17 +161,17 @@ func TestDaemonTextfileShowsDriftWhereAPortRefuses(t *testing.T) {
 		t.Errorf("drift:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	for name, wantV := range map[string]float64{"rdmad_devices": 4, "rdmad_config_error": 0} {
-		if v, ok := gauge(fams, name, nil); !ok || v != wantV {
+		if v, ok := metrics.Sample(fams, name); !ok || v != wantV {
 			t.Errorf("%s = %v (present %v), want %v", name, v, ok, wantV)
 		}
 	}
-	if v, _ := gauge(fams, "rdmad_failures", map[string]string{"subject_kind": "port"}); v != 2 {
+	if v, _ := metrics.Sample(fams, "rdmad_failures", "subject_kind=port"); v != 2 {
 		t.Errorf("port failures = %v, want 2 (rxe0 mode, mlx4_0 port 1 type)", v)
 	}
-	if v, _ := gauge(fams, "rdmad_ports", map[string]string{"transport": "roce", "state": "ACTIVE"}); v < 1 {
+	if v, _ := metrics.Sample(fams, "rdmad_ports", "transport=roce", "state=ACTIVE"); v < 1 {
 		t.Errorf("no ACTIVE RoCE port counted")
 	}
-	last, _ := gauge(fams, "rdmad_last_reconcile_timestamp_seconds", nil)
+	last, _ := metrics.Sample(fams, "rdmad_last_reconcile_timestamp_seconds")
 	if sum := d.svc.Reconciler().Summary(); last != float64(sum.LastReconcile.UnixMilli())/1e3 {
 		t.Errorf("last reconcile %v, want the reconciler's %v", last, sum.LastReconcile)
 	}
@@ -207,7 +183,7 @@ func TestDaemonTextfileShowsDriftWhereAPortRefuses(t *testing.T) {
 	// The operator asks rxe0 for v2, which it supports: the drift clears.
 	d.writeConfig(t, "etc/rdma/rdmad.d/50-rxe.toml", "[[roce]]\ndevice = \"rxe0\"\nmode = \"v2\"\n", false)
 	d.wait(t, textfile, func(f map[string]*dto.MetricFamily) bool {
-		v, ok := gauge(f, "rdmad_port_drift", map[string]string{"device": "rxe0", "port": "1", "setting": "roce_mode"})
+		v, ok := metrics.Sample(f, "rdmad_port_drift", "device=rxe0", "port=1", "setting=roce_mode")
 		return ok && v == 0
 	})
 }

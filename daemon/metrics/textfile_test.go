@@ -83,24 +83,6 @@ func (f *fakeSource) takeAsked() []string {
 	return a
 }
 
-// logBuffer collects a Textfile's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func newTextfile(src Source, logs io.Writer) *Textfile {
 	if logs == nil {
 		logs = io.Discard
@@ -153,7 +135,7 @@ func TestTextfileWritesAtomicallyWithMode0644(t *testing.T) {
 	if st.Mode().Perm() != 0o644 {
 		t.Errorf("mode %v, want 0644 (node_exporter reads it as another user)", st.Mode().Perm())
 	}
-	fams := parse(t, readFile(t, path))
+	fams := ParseText(t, readFile(t, path))
 	mustValue(t, fams, 1, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
 
 	// The next write replaces the file by rename: a reader holding the old
@@ -165,7 +147,7 @@ func TestTextfileWritesAtomicallyWithMode0644(t *testing.T) {
 	if inode(t, path) == before {
 		t.Error("file rewritten in place, not replaced by rename")
 	}
-	mustValue(t, parse(t, readFile(t, path)), 0, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
+	mustValue(t, ParseText(t, readFile(t, path)), 0, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -196,10 +178,10 @@ func TestTextfileRendersOnlyChangedDevices(t *testing.T) {
 	if got := src.takeAsked(); !slices.Equal(got, []string{"b", "c"}) {
 		t.Errorf("partial passes rendered %v, want b and c only", got)
 	}
-	fams := parse(t, readFile(t, path))
+	fams := ParseText(t, readFile(t, path))
 	mustValue(t, fams, 1, "rdmad_port_drift", "device=a", "port=1", "setting=roce_mode")
 	mustValue(t, fams, 0, "rdmad_port_drift", "device=b", "port=1", "setting=roce_mode")
-	if _, ok := value(fams, "rdmad_port_drift", "device=c", "port=1", "setting=roce_mode"); ok {
+	if _, ok := Sample(fams, "rdmad_port_drift", "device=c", "port=1", "setting=roce_mode"); ok {
 		t.Error("removed device c still has drift samples")
 	}
 	mustValue(t, fams, 2, "rdmad_devices")
@@ -218,14 +200,14 @@ func TestTextfileFollowsPathChanges(t *testing.T) {
 	tf.SetPath(first)
 	tf.Changed(reconcile.Change{Full: true, Updated: []string{"mlx5_0"}})
 	tf.flush()
-	parse(t, readFile(t, first))
+	ParseText(t, readFile(t, first))
 
 	tf.SetPath(second)
 	tf.flush()
 	if _, err := os.Stat(first); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("old textfile left behind after the path moved: %v", err)
 	}
-	mustValue(t, parse(t, readFile(t, second)), 1, "rdmad_devices")
+	mustValue(t, ParseText(t, readFile(t, second)), 1, "rdmad_devices")
 
 	tf.SetPath("")
 	if tf.flush() {
@@ -239,7 +221,7 @@ func TestTextfileFollowsPathChanges(t *testing.T) {
 	tf.SetPath(first)
 	tf.Changed(reconcile.Change{Updated: []string{"mlx5_0"}})
 	tf.flush()
-	mustValue(t, parse(t, readFile(t, first)), 1, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
+	mustValue(t, ParseText(t, readFile(t, first)), 1, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
 }
 
 // A file rdmad did not write (another exporter's, a FIFO) is neither
@@ -255,7 +237,7 @@ func TestTextfileLeavesForeignFilesAlone(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logs logBuffer
+	var logs bytes.Buffer // flush logs on the test goroutine
 	tf := newTextfile(newFakeSource("mlx5_0"), &logs)
 	tf.Changed(reconcile.Change{Full: true})
 	for _, p := range []string{foreign, fifo} {
@@ -289,7 +271,7 @@ func TestTextfileRetriesAfterWriteError(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(blocker, "rdmad.prom")
-	var logs logBuffer
+	var logs bytes.Buffer // flush logs on the test goroutine
 	tf := newTextfile(newFakeSource("mlx5_0"), &logs)
 	tf.SetPath(path)
 	tf.Changed(reconcile.Change{Full: true})
@@ -302,7 +284,7 @@ func TestTextfileRetriesAfterWriteError(t *testing.T) {
 		t.Fatal(err)
 	}
 	tf.flush()
-	parse(t, readFile(t, path))
+	ParseText(t, readFile(t, path))
 	if !strings.Contains(logs.String(), "textfile written again") {
 		t.Errorf("recovery not logged:\n%s", logs.String())
 	}
@@ -337,7 +319,7 @@ func TestTextfileRunCoalescesAndBeats(t *testing.T) {
 		if err != nil {
 			return 0, false
 		}
-		return value(parse(t, b), "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
+		return Sample(ParseText(t, b), "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
 	}
 
 	tf.Changed(reconcile.Change{Full: true})
