@@ -111,7 +111,8 @@ func (t *Textfile) Changed(ch reconcile.Change) {
 	t.seen = true
 	switch {
 	case ch.Full || t.path == "":
-		// Off: nothing is kept, so everything is rendered when it is on.
+		// A full pass, or metrics off (no device is kept then): every
+		// device is rendered at the next write.
 		t.full = true
 		clear(t.dirty)
 	case !t.full:
