@@ -464,26 +464,11 @@ func (d *decoder) netns(decl *fileDecl, path string, v any) {
 }
 
 func (d *decoder) metrics(decl *fileDecl, path string, v any) {
-	m, ok := d.singleTable(path, v)
-	if !ok {
-		return
+	if m, ok := d.singleTable(path, v); ok {
+		d.table(path, m, "[metrics]", []field{
+			stringSetting(d, "textfile", textfilePath, &decl.metrics.textfile),
+		})
 	}
-	d.table(path, m, "[metrics]", []field{
-		{"textfile", func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
-				return
-			}
-			if err := validTextfile(s); err != nil {
-				d.failf(p, "%v", err)
-				return
-			}
-			if s != "" {
-				s = filepath.Clean(s)
-			}
-			decl.metrics.textfile = setting[string]{s, d.pos(p), true}
-		}},
-	})
 }
 
 // selectorFields decodes the device-selecting keys shared by [[roce]] and [[vpi]].

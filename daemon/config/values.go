@@ -264,23 +264,25 @@ func UnescapeGlob(pattern string) string {
 // TextfileSuffix is the suffix node_exporter's textfile collector reads.
 const TextfileSuffix = ".prom"
 
-// validTextfile checks a [metrics] textfile path: "" (off), or an absolute
-// file path ending in .prom, the only files the textfile collector reads.
-func validTextfile(s string) error {
+// textfilePath checks a [metrics] textfile path and cleans it: "" (off),
+// or an absolute file path ending in .prom, the only files the textfile
+// collector reads.
+func textfilePath(s string) (string, error) {
 	if s == "" {
-		return nil
+		return "", nil
 	}
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%q contains a control character", s)
+			return "", fmt.Errorf("%q contains a control character", s)
 		}
 	}
 	if !path.IsAbs(s) {
-		return fmt.Errorf("%q must be an absolute path (the host root is prefixed by rdmad)", s)
+		return "", fmt.Errorf("%q must be an absolute path (the host root is prefixed by rdmad)", s)
 	}
-	base := path.Base(path.Clean(s))
+	clean := path.Clean(s)
+	base := path.Base(clean)
 	if strings.HasSuffix(s, "/") || !strings.HasSuffix(base, TextfileSuffix) || base == TextfileSuffix {
-		return fmt.Errorf("%q must name a file ending in %s: node_exporter's textfile collector reads only *%s files (e.g. \"/var/lib/prometheus/node-exporter/rdmad.prom\")", s, TextfileSuffix, TextfileSuffix)
+		return "", fmt.Errorf("%q must name a file ending in %s: node_exporter's textfile collector reads only *%s files (e.g. \"/var/lib/prometheus/node-exporter/rdmad.prom\")", s, TextfileSuffix, TextfileSuffix)
 	}
-	return nil
+	return clean, nil
 }
