@@ -178,8 +178,10 @@ func (t *Textfile) flush() bool {
 	t.mu.Unlock()
 
 	if t.written != "" && t.written != path {
-		if err := removeOwn(t.written); err != nil {
+		if removed, err := removeOwn(t.written); err != nil {
 			t.log.Error("metrics: cannot remove the textfile no longer configured", "err", err)
+		} else if removed {
+			t.log.Info("metrics: textfile no longer configured, removed", "path", t.written)
 		}
 		t.written = ""
 	}
@@ -254,7 +256,10 @@ func (t *Textfile) write(path string, sum reconcile.Summary) error {
 		}
 		return fmt.Errorf("metrics: write %s: %w", path, err)
 	}
-	t.written = path
+	if t.written != path {
+		t.log.Info("metrics: writing the textfile", "path", path)
+		t.written = path
+	}
 	return nil
 }
 
@@ -271,15 +276,15 @@ func checkOwn(path string) error {
 }
 
 // removeOwn deletes path if rdmad wrote it.
-func removeOwn(path string) error {
+func removeOwn(path string) (removed bool, err error) {
 	exists, own, err := ownership(path)
 	if err != nil || !exists || !own {
-		return err
+		return false, err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("metrics: remove %s: %w", path, err)
+		return false, fmt.Errorf("metrics: remove %s: %w", path, err)
 	}
-	return nil
+	return true, nil
 }
 
 // ownership says whether path exists and starts with ownerMark. It reads
