@@ -119,3 +119,29 @@ func TestGetManagedObjectsSameWithoutPreEncoding(t *testing.T) {
 		}
 	}
 }
+
+// rdmactl netns set and rdmactl reconcile reach their methods.
+func TestRdmactlNetnsSetAndReconcile(t *testing.T) {
+	e := newEnv(t, "mlx5", mlx5Config+"\n[[roce]]\ndevice = \"mlx5_0\"\ntos = 9\n")
+	conn := dialT(t, e.addr)
+	if code, _, stderr := rdmactl(t, e.addr, "netns", "set", "exclusive"); code != 0 {
+		t.Fatalf("netns set: exit %d: %s", code, stderr)
+	}
+	if got := managerProp(t, conn, "NetnsMode"); got != "exclusive" {
+		t.Errorf("NetnsMode = %v", got)
+	}
+	if code, _, _ := rdmactl(t, e.addr, "netns", "set", "private"); code != 2 {
+		t.Errorf("netns set private: exit %d, want 2", code)
+	}
+	// Someone resets the TOS behind rdmad's back; reconcile puts it back.
+	if err := os.WriteFile(filepath.Join(e.root, "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos"), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := rdmactl(t, e.addr, "-o", "json", "reconcile")
+	if code != 0 || !strings.Contains(out, `"changed": 1`) {
+		t.Errorf("reconcile: exit %d: %s%s", code, out, stderr)
+	}
+	if got := e.read(t, "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos"); got != "9" {
+		t.Errorf("tos after reconcile = %s", got)
+	}
+}
