@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/events"
@@ -13,8 +14,10 @@ import (
 // ends: uevents (RDMA device and netdev hotplug), rtnetlink link changes,
 // and changes to the configuration and modules directories. A source that
 // cannot start is logged and retried; it never stops the daemon, which
-// still reconciles on reload, SIGHUP and D-Bus calls.
-func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger) error {
+// still reconciles on reload, SIGHUP and D-Bus calls. configReady is
+// closed once the configuration files are watched.
+func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger, configReady chan<- struct{}) error {
+	var once sync.Once
 	h := svc.Host()
 	modulesDir := svc.PolicyInForce().Modules.Directory
 	if modulesDir == "" {
@@ -38,6 +41,7 @@ func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger) er
 			Reload:     svc.Reload,
 			Req:        svc,
 			Log:        log.With("source", "config"),
+			OnReady:    func() { once.Do(func() { close(configReady) }) },
 		},
 	}
 	return events.RunAll(ctx, log, sources)

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
@@ -116,9 +117,22 @@ func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logg
 	})
 
 	errc := make(chan error, 2)
-	go func() { errc <- startEvents(ctx, svc, log) }()
+	configReady := make(chan struct{})
+	go func() { errc <- startEvents(ctx, svc, log, configReady) }()
 	go func() { errc <- svc.Run(ctx) }()
 
+	// An edit saved between the first load and the watch would be missed:
+	// once the files are watched, load them again (no pass if unchanged).
+	// A watcher that cannot start is retried in the background; the first
+	// pass does not wait for it longer than this.
+	select {
+	case <-configReady:
+		_ = svc.Reload() // errors are logged and published by Reload
+	case <-time.After(5 * time.Second):
+		log.Warn("configuration files are not watched yet; edits are seen once they are")
+	case <-ctx.Done():
+		return nil
+	}
 	svc.Start()
 	if err := svc.Idle(ctx); err != nil {
 		return nil // stopped before the first pass finished
