@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -314,3 +317,91 @@ func (r *RawClient) Call(dest string, path dbus.ObjectPath, iface, member string
 
 // Close closes the connection.
 func (r *RawClient) Close() error { return r.conn.Close() }
+
+// StormResult is what a boot storm measured.
+type StormResult struct {
+	Converged  time.Duration // from the last arrival's event to an idle, configured host
+	MaxPerDev  int           // passes that configured the same device, at most
+	Passes     int           // passes in all
+	Configured int           // devices holding the policy at the end
+}
+
+// Storm makes the n devices of h arrive one by one within spread, each with
+// its uevent (RequestDevice), into a running daemon service that started
+// with none, as a host's SR-IOV functions appear at boot.
+func Storm(h *Host, spread time.Duration) (StormResult, error) {
+	var res StormResult
+	if err := h.Reset(); err != nil {
+		return res, err
+	}
+	class := filepath.Join(h.Root, host.ClassInfiniband)
+	stash := filepath.Join(filepath.Dir(h.Root), "stash")
+	if err := os.RemoveAll(stash); err != nil {
+		return res, err
+	}
+	if err := os.Rename(class, stash); err != nil {
+		return res, err
+	}
+	if err := os.MkdirAll(class, 0o755); err != nil {
+		return res, err
+	}
+	defer func() {
+		os.RemoveAll(class)
+		os.Rename(stash, class)
+	}()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := service.New(service.Options{Host: host.New(h.Root), Kernel: service.Kernel{Modules: NoModprobe{}}, Log: log})
+	if err != nil {
+		return res, err
+	}
+	var mu sync.Mutex
+	perDev := map[string]int{}
+	svc.Reconciler().OnChange(func(ch reconcile.Change) {
+		mu.Lock()
+		res.Passes++
+		for _, n := range ch.Updated {
+			perDev[n]++
+		}
+		mu.Unlock()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { svc.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	svc.Start()
+	if err := svc.Idle(ctx); err != nil {
+		return res, err
+	}
+	mu.Lock()
+	res.Passes = 0
+	mu.Unlock()
+	start := time.Now()
+	var last time.Time
+	for i := 0; i < h.N; i++ {
+		name := fmt.Sprintf("mlx5_%d", i)
+		if err := os.Rename(filepath.Join(stash, name), filepath.Join(class, name)); err != nil {
+			return res, err
+		}
+		svc.RequestDevice(name)
+		last = time.Now()
+		if wait := time.Duration(i+1) * spread / time.Duration(h.N); time.Since(start) < wait {
+			time.Sleep(wait - time.Since(start))
+		}
+	}
+	if err := svc.Idle(ctx); err != nil {
+		return res, err
+	}
+	res.Converged = time.Since(last)
+	mu.Lock()
+	for _, c := range perDev {
+		res.MaxPerDev = max(res.MaxPerDev, c)
+	}
+	mu.Unlock()
+	for i := 0; i < h.N; i++ {
+		if d, ok := svc.Reconciler().Device(fmt.Sprintf("mlx5_%d", i)); ok && d.Ports[0].RoCETOS == 106 && d.Ports[1].RoCETOS == 106 {
+			res.Configured++
+		}
+	}
+	return res, nil
+}

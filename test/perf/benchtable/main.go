@@ -41,6 +41,7 @@ type row struct {
 	cold, shell, noChange, floor, daemonAll time.Duration
 	event, setRoCE, gmo, gmoGo, startName   time.Duration
 	rssKB                                   int
+	storm                                   perf.StormResult
 }
 
 func run(sizeList string, runs int) error {
@@ -227,6 +228,12 @@ func measure(bin, addr string, n, runs int) (row, error) {
 	if r.startName, r.rssKB, err = startToName(bin, addr, h, runs); err != nil {
 		return r, err
 	}
+	if r.storm, err = perf.Storm(h, time.Second); err != nil {
+		return r, err
+	}
+	if r.storm.Configured != n {
+		return r, fmt.Errorf("boot storm: %d of %d devices configured", r.storm.Configured, n)
+	}
 	return r, nil
 }
 
@@ -329,6 +336,11 @@ func print(rows []row, ref time.Duration, runs int) {
 			ms(r.startName), float64(r.rssKB)/1024)
 	}
 	tw.Flush()
+	fmt.Printf("\nboot storm (the devices arrive one by one within 1 s, each with its uevent):\n")
+	for _, r := range rows {
+		fmt.Printf("  N=%-5d converged %s ms after the last event; %d passes; each device configured by at most %d\n",
+			r.n, ms(r.storm.Converged), r.storm.Passes, r.storm.MaxPerDev)
+	}
 	fmt.Printf("\nSetRoCE 1 port on a 3-device host: %s ms\n", ms(ref))
 	fmt.Println("GetManagedObjects: the round trip of a client that takes the reply as bytes (rdmad and dbus-daemon);")
 	fmt.Println("(godbus client): the same call through godbus, whose decoding of the reply dominates it.")
@@ -354,4 +366,6 @@ func print(rows []row, ref time.Duration, runs int) {
 	check(last.gmo < 50*time.Millisecond, fmt.Sprintf("GetManagedObjects under 50 ms: %s ms (godbus client %s ms)", ms(last.gmo), ms(last.gmoGo)))
 	check(last.startName < time.Second, fmt.Sprintf("bus name under 1 s after start: %s ms", ms(last.startName)))
 	check(last.rssKB < 30*1024, fmt.Sprintf("RSS under 30 MB: %.1f MB", float64(last.rssKB)/1024))
+	check(last.storm.Converged < time.Second && last.storm.MaxPerDev <= 2,
+		fmt.Sprintf("boot storm converges within 1 s of the last event (%s ms), each device configured once or twice (%d)", ms(last.storm.Converged), last.storm.MaxPerDev))
 }
