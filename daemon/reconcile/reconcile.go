@@ -59,6 +59,14 @@ type DevicePart interface {
 	Apply(ctx context.Context, pol *config.Policy, dev *host.Device) []Action
 }
 
+// Reregisterer is a device part whose changes can make the kernel
+// unregister and register the device again (an mlx4 port type switch):
+// after such a change the reconciler looks whether the device is still
+// there rather than publish a device about to vanish.
+type Reregisterer interface {
+	Reregisters(a Action) bool
+}
+
 // Scope says what a pass reads again.
 type Scope struct {
 	// Full lists and reads every device again: at start, after lost
@@ -265,7 +273,7 @@ func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) 
 
 	deviceActs := r.applyDevices(ctx, pol, working)
 	for name, acts := range deviceActs {
-		if r.vanished(name, acts) {
+		if r.mayHaveVanished(acts) && !r.host.Exists(path.Join(host.ClassInfiniband, name)) {
 			// Unplugged, or re-registering after a change (an mlx4 port
 			// type switch does that): not a failure; its add event
 			// brings the next pass.
@@ -416,18 +424,26 @@ func (r *Reconciler) applyDevices(ctx context.Context, pol *config.Policy, worki
 	return out
 }
 
-// vanished reports whether a device whose actions changed something or
-// failed for lack of the device is no longer there.
-func (r *Reconciler) vanished(name string, acts []Action) bool {
-	look := false
+// mayHaveVanished reports whether a device's actions give a reason to look
+// whether it is still there: a failure for lack of the device, or a change
+// a part says re-registers it.
+func (r *Reconciler) mayHaveVanished(acts []Action) bool {
 	for _, a := range acts {
-		if a.Status == Changed || (a.Status == Failed && host.IsNoDevice(a.Err)) {
-			look = true
-			break
+		if a.Status == Failed && host.IsNoDevice(a.Err) {
+			return true
+		}
+		if a.Status != Changed {
+			continue
+		}
+		for _, p := range r.deviceParts {
+			if rr, ok := p.(Reregisterer); ok && rr.Reregisters(a) {
+				return true
+			}
 		}
 	}
-	return look && !r.host.Exists(path.Join(host.ClassInfiniband, name))
+	return false
 }
+
 
 // forEach calls fn(0..n-1) on up to r.workers goroutines, which take
 // indexes from a shared counter; it stops handing out work when ctx ends.

@@ -247,6 +247,8 @@ func BenchmarkFullPassDemoHost(b *testing.B) {
 // type switch does (the driver unregisters and re-adds the RDMA device).
 type reregisteringPart struct{ root string }
 
+func (reregisteringPart) Reregisters(a reconcile.Action) bool { return a.Kind == "vpi port type" }
+
 func (p reregisteringPart) Apply(_ context.Context, _ *config.Policy, d *host.Device) []reconcile.Action {
 	if d.Name != "mlx4_0" {
 		return nil

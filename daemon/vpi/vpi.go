@@ -29,6 +29,10 @@ type Part struct {
 	Host *host.Host
 }
 
+// Reregisters implements reconcile.Reregisterer: mlx4 unregisters and
+// registers its RDMA device again when a port type changes.
+func (*Part) Reregisters(a reconcile.Action) bool { return a.Kind == PortType }
+
 // Matches reports whether the kernel's reading of mlx4_port<N> (ib, eth,
 // "auto (ib)", "auto (eth)") is the declared type.
 func Matches(observed string, want config.VPIType) bool {
