@@ -444,7 +444,6 @@ func (r *Reconciler) mayHaveVanished(acts []Action) bool {
 	return false
 }
 
-
 // forEach calls fn(0..n-1) on up to r.workers goroutines, which take
 // indexes from a shared counter; it stops handing out work when ctx ends.
 func (r *Reconciler) forEach(ctx context.Context, n int, fn func(i int)) {
