@@ -199,10 +199,15 @@ func (h *Host) Devices() ([]Device, error) {
 // Device reads one RDMA device fully (DetailFull).
 func (h *Host) Device(name string) (Device, error) { return h.ReadDevice(name, DetailFull) }
 
-// ValidDeviceName reports whether name can be an entry of the class
-// directory; anything else is never looked up.
+// MaxDeviceNameLen is the longest RDMA device name the kernel allows
+// (IB_DEVICE_NAME_MAX - 1).
+const MaxDeviceNameLen = 63
+
+// ValidDeviceName reports whether name can be an RDMA device of the class
+// directory; anything else (a path, an overlong name from a hostile event
+// or call) is never looked up.
 func ValidDeviceName(name string) bool {
-	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
+	return name != "" && len(name) <= MaxDeviceNameLen && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
 // ReadDevice reads one RDMA device at the given detail. Optional

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
@@ -124,12 +125,15 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 		v := c.TOS
 		tos = &v
 	}
+	wanted := map[reconcile.Kind]string{} // the kernel value of each requested kind
 	var kinds []reconcile.Kind
 	if c.Mode != "" {
 		kinds = append(kinds, roce.Mode)
+		wanted[roce.Mode] = c.Mode.Kernel()
 	}
 	if tos != nil {
 		kinds = append(kinds, roce.TOS)
+		wanted[roce.TOS] = strconv.Itoa(*tos)
 	}
 	var targets, all []int // RoCE ports the call sets; every port
 	for _, n := range ports {
@@ -149,7 +153,7 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 		persist: func(p *config.Persisted) { p.SetRoCE(config.Selector{Device: dev.Name}, c.Port, c.Mode, tos) },
 		forget:  func(o *Overlay) { o.forgetRoCE(dev.Name, c.Port, all, c.Mode != "", tos != nil) },
 		scope:   reconcile.Scope{Devices: map[string][]int{dev.Name: scopePorts}},
-		failed:  func(rep reconcile.Report) []reconcile.Action { return roceFailures(rep, dev.Name, targets, kinds) },
+		failed:  func(rep reconcile.Report) []reconcile.Action { return roceFailures(rep, dev.Name, targets, wanted) },
 		restore: func(rep reconcile.Report) ([]reconcile.Action, error) {
 			return s.restoreRoCE(rep, dev.Name, targets, kinds)
 		},
@@ -160,8 +164,16 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 // kinds on the targeted ports, and device-level failures of the device
 // (configfs rdma_cm missing or refusing mkdir, after which no port is
 // tried). A requested kind with no action at all was not applied either:
-// the device or port went away during the call.
-func roceFailures(rep reconcile.Report, dev string, ports []int, kinds []reconcile.Kind) []reconcile.Action {
+// the device or port went away during the call; nor was one whose action
+// set another value than the requested one (the call's rule did not
+// select the port: it must never pass for a success).
+func roceFailures(rep reconcile.Report, dev string, ports []int, wanted map[reconcile.Kind]string) []reconcile.Action {
+	kinds := make([]reconcile.Kind, 0, len(wanted))
+	for _, k := range []reconcile.Kind{roce.Mode, roce.TOS} {
+		if _, ok := wanted[k]; ok {
+			kinds = append(kinds, k)
+		}
+	}
 	var out []reconcile.Action
 	for _, a := range rep.Actions {
 		if a.Status == reconcile.Failed && a.Subject == reconcile.DeviceSubject(dev) {
@@ -175,6 +187,10 @@ func roceFailures(rep reconcile.Report, dev string, ports []int, kinds []reconci
 			a, ok := rep.Find(subject, k)
 			switch {
 			case ok && a.Status == reconcile.Failed:
+				out = append(out, a)
+			case ok && a.To != wanted[k]:
+				a.Status = reconcile.Failed
+				a.Err = fmt.Errorf("service: the policy in force sets %q, not the requested %q", a.To, wanted[k])
 				out = append(out, a)
 			case !ok && !deviceFailed:
 				out = append(out, reconcile.Action{Subject: subject, Kind: k, Status: reconcile.Failed,
@@ -212,6 +228,9 @@ func (s *Service) restoreRoCE(rep reconcile.Report, dev string, ports []int, kin
 func (s *Service) validateRoCE(c RoCEChange) (host.Device, []int, error) {
 	if c.Device == "" {
 		return host.Device{}, nil, &ArgError{"device", "empty device name"}
+	}
+	if len(c.Device) > host.MaxDeviceNameLen {
+		return host.Device{}, nil, &ArgError{"device", fmt.Sprintf("%s is %d bytes long; RDMA device names have at most %d", config.QuoteName(c.Device), len(c.Device), host.MaxDeviceNameLen)}
 	}
 	dev, err := s.device(c.Device)
 	if err != nil {
