@@ -477,6 +477,13 @@ type change struct {
 // reconcile again. It runs under runtime.mutation.
 func (s *Service) commit(ctx context.Context, persist bool, c change) error {
 	var undo func() error
+	if !persist {
+		next := s.RuntimeOverlay()
+		c.runtime(&next)
+		if len(next.RoCE) > s.maxRuntime || len(next.Links)+len(next.DeletedLinks) > s.maxRuntime {
+			return fmt.Errorf("service: rdmad keeps at most %d runtime RoCE settings and %d runtime links; persist the change or restart rdmad to drop the runtime ones", s.maxRuntime, s.maxRuntime)
+		}
+	}
 	if persist {
 		u, err := s.persistDropIn(c.persist, c.forget)
 		if err != nil {

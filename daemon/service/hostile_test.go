@@ -3,6 +3,8 @@ package service_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +102,41 @@ func TestImpossibleDeviceNamesCreateNoState(t *testing.T) {
 	var ae *service.ArgError
 	if !errors.As(err, &ae) || ae.Arg != "name" || len(err.Error()) > 200 {
 		t.Errorf("DeleteLink(100000 bytes): %.300v", err)
+	}
+}
+
+// Callers cannot grow the runtime overlay without bound: repeated calls
+// replace, and past the limit a runtime change is refused while persisted
+// ones still work.
+func TestRuntimeOverlayIsBounded(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	hosttest.Write(t, root, mainFile, "[modules]\nenable = false\n")
+	k := hosttest.NewKernel(root)
+	svc, err := service.New(service.Options{Host: k.Host(), Kernel: service.Kernel{Modules: &hosttest.Modprobe{}}, MaxRuntimeEntries: 2,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	svc.ReconcileNow(ctx)
+	for i := 0; i < 200; i++ {
+		if err := svc.SetRoCE(ctx, service.RoCEChange{Device: "mlx5_0", Port: i % 2, TOS: i % 256, Mode: []config.RoCEMode{"", config.RoCEv1}[i%2]}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if n := len(svc.RuntimeOverlay().RoCE); n > 2 {
+		t.Fatalf("200 calls on one device left %d runtime rules", n)
+	}
+	if err := svc.SetRoCE(ctx, service.RoCEChange{Device: "mlx5_1", TOS: 3}); err == nil || !strings.Contains(err.Error(), "at most 2 runtime") {
+		t.Fatalf("a third runtime rule: %v, want refused", err)
+	}
+	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_1", 1, "default_roce_tos")); got == "3" {
+		t.Error("the refused runtime change reached the kernel")
+	}
+	if err := svc.SetRoCE(ctx, service.RoCEChange{Device: "mlx5_1", TOS: 3, Persist: true}); err != nil {
+		t.Fatalf("persisting past the runtime limit: %v", err)
+	}
+	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_1", 1, "default_roce_tos")); got != "3" {
+		t.Errorf("persisted tos = %s", got)
 	}
 }
