@@ -70,29 +70,12 @@ func (o Overlay) Apply(base *config.Policy) *config.Policy {
 
 // setRoCE records a runtime RoCE setting for one device (port 0: all).
 // What it sets replaces what earlier runtime rules said about the same
-// field on the ports it covers, so repeated calls do not pile up rules:
-// a device has at most two runtime rules per port and two for all ports.
-// The result is the same as appending (the new rule, last, wins anyway).
+// fields on the ports it covers (config.MergeRoCE), so repeated calls do
+// not pile up rules and the result is the same as appending.
 func (o *Overlay) setRoCE(device string, port int, mode config.RoCEMode, tos *int) {
-	sel := config.Selector{Device: config.EscapeGlob(device)}
-	kept := o.RoCE[:0:0]
-	for _, r := range o.RoCE {
-		if r.Selector == sel && (port == 0 || r.Port == port) {
-			if mode != "" {
-				r.Mode = ""
-			}
-			if tos != nil {
-				r.TOS = nil
-			}
-			if r.Mode == "" && r.TOS == nil {
-				continue // wholly replaced
-			}
-		}
-		kept = append(kept, r)
-	}
-	o.RoCE = append(kept, config.RoCERule{
+	o.RoCE = config.MergeRoCE(o.RoCE, config.RoCERule{
 		Source:   config.Position{File: RuntimeSource},
-		Selector: sel,
+		Selector: config.Selector{Device: config.EscapeGlob(device)},
 		Port:     port,
 		Mode:     mode,
 		TOS:      tos,
