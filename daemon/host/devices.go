@@ -273,8 +273,8 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 	gids := detail&ReadPublished != 0 || (detail&ReadNetdevs != 0 && d.PCIAddress == "" && d.Parent == "")
 	for _, pn := range portNames {
 		num, err := strconv.Atoi(pn)
-		if err != nil || num <= 0 {
-			continue // not a port directory; sysfs has none, but be tolerant
+		if err != nil || num <= 0 || strconv.Itoa(num) != pn {
+			continue // not a port directory ("01" would be read as ports/1); sysfs has none, but be tolerant
 		}
 		p := h.readPort(name, num, detail, gids)
 		for _, n := range p.Netdevs {

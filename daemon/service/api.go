@@ -239,7 +239,7 @@ func (s *Service) validateRoCE(c RoCEChange) (host.Device, []int, error) {
 	switch c.Mode {
 	case "", config.RoCEv1, config.RoCEv2:
 	default:
-		return dev, nil, &ArgError{"mode", fmt.Sprintf("%q is not a RoCE mode: use v1, v2, or \"\" to keep", c.Mode)}
+		return dev, nil, &ArgError{"mode", fmt.Sprintf("%s is not a RoCE mode: use v1, v2, or \"\" to keep", config.QuoteName(string(c.Mode)))}
 	}
 	if c.TOS < -1 || c.TOS > 255 {
 		return dev, nil, &ArgError{"tos", fmt.Sprintf("%d is out of range 0..255 (-1 keeps the TOS)", c.TOS)}
@@ -328,7 +328,7 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 		return err
 	}
 	if l.Type != config.LinkRXE && l.Type != config.LinkSIW {
-		return &ArgError{"type", fmt.Sprintf("%q is not a soft RDMA link type: use rxe or siw", l.Type)}
+		return &ArgError{"type", fmt.Sprintf("%s is not a soft RDMA link type: use rxe or siw", config.QuoteName(string(l.Type)))}
 	}
 	if err := config.ValidNetdevName(l.Netdev); err != nil {
 		return &ArgError{"netdev", err.Error()}
@@ -424,7 +424,7 @@ func (s *Service) SetNetnsMode(ctx context.Context, mode config.NetnsMode, persi
 	s.runtime.mutation.Lock()
 	defer s.runtime.mutation.Unlock()
 	if mode != config.NetnsShared && mode != config.NetnsExclusive {
-		return &ArgError{"mode", fmt.Sprintf("%q is not a netns mode: use shared or exclusive", mode)}
+		return &ArgError{"mode", fmt.Sprintf("%s is not a netns mode: use shared or exclusive", config.QuoteName(string(mode)))}
 	}
 	if s.kernel.Netns == nil {
 		return fmt.Errorf("service: set netns mode: this rdmad does not manage the RDMA netns mode")
