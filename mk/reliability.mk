@@ -16,3 +16,12 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
 		done; \
 	done
+
+# make soak: the real rdmad, built with -race, on a private bus and the
+# demo fixture host, under 8 clients, config rewrites, SIGHUPs and netdev
+# events for SOAK_DURATION (cmd/rdmad/soak_test.go; make test runs it for a
+# few seconds).
+SOAK_DURATION ?= 30s
+
+soak:
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 30m ./cmd/rdmad
