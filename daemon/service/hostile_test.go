@@ -70,7 +70,10 @@ func TestImpossibleDeviceNamesCreateNoState(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := e.svc.Reconciler().Summary().Devices; strings.Join(got, ",") != "mlx5_0,mlx5_1" {
-		t.Errorf("devices after impossible names: %q", got)
+		for i := range got {
+			got[i] = config.QuoteName(got[i])
+		}
+		t.Errorf("devices after impossible names: %s", strings.Join(got, ", "))
 	}
 	for _, n := range names {
 		err := e.svc.SetRoCE(ctx, service.RoCEChange{Device: n, TOS: 5})
