@@ -66,10 +66,10 @@ func FuzzLinkChanges(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := &LinkSource{links: map[int]linkView{}}
 		type state struct {
-			name          string
-			up, lower     bool
-			oper          netlink.LinkOperState
-			known, hasOld bool
+			name      string
+			up, lower bool
+			oper      netlink.LinkOperState
+			known     bool
 		}
 		model := map[int]state{}
 		for len(data) >= 5 {
