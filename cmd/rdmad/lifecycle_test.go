@@ -337,7 +337,9 @@ func TestSecondInstanceStopsBeforeTouchingTheHost(t *testing.T) {
 // removed at start; anybody else's are not.
 func TestStaleTempFilesAreRemovedAtStart(t *testing.T) {
 	root, env, _ := demoHost(t)
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/40-metrics.toml", "[metrics]\ntextfile = \"/var/lib/node_exporter/rdmad.prom\"\n")
 	stale := []string{
+		"var/lib/node_exporter/.rdmad.prom.tmp-77",
 		"etc/rdma/rdmad.d/.zz-rdmad-persist.toml.tmp-2718281828",
 		"etc/security/limits.d/.90-rdmad-memlock.conf.tmp-1",
 		"etc/modprobe.d/.rdmad-netns.conf.tmp-31415",

@@ -7,15 +7,20 @@ import (
 	"github.com/rdmad/rdmad/daemon/netns"
 )
 
-// ManagedFiles are the files rdmad writes atomically (host.WriteManaged):
-// its drop-in, the memlock files and the netns modprobe.d file.
+// ManagedFiles are the files rdmad writes atomically (host.WriteFileAtomic):
+// its drop-in, the memlock files, the netns modprobe.d file and the
+// [metrics] textfile of the policy in force.
 func (s *Service) ManagedFiles() []string {
-	return []string{
+	files := []string{
 		config.PersistedPath(s.DropInDir()),
 		s.host.Path(memlock.LimitsFile),
 		s.host.Path(memlock.SystemdFile),
 		s.host.Path(netns.ModprobeFile),
 	}
+	if pol := s.PolicyInForce(); pol != nil && pol.Metrics.Textfile != "" {
+		files = append(files, s.host.Path(pol.Metrics.Textfile))
+	}
+	return files
 }
 
 // RemoveStaleTemps deletes the temp files a crash between an atomic
