@@ -17,10 +17,10 @@ fuzz:
 		done; \
 	done
 
-# make soak: the real rdmad, built with -race, on a private bus and the
-# demo fixture host, under 8 clients, config rewrites, SIGHUPs and netdev
-# events for SOAK_DURATION (cmd/rdmad/soak_test.go; make test runs it for a
-# few seconds).
+# make soak: the real rdmad on a private bus and the demo fixture host,
+# under 8 clients, config rewrites, SIGHUPs and netdev events, for
+# SOAK_DURATION twice: built with -race, then as shipped with its memory
+# measured (cmd/rdmad/soak_test.go; make test runs it for a few seconds).
 SOAK_DURATION ?= 30s
 
 soak:
