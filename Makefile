@@ -68,3 +68,4 @@ package: $(NFPM)
 
 include mk/install.mk
 include mk/e2e.mk
+include mk/reliability.mk

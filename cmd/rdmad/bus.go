@@ -20,7 +20,7 @@ func startBus(ctx context.Context, svc *service.Service, busArg string, log *slo
 		log.Info("not publishing on D-Bus (--bus none)")
 		return func() error { return nil }, func() {}, nil
 	}
-	conn, err := bus.Dial(busArg)
+	conn, err := dial(ctx, busArg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bus: %w", err)
 	}
@@ -42,4 +42,30 @@ func startBus(ctx context.Context, svc *service.Service, busArg string, log *slo
 		conn.Close()
 	}
 	return publish, stop, nil
+}
+
+// dial connects to the bus, or gives up when ctx ends: at boot the bus
+// socket may accept long before dbus-daemon answers, and a SIGTERM
+// meanwhile must still stop rdmad.
+func dial(ctx context.Context, busArg string) (*bus.Conn, error) {
+	type result struct {
+		conn *bus.Conn
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := bus.Dial(busArg)
+		done <- result{c, err}
+	}()
+	select {
+	case r := <-done:
+		return r.conn, r.err
+	case <-ctx.Done():
+		go func() { // the connection may still come: close it
+			if r := <-done; r.conn != nil {
+				r.conn.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }

@@ -49,6 +49,20 @@ func run() int {
 	log := newLogger(*verbose, *once)
 	slog.SetDefault(log)
 
+	// Signals are caught before anything else: SIGHUP's default action
+	// kills the process, so a reload asked for while rdmad starts (before
+	// the bus is up, during the first pass) would otherwise stop it. A
+	// SIGHUP that arrives before the daemon loop runs is kept and served
+	// once it does; the handler stays until exit, so one during shutdown
+	// is ignored. SIGTERM and SIGINT stop rdmad cleanly at any point.
+	var hup chan os.Signal
+	if !*once {
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
 	h := host.New(*root)
 	kernel := service.RealKernel()
 	if h.Root != "/" {
@@ -61,9 +75,23 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "rdmad: %v\n", err)
 		return 1
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	// One rdmad per host: a second one started by mistake stops here,
+	// before it changes anything (loading the configuration only reads).
+	lock, err := h.LockInstance()
+	if err != nil {
+		hint := ""
+		if errors.Is(err, host.ErrLocked) {
+			hint = "; talk to it with rdmactl (rdmactl reconcile, rdmactl reload) or stop it first"
+		}
+		fmt.Fprintf(os.Stderr, "rdmad: %v%s\n", err, hint)
+		daemon.SdNotify(false, "STATUS=not started: "+err.Error())
+		return 1
+	}
+	defer lock.Release()
+	svc.RemoveStaleTemps()
+	if ctx.Err() != nil {
+		return 0 // stopped while starting
+	}
 
 	if *once {
 		rep := svc.ReconcileNow(ctx)
@@ -78,7 +106,7 @@ func run() int {
 		}
 		return 0
 	}
-	if err := serve(ctx, svc, *bus, log); err != nil {
+	if err := serve(ctx, svc, *bus, hup, log); err != nil {
 		log.Error("rdmad stopped", "err", err)
 		daemon.SdNotify(false, "STATUS=failed: "+err.Error())
 		return 1
@@ -89,16 +117,16 @@ func run() int {
 // serve runs the daemon until ctx ends: objects exported and events
 // subscribed first (nothing that happens during the first pass is missed),
 // then the first full pass, then the bus name and READY=1 together.
-func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logger) error {
+func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.Signal, log *slog.Logger) error {
 	publish, stopBus, err := startBus(ctx, svc, bus, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while connecting to the bus
+		}
 		return err
 	}
 	defer stopBus()
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
@@ -116,10 +144,15 @@ func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logg
 		daemon.SdNotify(false, fmt.Sprintf("STATUS=%d RDMA devices; last reconcile: %s", len(sum.Devices), reconcile.Summarize(sum.Failures)))
 	})
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 1)
+	ran := make(chan struct{})
 	configReady := make(chan struct{})
 	go func() { errc <- startEvents(ctx, svc, log, configReady) }()
-	go func() { errc <- svc.Run(ctx) }()
+	go func() { _ = svc.Run(ctx); close(ran) }()
+	// On the way out, the pass under way ends before the bus goes: it
+	// writes nothing half (attributes are single writes, files are
+	// renamed into place), but its result is published and logged.
+	defer waitShutdown(ran, log)
 
 	// An edit saved between the first load and the watch would be missed:
 	// once the files are watched, load them again (no pass if unchanged).
@@ -135,6 +168,7 @@ func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logg
 	}
 	svc.Start()
 	if err := svc.Idle(ctx); err != nil {
+		daemon.SdNotify(false, daemon.SdNotifyStopping)
 		return nil // stopped before the first pass finished
 	}
 	// The first pass read every device; what it allocated on the way is
@@ -148,14 +182,27 @@ func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logg
 
 	select {
 	case <-ctx.Done():
-		daemon.SdNotify(false, daemon.SdNotifyStopping)
-		return nil
 	case err := <-errc:
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return err
 		}
 		<-ctx.Done()
-		return nil
+	}
+	daemon.SdNotify(false, daemon.SdNotifyStopping)
+	return nil
+}
+
+// shutdownGrace bounds how long rdmad waits at exit for the pass under way
+// (a modprobe it waits for is killed with the context already).
+const shutdownGrace = 10 * time.Second
+
+func waitShutdown(ran <-chan struct{}, log *slog.Logger) {
+	t := time.NewTimer(shutdownGrace)
+	defer t.Stop()
+	select {
+	case <-ran:
+	case <-t.C:
+		log.Warn("the pass under way did not end in time; exiting anyway", "waited", shutdownGrace)
 	}
 }
 

@@ -16,6 +16,12 @@ import (
 var rdmadBin, rdmactlBin string
 
 func TestMain(m *testing.M) {
+	// RDMAD_TEST_BINDIR runs these tests against rdmad and rdmactl built
+	// elsewhere (an installed package, an older commit) instead of this tree.
+	if dir := os.Getenv("RDMAD_TEST_BINDIR"); dir != "" {
+		rdmadBin, rdmactlBin = filepath.Join(dir, "rdmad"), filepath.Join(dir, "rdmactl")
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "rdmad-bin-")
 	if err != nil {
 		panic(err)

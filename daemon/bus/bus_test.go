@@ -65,11 +65,18 @@ func startDaemon(t *testing.T, addr, root string) *daemon {
 // pre-encoded GetManagedObjects).
 func startDaemonOn(t *testing.T, conn *bus.Conn, root string) *daemon {
 	t.Helper()
+	return startDaemonWith(t, conn, host.New(root))
+}
+
+// startDaemonWith starts rdmad on conn over h (a hosttest.Kernel's host,
+// for fault injection).
+func startDaemonWith(t *testing.T, conn *bus.Conn, h *host.Host) *daemon {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	h := host.New(root)
+	root := h.Root
 	// modprobe is the test stand-in (the real one is tested against a
 	// script in PATH, and for real in the VM test).
 	svc, err := service.New(service.Options{Host: h, Kernel: service.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared)}, Log: log})

@@ -127,8 +127,10 @@ func (m *manager) SetRoCE(msg dbus.Message, device string, port uint32, mode str
 	if port > dbusapi.MaxPort {
 		return busError(&service.ArgError{Arg: "port", Msg: fmt.Sprintf("%d is not a port number (1..%d, or 0 for every port)", port, dbusapi.MaxPort)})
 	}
+	// Device names are published escaped (a byte D-Bus cannot carry is
+	// \xNN), so that is the form a client has to name them by.
 	return busError(m.s.svc.SetRoCE(context.Background(), service.RoCEChange{
-		Device: device, Port: int(port), Mode: config.RoCEMode(mode), TOS: int(tos), Persist: persist,
+		Device: dbusapi.Unescape(device), Port: int(port), Mode: config.RoCEMode(mode), TOS: int(tos), Persist: persist,
 	}))
 }
 
@@ -159,7 +161,7 @@ func (m *manager) Describe(msg dbus.Message) (string, *dbus.Error) {
 	}
 	b, err := describe(m.s.svc)
 	if err != nil {
-		return "", dbus.NewError(dbusapi.ErrFailed, []any{err.Error()})
+		return "", dbus.NewError(dbusapi.ErrFailed, []any{dbusapi.Escape(err.Error())})
 	}
 	return string(b), nil
 }

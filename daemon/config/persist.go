@@ -180,8 +180,9 @@ func AdminLinkSources(r Reader, mainFile, name string) ([]Position, error) {
 
 // SetRoCE persists mode and/or TOS for one device (port 0: every port).
 // sel.Device is a literal device name; glob characters in it are escaped so
-// the rule selects exactly that device. An entry for the same selector and
-// port is updated in place, keeping what is not given (mode "" or tos nil).
+// the rule selects exactly that device. The entry for the same selector and
+// port is updated in place where that gives the same result, keeping what
+// is not given (mode "" or tos nil); see MergeRoCE.
 func (p *Persisted) SetRoCE(sel Selector, port int, mode RoCEMode, tos *int) {
 	if mode == "" && tos == nil {
 		return
@@ -192,19 +193,53 @@ func (p *Persisted) SetRoCE(sel Selector, port int, mode RoCEMode, tos *int) {
 		v := *tos
 		tosCopy = &v
 	}
-	for i := range p.RoCE {
-		r := &p.RoCE[i]
-		if r.Selector == sel && r.Port == port {
-			if mode != "" {
-				r.Mode = mode
+	p.RoCE = MergeRoCE(p.RoCE, RoCERule{Selector: sel, Port: port, Mode: mode, TOS: tosCopy})
+}
+
+// MergeRoCE returns rules with r added as if appended last (r wins for
+// the fields it sets on the ports it covers), without piling up rules:
+// what earlier rules of the same selector said about those fields on
+// those ports is dropped (rules left empty go), and r is merged into the
+// last rule of its selector and port when nothing between them could
+// override it. Rules of other selectors are untouched; rdmad's own rules
+// (runtime overlay, persisted drop-in) use literal device selectors, so
+// those never select the same device. A selector thus keeps at most two
+// rules per port and two for every port, however many calls are made.
+func MergeRoCE(rules []RoCERule, r RoCERule) []RoCERule {
+	out := make([]RoCERule, 0, len(rules)+1)
+	for _, o := range rules {
+		if o.Selector == r.Selector && (r.Port == 0 || o.Port == r.Port) {
+			if r.Mode != "" {
+				o.Mode = ""
 			}
-			if tosCopy != nil {
-				r.TOS = tosCopy
+			if r.TOS != nil {
+				o.TOS = nil
 			}
-			return
+			if o.Mode == "" && o.TOS == nil {
+				continue // wholly replaced
+			}
+		}
+		out = append(out, o)
+	}
+	for i := len(out) - 1; i >= 0; i-- {
+		o := &out[i]
+		if o.Selector != r.Selector {
+			continue
+		}
+		if o.Port == r.Port {
+			if r.Mode != "" {
+				o.Mode = r.Mode
+			}
+			if r.TOS != nil {
+				o.TOS = r.TOS
+			}
+			return out
+		}
+		if o.Port == 0 && (r.Mode != "" && o.Mode != "" || r.TOS != nil && o.TOS != nil) {
+			break // a later rule for every port sets the same field: r must come after it
 		}
 	}
-	p.RoCE = append(p.RoCE, RoCERule{Selector: sel, Port: port, Mode: mode, TOS: tosCopy})
+	return append(out, r)
 }
 
 // AddLink persists a link, replacing one of the same name.

@@ -180,7 +180,7 @@ func ValidLinkName(s string) error {
 	case s == "":
 		return errors.New("must not be empty")
 	case len(s) > 63:
-		return fmt.Errorf("%q is %d bytes long; RDMA device names have at most 63", s, len(s))
+		return fmt.Errorf("%s is %d bytes long; RDMA device names have at most 63", QuoteName(s), len(s))
 	case s == "." || s == "..":
 		return fmt.Errorf("%q is not a device name", s)
 	case strings.ContainsRune(s, '%'):
@@ -201,7 +201,7 @@ func ValidNetdevName(s string) error {
 	case s == "":
 		return errors.New("must not be empty")
 	case len(s) > 15:
-		return fmt.Errorf("%q is %d bytes long; interface names have at most 15", s, len(s))
+		return fmt.Errorf("%s is %d bytes long; interface names have at most 15", QuoteName(s), len(s))
 	case s == "." || s == "..":
 		return fmt.Errorf("%q is not an interface name", s)
 	}
@@ -211,6 +211,17 @@ func ValidNetdevName(s string) error {
 		}
 	}
 	return nil
+}
+
+// QuoteName quotes a name for an error message, cut after 64 bytes: a
+// caller's megabyte-long name must not come back whole in every error and
+// log line.
+func QuoteName(s string) string {
+	const keep = 64
+	if len(s) <= keep {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:keep]) + "..."
 }
 
 // validGroupName follows the portable rule shadow-utils and systemd agree on:
@@ -240,11 +251,13 @@ func validGroupName(s string) error {
 // rule written for one device matches exactly that device.
 func EscapeGlob(name string) string {
 	var b strings.Builder
-	for _, r := range name {
-		if strings.ContainsRune(`*?[]\`, r) {
+	// Byte by byte: the metacharacters are ASCII, and a device name may
+	// hold bytes that are not UTF-8, which must stay as they are.
+	for i := 0; i < len(name); i++ {
+		if strings.IndexByte(`*?[]\`, name[i]) >= 0 {
 			b.WriteByte('\\')
 		}
-		b.WriteRune(r)
+		b.WriteByte(name[i])
 	}
 	return b.String()
 }

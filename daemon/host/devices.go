@@ -199,10 +199,15 @@ func (h *Host) Devices() ([]Device, error) {
 // Device reads one RDMA device fully (DetailFull).
 func (h *Host) Device(name string) (Device, error) { return h.ReadDevice(name, DetailFull) }
 
-// ValidDeviceName reports whether name can be an entry of the class
-// directory; anything else is never looked up.
+// MaxDeviceNameLen is the longest RDMA device name the kernel allows
+// (IB_DEVICE_NAME_MAX - 1).
+const MaxDeviceNameLen = 63
+
+// ValidDeviceName reports whether name can be an RDMA device of the class
+// directory; anything else (a path, an overlong name from a hostile event
+// or call) is never looked up.
 func ValidDeviceName(name string) bool {
-	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
+	return name != "" && len(name) <= MaxDeviceNameLen && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
 
 // ReadDevice reads one RDMA device at the given detail. Optional
@@ -268,8 +273,8 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 	gids := detail&ReadPublished != 0 || (detail&ReadNetdevs != 0 && d.PCIAddress == "" && d.Parent == "")
 	for _, pn := range portNames {
 		num, err := strconv.Atoi(pn)
-		if err != nil || num <= 0 {
-			continue // not a port directory; sysfs has none, but be tolerant
+		if err != nil || num <= 0 || strconv.Itoa(num) != pn {
+			continue // not a port directory ("01" would be read as ports/1); sysfs has none, but be tolerant
 		}
 		p := h.readPort(name, num, detail, gids)
 		for _, n := range p.Netdevs {

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Well-known paths relative to the root.
@@ -115,7 +117,7 @@ func WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
+	tmp, err := os.CreateTemp(dir, tempPattern(filepath.Base(name)))
 	if err != nil {
 		return err
 	}
@@ -135,15 +137,23 @@ func WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
+	if beforeRename != nil {
+		beforeRename(tmp.Name())
+	}
 	if err := os.Rename(tmp.Name(), name); err != nil {
 		return err
 	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // best effort: some filesystems refuse fsync on a directory
-		d.Close()
+	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		_ = unix.Fsync(fd) // best effort: some filesystems refuse fsync on a directory
+		unix.Close(fd)
 	}
 	return nil
 }
+
+// beforeRename is a test seam: a test kills the process here to prove
+// that a crash between the temp write and the rename leaves the old file
+// whole and only a temp file behind (RemoveStaleTemps).
+var beforeRename func(tmp string)
 
 // LoadedModules returns the names of the modules the kernel has, loaded
 // (proc/modules) or built in (sys/module), with '-' folded to '_' as the

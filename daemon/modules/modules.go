@@ -4,7 +4,6 @@
 package modules
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -76,11 +75,12 @@ func (m Modprobe) Load(ctx context.Context, names []string) error {
 // ParseConf reads a modules list the way systemd-modules-load (which
 // rdma-core's units run) does: one module per line, surrounding white space
 // ignored, lines starting with '#' or ';' are comments.
+// Lines are split by hand: a bufio.Scanner stops at a line over 64 KiB and
+// would silently drop the modules after it.
 func ParseConf(data []byte) []string {
 	var mods []string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		l := strings.TrimSpace(sc.Text())
+	for _, l := range strings.Split(string(data), "\n") {
+		l = strings.TrimSpace(l)
 		if l == "" || l[0] == '#' || l[0] == ';' {
 			continue
 		}

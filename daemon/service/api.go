@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
@@ -124,12 +125,15 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 		v := c.TOS
 		tos = &v
 	}
+	wanted := map[reconcile.Kind]string{} // the kernel value of each requested kind
 	var kinds []reconcile.Kind
 	if c.Mode != "" {
 		kinds = append(kinds, roce.Mode)
+		wanted[roce.Mode] = c.Mode.Kernel()
 	}
 	if tos != nil {
 		kinds = append(kinds, roce.TOS)
+		wanted[roce.TOS] = strconv.Itoa(*tos)
 	}
 	var targets, all []int // RoCE ports the call sets; every port
 	for _, n := range ports {
@@ -149,7 +153,7 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 		persist: func(p *config.Persisted) { p.SetRoCE(config.Selector{Device: dev.Name}, c.Port, c.Mode, tos) },
 		forget:  func(o *Overlay) { o.forgetRoCE(dev.Name, c.Port, all, c.Mode != "", tos != nil) },
 		scope:   reconcile.Scope{Devices: map[string][]int{dev.Name: scopePorts}},
-		failed:  func(rep reconcile.Report) []reconcile.Action { return roceFailures(rep, dev.Name, targets, kinds) },
+		failed:  func(rep reconcile.Report) []reconcile.Action { return roceFailures(rep, dev.Name, targets, wanted) },
 		restore: func(rep reconcile.Report) ([]reconcile.Action, error) {
 			return s.restoreRoCE(rep, dev.Name, targets, kinds)
 		},
@@ -160,8 +164,16 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 // kinds on the targeted ports, and device-level failures of the device
 // (configfs rdma_cm missing or refusing mkdir, after which no port is
 // tried). A requested kind with no action at all was not applied either:
-// the device or port went away during the call.
-func roceFailures(rep reconcile.Report, dev string, ports []int, kinds []reconcile.Kind) []reconcile.Action {
+// the device or port went away during the call; nor was one whose action
+// set another value than the requested one (the call's rule did not
+// select the port: it must never pass for a success).
+func roceFailures(rep reconcile.Report, dev string, ports []int, wanted map[reconcile.Kind]string) []reconcile.Action {
+	kinds := make([]reconcile.Kind, 0, len(wanted))
+	for _, k := range []reconcile.Kind{roce.Mode, roce.TOS} {
+		if _, ok := wanted[k]; ok {
+			kinds = append(kinds, k)
+		}
+	}
 	var out []reconcile.Action
 	for _, a := range rep.Actions {
 		if a.Status == reconcile.Failed && a.Subject == reconcile.DeviceSubject(dev) {
@@ -175,6 +187,10 @@ func roceFailures(rep reconcile.Report, dev string, ports []int, kinds []reconci
 			a, ok := rep.Find(subject, k)
 			switch {
 			case ok && a.Status == reconcile.Failed:
+				out = append(out, a)
+			case ok && a.To != wanted[k]:
+				a.Status = reconcile.Failed
+				a.Err = fmt.Errorf("service: the policy in force sets %q, not the requested %q", a.To, wanted[k])
 				out = append(out, a)
 			case !ok && !deviceFailed:
 				out = append(out, reconcile.Action{Subject: subject, Kind: k, Status: reconcile.Failed,
@@ -213,6 +229,9 @@ func (s *Service) validateRoCE(c RoCEChange) (host.Device, []int, error) {
 	if c.Device == "" {
 		return host.Device{}, nil, &ArgError{"device", "empty device name"}
 	}
+	if len(c.Device) > host.MaxDeviceNameLen {
+		return host.Device{}, nil, &ArgError{"device", fmt.Sprintf("%s is %d bytes long; RDMA device names have at most %d", config.QuoteName(c.Device), len(c.Device), host.MaxDeviceNameLen)}
+	}
 	dev, err := s.device(c.Device)
 	if err != nil {
 		return host.Device{}, nil, err
@@ -220,7 +239,7 @@ func (s *Service) validateRoCE(c RoCEChange) (host.Device, []int, error) {
 	switch c.Mode {
 	case "", config.RoCEv1, config.RoCEv2:
 	default:
-		return dev, nil, &ArgError{"mode", fmt.Sprintf("%q is not a RoCE mode: use v1, v2, or \"\" to keep", c.Mode)}
+		return dev, nil, &ArgError{"mode", fmt.Sprintf("%s is not a RoCE mode: use v1, v2, or \"\" to keep", config.QuoteName(string(c.Mode)))}
 	}
 	if c.TOS < -1 || c.TOS > 255 {
 		return dev, nil, &ArgError{"tos", fmt.Sprintf("%d is out of range 0..255 (-1 keeps the TOS)", c.TOS)}
@@ -309,7 +328,7 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 		return err
 	}
 	if l.Type != config.LinkRXE && l.Type != config.LinkSIW {
-		return &ArgError{"type", fmt.Sprintf("%q is not a soft RDMA link type: use rxe or siw", l.Type)}
+		return &ArgError{"type", fmt.Sprintf("%s is not a soft RDMA link type: use rxe or siw", config.QuoteName(string(l.Type)))}
 	}
 	if err := config.ValidNetdevName(l.Netdev); err != nil {
 		return &ArgError{"netdev", err.Error()}
@@ -405,7 +424,7 @@ func (s *Service) SetNetnsMode(ctx context.Context, mode config.NetnsMode, persi
 	s.runtime.mutation.Lock()
 	defer s.runtime.mutation.Unlock()
 	if mode != config.NetnsShared && mode != config.NetnsExclusive {
-		return &ArgError{"mode", fmt.Sprintf("%q is not a netns mode: use shared or exclusive", mode)}
+		return &ArgError{"mode", fmt.Sprintf("%s is not a netns mode: use shared or exclusive", config.QuoteName(string(mode)))}
 	}
 	if s.kernel.Netns == nil {
 		return fmt.Errorf("service: set netns mode: this rdmad does not manage the RDMA netns mode")
@@ -458,6 +477,13 @@ type change struct {
 // reconcile again. It runs under runtime.mutation.
 func (s *Service) commit(ctx context.Context, persist bool, c change) error {
 	var undo func() error
+	if !persist {
+		next := s.RuntimeOverlay()
+		c.runtime(&next)
+		if len(next.RoCE) > s.maxRuntime || len(next.Links)+len(next.DeletedLinks) > s.maxRuntime {
+			return fmt.Errorf("service: rdmad keeps at most %d runtime RoCE settings and %d runtime links; persist the change or restart rdmad to drop the runtime ones", s.maxRuntime, s.maxRuntime)
+		}
+	}
 	if persist {
 		u, err := s.persistDropIn(c.persist, c.forget)
 		if err != nil {

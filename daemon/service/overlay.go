@@ -23,6 +23,13 @@ type Overlay struct {
 	Netns        config.NetnsMode  // NetnsUnmanaged: no runtime override
 }
 
+// DefaultMaxRuntimeEntries bounds the runtime overlay: RoCE rules and
+// links each. Calls replace what they change, so only many distinct
+// devices, ports or links come near it; beyond it a runtime change is
+// refused (persisting still works), so callers cannot grow rdmad's memory
+// without bound.
+const DefaultMaxRuntimeEntries = 1024
+
 // Empty reports whether there are no runtime changes.
 func (o Overlay) Empty() bool {
 	return len(o.RoCE) == 0 && len(o.Links) == 0 && len(o.DeletedLinks) == 0 && o.Netns == config.NetnsUnmanaged
@@ -62,15 +69,17 @@ func (o Overlay) Apply(base *config.Policy) *config.Policy {
 }
 
 // setRoCE records a runtime RoCE setting for one device (port 0: all).
+// What it sets replaces what earlier runtime rules said about the same
+// fields on the ports it covers (config.MergeRoCE), so repeated calls do
+// not pile up rules and the result is the same as appending.
 func (o *Overlay) setRoCE(device string, port int, mode config.RoCEMode, tos *int) {
-	rule := config.RoCERule{
+	o.RoCE = config.MergeRoCE(o.RoCE, config.RoCERule{
 		Source:   config.Position{File: RuntimeSource},
 		Selector: config.Selector{Device: config.EscapeGlob(device)},
 		Port:     port,
 		Mode:     mode,
 		TOS:      tos,
-	}
-	o.RoCE = append(o.RoCE, rule)
+	})
 }
 
 // forgetRoCE removes the runtime mode and/or TOS of a port (port 0: all

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -75,7 +76,13 @@ func (q *Queue) Device(name string) {
 // Netdev asks for the RDMA devices on a netdev to be read again (and the
 // host-wide parts, which create soft links on it, to run).
 func (q *Queue) Netdev(name string) {
-	q.add(func(w *Work) { w.Netdevs = append(w.Netdevs, name) })
+	q.add(func(w *Work) {
+		// A flapping netdev sends many events before a pass takes them:
+		// they ask for the same thing once.
+		if !slices.Contains(w.Netdevs, name) {
+			w.Netdevs = append(w.Netdevs, name)
+		}
+	})
 }
 
 // Host asks for the host-wide parts only (a background module load ended).

@@ -205,3 +205,17 @@ func TestQueueNetdevAndHost(t *testing.T) {
 		t.Error("take of an empty queue")
 	}
 }
+
+// A flapping netdev's events collapse into one request for it, however
+// many arrive before the next pass.
+func TestQueueNetdevBurstIsOneRequest(t *testing.T) {
+	q := NewQueue(0, func(context.Context, Work) {})
+	for i := 0; i < 10000; i++ {
+		q.Netdev("eth1")
+		q.Netdev("eth2")
+	}
+	w, ok := q.take()
+	if !ok || !reflect.DeepEqual(w.Netdevs, []string{"eth1", "eth2"}) {
+		t.Errorf("take = %v names, %v", len(w.Netdevs), ok)
+	}
+}

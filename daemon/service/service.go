@@ -41,6 +41,9 @@ type Options struct {
 	OneShot bool
 	// Settle is the queue's settle time (0: DefaultSettle; <0: none).
 	Settle time.Duration
+	// MaxRuntimeEntries bounds the runtime overlay's RoCE rules and links
+	// (0: DefaultMaxRuntimeEntries).
+	MaxRuntimeEntries int
 }
 
 // Service is the running daemon minus its transports (bus, events).
@@ -57,8 +60,9 @@ type Service struct {
 	configErr  error // last failed load; nil when the policy in force is current
 	cfgWatches []func()
 
-	queue   *Queue
-	runtime runtime // overlay.go: last good policy + runtime overlay
+	queue      *Queue
+	runtime    runtime // overlay.go: last good policy + runtime overlay
+	maxRuntime int
 }
 
 // New loads the configuration and builds the service: reconciler, parts and
@@ -68,7 +72,10 @@ func New(o Options) (*Service, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, kernel: o.Kernel}
+	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, kernel: o.Kernel, maxRuntime: o.MaxRuntimeEntries}
+	if s.maxRuntime <= 0 {
+		s.maxRuntime = DefaultMaxRuntimeEntries
+	}
 	if s.configFile == "" {
 		s.configFile = o.Host.Path(config.MainFile)
 	}

@@ -246,6 +246,31 @@ func Write(t testing.TB, root, rel, content string) {
 	}
 }
 
+// RenameDevice renames a fixture's RDMA device as `rdma dev set OLD name
+// NEW` does: the class entry and the device directory change name, and
+// configfs rdma_cm forgets the old one.
+func RenameDevice(t testing.TB, root, old, name string) {
+	t.Helper()
+	class := filepath.Join(root, host.ClassInfiniband)
+	target, err := os.Readlink(filepath.Join(class, old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(class, target)
+	if err := os.Rename(dir, filepath.Join(filepath.Dir(dir), name)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(class, old)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(filepath.Dir(target), name), filepath.Join(class, name)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(root, host.ConfigfsRdmaCM, old)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Read returns the trimmed content of rel under root.
 func Read(t testing.TB, root, rel string) string {
 	t.Helper()
