@@ -1,4 +1,4 @@
-# Fuzzing and the soak test (docs/faults.md).
+# Fuzzing and the soak test (docs/security.md, Faults).
 
 # make fuzz runs every `func FuzzX` target of the tree for FUZZTIME each, one
 # after the other (go test -fuzz takes one target at a time). A failing

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -33,6 +34,9 @@ const (
 
 // CMModule provides configfs rdma_cm.
 const CMModule = "rdma_cm"
+
+// CMLoadTimeout bounds loading rdma_cm within a pass.
+const CMLoadTimeout = 20 * time.Second
 
 // Part is the RoCE device part of the reconciler.
 type Part struct {
@@ -140,6 +144,10 @@ func (p *Part) ensureCM(ctx context.Context) error {
 	if err != nil || loaded[CMModule] {
 		return p.cmMissing(err)
 	}
+	// The load runs inside the pass: bound it well below modprobe's own
+	// 90 s, so a module stuck on its way in cannot hold every later pass.
+	ctx, cancel := context.WithTimeout(ctx, CMLoadTimeout)
+	defer cancel()
 	if err := p.Loader.Load(ctx, []string{CMModule}); err != nil {
 		return p.cmMissing(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -200,5 +201,27 @@ func TestLoadsRDMACMWhenConfigfsIsMissing(t *testing.T) {
 	}
 	if d.Ports[0].RoCETOS != 3 || !d.Ports[0].RoCEKnown {
 		t.Errorf("observed port after the change = %+v", d.Ports[0])
+	}
+}
+
+// A hanging rdma_cm load is cut off: the pass goes on and says why.
+func TestHangingRDMACMLoadIsBounded(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	h := hosttest.NewKernel(root).Host()
+	if err := removeAll(root, host.ConfigfsRdmaCM); err != nil {
+		t.Fatal(err)
+	}
+	hosttest.Write(t, root, host.ProcModules, "ib_core 16384 0 - Live 0x0\n")
+	d, err := h.Device("mlx5_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond) // stands in for CMLoadTimeout
+	defer cancel()
+	loader := &hosttest.Modprobe{Block: make(chan struct{})}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "mlx5_0"}, TOS: tos(3)}}}
+	acts := (&roce.Part{Host: h, Loader: loader}).Apply(ctx, pol, &d)
+	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "loading rdma_cm failed") {
+		t.Fatalf("acts = %+v", acts)
 	}
 }

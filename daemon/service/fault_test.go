@@ -23,7 +23,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/service"
 )
 
-// Fault injection through the host seams (docs/faults.md). In each case
+// Fault injection through the host seams (docs/security.md, Faults). In each case
 // rdmad goes on (later calls and passes work), the other device is
 // reconciled, the error sits on the object it concerns, and no file is
 // lost or half written.
