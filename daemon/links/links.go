@@ -33,7 +33,7 @@ type RDMANetlink struct{}
 // LinkAdd implements Netlink.
 func (RDMANetlink) LinkAdd(name, typ, netdev string) error {
 	if err := netlink.RdmaLinkAdd(name, typ, netdev); err != nil {
-		return fmt.Errorf("links: rdma link add %s type %s netdev %s: %w", name, typ, netdev, err)
+		return fmt.Errorf("rdma link add %s type %s netdev %s: %w", name, typ, netdev, err)
 	}
 	return nil
 }
@@ -41,7 +41,7 @@ func (RDMANetlink) LinkAdd(name, typ, netdev string) error {
 // LinkDel implements Netlink.
 func (RDMANetlink) LinkDel(name string) error {
 	if err := netlink.RdmaLinkDel(name); err != nil {
-		return fmt.Errorf("links: rdma link delete %s: %w", name, err)
+		return fmt.Errorf("rdma link delete %s: %w", name, err)
 	}
 	return nil
 }
@@ -110,7 +110,7 @@ func Delete(ctx context.Context, nl Netlink, h *host.Host, name string) error {
 		return fmt.Errorf("links: delete %s (%s): %w", name, drv, ErrNotSoftLink)
 	}
 	if err := nl.LinkDel(name); err != nil {
-		return fmt.Errorf("links: delete %s: %w", name, err)
+		return fmt.Errorf("links: %w", err) // the netlink error names the call
 	}
 	return nil
 }
@@ -209,7 +209,7 @@ func ensure(ctx context.Context, nl Netlink, loader modules.Loader, h *host.Host
 		loaded[mod] = true
 	}
 	if err := nl.LinkAdd(l.Name, string(l.Type), l.Netdev); err != nil {
-		return fail(fmt.Errorf("links: create %s: %w", l.Name, err))
+		return fail(fmt.Errorf("links: %w", err)) // the netlink error names the call
 	}
 	if !h.Exists(path.Join(host.ClassInfiniband, l.Name)) {
 		return fail(fmt.Errorf("links: created %s but it does not show in sysfs", l.Name))

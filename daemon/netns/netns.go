@@ -44,19 +44,19 @@ type RDMANetlink struct{}
 func (RDMANetlink) Mode() (config.NetnsMode, error) {
 	s, err := netlink.RdmaSystemGetNetnsMode()
 	if err != nil {
-		return "", fmt.Errorf("netns: rdma system show netns: %w", classify(err))
+		return "", fmt.Errorf("rdma system show netns: %w", classify(err))
 	}
 	switch m := config.NetnsMode(s); m {
 	case config.NetnsShared, config.NetnsExclusive:
 		return m, nil
 	}
-	return "", fmt.Errorf("netns: kernel reports unknown netns mode %q", s)
+	return "", fmt.Errorf("rdma system show netns: unknown mode %q", s)
 }
 
 // SetMode implements Kernel.
 func (RDMANetlink) SetMode(m config.NetnsMode) error {
 	if err := netlink.RdmaSystemSetNetnsMode(string(m)); err != nil {
-		return fmt.Errorf("netns: rdma system set netns %s: %w", m, classify(err))
+		return fmt.Errorf("rdma system set netns %s: %w", m, classify(err))
 	}
 	return nil
 }
@@ -167,7 +167,7 @@ func (p *Part) runtime(m config.NetnsMode, persisted bool) reconcile.Action {
 		return act
 	}
 	if err != nil {
-		act.Status, act.Err = reconcile.Failed, err
+		act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: %w", err)
 		return act
 	}
 	act.From = string(cur)
@@ -183,7 +183,7 @@ func (p *Part) runtime(m config.NetnsMode, persisted bool) reconcile.Action {
 		case errors.Is(err, syscall.EBUSY):
 			act.Err = fmt.Errorf("netns: cannot switch RDMA netns mode to %s while non-init network namespaces exist (EBUSY); it was set without persist, so the next boot does not apply it either: %w", m, err)
 		default:
-			act.Err = err
+			act.Err = fmt.Errorf("netns: %w", err)
 		}
 		return act
 	}
