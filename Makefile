@@ -6,7 +6,12 @@ BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)
 LDFLAGS   := -X github.com/rdmad/rdmad/daemon/version.Version=$(VERSION)
 
-.PHONY: all build test vet fmt-check bench demo install e2e clean deps-test
+.PHONY: all build test vet fmt-check staticcheck bench bench-go demo install e2e clean deps-test package
+
+# Pinned tools, installed from the Go module proxy into .tools/.
+TOOLS       := $(CURDIR)/.tools
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(TOOLS)/$(STATICCHECK_VERSION)/staticcheck
 
 all: build
 
@@ -19,8 +24,14 @@ build:
 deps-test:
 	./test/install-deps.sh test
 
-test: deps-test fmt-check vet
+test: deps-test fmt-check vet staticcheck
 	$(GO) test -race -count=1 ./...
+
+$(STATICCHECK):
+	GOBIN=$(TOOLS)/$(STATICCHECK_VERSION) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) ./...
 
 vet:
 	$(GO) vet ./...
@@ -29,14 +40,32 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 
+# One table at 1, 64 and 1,024 devices with the shell procedure and the
+# bare-syscall floor measured in the same run (docs/performance.md).
 bench:
+	$(GO) run ./test/perf/benchtable
+
+# The go test benchmarks, for benchstat comparisons of two commits.
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 demo: build
 	./test/demo.sh
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist
+
+# Distribution packages: dist/rdmad_*.deb and dist/rdmad-*.rpm, built with a
+# pinned nfpm installed into .tools/ (docs/decisions/packaging.md).
+NFPM_VERSION := v2.45.0
+NFPM         := $(TOOLS)/nfpm-$(NFPM_VERSION)/nfpm
+
+$(NFPM):
+	GOBIN=$(dir $@) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+
+package: $(NFPM)
+	VERSION='$(VERSION)' LDFLAGS='$(LDFLAGS)' NFPM='$(NFPM)' GO='$(GO)' MAKE='$(MAKE)' ./packaging/build.sh
 
 include mk/install.mk
 include mk/e2e.mk
+include mk/reliability.mk

@@ -1,6 +1,9 @@
-// Package dbusapi is rdmad's D-Bus contract (org.rdmad1.xml), the objects the
-// daemon exports, their authorization, and the shared data model that the
-// client (rdmactl) decodes properties into and prints as JSON.
+// Package dbusapi is what both sides of rdmad's D-Bus API share: the
+// contract (org.rdmad1.xml, from which docs/dbus-api.md is generated), the
+// names and object paths, the data model that the daemon publishes and
+// clients decode and print as JSON, the escaping of host strings, and the
+// client (dbusapi/client) and CLI (dbusapi/cli) rdmactl is made of. It
+// imports nothing of the daemon; the server side is daemon/bus.
 package dbusapi
 
 import (
@@ -133,4 +136,71 @@ func FromProps(props map[string]dbus.Variant, dst any) error {
 		}
 	}
 	return nil
+}
+
+// MaxPort is the largest port number rdmad accepts (the kernel's are u32,
+// real devices have one or two).
+const MaxPort = 1 << 16
+
+// Description is the document Describe returns and `rdmactl -o json
+// status` prints as is: the Manager properties, every device with its
+// ports, the runtime overlay, and the actions of the last pass over each
+// part of the host.
+type Description struct {
+	Manager
+	Devices []Device      `json:"devices"`
+	Runtime *RuntimeState `json:"runtime,omitempty"`
+	Actions []Action      `json:"actions"`
+}
+
+// RuntimeState is the runtime overlay in Describe.
+type RuntimeState struct {
+	RoCE         []RuntimeRoCE `json:"roce"`
+	Links        []Link        `json:"links"`
+	DeletedLinks []string      `json:"deleted_links"`
+	NetnsMode    string        `json:"netns_mode"`
+}
+
+// RuntimeRoCE is one runtime RoCE setting.
+type RuntimeRoCE struct {
+	Device string `json:"device"`
+	Port   int    `json:"port"`
+	Mode   string `json:"mode"`
+	TOS    int    `json:"tos"`
+}
+
+// Subject says what an action or a finding is about.
+type Subject struct {
+	Kind   string `json:"kind"` // "host", "device", "port", "link", "netdev"
+	Device string `json:"device,omitempty"`
+	Port   uint32 `json:"port,omitempty"`
+	Link   string `json:"link,omitempty"`
+	Netdev string `json:"netdev,omitempty"`
+}
+
+// String is the subject as rdmactl shows it: "host", "mlx5_0",
+// "mlx5_0/1", "link rxe0", "netdev ib0".
+func (s Subject) String() string {
+	switch s.Kind {
+	case "device":
+		return s.Device
+	case "port":
+		return fmt.Sprintf("%s/%d", s.Device, s.Port)
+	case "link":
+		return "link " + s.Link
+	case "netdev":
+		return "netdev " + s.Netdev
+	}
+	return s.Kind
+}
+
+// Action is one action of a reconcile pass.
+type Action struct {
+	Subject Subject `json:"subject"`
+	Kind    string  `json:"kind"` // what was done: "roce mode", "load", "soft link", ...
+	From    string  `json:"from"`
+	To      string  `json:"to"`
+	Status  string  `json:"status"` // unchanged, changed, failed, not-applicable, pending
+	Error   string  `json:"error,omitempty"`
+	Source  string  `json:"source,omitempty"`
 }

@@ -76,3 +76,6 @@ ctl roce show mlx5_0/1
 
 step "rdmactl -o json device show mlx5_0 (first lines)"
 ctl -o json device show mlx5_0 | head -n 12
+
+step "rdmactl doctor: is this host's RDMA healthy? (rdmad checks the fixture host; exit 1 means a finding failed)"
+ctl doctor || true

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a Debian machine, only when missing, so a
 # fresh machine passes `make test` and a prepared one does not touch apt.
-#   test/install-deps.sh test   dbus-daemon, busctl/gdbus, systemd-analyze, iproute2, man tools
+#   test/install-deps.sh test   dbus-daemon, busctl/gdbus, systemd-analyze, iproute2, man tools,
+#                               packaging checks (lintian, rpm, mmdebstrap for the Debian root),
+#                               ansible-core, PyGObject and the Kubernetes API models (python3)
 set -euo pipefail
 
 need=()
 want() { # want COMMAND PACKAGE
 	command -v "$1" >/dev/null 2>&1 || need+=("$2")
+}
+# The examples and checks run Debian's /usr/bin/python3, not one first in PATH.
+want_py() { # want_py MODULE PACKAGE
+	/usr/bin/python3 -c "import $1" >/dev/null 2>&1 || need+=("$2")
 }
 
 case "${1:-test}" in
@@ -19,6 +25,17 @@ test)
 	want ip iproute2
 	want groff groff-base
 	want man man-db
+	want strace strace # units: the syscalls rdmad makes must be in its unit's filter
+	want lintian lintian
+	want rpm rpm
+	want dpkg-deb dpkg
+	want mmdebstrap mmdebstrap
+	want unshare util-linux
+	want ansible-playbook ansible-core
+	[ -x /usr/bin/python3 ] || need+=(python3)
+	want_py gi python3-gi
+	want_py yaml python3-yaml
+	want_py kubernetes python3-kubernetes
 	;;
 *)
 	echo "usage: $0 test" >&2

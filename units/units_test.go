@@ -3,6 +3,7 @@
 package units
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/xml"
 	"errors"
@@ -110,10 +111,16 @@ func TestServiceContract(t *testing.T) {
 	if v := u.get("Service.ProtectKernelModules"); v == "yes" || v == "true" {
 		t.Errorf("ProtectKernelModules=%s forbids modprobe", v)
 	}
-	if v := u.get("Service.ProtectKernelTunables"); v == "yes" || v == "true" {
-		t.Errorf("ProtectKernelTunables=%s makes /sys (configfs rdma_cm) read-only", v)
-	}
 	rw := strings.Fields(u.get("Service.ReadWritePaths"))
+	// ProtectKernelTunables makes all of /sys read-only: configfs rdma_cm
+	// (RoCE) and /sys/devices (mlx4_port<N>) must be opened again.
+	if v := u.get("Service.ProtectKernelTunables"); v == "yes" || v == "true" {
+		for _, p := range []string{"/sys/kernel/config", "/sys/devices"} {
+			if !contains(rw, p) && !contains(rw, "-"+p) {
+				t.Errorf("ProtectKernelTunables=%s without ReadWritePaths=%s: rdmad could not write there", v, p)
+			}
+		}
+	}
 	tmpfiles, err := os.ReadFile("rdmad.tmpfiles")
 	if err != nil {
 		t.Fatal(err)
@@ -365,7 +372,6 @@ func TestDBusAndPolkitFiles(t *testing.T) {
 // checkPolicyLoadsInDBusDaemon starts a private dbus-daemon whose config
 // includes our policy: dbus-daemon refuses to start on a policy it cannot parse.
 func checkPolicyLoadsInDBusDaemon(t *testing.T) {
-	daemon := requireTool(t, "dbus-daemon")
 	dir := t.TempDir()
 	policy, _ := filepath.Abs("org.rdmad1.conf")
 	conf := fmt.Sprintf(`<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -378,6 +384,15 @@ func checkPolicyLoadsInDBusDaemon(t *testing.T) {
   <include>%s</include>
 </busconfig>
 `, dir, policy)
+	startBus(t, dir, conf)
+}
+
+// startBus runs dbus-daemon with configuration conf (written into dir) until
+// the test ends and returns the address it prints once the configuration is
+// loaded; a configuration it refuses fails the test with its complaint.
+func startBus(t *testing.T, dir, conf string) string {
+	t.Helper()
+	daemon := requireTool(t, "dbus-daemon")
 	confPath := filepath.Join(dir, "bus.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -392,12 +407,13 @@ func checkPolicyLoadsInDBusDaemon(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	addr := make([]byte, 256)
-	n, _ := stdout.Read(addr) // the address line appears once the config is loaded
-	if n == 0 || !bytes.Contains(addr[:n], []byte("unix:")) {
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// The address line appears once the config is loaded; EOF if refused.
+	addr, _ := bufio.NewReader(stdout).ReadString('\n')
+	if !strings.HasPrefix(addr, "unix:") {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		t.Errorf("dbus-daemon did not start with org.rdmad1.conf included:\n%s", stderr.String())
+		t.Fatalf("dbus-daemon did not start with %s:\n%s", confPath, stderr.String())
 	}
+	return strings.TrimSpace(addr)
 }

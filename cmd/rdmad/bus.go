@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -14,16 +15,16 @@ import (
 // unix:path=/run/x. The well-known name is taken only when publish is called,
 // after the first pass, so a client activated by name never sees an empty or
 // half-built tree.
-func startBus(ctx context.Context, svc *service.Service, bus string, log *slog.Logger) (publish func() error, stop func(), err error) {
-	if bus == "none" {
+func startBus(ctx context.Context, svc *service.Service, busArg string, log *slog.Logger) (publish func() error, stop func(), err error) {
+	if busArg == "none" {
 		log.Info("not publishing on D-Bus (--bus none)")
 		return func() error { return nil }, func() {}, nil
 	}
-	conn, err := dbusapi.Dial(bus)
+	conn, err := dial(ctx, busArg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bus: %w", err)
 	}
-	srv, err := dbusapi.NewServer(conn, svc, &dbusapi.BusAuthorizer{Conn: conn}, log)
+	srv, err := bus.New(conn, svc, &bus.PolkitAuthorizer{Conn: conn.Conn}, log)
 	if err != nil {
 		conn.Close()
 		return nil, nil, fmt.Errorf("bus: %w", err)
@@ -32,7 +33,7 @@ func startBus(ctx context.Context, svc *service.Service, bus string, log *slog.L
 		if err := srv.RequestName(dbusapi.BusName); err != nil {
 			return fmt.Errorf("bus: %w", err)
 		}
-		log.Info("serving on D-Bus", "bus", bus, "name", dbusapi.BusName)
+		log.Info("serving on D-Bus", "bus", busArg, "name", dbusapi.BusName)
 		return nil
 	}
 	stop = func() {
@@ -41,4 +42,30 @@ func startBus(ctx context.Context, svc *service.Service, bus string, log *slog.L
 		conn.Close()
 	}
 	return publish, stop, nil
+}
+
+// dial connects to the bus, or gives up when ctx ends: at boot the bus
+// socket may accept long before dbus-daemon answers, and a SIGTERM
+// meanwhile must still stop rdmad.
+func dial(ctx context.Context, busArg string) (*bus.Conn, error) {
+	type result struct {
+		conn *bus.Conn
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := bus.Dial(busArg)
+		done <- result{c, err}
+	}()
+	select {
+	case r := <-done:
+		return r.conn, r.err
+	case <-ctx.Done():
+		go func() { // the connection may still come: close it
+			if r := <-done; r.conn != nil {
+				r.conn.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/events"
@@ -15,12 +16,14 @@ import (
 // where the kernel has one (6.12+), rtnetlink link changes, and changes to
 // the configuration and modules directories. A source that cannot start is
 // logged and retried; it never stops the daemon, which still reconciles on
-// reload, SIGHUP and D-Bus calls.
-func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger) error {
+// reload, SIGHUP and D-Bus calls. configReady is closed once the
+// configuration files are watched.
+func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger, configReady chan<- struct{}) error {
+	var once sync.Once
 	h := svc.Host()
-	modulesDir := svc.Policy().Modules.Directory
+	modulesDir := svc.PolicyInForce().Modules.Directory
 	if modulesDir == "" {
-		modulesDir = "/" + config.ModulesDir
+		modulesDir = config.DefaultModulesDirectory
 	}
 	// A uevent request may mean ib_core or a first RDMA device just
 	// appeared: the monitor then looks whether it can follow the kernel.
@@ -43,6 +46,7 @@ func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger) er
 			Reload:     svc.Reload,
 			Req:        svc,
 			Log:        log.With("source", "config"),
+			OnReady:    func() { once.Do(func() { close(configReady) }) },
 		},
 	}
 	if h.Root == "/" {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -10,7 +11,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
@@ -46,6 +49,20 @@ func run() int {
 	log := newLogger(*verbose, *once)
 	slog.SetDefault(log)
 
+	// Signals are caught before anything else: SIGHUP's default action
+	// kills the process, so a reload asked for while rdmad starts (before
+	// the bus is up, during the first pass) would otherwise stop it. A
+	// SIGHUP that arrives before the daemon loop runs is kept and served
+	// once it does; the handler stays until exit, so one during shutdown
+	// is ignored. SIGTERM and SIGINT stop rdmad cleanly at any point.
+	var hup chan os.Signal
+	if !*once {
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
 	h := host.New(*root)
 	kernel := service.RealKernel()
 	if h.Root != "/" {
@@ -53,28 +70,43 @@ func run() int {
 		// create links or switch the netns mode of this machine.
 		kernel.Links, kernel.Netns = offHost{h.Root}, offHost{h.Root}
 	}
-	rec := service.NewReconciler(h, kernel, log)
-	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Reconciler: rec, Log: log})
+	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Kernel: kernel, Log: log, OneShot: *once})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rdmad: %v\n", err)
 		return 1
 	}
-	if d := kernel.LinkDeleter(h); d != nil {
-		svc.SetLinkDeleter(d)
+	// One rdmad per host: a second one started by mistake stops here,
+	// before it changes anything (loading the configuration only reads).
+	lock, err := h.LockInstance()
+	if err != nil {
+		hint := ""
+		if errors.Is(err, host.ErrLocked) {
+			hint = "; talk to it with rdmactl (rdmactl reconcile, rdmactl reload) or stop it first"
+		}
+		fmt.Fprintf(os.Stderr, "rdmad: %v%s\n", err, hint)
+		daemon.SdNotify(false, "STATUS=not started: "+err.Error())
+		return 1
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	defer lock.Release()
+	svc.RemoveStaleTemps()
+	if ctx.Err() != nil {
+		return 0 // stopped while starting
+	}
 
 	if *once {
 		rep := svc.ReconcileNow(ctx)
-		reconcile.WriteReport(os.Stdout, rep)
+		out := bufio.NewWriterSize(os.Stdout, 64<<10) // one line per action: thousands on a large host
+		reconcile.WriteReport(out, rep)
+		if err := out.Flush(); err != nil {
+			fmt.Fprintf(os.Stderr, "rdmad: %v\n", err)
+			return 1
+		}
 		if rep.Failed() {
 			return 1
 		}
 		return 0
 	}
-	if err := serve(ctx, svc, *bus, log); err != nil {
+	if err := serve(ctx, svc, *bus, hup, log); err != nil {
 		log.Error("rdmad stopped", "err", err)
 		daemon.SdNotify(false, "STATUS=failed: "+err.Error())
 		return 1
@@ -85,16 +117,16 @@ func run() int {
 // serve runs the daemon until ctx ends: objects exported and events
 // subscribed first (nothing that happens during the first pass is missed),
 // then the first full pass, then the bus name and READY=1 together.
-func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logger) error {
+func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.Signal, log *slog.Logger) error {
 	publish, stopBus, err := startBus(ctx, svc, bus, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while connecting to the bus
+		}
 		return err
 	}
 	defer stopBus()
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
@@ -107,34 +139,70 @@ func serve(ctx context.Context, svc *service.Service, bus string, log *slog.Logg
 	}()
 
 	rec := svc.Reconciler()
-	rec.OnChange(func(st reconcile.State) {
-		daemon.SdNotify(false, fmt.Sprintf("STATUS=%d RDMA devices; last reconcile: %s", len(st.Devices), st.LastResult))
+	rec.OnChange(func(reconcile.Change) {
+		sum := rec.Summary()
+		daemon.SdNotify(false, fmt.Sprintf("STATUS=%d RDMA devices; last reconcile: %s", len(sum.Devices), reconcile.Summarize(sum.Failures)))
 	})
 
-	errc := make(chan error, 2)
-	go func() { errc <- startEvents(ctx, svc, log) }()
-	go func() { errc <- svc.Run(ctx) }()
+	errc := make(chan error, 1)
+	ran := make(chan struct{})
+	configReady := make(chan struct{})
+	go func() { errc <- startEvents(ctx, svc, log, configReady) }()
+	go func() { _ = svc.Run(ctx); close(ran) }()
+	// On the way out, the pass under way ends before the bus goes: it
+	// writes nothing half (attributes are single writes, files are
+	// renamed into place), but its result is published and logged.
+	defer waitShutdown(ran, log)
 
-	svc.RequestAll()
+	// An edit saved between the first load and the watch would be missed:
+	// once the files are watched, load them again (no pass if unchanged).
+	// A watcher that cannot start is retried in the background; the first
+	// pass does not wait for it longer than this.
+	select {
+	case <-configReady:
+		_ = svc.Reload() // errors are logged and published by Reload
+	case <-time.After(5 * time.Second):
+		log.Warn("configuration files are not watched yet; edits are seen once they are")
+	case <-ctx.Done():
+		return nil
+	}
+	svc.Start()
 	if err := svc.Idle(ctx); err != nil {
+		daemon.SdNotify(false, daemon.SdNotifyStopping)
 		return nil // stopped before the first pass finished
 	}
+	// The first pass read every device; what it allocated on the way is
+	// garbage now. Hand it back rather than idle at its high-water mark.
+	debug.FreeOSMemory()
 	if err := publish(); err != nil {
 		return err
 	}
 	daemon.SdNotify(false, daemon.SdNotifyReady)
-	log.Info("rdmad ready", "version", version.Version, "devices", len(rec.State().Devices))
+	log.Info("rdmad ready", "version", version.Version, "devices", len(rec.Summary().Devices))
 
 	select {
 	case <-ctx.Done():
-		daemon.SdNotify(false, daemon.SdNotifyStopping)
-		return nil
 	case err := <-errc:
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return err
 		}
 		<-ctx.Done()
-		return nil
+	}
+	daemon.SdNotify(false, daemon.SdNotifyStopping)
+	return nil
+}
+
+// shutdownGrace bounds how long rdmad waits at exit for the pass under way
+// (a modprobe it waits for is killed with the context already).
+const shutdownGrace = 10 * time.Second
+
+func waitShutdown(ran <-chan struct{}, log *slog.Logger) {
+	t := time.NewTimer(shutdownGrace)
+	defer t.Stop()
+	select {
+	case <-ran:
+	case <-t.C:
+		log.Warn("the pass under way did not end in time; exiting anyway", "waited", shutdownGrace)
 	}
 }
 

@@ -16,6 +16,12 @@ import (
 var rdmadBin, rdmactlBin string
 
 func TestMain(m *testing.M) {
+	// RDMAD_TEST_BINDIR runs these tests against rdmad and rdmactl built
+	// elsewhere (an installed package, an older commit) instead of this tree.
+	if dir := os.Getenv("RDMAD_TEST_BINDIR"); dir != "" {
+		rdmadBin, rdmactlBin = filepath.Join(dir, "rdmad"), filepath.Join(dir, "rdmactl")
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "rdmad-bin-")
 	if err != nil {
 		panic(err)
@@ -34,25 +40,16 @@ func TestMain(m *testing.M) {
 }
 
 // demoHost copies the demo fixture with the shipped config and the example
-// drop-in, and puts a modprobe first in PATH that records its arguments and
-// lists the modules in the fixture's proc/modules, as loading them would.
+// drop-in, and puts the test modprobe first in PATH (it records its
+// arguments and lists the modules in the fixture's proc/modules, as loading
+// them would).
 func demoHost(t *testing.T) (root string, env []string, calls string) {
 	t.Helper()
 	root = hosttest.Copy(t, "demo")
 	repo := hosttest.RepoRoot()
 	copyFile(t, filepath.Join(repo, "etc/rdma/rdmad.toml"), filepath.Join(root, "etc/rdma/rdmad.toml"))
 	copyFile(t, filepath.Join(repo, "docs/examples/50-roce.toml"), filepath.Join(root, "etc/rdma/rdmad.d/50-roce.toml"))
-	bin := t.TempDir()
-	calls = filepath.Join(bin, "calls")
-	script := `#!/bin/sh
-echo "$@" >> ` + calls + `
-shift # -a
-for m in "$@"; do echo "$m 16384 0 - Live 0x0" >> ` + filepath.Join(root, "proc/modules") + `; done
-`
-	if err := os.WriteFile(filepath.Join(bin, "modprobe"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	env, calls = hosttest.ModprobeScript(t, root)
 	return root, env, calls
 }
 
@@ -94,7 +91,7 @@ func TestOnceAppliesThenChangesNothing(t *testing.T) {
 	for _, want := range []string{
 		`changed    mlx5_1/1  roce mode`, `"RoCE v2" -> "IB/RoCE v1"`,
 		"changed    rxe0/1    roce tos", `"0" -> "32"`,
-		"not-applicable  mlx4_0/1", "changed    modules   load",
+		"not-applicable  mlx4_0/1", "changed host modules",
 		"/etc/security/limits.d/90-rdmad-memlock.conf",
 	} {
 		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
@@ -112,7 +109,7 @@ func TestOnceAppliesThenChangesNothing(t *testing.T) {
 		t.Errorf("limits file = %q", got)
 	}
 	b, _ := os.ReadFile(calls)
-	if got := strings.TrimSpace(string(b)); got != "-a ib_ipoib ib_umad ib_iser ib_isert ib_uverbs rdma_ucm xprtrdma svcrdma" {
+	if got := strings.TrimSpace(string(b)); got != "-a -- ib_ipoib ib_umad ib_iser ib_isert ib_uverbs rdma_ucm xprtrdma svcrdma" {
 		t.Errorf("modprobe calls = %q", got)
 	}
 

@@ -32,7 +32,10 @@ _rdmactl() {
         return
     fi
     case $cmd in
-        "") COMPREPLY=($(compgen -W "status device roce link reload doctor" -- "$cur")) ;;
+        "") COMPREPLY=($(compgen -W "status device roce link netns reload reconcile doctor" -- "$cur")) ;;
+        netns)
+            if [[ -z $sub ]]; then COMPREPLY=($(compgen -W "set" -- "$cur"))
+            else COMPREPLY=($(compgen -W "shared exclusive" -- "$cur")); fi ;;
         device)
             if [[ -z $sub ]]; then COMPREPLY=($(compgen -W "list show" -- "$cur"))
             elif [[ $sub == show ]]; then COMPREPLY=($(compgen -W "$(_rdmactl_devices "$bus")" -- "$cur")); fi ;;

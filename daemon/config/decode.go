@@ -67,6 +67,9 @@ type fileDecl struct {
 	netns struct {
 		mode setting[NetnsMode]
 	}
+	metrics struct {
+		textfile setting[string]
+	}
 	roce  []RoCERule
 	links []Link
 	vpi   []VPIRule
@@ -233,6 +236,7 @@ func (d *decoder) root(decl *fileDecl, raw map[string]any) {
 		{"modules", func(p string, v any) { d.modules(decl, p, v) }},
 		{"memlock", func(p string, v any) { d.memlock(decl, p, v) }},
 		{"netns", func(p string, v any) { d.netns(decl, p, v) }},
+		{"metrics", func(p string, v any) { d.metrics(decl, p, v) }},
 		{"roce", func(p string, v any) {
 			for _, e := range d.arrayOfTables(p, v) {
 				if r, ok := d.roce(e.path, e.m); ok {
@@ -304,29 +308,130 @@ func (d *decoder) arrayOfTables(path string, v any) []indexedTable {
 	return out
 }
 
-func (d *decoder) modules(decl *fileDecl, path string, v any) {
-	m, ok := d.singleTable(path, v)
-	if !ok {
-		return
+// Key decoders: each makes the field of one key, so a table lists its keys
+// one per line. check validates and normalises a string; nil accepts it.
+
+type check func(string) (string, error)
+
+// is turns a validator into a check that keeps the value.
+func is(valid func(string) error) check {
+	return func(s string) (string, error) { return s, valid(s) }
+}
+
+// oneOf accepts the listed values only; msg says what the key takes.
+func oneOf(msg string, values ...string) check {
+	return func(s string) (string, error) {
+		for _, v := range values {
+			if s == v {
+				return s, nil
+			}
+		}
+		return "", fmt.Errorf("%q is not %s", s, msg)
 	}
-	d.table(path, m, "[modules]", []field{
-		{"enable", func(p string, v any) {
-			if b, ok := d.boolean(p, v); ok {
-				decl.modules.enable = setting[bool]{b, d.pos(p), true}
-			}
-		}},
-		{"directory", func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
+}
+
+// absPath accepts an absolute path and cleans it.
+func absPath(s string) (string, error) {
+	if !filepath.IsAbs(s) {
+		return "", fmt.Errorf("%q must be an absolute path (the host root is prefixed by rdmad)", s)
+	}
+	return filepath.Clean(s), nil
+}
+
+// stringValue decodes and checks the string of key p.
+func (d *decoder) stringValue(p string, v any, c check) (string, bool) {
+	s, ok := d.str(p, v)
+	if !ok {
+		return "", false
+	}
+	if c != nil {
+		var err error
+		if s, err = c(s); err != nil {
+			d.failf(p, "%v", err)
+			return "", false
+		}
+	}
+	return s, true
+}
+
+// stringKey decodes a string key into dst.
+func stringKey[T ~string](d *decoder, name string, c check, dst *T) field {
+	return field{name, func(p string, v any) {
+		if s, ok := d.stringValue(p, v, c); ok {
+			*dst = T(s)
+		}
+	}}
+}
+
+// stringSetting decodes a string key of a merged table into dst.
+func stringSetting[T ~string](d *decoder, name string, c check, dst *setting[T]) field {
+	return field{name, func(p string, v any) {
+		if s, ok := d.stringValue(p, v, c); ok {
+			*dst = setting[T]{T(s), d.pos(p), true}
+		}
+	}}
+}
+
+// boolSetting decodes a boolean key of a merged table into dst.
+func (d *decoder) boolSetting(name string, dst *setting[bool]) field {
+	return field{name, func(p string, v any) {
+		if b, ok := d.boolean(p, v); ok {
+			*dst = setting[bool]{b, d.pos(p), true}
+		}
+	}}
+}
+
+// limitSetting decodes a memlock limit: "unlimited", a size, or bytes.
+func (d *decoder) limitSetting(name string, dst *setting[Limit]) field {
+	return field{name, func(p string, v any) {
+		var l Limit
+		switch x := v.(type) {
+		case string:
+			var err error
+			if l, err = ParseLimit(x); err != nil {
+				d.failf(p, "%v", err)
 				return
 			}
-			if !filepath.IsAbs(s) {
-				d.failf(p, "%q must be an absolute path (the host root is prefixed by rdmad)", s)
+		case int64:
+			if x <= 0 {
+				d.failf(p, "%d is out of range: a limit is a positive number of bytes or \"unlimited\"", x)
 				return
 			}
-			decl.modules.directory = setting[string]{filepath.Clean(s), d.pos(p), true}
-		}},
-	})
+			l = Limit{Bytes: uint64(x)}
+		default:
+			d.failf(p, "must be \"unlimited\" or a size such as \"64G\", not %s", describe(v))
+			return
+		}
+		*dst = setting[Limit]{l, d.pos(p), true}
+	}}
+}
+
+// intKey decodes an integer in lo..hi into dst.
+func (d *decoder) intKey(name string, lo, hi int64, dst *int) field {
+	return field{name, func(p string, v any) {
+		if n, ok := d.integer(p, v, lo, hi); ok {
+			*dst = n
+		}
+	}}
+}
+
+// optIntKey decodes an integer in lo..hi into *dst, which stays nil when
+// the key is absent.
+func (d *decoder) optIntKey(name string, lo, hi int64, dst **int) field {
+	return field{name, func(p string, v any) {
+		if n, ok := d.integer(p, v, lo, hi); ok {
+			*dst = &n
+		}
+	}}
+}
+
+func (d *decoder) modules(decl *fileDecl, path string, v any) {
+	if m, ok := d.singleTable(path, v); ok {
+		d.table(path, m, "[modules]", []field{
+			d.boolSetting("enable", &decl.modules.enable),
+			stringSetting(d, "directory", absPath, &decl.modules.directory),
+		})
+	}
 }
 
 func (d *decoder) memlock(decl *fileDecl, path string, v any) {
@@ -335,53 +440,12 @@ func (d *decoder) memlock(decl *fileDecl, path string, v any) {
 		return
 	}
 	decl.memlock.present = true
-	limit := func(dst *setting[Limit]) func(string, any) {
-		return func(p string, v any) {
-			var l Limit
-			switch x := v.(type) {
-			case string:
-				var err error
-				if l, err = ParseLimit(x); err != nil {
-					d.failf(p, "%v", err)
-					return
-				}
-			case int64:
-				if x <= 0 {
-					d.failf(p, "%d is out of range: a limit is a positive number of bytes or \"unlimited\"", x)
-					return
-				}
-				l = Limit{Bytes: uint64(x)}
-			default:
-				d.failf(p, "must be \"unlimited\" or a size such as \"64G\", not %s", describe(v))
-				return
-			}
-			*dst = setting[Limit]{l, d.pos(p), true}
-		}
-	}
 	d.table(path, m, "[memlock]", []field{
-		{"enable", func(p string, v any) {
-			if b, ok := d.boolean(p, v); ok {
-				decl.memlock.enable = setting[bool]{b, d.pos(p), true}
-			}
-		}},
-		{"group", func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
-				return
-			}
-			if err := validGroupName(s); err != nil {
-				d.failf(p, "%v", err)
-				return
-			}
-			decl.memlock.group = setting[string]{s, d.pos(p), true}
-		}},
-		{"soft", limit(&decl.memlock.soft)},
-		{"hard", limit(&decl.memlock.hard)},
-		{"services", func(p string, v any) {
-			if b, ok := d.boolean(p, v); ok {
-				decl.memlock.services = setting[bool]{b, d.pos(p), true}
-			}
-		}},
+		d.boolSetting("enable", &decl.memlock.enable),
+		stringSetting(d, "group", is(validGroupName), &decl.memlock.group),
+		d.limitSetting("soft", &decl.memlock.soft),
+		d.limitSetting("hard", &decl.memlock.hard),
+		d.boolSetting("services", &decl.memlock.services),
 	})
 	// Within one file soft > hard is certain to be an error; across files
 	// it is checked again after merging.
@@ -391,90 +455,51 @@ func (d *decoder) memlock(decl *fileDecl, path string, v any) {
 }
 
 func (d *decoder) netns(decl *fileDecl, path string, v any) {
-	m, ok := d.singleTable(path, v)
-	if !ok {
-		return
+	if m, ok := d.singleTable(path, v); ok {
+		d.table(path, m, "[netns]", []field{
+			stringSetting(d, "mode", oneOf(`a netns mode: use "shared" or "exclusive" (as in `+"`rdma system set netns`)",
+				string(NetnsShared), string(NetnsExclusive)), &decl.netns.mode),
+		})
 	}
-	d.table(path, m, "[netns]", []field{
-		{"mode", func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
-				return
-			}
-			switch NetnsMode(s) {
-			case NetnsShared, NetnsExclusive:
-				decl.netns.mode = setting[NetnsMode]{NetnsMode(s), d.pos(p), true}
-			default:
-				d.failf(p, "%q is not a netns mode: use \"shared\" or \"exclusive\" (as in `rdma system set netns`)", s)
-			}
-		}},
-	})
+}
+
+func (d *decoder) metrics(decl *fileDecl, path string, v any) {
+	if m, ok := d.singleTable(path, v); ok {
+		d.table(path, m, "[metrics]", []field{
+			stringSetting(d, "textfile", textfilePath, &decl.metrics.textfile),
+		})
+	}
 }
 
 // selectorFields decodes the device-selecting keys shared by [[roce]] and [[vpi]].
 func (d *decoder) selectorFields(sel *Selector) []field {
-	glob := func(dst *string) func(string, any) {
-		return func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
-				return
-			}
-			if err := validGlob(s); err != nil {
-				d.failf(p, "%v", err)
-				return
-			}
-			*dst = s
-		}
-	}
 	return []field{
-		{"device", glob(&sel.Device)},
-		{"guid", func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
-				return
-			}
-			g, err := normalizeGUID(s)
-			if err != nil {
-				d.failf(p, "%v", err)
-				return
-			}
-			sel.GUID = g
-		}},
-		{"pci", func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
-				return
-			}
-			a, err := normalizePCI(s)
-			if err != nil {
-				d.failf(p, "%v", err)
-				return
-			}
-			sel.PCI = a
-		}},
-		{"netdev", glob(&sel.Netdev)},
-		{"driver", func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
-				return
-			}
-			if err := validDriver(s); err != nil {
-				d.failf(p, "%v", err)
-				return
-			}
-			sel.Driver = s
-		}},
+		stringKey(d, "device", is(validGlob), &sel.Device),
+		stringKey(d, "guid", normalizeGUID, &sel.GUID),
+		stringKey(d, "pci", normalizePCI, &sel.PCI),
+		stringKey(d, "netdev", is(validGlob), &sel.Netdev),
+		stringKey(d, "driver", is(validDriver), &sel.Driver),
 	}
 }
 
 const selectorKeys = "device, guid, pci, netdev or driver"
 
-func (d *decoder) port(dst *int) field {
-	return field{"port", func(p string, v any) {
-		if n, ok := d.integer(p, v, 1, math.MaxUint32); ok {
-			*dst = n
+func (d *decoder) port(dst *int) field { return d.intKey("port", 1, math.MaxUint32, dst) }
+
+// roceMode accepts "v1" and "v2", and names the config value for a kernel
+// string written by mistake.
+func roceMode(s string) (string, error) {
+	switch RoCEMode(s) {
+	case RoCEv1, RoCEv2:
+		return s, nil
+	}
+	if m, ok := RoCEModeFromKernel(s); ok || strings.EqualFold(s, "RoCE v1") {
+		if !ok {
+			m = RoCEv1
 		}
-	}}
+		return "", fmt.Errorf("%q is not a config value: write mode = %q (rdmad writes the kernel string %q to configfs)", s, m, m.Kernel())
+	}
+	return "", fmt.Errorf("%q is not a RoCE mode: use \"v1\" (IB/RoCE v1) or \"v2\" (RoCE v2)", s)
 }
 
 func (d *decoder) roce(path string, m map[string]any) (RoCERule, bool) {
@@ -482,30 +507,8 @@ func (d *decoder) roce(path string, m map[string]any) (RoCERule, bool) {
 	r := RoCERule{Source: d.pos(path)}
 	fields := append(d.selectorFields(&r.Selector),
 		d.port(&r.Port),
-		field{"mode", func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
-				return
-			}
-			switch RoCEMode(s) {
-			case RoCEv1, RoCEv2:
-				r.Mode = RoCEMode(s)
-				return
-			}
-			if m, ok := RoCEModeFromKernel(s); ok || strings.EqualFold(s, "RoCE v1") {
-				if !ok {
-					m = RoCEv1
-				}
-				d.failf(p, "%q is not a config value: write mode = %q (rdmad writes the kernel string %q to configfs)", s, m, m.Kernel())
-				return
-			}
-			d.failf(p, "%q is not a RoCE mode: use \"v1\" (IB/RoCE v1) or \"v2\" (RoCE v2)", s)
-		}},
-		field{"tos", func(p string, v any) {
-			if n, ok := d.integer(p, v, 0, 255); ok {
-				r.TOS = &n
-			}
-		}},
+		stringKey(d, "mode", roceMode, &r.Mode),
+		d.optIntKey("tos", 0, 255, &r.TOS),
 	)
 	d.table(path, m, "[[roce]]", fields)
 	if len(d.errs) > before {
@@ -525,18 +528,7 @@ func (d *decoder) vpi(path string, m map[string]any) (VPIRule, bool) {
 	r := VPIRule{Source: d.pos(path)}
 	fields := append(d.selectorFields(&r.Selector),
 		d.port(&r.Port),
-		field{"type", func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
-				return
-			}
-			switch VPIType(s) {
-			case VPIib, VPIeth, VPIauto:
-				r.Type = VPIType(s)
-			default:
-				d.failf(p, "%q is not a VPI port type: use \"ib\", \"eth\" or \"auto\"", s)
-			}
-		}},
+		stringKey(d, "type", oneOf(`a VPI port type: use "ib", "eth" or "auto"`, string(VPIib), string(VPIeth), string(VPIauto)), &r.Type),
 	)
 	d.table(path, m, "[[vpi]]", fields)
 	if len(d.errs) > before {
@@ -555,40 +547,9 @@ func (d *decoder) link(path string, m map[string]any) (Link, bool) {
 	before := len(d.errs)
 	l := Link{Source: d.pos(path)}
 	d.table(path, m, "[[link]]", []field{
-		{"name", func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
-				return
-			}
-			if err := ValidLinkName(s); err != nil {
-				d.failf(p, "%v", err)
-				return
-			}
-			l.Name = s
-		}},
-		{"type", func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
-				return
-			}
-			switch LinkType(s) {
-			case LinkRXE, LinkSIW:
-				l.Type = LinkType(s)
-			default:
-				d.failf(p, "%q is not a soft RDMA link type: use \"rxe\" (Soft-RoCE) or \"siw\" (Soft-iWARP)", s)
-			}
-		}},
-		{"netdev", func(p string, v any) {
-			s, ok := d.str(p, v)
-			if !ok {
-				return
-			}
-			if err := ValidNetdevName(s); err != nil {
-				d.failf(p, "%v", err)
-				return
-			}
-			l.Netdev = s
-		}},
+		stringKey(d, "name", is(ValidLinkName), &l.Name),
+		stringKey(d, "type", oneOf(`a soft RDMA link type: use "rxe" (Soft-RoCE) or "siw" (Soft-iWARP)`, string(LinkRXE), string(LinkSIW)), &l.Type),
+		stringKey(d, "netdev", is(ValidNetdevName), &l.Netdev),
 	})
 	if len(d.errs) > before {
 		return l, false

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Each bad input must produce an error naming the file, the line and the
@@ -62,6 +64,14 @@ func TestParseRejectsBadInput(t *testing.T) {
 		{"array for single table", "[[memlock]]\nsoft = \"1G\"\n", 1, []string{"memlock: must be a single table"}},
 		{"inline array element not a table", "roce = [1]\n", 1, []string{"roce[0]: must be a table"}},
 		{"inline table key", "[[roce]]\ndevice = \"a\"\nmode = \"v2\"\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth0\"\nextra = { a = 1 }\n", 8, []string{"link[0].extra: unknown key"}},
+		{"metrics relative textfile", "[metrics]\ntextfile = \"rdmad.prom\"\n", 2, []string{"metrics.textfile", "absolute path"}},
+		{"metrics textfile not .prom", "[metrics]\n\ntextfile = \"/var/lib/node-exporter/rdmad.txt\"\n", 3, []string{"metrics.textfile", "ending in .prom", "reads only *.prom"}},
+		{"metrics textfile directory", "[metrics]\ntextfile = \"/var/lib/node-exporter.prom/\"\n", 2, []string{"metrics.textfile", "ending in .prom"}},
+		{"metrics textfile only suffix", "[metrics]\ntextfile = \"/var/lib/node-exporter/.prom\"\n", 2, []string{"metrics.textfile", "ending in .prom"}},
+		{"metrics textfile newline", "[metrics]\ntextfile = \"/var/lib/a\\nb.prom\"\n", 2, []string{"metrics.textfile", "control character"}},
+		{"metrics textfile not a string", "[metrics]\ntextfile = true\n", 2, []string{"metrics.textfile", "must be a string"}},
+		{"metrics unknown key", "[metrics]\ntextfile = \"/run/a.prom\"\nlisten = \":9100\"\n", 3, []string{"metrics.listen: unknown key", "[metrics] accepts textfile"}},
+		{"metrics array of tables", "[[metrics]]\ntextfile = \"/run/a.prom\"\n", 1, []string{"metrics: must be a single table"}},
 		{"syntax error", "[modules]\nenable = true\ndirectory = /etc\n", 3, []string{"TOML syntax error"}},
 		{"duplicate key", "[modules]\nenable = true\nenable = false\n", 3, []string{"TOML syntax error"}},
 	}
@@ -112,7 +122,7 @@ func TestLoadNamesTheDropInWithTheError(t *testing.T) {
 	writeFile(t, root, MainFile, "[modules]\nenable = true\n")
 	writeFile(t, root, DropInDir+"/10-roce.toml", "[[roce]]\ndevice = \"mlx5_*\"\nmode = \"v2\"\n")
 	writeFile(t, root, DropInDir+"/20-tos.toml", "# TOS for the storage port\n\n[[roce]]\ndevice = \"mlx5_1\"\nport = 1\ntos = 300\n")
-	_, err := Load(root, "")
+	_, err := load(root)
 	if err == nil {
 		t.Fatal("Load accepted tos = 300")
 	}
@@ -126,7 +136,7 @@ func TestLoadSoftAboveHardAcrossFiles(t *testing.T) {
 	root := t.TempDir()
 	writeFile(t, root, MainFile, "[memlock]\nhard = \"8G\"\n")
 	writeFile(t, root, DropInDir+"/50-soft.toml", "[memlock]\nsoft = \"16G\"\n")
-	_, err := Load(root, "")
+	_, err := load(root)
 	if err == nil {
 		t.Fatal("Load accepted soft 16G over hard 8G")
 	}
@@ -145,7 +155,7 @@ func TestLoadUnreadableMainFile(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, MainFile), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(root, "")
+	_, err := load(root)
 	if err == nil || !strings.Contains(err.Error(), "config: read "+filepath.Join(root, MainFile)) {
 		t.Fatalf("error = %v, want a read error naming the main file", err)
 	}
@@ -161,4 +171,38 @@ func writeFile(t testing.TB, root, rel, content string) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// A drop-in that is a FIFO (or a huge file, or a link to an endless
+// device) is a configuration error naming it, reported at once: reading it
+// must neither block nor grow without bound.
+func TestLoadRefusesDropInsThatAreNotFiles(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, root, MainFile, "[modules]\nenable = true\n")
+	dir := filepath.Join(root, DropInDir)
+	cases := map[string]func(name string) error{
+		"fifo.toml": func(name string) error { return syscall.Mkfifo(name, 0o644) },
+		"zero.toml": func(name string) error { return os.Symlink("/dev/zero", name) },
+		"big.toml": func(name string) error {
+			return os.WriteFile(name, []byte("# "+strings.Repeat("x", 2<<20)+"\n"), 0o644)
+		},
+	}
+	for file, mk := range cases {
+		os.RemoveAll(dir)
+		os.MkdirAll(dir, 0o755)
+		name := filepath.Join(dir, file)
+		if err := mk(name); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := load(root); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s: Load = %v, want an error naming it", file, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Load blocked", file)
+		}
+	}
 }

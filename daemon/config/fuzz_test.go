@@ -112,7 +112,7 @@ func BenchmarkLoad(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		p, err := Load(root, "")
+		p, err := load(root)
 		if err != nil {
 			b.Fatal(err)
 		}

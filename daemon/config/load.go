@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -23,20 +22,25 @@ func DropInDirFor(mainFile string) string {
 	return filepath.Join(filepath.Dir(mainFile), "rdmad.d")
 }
 
-// Load reads the main file (root/etc/rdma/rdmad.toml when mainFile is "")
-// and then the drop-ins beside it in rdmad.d/*.toml, in lexical order, with
-// rdmad's own PersistedName always last. A missing main file or drop-in
-// directory is not an error: defaults apply. Problems in any file are
-// reported together, each naming file, line and key.
-func Load(root, mainFile string) (*Policy, error) {
-	if mainFile == "" {
-		if root == "" {
-			root = "/"
-		}
-		mainFile = filepath.Join(root, MainFile)
-	}
+// Reader reads configuration files by absolute path. The daemon's one is
+// host.Files, whose reads are bounded in size and refuse anything but a
+// regular file, so a FIFO or an endless device dropped into rdmad.d cannot
+// wedge rdmad.
+type Reader interface {
+	ReadFile(name string) ([]byte, error)
+	// ReadDir lists the names of a directory's entries that are not
+	// directories, sorted.
+	ReadDir(name string) ([]string, error)
+}
+
+// Load reads the main file and then the drop-ins beside it in
+// rdmad.d/*.toml, in lexical order, with rdmad's own PersistedName always
+// last. A missing main file or drop-in directory is not an error: defaults
+// apply. Problems in any file are reported together, each naming file,
+// line and key.
+func Load(r Reader, mainFile string) (*Policy, error) {
 	dropInDir := DropInDirFor(mainFile)
-	names, err := dropIns(dropInDir)
+	names, err := dropIns(r, dropInDir)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +49,7 @@ func Load(root, mainFile string) (*Policy, error) {
 	var decls []*fileDecl
 	var errs []error
 	for _, name := range names {
-		data, err := os.ReadFile(name)
+		data, err := r.ReadFile(name)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // no main file, or a drop-in removed since the listing
 		}
@@ -73,8 +77,8 @@ func Load(root, mainFile string) (*Policy, error) {
 
 // dropIns lists dir/*.toml in lexical (byte) order, PersistedName last.
 // Hidden files are skipped: they are editor and atomic-write temporaries.
-func dropIns(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
+func dropIns(r Reader, dir string) ([]string, error) {
+	ents, err := r.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -83,18 +87,9 @@ func dropIns(dir string) ([]string, error) {
 	}
 	var names []string
 	persisted := false
-	for _, e := range ents {
-		n := e.Name()
+	for _, n := range ents {
 		if !strings.HasSuffix(n, ".toml") || strings.HasPrefix(n, ".") {
 			continue
-		}
-		if e.IsDir() {
-			continue
-		}
-		if e.Type()&fs.ModeSymlink != 0 {
-			if st, err := os.Stat(filepath.Join(dir, n)); err == nil && st.IsDir() {
-				continue
-			}
 		}
 		if n == PersistedName {
 			persisted = true
@@ -127,7 +122,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 func merge(decls []*fileDecl) (*Policy, error) {
 	var (
 		modEnable, memEnable, memServices setting[bool]
-		modDir, memGroup                  setting[string]
+		modDir, memGroup, textfile        setting[string]
 		memSoft, memHard                  setting[Limit]
 		netnsMode                         setting[NetnsMode]
 		memPresent                        bool
@@ -144,6 +139,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 		memHard.override(d.memlock.hard)
 		memServices.override(d.memlock.services)
 		netnsMode.override(d.netns.mode)
+		textfile.override(d.metrics.textfile)
 		p.RoCE = append(p.RoCE, d.roce...)
 		p.VPI = append(p.VPI, d.vpi...)
 		for _, l := range d.links {
@@ -152,6 +148,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 	}
 	p.Modules = Modules{Enable: modEnable.or(true), Directory: modDir.or(DefaultModulesDirectory)}
 	p.Netns = Netns{Mode: netnsMode.Value}
+	p.Metrics = Metrics{Textfile: textfile.Value}
 
 	var errs []error
 	if memPresent && memEnable.or(true) {

@@ -6,11 +6,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/rdmad/rdmad/daemon/host"
 )
 
 func TestLoadDefaultsWithoutFiles(t *testing.T) {
 	root := t.TempDir()
-	p, err := Load(root, "")
+	p, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +38,7 @@ func TestShippedConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Load("", shipped)
+	p, err := Load(files, shipped)
 	if err != nil {
 		t.Fatalf("shipped rdmad.toml does not load: %v", err)
 	}
@@ -47,7 +49,7 @@ func TestShippedConfigLoads(t *testing.T) {
 	if !reflect.DeepEqual(p.Memlock, want) {
 		t.Errorf("Memlock = %+v, want %+v", p.Memlock, want)
 	}
-	if len(p.RoCE)+len(p.Links)+len(p.VPI) != 0 || p.Netns.Mode != NetnsUnmanaged {
+	if len(p.RoCE)+len(p.Links)+len(p.VPI) != 0 || p.Netns.Mode != NetnsUnmanaged || p.Metrics.Textfile != "" {
 		t.Errorf("shipped config declares device policy; examples must stay commented: %+v", p)
 	}
 }
@@ -69,8 +71,8 @@ func TestShippedExamplesAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatalf("uncommented examples do not load: %v\n%s", err, uncommented)
 	}
-	if len(p.RoCE) != 2 || len(p.Links) != 1 || len(p.VPI) != 2 || p.Netns.Mode != NetnsShared {
-		t.Errorf("examples: %d roce, %d link, %d vpi, netns %q", len(p.RoCE), len(p.Links), len(p.VPI), p.Netns.Mode)
+	if len(p.RoCE) != 2 || len(p.Links) != 1 || len(p.VPI) != 2 || p.Netns.Mode != NetnsShared || p.Metrics.Textfile == "" {
+		t.Errorf("examples: %d roce, %d link, %d vpi, netns %q, metrics textfile %q", len(p.RoCE), len(p.Links), len(p.VPI), p.Netns.Mode, p.Metrics.Textfile)
 	}
 }
 
@@ -108,7 +110,7 @@ netdev = "eth0"
 		t.Fatal(err)
 	}
 
-	p, err := Load(root, "")
+	p, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +164,7 @@ func TestLoadExplicitMainFileTakesDropInsBesideIt(t *testing.T) {
 	dir := t.TempDir()
 	main := writeFile(t, dir, "conf/custom.toml", "[netns]\nmode = \"shared\"\n")
 	writeFile(t, dir, "conf/rdmad.d/a.toml", "[netns]\nmode = \"exclusive\"\n")
-	p, err := Load("/nonexistent-root", main)
+	p, err := Load(files, main)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,3 +401,9 @@ x = 1
 		t.Errorf("unknown key falls back to %d, want its table's line 18", got)
 	}
 }
+
+// files is the bounded reader the daemon uses.
+var files = host.Files{}
+
+// load loads the configuration of a host tree, as rdmad --root does.
+func load(root string) (*Policy, error) { return Load(files, filepath.Join(root, MainFile)) }

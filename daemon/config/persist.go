@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/rdmad/rdmad/daemon/host"
 )
 
 // PersistedHeader opens rdmad's own drop-in, so nobody edits it by mistake.
@@ -32,9 +29,9 @@ func PersistedPath(dropinDir string) string {
 // LoadPersisted reads rdmad's drop-in; a missing file is an empty Persisted.
 // A file holding tables rdmad never writes was edited by hand: that is an
 // error rather than silently dropping them at the next write.
-func LoadPersisted(dropinDir string) (Persisted, error) {
+func LoadPersisted(r Reader, dropinDir string) (Persisted, error) {
 	name := PersistedPath(dropinDir)
-	data, err := os.ReadFile(name)
+	data, err := r.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Persisted{}, nil
 	}
@@ -134,7 +131,7 @@ func tomlQuote(s string) string {
 
 // Validate checks that the rendered file would load: the same rules as any
 // administrator's file, so rdmad never writes a drop-in that breaks the next
-// start.
+// start. The service writes it with host.WriteManaged (PersistedHeader).
 func (p Persisted) Validate() error {
 	decl, err := parseFile(PersistedName, p.Render())
 	if err != nil {
@@ -146,53 +143,13 @@ func (p Persisted) Validate() error {
 	return nil
 }
 
-// WritePersisted validates p and replaces rdmad's drop-in atomically. Nothing
-// is written when the file already has this content; when p is empty the
-// file is removed (there is nothing left to persist). A file of that name
-// without PersistedHeader is not rdmad's: it is neither rewritten nor
-// removed, and the error names it.
-func WritePersisted(dropinDir string, p Persisted) error {
-	if err := p.Validate(); err != nil {
-		return err
-	}
-	name := PersistedPath(dropinDir)
-	data := p.Render()
-	old, err := os.ReadFile(name)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if p.Empty() {
-			return nil
-		}
-	case err != nil:
-		return fmt.Errorf("config: read %s: %w", name, err)
-	case !bytes.HasPrefix(old, []byte(PersistedHeader)):
-		return fmt.Errorf("config: %s exists and was not written by rdmad (no %q header); rdmad does not rewrite it: %w",
-			name, strings.TrimSpace(PersistedHeader), ErrNotOwned)
-	case bytes.Equal(old, data):
-		return nil
-	case p.Empty():
-		if err := os.Remove(name); err != nil {
-			return fmt.Errorf("config: remove %s: %w", name, err)
-		}
-		return nil
-	}
-	if err := host.WriteFileAtomic(name, data, 0o644); err != nil {
-		return fmt.Errorf("config: write %s: %w", name, err)
-	}
-	return nil
-}
-
-// ErrNotOwned is wrapped by WritePersisted's error when the drop-in's name
-// is taken by a file rdmad did not write.
-var ErrNotOwned = errors.New("file not owned by rdmad")
-
 // AdminLinkSources returns where the link called name is declared in the
 // configuration files of mainFile other than rdmad's drop-in, in merge
 // order: those declarations come back whatever rdmad's drop-in says, so a
 // persistent removal must be refused. The files are read as they are on
 // disk now.
-func AdminLinkSources(mainFile, name string) ([]Position, error) {
-	names, err := dropIns(DropInDirFor(mainFile))
+func AdminLinkSources(r Reader, mainFile, name string) ([]Position, error) {
+	names, err := dropIns(r, DropInDirFor(mainFile))
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +158,7 @@ func AdminLinkSources(mainFile, name string) ([]Position, error) {
 		if filepath.Base(file) == PersistedName {
 			continue
 		}
-		data, err := os.ReadFile(file)
+		data, err := r.ReadFile(file)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -223,31 +180,66 @@ func AdminLinkSources(mainFile, name string) ([]Position, error) {
 
 // SetRoCE persists mode and/or TOS for one device (port 0: every port).
 // sel.Device is a literal device name; glob characters in it are escaped so
-// the rule selects exactly that device. An entry for the same selector and
-// port is updated in place, keeping what is not given (mode "" or tos nil).
+// the rule selects exactly that device. The entry for the same selector and
+// port is updated in place where that gives the same result, keeping what
+// is not given (mode "" or tos nil); see MergeRoCE.
 func (p *Persisted) SetRoCE(sel Selector, port int, mode RoCEMode, tos *int) {
 	if mode == "" && tos == nil {
 		return
 	}
-	sel.Device = escapeGlob(sel.Device)
+	sel.Device = EscapeGlob(sel.Device)
 	var tosCopy *int
 	if tos != nil {
 		v := *tos
 		tosCopy = &v
 	}
-	for i := range p.RoCE {
-		r := &p.RoCE[i]
-		if r.Selector == sel && r.Port == port {
-			if mode != "" {
-				r.Mode = mode
+	p.RoCE = MergeRoCE(p.RoCE, RoCERule{Selector: sel, Port: port, Mode: mode, TOS: tosCopy})
+}
+
+// MergeRoCE returns rules with r added as if appended last (r wins for
+// the fields it sets on the ports it covers), without piling up rules:
+// what earlier rules of the same selector said about those fields on
+// those ports is dropped (rules left empty go), and r is merged into the
+// last rule of its selector and port when nothing between them could
+// override it. Rules of other selectors are untouched; rdmad's own rules
+// (runtime overlay, persisted drop-in) use literal device selectors, so
+// those never select the same device. A selector thus keeps at most two
+// rules per port and two for every port, however many calls are made.
+func MergeRoCE(rules []RoCERule, r RoCERule) []RoCERule {
+	out := make([]RoCERule, 0, len(rules)+1)
+	for _, o := range rules {
+		if o.Selector == r.Selector && (r.Port == 0 || o.Port == r.Port) {
+			if r.Mode != "" {
+				o.Mode = ""
 			}
-			if tosCopy != nil {
-				r.TOS = tosCopy
+			if r.TOS != nil {
+				o.TOS = nil
 			}
-			return
+			if o.Mode == "" && o.TOS == nil {
+				continue // wholly replaced
+			}
+		}
+		out = append(out, o)
+	}
+	for i := len(out) - 1; i >= 0; i-- {
+		o := &out[i]
+		if o.Selector != r.Selector {
+			continue
+		}
+		if o.Port == r.Port {
+			if r.Mode != "" {
+				o.Mode = r.Mode
+			}
+			if r.TOS != nil {
+				o.TOS = r.TOS
+			}
+			return out
+		}
+		if o.Port == 0 && (r.Mode != "" && o.Mode != "" || r.TOS != nil && o.TOS != nil) {
+			break // a later rule for every port sets the same field: r must come after it
 		}
 	}
-	p.RoCE = append(p.RoCE, RoCERule{Selector: sel, Port: port, Mode: mode, TOS: tosCopy})
+	return append(out, r)
 }
 
 // AddLink persists a link, replacing one of the same name.

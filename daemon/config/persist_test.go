@@ -1,12 +1,10 @@
 package config
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -39,10 +37,8 @@ func withoutSources(p Persisted) Persisted {
 func TestPersistedRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	want := samplePersisted()
-	if err := WritePersisted(dir, want); err != nil {
-		t.Fatal(err)
-	}
-	got, err := LoadPersisted(dir)
+	writePersisted(t, dir, want)
+	got, err := LoadPersisted(files, dir)
 	if err != nil {
 		t.Fatalf("LoadPersisted: %v\n%s", err, want.Render())
 	}
@@ -54,10 +50,8 @@ func TestPersistedRoundTrip(t *testing.T) {
 	}
 	// Through Load as well: the same entries, sourced from the persisted file.
 	root := t.TempDir()
-	if err := WritePersisted(filepath.Join(root, DropInDir), want); err != nil {
-		t.Fatal(err)
-	}
-	p, err := Load(root, "")
+	writePersisted(t, filepath.Join(root, DropInDir), want)
+	p, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,57 +113,7 @@ func TestPersistedLinks(t *testing.T) {
 	}
 }
 
-func inode(t *testing.T, name string) uint64 {
-	t.Helper()
-	st, err := os.Stat(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.Sys().(*syscall.Stat_t).Ino
-}
-
-func TestWritePersistedSkipsUnchangedAndReplacesAtomically(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "rdmad.d") // created on first write
-	name := PersistedPath(dir)
-
-	if err := WritePersisted(dir, Persisted{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(name); !os.IsNotExist(err) {
-		t.Fatalf("an empty Persisted created %s (err %v)", name, err)
-	}
-
-	p := samplePersisted()
-	if err := WritePersisted(dir, p); err != nil {
-		t.Fatal(err)
-	}
-	first := inode(t, name)
-	if err := WritePersisted(dir, samplePersisted()); err != nil {
-		t.Fatal(err)
-	}
-	if inode(t, name) != first {
-		t.Errorf("unchanged content was rewritten")
-	}
-
-	p.SetRoCE(Selector{Device: "mlx5_0"}, 1, "", intp(0))
-	if err := WritePersisted(dir, p); err != nil {
-		t.Fatal(err)
-	}
-	if inode(t, name) == first {
-		t.Errorf("changed content was written in place, not renamed over")
-	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 {
-		t.Errorf("temporary files left behind: %v", ents)
-	}
-	st, _ := os.Stat(name)
-	if st.Mode().Perm() != 0o644 {
-		t.Errorf("mode = %v, want 0644", st.Mode().Perm())
-	}
-}
-
-func TestWritePersistedRefusesInvalidSettings(t *testing.T) {
-	dir := t.TempDir()
+func TestValidateRefusesInvalidSettings(t *testing.T) {
 	bad := []Persisted{
 		{Links: []Link{{Name: "rxe0", Type: "roce", Netdev: "eth0"}}},
 		{Links: []Link{{Name: "rxe0", Type: LinkRXE, Netdev: "eth0"}, {Name: "rxe1", Type: LinkRXE, Netdev: "eth0"}}},
@@ -177,24 +121,21 @@ func TestWritePersistedRefusesInvalidSettings(t *testing.T) {
 		{Netns: "private"},
 	}
 	for _, p := range bad {
-		if err := WritePersisted(dir, p); err == nil {
-			t.Errorf("WritePersisted accepted %+v", p)
+		if err := p.Validate(); err == nil {
+			t.Errorf("Validate accepted %+v", p)
 		}
-	}
-	if _, err := os.Stat(PersistedPath(dir)); !os.IsNotExist(err) {
-		t.Errorf("an invalid Persisted was written")
 	}
 }
 
 func TestLoadPersistedRejectsForeignTables(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, PersistedName, PersistedHeader+"\n[[roce]]\ndevice = \"a\"\nmode = \"v2\"\n\n[memlock]\nsoft = \"1G\"\n")
-	_, err := LoadPersisted(dir)
+	_, err := LoadPersisted(files, dir)
 	want := PersistedPath(dir) + ":7: memlock: rdmad does not persist this table"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("error = %v, want prefix %q", err, want)
 	}
-	if p, err := LoadPersisted(t.TempDir()); err != nil || !p.Empty() {
+	if p, err := LoadPersisted(files, t.TempDir()); err != nil || !p.Empty() {
 		t.Errorf("missing file = %+v, %v; want empty", p, err)
 	}
 }
@@ -202,7 +143,7 @@ func TestLoadPersistedRejectsForeignTables(t *testing.T) {
 func TestCheckLinkRemovableNamesAdminFile(t *testing.T) {
 	root := t.TempDir()
 	main := writeFile(t, root, MainFile, "\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth0\"\n")
-	p, err := Load(root, "")
+	p, err := load(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,43 +156,6 @@ func TestCheckLinkRemovableNamesAdminFile(t *testing.T) {
 	}
 }
 
-// rdmad never rewrites, nor removes, a file it does not own, even one with
-// its drop-in's name.
-func TestWritePersistedRefusesForeignFile(t *testing.T) {
-	for _, content := range []string{
-		"# mine\n[[roce]]\ndevice = \"mlx5_0\"\ntos = 3\n",
-		"",
-	} {
-		dir := t.TempDir()
-		name := writeFile(t, dir, PersistedName, content)
-		for _, p := range []Persisted{samplePersisted(), {}} {
-			err := WritePersisted(dir, p)
-			if err == nil || !strings.Contains(err.Error(), name) || !errors.Is(err, ErrNotOwned) {
-				t.Errorf("WritePersisted over a foreign file = %v, want an error naming %s", err, name)
-			}
-			b, err := os.ReadFile(name)
-			if err != nil || string(b) != content {
-				t.Errorf("foreign file changed: %q, %v", b, err)
-			}
-		}
-	}
-}
-
-// Persisting nothing removes rdmad's own drop-in rather than leaving an
-// empty file behind.
-func TestWritePersistedEmptyRemovesOwnFile(t *testing.T) {
-	dir := t.TempDir()
-	if err := WritePersisted(dir, samplePersisted()); err != nil {
-		t.Fatal(err)
-	}
-	if err := WritePersisted(dir, Persisted{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(PersistedPath(dir)); !os.IsNotExist(err) {
-		t.Errorf("empty Persisted left %s (%v)", PersistedPath(dir), err)
-	}
-}
-
 func TestAdminLinkSources(t *testing.T) {
 	root := t.TempDir()
 	main := writeFile(t, root, MainFile, "\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth0\"\n")
@@ -259,19 +163,33 @@ func TestAdminLinkSources(t *testing.T) {
 	var p Persisted
 	p.AddLink(Link{Name: "rxe0", Type: LinkRXE, Netdev: "eth3"})
 	p.AddLink(Link{Name: "rxe2", Type: LinkRXE, Netdev: "eth4"})
-	if err := WritePersisted(filepath.Join(root, DropInDir), p); err != nil {
-		t.Fatal(err)
-	}
-	got, err := AdminLinkSources(main, "rxe0")
+	writePersisted(t, filepath.Join(root, DropInDir), p)
+	got, err := AdminLinkSources(files, main, "rxe0")
 	want := []Position{{File: main, Line: 2}, {File: drop, Line: 1}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("rxe0: %v, %v; want %v", got, err, want)
 	}
-	if got, err := AdminLinkSources(main, "rxe2"); err != nil || len(got) != 0 {
+	if got, err := AdminLinkSources(files, main, "rxe2"); err != nil || len(got) != 0 {
 		t.Errorf("rxe2, only in rdmad's drop-in: %v, %v", got, err)
 	}
 	writeFile(t, root, DropInDir+"/60-bad.toml", "[[link]]\nname = 3\n")
-	if _, err := AdminLinkSources(main, "rxe0"); err == nil || !strings.Contains(err.Error(), "60-bad.toml") {
+	if _, err := AdminLinkSources(files, main, "rxe0"); err == nil || !strings.Contains(err.Error(), "60-bad.toml") {
 		t.Errorf("broken drop-in: %v", err)
+	}
+}
+
+// writePersisted writes rdmad's drop-in as the service does (validated,
+// with its header); the writing itself is host.WriteManaged's, tested there
+// and in the service.
+func writePersisted(t *testing.T, dir string, p Persisted) {
+	t.Helper()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(PersistedPath(dir), p.Render(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -42,6 +42,15 @@ type Policy struct {
 	RoCE      []RoCERule // in declaration order; later rules win per field
 	Links     []Link
 	VPI       []VPIRule // mlx4 VPI port types; later rules win
+	Metrics   Metrics
+}
+
+// Metrics is the [metrics] table.
+type Metrics struct {
+	// Textfile is where node_exporter textfile metrics are written, an
+	// absolute path ending in .prom as written (the host root is prefixed
+	// when used); "" writes none, the default.
+	Textfile string
 }
 
 // Modules is the [modules] table.

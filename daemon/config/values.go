@@ -180,7 +180,7 @@ func ValidLinkName(s string) error {
 	case s == "":
 		return errors.New("must not be empty")
 	case len(s) > 63:
-		return fmt.Errorf("%q is %d bytes long; RDMA device names have at most 63", s, len(s))
+		return fmt.Errorf("%s is %d bytes long; RDMA device names have at most 63", QuoteName(s), len(s))
 	case s == "." || s == "..":
 		return fmt.Errorf("%q is not a device name", s)
 	case strings.ContainsRune(s, '%'):
@@ -201,7 +201,7 @@ func ValidNetdevName(s string) error {
 	case s == "":
 		return errors.New("must not be empty")
 	case len(s) > 15:
-		return fmt.Errorf("%q is %d bytes long; interface names have at most 15", s, len(s))
+		return fmt.Errorf("%s is %d bytes long; interface names have at most 15", QuoteName(s), len(s))
 	case s == "." || s == "..":
 		return fmt.Errorf("%q is not an interface name", s)
 	}
@@ -211,6 +211,17 @@ func ValidNetdevName(s string) error {
 		}
 	}
 	return nil
+}
+
+// QuoteName quotes a name for an error message, cut after 64 bytes: a
+// caller's megabyte-long name must not come back whole in every error and
+// log line.
+func QuoteName(s string) string {
+	const keep = 64
+	if len(s) <= keep {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:keep]) + "..."
 }
 
 // validGroupName follows the portable rule shadow-utils and systemd agree on:
@@ -236,15 +247,55 @@ func validGroupName(s string) error {
 	return nil
 }
 
-// escapeGlob quotes the path.Match metacharacters of a literal name, so a
+// EscapeGlob quotes the path.Match metacharacters of a literal name, so a
 // rule written for one device matches exactly that device.
-func escapeGlob(name string) string {
+func EscapeGlob(name string) string {
 	var b strings.Builder
-	for _, r := range name {
-		if strings.ContainsRune(`*?[]\`, r) {
+	// Byte by byte: the metacharacters are ASCII, and a device name may
+	// hold bytes that are not UTF-8, which must stay as they are.
+	for i := 0; i < len(name); i++ {
+		if strings.IndexByte(`*?[]\`, name[i]) >= 0 {
 			b.WriteByte('\\')
 		}
-		b.WriteRune(r)
+		b.WriteByte(name[i])
 	}
 	return b.String()
+}
+
+// UnescapeGlob reverses EscapeGlob.
+func UnescapeGlob(pattern string) string {
+	var b strings.Builder
+	for i := 0; i < len(pattern); i++ {
+		if pattern[i] == '\\' && i+1 < len(pattern) {
+			i++
+		}
+		b.WriteByte(pattern[i])
+	}
+	return b.String()
+}
+
+// TextfileSuffix is the suffix node_exporter's textfile collector reads.
+const TextfileSuffix = ".prom"
+
+// textfilePath checks a [metrics] textfile path and cleans it: "" (off),
+// or an absolute file path ending in .prom, the only files the textfile
+// collector reads.
+func textfilePath(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return "", fmt.Errorf("%q contains a control character", s)
+		}
+	}
+	if !path.IsAbs(s) {
+		return "", fmt.Errorf("%q must be an absolute path (the host root is prefixed by rdmad)", s)
+	}
+	clean := path.Clean(s)
+	base := path.Base(clean)
+	if strings.HasSuffix(s, "/") || !strings.HasSuffix(base, TextfileSuffix) || base == TextfileSuffix {
+		return "", fmt.Errorf("%q must name a file ending in %s: node_exporter's textfile collector reads only *%s files (e.g. \"/var/lib/prometheus/node-exporter/rdmad.prom\")", s, TextfileSuffix, TextfileSuffix)
+	}
+	return clean, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/service"
 )
 
@@ -47,7 +48,7 @@ func startWatcher(t *testing.T) *watched {
 	writeFile(t, filepath.Join(etc, "rdmad.toml"), roceTOS("10"))
 	h := host.New(root)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Options{Host: h, Reconciler: service.NewReconciler(h, service.Kernel{}, log), Log: log})
+	svc, err := service.New(service.Options{Host: h, Kernel: service.Kernel{Modules: &hosttest.Modprobe{}}, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func (w *watched) until(t *testing.T, what string, cond func() bool) {
 		select {
 		case <-w.reloads:
 		case <-w.ctx.Done():
-			t.Fatalf("%s: never happened (tos %d, config error %v)", what, tosOf(w.svc.Policy()), w.svc.ConfigError())
+			t.Fatalf("%s: never happened (tos %d, config error %v)", what, tosOf(w.svc.PolicyInForce()), w.svc.ConfigError())
 		}
 	}
 }
@@ -91,12 +92,12 @@ func TestConfigEditsReload(t *testing.T) {
 
 	// In-place edit.
 	writeFile(t, main, roceTOS("20"))
-	w.until(t, "in-place edit", func() bool { return tosOf(w.svc.Policy()) == 20 })
+	w.until(t, "in-place edit", func() bool { return tosOf(w.svc.PolicyInForce()) == 20 })
 
 	// Bad edit: the previous policy stays in force, the error names file:line.
 	writeFile(t, main, roceTOS("300"))
 	w.until(t, "bad edit reported", func() bool { return w.svc.ConfigError() != nil })
-	if got := tosOf(w.svc.Policy()); got != 20 {
+	if got := tosOf(w.svc.PolicyInForce()); got != 20 {
 		t.Errorf("bad edit replaced the policy: tos %d", got)
 	}
 	if msg := w.svc.ConfigError().Error(); !strings.Contains(msg, main+":6") {
@@ -109,17 +110,17 @@ func TestConfigEditsReload(t *testing.T) {
 	if err := os.Rename(tmp, main); err != nil {
 		t.Fatal(err)
 	}
-	w.until(t, "rename-replace", func() bool { return w.svc.ConfigError() == nil && tosOf(w.svc.Policy()) == 30 })
+	w.until(t, "rename-replace", func() bool { return w.svc.ConfigError() == nil && tosOf(w.svc.PolicyInForce()) == 30 })
 
 	// rdmad.d created after start, with a drop-in.
 	writeFile(t, filepath.Join(w.etc, "rdmad.d", "50-site.toml"), "[[roce]]\ndevice = \"mlx5_0\"\ntos = 40\n")
-	w.until(t, "drop-in in new rdmad.d", func() bool { return tosOf(w.svc.Policy()) == 40 })
+	w.until(t, "drop-in in new rdmad.d", func() bool { return tosOf(w.svc.PolicyInForce()) == 40 })
 
 	// Removing the drop-in falls back to the main file.
 	if err := os.Remove(filepath.Join(w.etc, "rdmad.d", "50-site.toml")); err != nil {
 		t.Fatal(err)
 	}
-	w.until(t, "drop-in removed", func() bool { return tosOf(w.svc.Policy()) == 30 })
+	w.until(t, "drop-in removed", func() bool { return tosOf(w.svc.PolicyInForce()) == 30 })
 }
 
 func TestModulesDirChangeRescans(t *testing.T) {

@@ -72,6 +72,12 @@ func (s *signalled) RequestDevice(name string) {
 	s.ch <- "device:" + name
 }
 
+func (s *signalled) RequestNetdev(name string) {
+	s.svc.RequestNetdev(name)
+	s.n.Add(1)
+	s.ch <- "netdev:" + name
+}
+
 type liveHost struct {
 	root   string
 	h      *host.Host
@@ -94,7 +100,7 @@ tos = 106
 
 // startLive copies the mlx5 fixture, starts the service and a uevent source
 // reading from a channel. before runs before the service starts.
-func startLive(t *testing.T, before func(root string), onChange func(reconcile.State)) *liveHost {
+func startLive(t *testing.T, before func(root string), onChange func(reconcile.Change)) *liveHost {
 	t.Helper()
 	root := hosttest.Copy(t, "mlx5")
 	writeFile(t, filepath.Join(root, "etc/rdma/rdmad.toml"), roceConfig)
@@ -103,13 +109,13 @@ func startLive(t *testing.T, before func(root string), onChange func(reconcile.S
 	}
 	h := host.New(root)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rec := service.NewReconciler(h, service.Kernel{}, log)
-	if onChange != nil {
-		rec.OnChange(onChange)
-	}
-	svc, err := service.New(service.Options{Host: h, Reconciler: rec, Log: log})
+	svc, err := service.New(service.Options{Host: h, Kernel: service.Kernel{Modules: &hosttest.Modprobe{}}, Log: log})
 	if err != nil {
 		t.Fatal(err)
+	}
+	rec := svc.Reconciler()
+	if onChange != nil {
+		rec.OnChange(onChange)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // failure guard only
 	l := &liveHost{root: root, h: h, svc: svc, rec: rec, ctx: ctx,
@@ -166,12 +172,7 @@ func (l *liveHost) read(t *testing.T, rel string) string {
 }
 
 func (l *liveHost) devices() string {
-	st := l.rec.State()
-	var names []string
-	for _, d := range st.Devices {
-		names = append(names, d.Name)
-	}
-	return strings.Join(names, " ")
+	return strings.Join(l.rec.Summary().Devices, " ")
 }
 
 // unplug moves a device's class link (and configfs dir) out of sight, as
@@ -214,7 +215,7 @@ func TestHotplugArrivalRemovalRename(t *testing.T) {
 	if m, tos := l.read(t, mode0), l.read(t, tos0); m != "IB/RoCE v1" || tos != "106" {
 		t.Errorf("after add: mode %q tos %q", m, tos)
 	}
-	if d := l.rec.State().Device("mlx5_0"); d == nil || d.Ports[0].RoCEMode != "IB/RoCE v1" {
+	if d, ok := l.rec.Device("mlx5_0"); !ok || d.Ports[0].RoCEMode != "IB/RoCE v1" {
 		t.Errorf("state after add: %+v", d)
 	}
 
@@ -225,15 +226,16 @@ func TestHotplugArrivalRemovalRename(t *testing.T) {
 		t.Errorf("after remove: devices %q", got)
 	}
 
-	// Rename mlx5_1 -> mlx5_9: the selector "mlx5_*" still matches, so the
-	// device keeps its policy under the new name.
+	// Rename mlx5_1 -> mlx5_9: both names are read again (the old one
+	// drops, the new one appears) and the selector "mlx5_*" still matches,
+	// so the device keeps its policy under the new name.
 	if err := os.Rename(filepath.Join(l.root, host.ClassInfiniband, "mlx5_1"), filepath.Join(l.root, host.ClassInfiniband, "mlx5_9")); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(l.root, host.ConfigfsRdmaCM, "mlx5_9/ports/1/default_roce_mode"), "RoCE v2\n")
 	writeFile(t, filepath.Join(l.root, host.ConfigfsRdmaCM, "mlx5_9/ports/1/default_roce_tos"), "0\n")
 	got = l.inject(t, uevent("move", ibPath+"mlx5_9", "SUBSYSTEM=infiniband", "NAME=mlx5_9", "DEVPATH_OLD="+ibPath+"mlx5_1"))
-	if strings.Join(got, " ") != "*" {
+	if strings.Join(got, " ") != "device:mlx5_9" {
 		t.Errorf("rename requests = %v", got)
 	}
 	if got := l.devices(); got != "mlx5_9" {
@@ -250,7 +252,7 @@ func TestHotplugArrivalRemovalRename(t *testing.T) {
 func TestBurstCoalesces(t *testing.T) {
 	var passes atomic.Int64
 	release := make(chan struct{})
-	l := startLive(t, nil, func(reconcile.State) {
+	l := startLive(t, nil, func(reconcile.Change) {
 		if passes.Add(1) == 1 {
 			<-release
 		}
@@ -348,13 +350,12 @@ func BenchmarkUeventBurstToIdle(b *testing.B) {
 	writeFile(b, filepath.Join(root, "etc/rdma/rdmad.toml"), roceConfig)
 	h := host.New(root)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rec := service.NewReconciler(h, service.Kernel{}, log)
-	var passes atomic.Int64
-	rec.OnChange(func(reconcile.State) { passes.Add(1) })
-	svc, err := service.New(service.Options{Host: h, Reconciler: rec, Log: log})
+	svc, err := service.New(service.Options{Host: h, Kernel: service.Kernel{Modules: &hosttest.Modprobe{}}, Log: log})
 	if err != nil {
 		b.Fatal(err)
 	}
+	var passes atomic.Int64
+	svc.Reconciler().OnChange(func(reconcile.Change) { passes.Add(1) })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go svc.Run(ctx)
@@ -387,5 +388,10 @@ func (c *countingRequester) RequestAll() { c.next.RequestAll(); c.ch <- struct{}
 
 func (c *countingRequester) RequestDevice(name string) {
 	c.next.RequestDevice(name)
+	c.ch <- struct{}{}
+}
+
+func (c *countingRequester) RequestNetdev(name string) {
+	c.next.RequestNetdev(name)
 	c.ch <- struct{}{}
 }

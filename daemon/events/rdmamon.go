@@ -191,7 +191,7 @@ func deviceName(v []byte) string {
 		v = v[:i]
 	}
 	s := string(v)
-	if s == "" || s == "." || s == ".." || len(s) >= ibDeviceNameMax || !utf8.ValidString(s) {
+	if !validName(s) || len(s) >= ibDeviceNameMax || !utf8.ValidString(s) {
 		return ""
 	}
 	for _, r := range s {
@@ -250,10 +250,16 @@ func (m *monitorRouter) route(ev MonitorEvent, r Requester) bool {
 			r.RequestDevice(old)
 		}
 		r.RequestDevice(ev.DevName)
+	case MonitorNetdevRename:
+		// Names no RDMA device, only the netdev's new name: the devices
+		// on it (their netdev selectors); the old name comes by rtnetlink.
+		if ev.NetdevName == "" {
+			r.RequestAll()
+			return false
+		}
+		r.RequestNetdev(ev.NetdevName)
 	default:
-		// A netdev rename names no RDMA device (but [[roce]] netdev
-		// selectors and soft links go by netdev name); unknown types are
-		// news from a newer kernel. Both: look at everything.
+		// News from a newer kernel: look at everything.
 		r.RequestAll()
 	}
 	return false
@@ -428,6 +434,7 @@ type waker struct {
 
 func (w waker) RequestAll()               { w.Requester.RequestAll(); w.poke() }
 func (w waker) RequestDevice(name string) { w.Requester.RequestDevice(name); w.poke() }
+func (w waker) RequestNetdev(name string) { w.Requester.RequestNetdev(name); w.poke() }
 func (w waker) poke() {
 	select {
 	case w.wake <- struct{}{}:

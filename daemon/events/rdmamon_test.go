@@ -182,8 +182,10 @@ func TestMonitorRouting(t *testing.T) {
 			"* device:rxe5", false},
 		{"attach without device (netdev in another namespace)", map[uint32]string{},
 			[]MonitorEvent{{Type: MonitorNetdevAttach}}, "*", false},
-		{"netdev rename", map[uint32]string{2: "rxe0"},
-			[]MonitorEvent{{Type: MonitorNetdevRename, NetdevIndex: 5, NetdevName: "eth9"}}, "*", false},
+		{"netdev rename: the devices on the new name", map[uint32]string{2: "rxe0"},
+			[]MonitorEvent{{Type: MonitorNetdevRename, NetdevIndex: 5, NetdevName: "eth9"}}, "netdev:eth9", false},
+		{"netdev rename without a usable name", map[uint32]string{2: "rxe0"},
+			[]MonitorEvent{{Type: MonitorNetdevRename, NetdevIndex: 5}}, "*", false},
 		{"event type of a newer kernel", map[uint32]string{2: "rxe0"},
 			[]MonitorEvent{{Type: 42, HasDevice: true, DevIndex: 2, DevName: "rxe0"}}, "*", false},
 	}
@@ -471,7 +473,8 @@ func TestWakeOnPassesRequestsAndPokes(t *testing.T) {
 	w := WakeOn(rec, wake)
 	w.RequestDevice("rxe0")
 	w.RequestAll() // the buffer holds one wake: never blocks
-	if rec.got() != "device:rxe0 *" {
+	w.RequestNetdev("veth0")
+	if rec.got() != "device:rxe0 * netdev:veth0" {
 		t.Errorf("requests %q", rec.got())
 	}
 	select {
@@ -528,8 +531,9 @@ func FuzzParseMonitor(f *testing.F) {
 			m.route(ev, rec)
 		}
 		for _, r := range rec.reqs {
-			if n, ok := strings.CutPrefix(r, "device:"); ok && (n == "" || deviceName([]byte(n)) != n) {
-				t.Fatalf("routed unusable device name %q", n)
+			_, n, ok := strings.Cut(r, ":")
+			if ok && (n == "" || deviceName([]byte(n)) != n) {
+				t.Fatalf("routed unusable name %q", r)
 			}
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,7 +91,7 @@ func TestRealUeventSocketSeesNetdev(t *testing.T) {
 		}
 		if u.Subsystem == "net" && u.Action == "add" && u.Env["INTERFACE"] == "rdmadtest0" {
 			r := &recorder{}
-			if !RouteUevent(u, r) || r.got() != "*" {
+			if !RouteUevent(u, r) || r.got() != "netdev:rdmadtest0" {
 				t.Errorf("routing of the real uevent: %q", r.got())
 			}
 			return
@@ -99,7 +100,7 @@ func TestRealUeventSocketSeesNetdev(t *testing.T) {
 }
 
 // TestRealRTNetlinkSeesNetdev subscribes through the real RTNetlink and the
-// LinkSource and checks that a new veth asks for a full pass.
+// LinkSource and checks that a new veth asks for a pass over that netdev.
 func TestRealRTNetlinkSeesNetdev(t *testing.T) {
 	ns, _ := newNetns(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // failure guard
@@ -124,7 +125,8 @@ func TestRealRTNetlinkSeesNetdev(t *testing.T) {
 	for range updates { // the subscription closes its channel when done
 	}
 
-	// The same through LinkSource: a second veth becomes a rescan request.
+	// The same through LinkSource: a second veth becomes a request to look
+	// at what sits on it.
 	req := make(chanRequester, 64)
 	src := &LinkSource{Sub: RTNetlink{Namespace: &ns}, Req: req, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	srcCtx, srcCancel := context.WithCancel(ctx)
@@ -136,7 +138,7 @@ func TestRealRTNetlinkSeesNetdev(t *testing.T) {
 		addVeth(t, ns, "rdmadt"+string(rune('a'+i)))
 		select {
 		case r := <-req:
-			if r != "*" {
+			if !strings.HasPrefix(r, "netdev:rdmadt") {
 				t.Fatalf("request %q", r)
 			}
 			srcCancel()

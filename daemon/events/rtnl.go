@@ -54,7 +54,7 @@ type linkView struct {
 }
 
 // LinkSource turns netdev appearance, removal, renames and operational
-// state changes into full passes.
+// state changes into passes over the RDMA devices on that netdev.
 type LinkSource struct {
 	Sub   LinkSubscriber
 	Req   Requester
@@ -123,21 +123,22 @@ func (s *LinkSource) consume(ctx context.Context, ch <-chan netlink.LinkUpdate, 
 			if !ok {
 				return false
 			}
-			if s.changed(u) {
-				s.Req.RequestAll()
+			for _, name := range s.changed(u) {
+				s.Req.RequestNetdev(name)
 			}
 		}
 	}
 }
 
-// changed records u and reports whether it is news to rdmad: a new or
-// removed link, a rename, or a change of admin/oper state or carrier.
-// Statistics-only and address updates are ignored.
-func (s *LinkSource) changed(u netlink.LinkUpdate) bool {
+// changed records u and returns the netdev names it is news about: a new
+// or removed link, a rename (both names), or a change of admin/oper state
+// or carrier. Statistics-only and address updates are ignored.
+func (s *LinkSource) changed(u netlink.LinkUpdate) []string {
 	idx := u.Attrs().Index
+	old, known := s.links[idx]
 	if u.Header.Type == unix.RTM_DELLINK {
 		delete(s.links, idx)
-		return true
+		return []string{u.Attrs().Name}
 	}
 	a := u.Attrs()
 	v := linkView{
@@ -146,7 +147,14 @@ func (s *LinkSource) changed(u netlink.LinkUpdate) bool {
 		up:    u.Flags&unix.IFF_UP != 0,
 		lower: u.Flags&unix.IFF_LOWER_UP != 0,
 	}
-	old, known := s.links[idx]
 	s.links[idx] = v
-	return !known || old != v
+	switch {
+	case !known:
+		return []string{v.name}
+	case old.name != v.name:
+		return []string{old.name, v.name}
+	case old != v:
+		return []string{v.name}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -28,19 +29,19 @@ func TestLinkChangeFilter(t *testing.T) {
 	steps := []struct {
 		name string
 		u    netlink.LinkUpdate
-		want bool
+		want []string // the netdevs to look at again
 	}{
-		{"new netdev", linkUpdate(unix.RTM_NEWLINK, 3, "eth1", netlink.OperDown, 0), true},
-		{"same again (stats)", linkUpdate(unix.RTM_NEWLINK, 3, "eth1", netlink.OperDown, 0), false},
-		{"comes up", linkUpdate(unix.RTM_NEWLINK, 3, "eth1", netlink.OperUp, up), true},
-		{"still up", linkUpdate(unix.RTM_NEWLINK, 3, "eth1", netlink.OperUp, up), false},
-		{"renamed", linkUpdate(unix.RTM_NEWLINK, 3, "enp1s0", netlink.OperUp, up), true},
-		{"carrier lost", linkUpdate(unix.RTM_NEWLINK, 3, "enp1s0", netlink.OperLowerLayerDown, unix.IFF_UP), true},
-		{"removed", linkUpdate(unix.RTM_DELLINK, 3, "enp1s0", netlink.OperDown, 0), true},
-		{"same index reused", linkUpdate(unix.RTM_NEWLINK, 3, "veth9", netlink.OperDown, 0), true},
+		{"new netdev", linkUpdate(unix.RTM_NEWLINK, 3, "eth1", netlink.OperDown, 0), []string{"eth1"}},
+		{"same again (stats)", linkUpdate(unix.RTM_NEWLINK, 3, "eth1", netlink.OperDown, 0), nil},
+		{"comes up", linkUpdate(unix.RTM_NEWLINK, 3, "eth1", netlink.OperUp, up), []string{"eth1"}},
+		{"still up", linkUpdate(unix.RTM_NEWLINK, 3, "eth1", netlink.OperUp, up), nil},
+		{"renamed", linkUpdate(unix.RTM_NEWLINK, 3, "enp1s0", netlink.OperUp, up), []string{"eth1", "enp1s0"}},
+		{"carrier lost", linkUpdate(unix.RTM_NEWLINK, 3, "enp1s0", netlink.OperLowerLayerDown, unix.IFF_UP), []string{"enp1s0"}},
+		{"removed", linkUpdate(unix.RTM_DELLINK, 3, "enp1s0", netlink.OperDown, 0), []string{"enp1s0"}},
+		{"same index reused", linkUpdate(unix.RTM_NEWLINK, 3, "veth9", netlink.OperDown, 0), []string{"veth9"}},
 	}
 	for _, st := range steps {
-		if got := s.changed(st.u); got != st.want {
+		if got := s.changed(st.u); !reflect.DeepEqual(got, st.want) {
 			t.Errorf("%s: changed = %v, want %v", st.name, got, st.want)
 		}
 	}
@@ -80,6 +81,7 @@ type chanRequester chan string
 
 func (c chanRequester) RequestAll()               { c <- "*" }
 func (c chanRequester) RequestDevice(name string) { c <- "device:" + name }
+func (c chanRequester) RequestNetdev(name string) { c <- "netdev:" + name }
 
 func next(t *testing.T, ctx context.Context, c chanRequester) string {
 	t.Helper()
@@ -105,8 +107,13 @@ func TestLinkSourceRescansOnLossAndResubscribes(t *testing.T) {
 	// The first Subscribe fails; the source retries.
 	s1 := <-sub.subs
 	s1.ch <- linkUpdate(unix.RTM_NEWLINK, 5, "eth1", netlink.OperUp, unix.IFF_UP)
-	if r := next(t, ctx, req); r != "*" {
+	if r := next(t, ctx, req); r != "netdev:eth1" {
 		t.Fatalf("netdev appeared: %q", r)
+	}
+	// A rename names both the old and the new name.
+	s1.ch <- linkUpdate(unix.RTM_NEWLINK, 5, "eth9", netlink.OperUp, unix.IFF_UP)
+	if r1, r2 := next(t, ctx, req), next(t, ctx, req); r1 != "netdev:eth1" || r2 != "netdev:eth9" {
+		t.Fatalf("rename: %q %q", r1, r2)
 	}
 	// Lost events reported by the subscription: rescan.
 	s1.onError(errors.New("Receive failed: no buffer space available"))
@@ -121,7 +128,7 @@ func TestLinkSourceRescansOnLossAndResubscribes(t *testing.T) {
 	next(t, ctx, req)
 	// Link state is forgotten across subscriptions: eth1 counts as news.
 	s2.ch <- linkUpdate(unix.RTM_NEWLINK, 5, "eth1", netlink.OperUp, unix.IFF_UP)
-	if r := next(t, ctx, req); r != "*" {
+	if r := next(t, ctx, req); r != "netdev:eth1" {
 		t.Fatalf("after resubscribe: %q", r)
 	}
 	cancel()

@@ -67,17 +67,20 @@ func truncate(s string, n int) string {
 }
 
 // Requester is what event sources ask of the service: look at one device,
-// or at everything, again. *service.Service implements it.
+// the devices on one netdev, or everything, again. *service.Service
+// implements it.
 type Requester interface {
 	RequestAll()
 	RequestDevice(name string)
+	RequestNetdev(name string)
 }
 
 // RouteUevent turns a uevent into requests and reports whether it asked for
 // anything. RDMA device add/remove re-read that device (a removed one drops
-// from the state); a rename (move) needs both names looked at, so it is a
-// full pass. Netdev arrival, removal and rename can make a declared soft link
-// creatable (or gone), which is a host-wide concern: a full pass.
+// from the state); a rename (move) re-reads both names, so the old one
+// drops and the new one appears. Netdev arrival, removal and rename re-read
+// the RDMA devices on that netdev, and the pass recreates a declared soft
+// link whose netdev appeared.
 func RouteUevent(u Uevent, r Requester) bool {
 	switch u.Subsystem {
 	case "infiniband":
@@ -85,26 +88,48 @@ func RouteUevent(u Uevent, r Requester) bool {
 		if name == "" {
 			name = path.Base(u.DevPath)
 		}
-		switch u.Action {
-		case "add", "remove":
-			if name == "" || name == "." || name == "/" {
-				r.RequestAll()
-				return true
-			}
-			r.RequestDevice(name)
-			return true
-		case "move":
+		if !validName(name) {
 			r.RequestAll()
 			return true
 		}
+		switch u.Action {
+		case "add", "remove":
+			r.RequestDevice(name)
+			return true
+		case "move":
+			r.RequestDevice(name)
+			if old := path.Base(u.Env["DEVPATH_OLD"]); validName(old) {
+				r.RequestDevice(old)
+			} else {
+				r.RequestAll()
+			}
+			return true
+		}
 	case "net":
+		name := u.Env["INTERFACE"]
+		if name == "" {
+			name = path.Base(u.DevPath)
+		}
 		switch u.Action {
 		case "add", "remove", "move":
-			r.RequestAll()
+			if !validName(name) {
+				r.RequestAll()
+				return true
+			}
+			r.RequestNetdev(name)
+			if old := path.Base(u.Env["DEVPATH_OLD"]); u.Action == "move" && validName(old) {
+				r.RequestNetdev(old)
+			}
 			return true
 		}
 	}
 	return false
+}
+
+// validName reports whether a device or interface name taken from an event
+// can name a directory entry.
+func validName(n string) bool {
+	return n != "" && n != "." && n != ".." && n != "/" && !strings.ContainsAny(n, "/\x00")
 }
 
 // MessageReader yields one datagram per call. The uevent socket is the real

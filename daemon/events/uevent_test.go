@@ -17,6 +17,8 @@ func (r *recorder) RequestAll() { r.add("*") }
 
 func (r *recorder) RequestDevice(name string) { r.add("device:" + name) }
 
+func (r *recorder) RequestNetdev(name string) { r.add("netdev:" + name) }
+
 func (r *recorder) add(s string) {
 	r.mu.Lock()
 	r.reqs = append(r.reqs, s)
@@ -77,11 +79,12 @@ func TestRouteUevent(t *testing.T) {
 		{"ib add", uevent("add", ibPath+"mlx5_0", "SUBSYSTEM=infiniband", "NAME=mlx5_0"), "device:mlx5_0"},
 		{"ib remove", uevent("remove", ibPath+"mlx5_0", "SUBSYSTEM=infiniband", "NAME=mlx5_0"), "device:mlx5_0"},
 		{"ib add without NAME uses devpath", uevent("add", "/devices/virtual/infiniband/rxe0", "SUBSYSTEM=infiniband"), "device:rxe0"},
-		{"ib rename", uevent("move", ibPath+"ib0", "SUBSYSTEM=infiniband", "NAME=ib0", "DEVPATH_OLD="+ibPath+"mlx5_0"), "*"},
+		{"ib rename", uevent("move", ibPath+"ib0", "SUBSYSTEM=infiniband", "NAME=ib0", "DEVPATH_OLD="+ibPath+"mlx5_0"), "device:ib0 device:mlx5_0"},
+		{"ib bogus name rescans", uevent("add", ibPath+"..", "SUBSYSTEM=infiniband", "NAME=.."), "*"},
 		{"ib change ignored", uevent("change", ibPath+"mlx5_0", "SUBSYSTEM=infiniband", "NAME=mlx5_0"), ""},
-		{"net add", uevent("add", "/devices/virtual/net/veth0", "SUBSYSTEM=net", "INTERFACE=veth0", "IFINDEX=7"), "*"},
-		{"net remove", uevent("remove", "/devices/virtual/net/veth0", "SUBSYSTEM=net", "INTERFACE=veth0"), "*"},
-		{"net rename", uevent("move", "/devices/virtual/net/eth1", "SUBSYSTEM=net", "INTERFACE=eth1", "DEVPATH_OLD=/devices/virtual/net/veth0"), "*"},
+		{"net add", uevent("add", "/devices/virtual/net/veth0", "SUBSYSTEM=net", "INTERFACE=veth0", "IFINDEX=7"), "netdev:veth0"},
+		{"net remove", uevent("remove", "/devices/virtual/net/veth0", "SUBSYSTEM=net", "INTERFACE=veth0"), "netdev:veth0"},
+		{"net rename", uevent("move", "/devices/virtual/net/eth1", "SUBSYSTEM=net", "INTERFACE=eth1", "DEVPATH_OLD=/devices/virtual/net/veth0"), "netdev:eth1 netdev:veth0"},
 		{"verbs char device ignored", uevent("add", "/devices/virtual/infiniband_verbs/uverbs0", "SUBSYSTEM=infiniband_verbs"), ""},
 		{"other subsystem ignored", uevent("add", "/devices/virtual/block/loop0", "SUBSYSTEM=block"), ""},
 	}
@@ -115,3 +118,4 @@ type nopRequester struct{}
 
 func (nopRequester) RequestAll()          {}
 func (nopRequester) RequestDevice(string) {}
+func (nopRequester) RequestNetdev(string) {}

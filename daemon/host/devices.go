@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ErrNoDevice is returned (wrapped) when a device vanished or never existed.
@@ -27,6 +28,29 @@ const (
 	TransportUnknown    Transport = "unknown"
 )
 
+// Detail says how much of a device one read fetches. Every event re-reads
+// the device it names, so what is read is what the callers need, no more.
+// A read always has the name, driver, PCI address, node type, the port
+// list and each port's link layer: what transports and most selectors need.
+type Detail uint8
+
+const (
+	// ReadGUID adds node_guid (a guid selector matches on it).
+	ReadGUID Detail = 1 << iota
+	// ReadNetdevs adds the netdevs of the device (a netdev selector, soft
+	// links).
+	ReadNetdevs
+	// ReadPublished adds everything the daemon publishes: firmware and
+	// board attributes, port state, rate, LIDs, GID types, and configfs
+	// values and presence.
+	ReadPublished
+
+	// DetailPolicy is what any policy can need.
+	DetailPolicy = ReadGUID | ReadNetdevs
+	// DetailFull is everything.
+	DetailFull = DetailPolicy | ReadPublished
+)
+
 // Device is the observed state of one RDMA device.
 type Device struct {
 	Name         string
@@ -38,10 +62,12 @@ type Device struct {
 	BoardID      string
 	Driver       string // kernel driver of the parent device (mlx5_core, hfi1, rdma_rxe...)
 	PCIAddress   string // "" for soft devices
-	Parent       string // rxe/siw: the netdev it sits on
+	Parent       string // rxe: the netdev it sits on
+	NodeDesc     string // node_desc; siw is recognised by it
 	Netdevs      []string
 	Ports        []Port
-	RoCEConfig   bool // configfs rdma_cm/<dev> exists
+	RoCEConfig   bool   // configfs rdma_cm/<dev> exists (read with ReadPublished)
+	Detail       Detail // what the read fetched
 }
 
 // Port is the observed state of one port.
@@ -55,9 +81,11 @@ type Port struct {
 	SMLID     string
 	GIDTypes  []string // distinct types of populated GIDs ("IB/RoCE v1", "RoCE v2")
 	Netdevs   []string
-	// Configfs rdma_cm values; empty/-1 when the directory does not exist.
-	RoCEMode string // kernel string, e.g. "RoCE v2"
-	RoCETOS  int    // -1 when unknown
+	// Configfs rdma_cm values when RoCEKnown; "" / -1 when the directory
+	// does not exist or the attribute does not read.
+	RoCEMode  string // kernel string, e.g. "RoCE v2"
+	RoCETOS   int    // -1 when unknown
+	RoCEKnown bool   // RoCEMode and RoCETOS were read (DetailFull, or by the RoCE part)
 }
 
 // Path of a port in sysfs, relative to the root.
@@ -70,7 +98,7 @@ func ConfigfsPortPath(dev string, port int, attr ...string) string {
 	return path.Join(append([]string{ConfigfsRdmaCM, dev, "ports", strconv.Itoa(port)}, attr...)...)
 }
 
-// Transport of the port.
+// PortTransport is the transport of port p of d.
 func (d *Device) PortTransport(p *Port) Transport {
 	switch {
 	case strings.HasPrefix(d.NodeType, "4"):
@@ -87,17 +115,24 @@ func (d *Device) PortTransport(p *Port) Transport {
 
 // Transports are the distinct transports of the device's ports, sorted.
 func (d *Device) Transports() []Transport {
-	seen := map[Transport]bool{}
 	var out []Transport
 	for i := range d.Ports {
 		t := d.PortTransport(&d.Ports[i])
-		if !seen[t] {
-			seen[t] = true
+		if !containsTransport(out, t) {
 			out = append(out, t)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+func containsTransport(ts []Transport, t Transport) bool {
+	for _, x := range ts {
+		if x == t {
+			return true
+		}
+	}
+	return false
 }
 
 // Port returns the port numbered n, or nil.
@@ -108,6 +143,20 @@ func (d *Device) Port(n int) *Port {
 		}
 	}
 	return nil
+}
+
+// Clone returns a deep copy: the reconciler hands copies to parts and keeps
+// its cache unchanged until a pass commits.
+func (d *Device) Clone() Device {
+	c := *d
+	c.Netdevs = append([]string(nil), d.Netdevs...)
+	c.Ports = make([]Port, len(d.Ports))
+	for i, p := range d.Ports {
+		p.GIDTypes = append([]string(nil), p.GIDTypes...)
+		p.Netdevs = append([]string(nil), p.Netdevs...)
+		c.Ports[i] = p
+	}
+	return c
 }
 
 // DeviceNames lists the RDMA devices present, sorted. A host without the
@@ -123,8 +172,9 @@ func (h *Host) DeviceNames() ([]string, error) {
 	return names, nil
 }
 
-// Devices reads every RDMA device. A device that vanishes while being read is
-// skipped; other read errors are returned with the devices that did read.
+// Devices reads every RDMA device fully. A device that vanishes while being
+// read is skipped; other read errors are returned with the devices that
+// did read.
 func (h *Host) Devices() ([]Device, error) {
 	names, err := h.DeviceNames()
 	if err != nil {
@@ -133,7 +183,7 @@ func (h *Host) Devices() ([]Device, error) {
 	var devs []Device
 	var errs []error
 	for _, n := range names {
-		d, err := h.Device(n)
+		d, err := h.ReadDevice(n, DetailFull)
 		switch {
 		case errors.Is(err, ErrNoDevice):
 			continue
@@ -146,136 +196,189 @@ func (h *Host) Devices() ([]Device, error) {
 	return devs, errors.Join(errs...)
 }
 
-// Device reads one RDMA device. Optional attributes that are missing or
-// unreadable (EINVAL is common) are left empty; only the device directory
-// itself is required. ErrNoDevice (wrapped) when it does not exist.
-func (h *Host) Device(name string) (Device, error) {
-	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+// Device reads one RDMA device fully (DetailFull).
+func (h *Host) Device(name string) (Device, error) { return h.ReadDevice(name, DetailFull) }
+
+// MaxDeviceNameLen is the longest RDMA device name the kernel allows
+// (IB_DEVICE_NAME_MAX - 1).
+const MaxDeviceNameLen = 63
+
+// ValidDeviceName reports whether name can be an RDMA device of the class
+// directory; anything else (a path, an overlong name from a hostile event
+// or call) is never looked up.
+func ValidDeviceName(name string) bool {
+	return name != "" && len(name) <= MaxDeviceNameLen && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
+}
+
+// ReadDevice reads one RDMA device at the given detail. Optional
+// attributes that are missing or unreadable (EINVAL is common) are left
+// empty; only the device directory itself is required. ErrNoDevice
+// (wrapped) when it does not exist.
+func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
+	if !ValidDeviceName(name) {
 		return Device{}, fmt.Errorf("host: device %q: %w", name, ErrNoDevice)
 	}
 	base := path.Join(ClassInfiniband, name)
-	if _, err := os.Stat(h.Path(base)); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+	// The port list is read first: it is needed anyway, and its absence
+	// (with the device's) is how a vanished device shows.
+	portNames, err := h.ReadDirNames(path.Join(base, "ports"))
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return Device{}, fmt.Errorf("host: device %s: ports: %w", name, err)
+		}
+		if !h.Exists(base) {
 			return Device{}, fmt.Errorf("host: device %s: %w", name, ErrNoDevice)
 		}
-		return Device{}, fmt.Errorf("host: device %s: %w", name, err)
 	}
-	opt := func(attr string) string {
-		s, _ := h.ReadString(path.Join(base, attr))
-		return strings.TrimSpace(s)
-	}
-	d := Device{
-		Name:         name,
-		NodeType:     opt("node_type"),
-		NodeGUID:     opt("node_guid"),
-		SysImageGUID: opt("sys_image_guid"),
-		FWVersion:    opt("fw_ver"),
-		HCAType:      opt("hca_type"),
-		BoardID:      opt("board_id"),
-		Parent:       opt("parent"),
-	}
-	if drv, err := os.Readlink(h.Path(base, "device", "driver")); err == nil {
-		d.Driver = filepath.Base(drv)
+	d := Device{Name: name, Detail: detail}
+	opt := func(attr string) string { return h.readOptional(path.Join(base, attr)) }
+	d.NodeType = opt("node_type")
+	if detail&ReadGUID != 0 {
+		d.NodeGUID = opt("node_guid")
 	}
 	if dev, err := os.Readlink(h.Path(base, "device")); err == nil {
 		if b := filepath.Base(dev); isPCIAddress(b) {
 			d.PCIAddress = b
 		}
+		if drv, err := os.Readlink(h.Path(base, "device", "driver")); err == nil {
+			d.Driver = filepath.Base(drv)
+		}
+	}
+	if d.PCIAddress == "" {
+		// Soft devices have no PCI function: rxe names its netdev in
+		// "parent", siw says who it is in node_desc.
+		d.Parent = opt("parent")
+		d.NodeDesc = opt("node_desc")
+	}
+	if detail&ReadPublished != 0 {
+		d.SysImageGUID = opt("sys_image_guid")
+		d.FWVersion = opt("fw_ver")
+		d.HCAType = opt("hca_type")
+		d.BoardID = opt("board_id")
+		d.RoCEConfig = h.Exists(path.Join(ConfigfsRdmaCM, name))
 	}
 	netdevs := map[string]bool{}
 	if d.Parent != "" {
 		netdevs[d.Parent] = true
 	}
-	if names, err := h.ReadDirNames(path.Join(base, "device", "net")); err == nil {
-		for _, n := range names {
-			netdevs[n] = true
+	if d.PCIAddress != "" && detail&ReadNetdevs != 0 {
+		if names, err := h.ReadDirNames(path.Join(base, "device", "net")); err == nil {
+			for _, n := range names {
+				netdevs[n] = true
+			}
 		}
 	}
-	portNames, err := h.ReadDirNames(path.Join(base, "ports"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return Device{}, fmt.Errorf("host: device %s: ports: %w", name, err)
-	}
-	d.RoCEConfig = h.Exists(path.Join(ConfigfsRdmaCM, name))
+	// A soft device without "parent" (siw) names its netdev only in its
+	// GID table.
+	gids := detail&ReadPublished != 0 || (detail&ReadNetdevs != 0 && d.PCIAddress == "" && d.Parent == "")
 	for _, pn := range portNames {
 		num, err := strconv.Atoi(pn)
-		if err != nil || num <= 0 {
-			continue // not a port directory; sysfs has none, but be tolerant
+		if err != nil || num <= 0 || strconv.Itoa(num) != pn {
+			continue // not a port directory ("01" would be read as ports/1); sysfs has none, but be tolerant
 		}
-		p := h.readPort(name, num)
+		p := h.readPort(name, num, detail, gids)
 		for _, n := range p.Netdevs {
 			netdevs[n] = true
 		}
 		d.Ports = append(d.Ports, p)
 	}
 	sort.Slice(d.Ports, func(i, j int) bool { return d.Ports[i].Number < d.Ports[j].Number })
-	for n := range netdevs {
-		d.Netdevs = append(d.Netdevs, n)
-	}
-	sort.Strings(d.Netdevs)
-	if !h.Exists(base) { // vanished while we read it: say so rather than return a half device
+	d.Netdevs = sortedKeys(netdevs)
+	if len(d.Ports) == 0 && !h.Exists(base) { // vanished while we read it: say so rather than return a half device
 		return Device{}, fmt.Errorf("host: device %s: %w", name, ErrNoDevice)
 	}
 	return d, nil
 }
 
+// readOptional reads an attribute that may be missing or refuse to read;
+// those read as "".
+func (h *Host) readOptional(rel string) string {
+	s, _ := h.ReadString(rel)
+	return strings.TrimSpace(s)
+}
+
 // gidScanGap is how many unpopulated GID entries in a row end the scan.
 const gidScanGap = 8
 
-func (h *Host) readPort(dev string, num int) Port {
-	opt := func(attr ...string) string {
-		s, _ := h.ReadString(portPath(dev, num, attr...))
-		return strings.TrimSpace(s)
+func (h *Host) readPort(dev string, num int, detail Detail, gids bool) Port {
+	opt := func(attr ...string) string { return h.readOptional(portPath(dev, num, attr...)) }
+	p := Port{Number: num, LinkLayer: opt("link_layer"), RoCETOS: -1}
+	if detail&ReadPublished != 0 {
+		h.RefreshPortState(dev, &p)
+		p.Rate = opt("rate")
+		p.LID = opt("lid")
+		p.SMLID = opt("sm_lid")
+		h.ReadRoCE(dev, &p)
 	}
-	p := Port{
-		Number:    num,
-		State:     stripCode(opt("state")),
-		PhysState: stripCode(opt("phys_state")),
-		Rate:      opt("rate"),
-		LinkLayer: opt("link_layer"),
-		LID:       opt("lid"),
-		SMLID:     opt("sm_lid"),
-		RoCETOS:   -1,
+	if gids {
+		p.GIDTypes, p.Netdevs = h.readGIDs(dev, num)
 	}
-	types, ndevs := map[string]bool{}, map[string]bool{}
-	if names, err := h.ReadDirNames(portPath(dev, num, "gid_attrs", "types")); err == nil {
-		// Tables are large (rxe has 1024 entries, mlx5 256) and filled from
-		// the start; unpopulated entries answer EINVAL. Reading all of them
-		// costs thousands of syscalls per pass, so the scan stops after a
-		// run of empty entries.
-		idx := make([]int, 0, len(names))
-		for _, n := range names {
-			if i, err := strconv.Atoi(n); err == nil {
-				idx = append(idx, i)
-			}
-		}
-		sort.Ints(idx)
-		empty := 0
-		for _, i := range idx {
-			t := opt("gid_attrs", "types", strconv.Itoa(i))
-			if t == "" {
-				if empty++; empty >= gidScanGap {
-					break
-				}
-				continue
-			}
-			empty = 0
-			types[t] = true
-			if n := opt("gid_attrs", "ndevs", strconv.Itoa(i)); n != "" {
-				ndevs[n] = true
-			}
-		}
-	}
-	p.GIDTypes = sortedKeys(types)
-	p.Netdevs = sortedKeys(ndevs)
-	if s, err := h.ReadString(ConfigfsPortPath(dev, num, "default_roce_mode")); err == nil {
+	return p
+}
+
+// RefreshPortState re-reads the state and physical state of p, which
+// change without any event on InfiniBand ports. It reports whether either
+// changed.
+func (h *Host) RefreshPortState(dev string, p *Port) bool {
+	state := stripCode(h.readOptional(portPath(dev, p.Number, "state")))
+	phys := stripCode(h.readOptional(portPath(dev, p.Number, "phys_state")))
+	changed := state != p.State || phys != p.PhysState
+	p.State, p.PhysState = state, phys
+	return changed
+}
+
+// ReadRoCE reads the configfs rdma_cm values of p (RoCEKnown afterwards)
+// and reports whether the port's configfs directory exists.
+func (h *Host) ReadRoCE(dev string, p *Port) (present bool) {
+	p.RoCEMode, p.RoCETOS, p.RoCEKnown = "", -1, true
+	s, err := h.ReadString(ConfigfsPortPath(dev, p.Number, "default_roce_mode"))
+	switch {
+	case err == nil:
 		p.RoCEMode = strings.TrimSpace(s)
+	case errors.Is(err, fs.ErrNotExist):
+		return false
 	}
-	if s, err := h.ReadString(ConfigfsPortPath(dev, num, "default_roce_tos")); err == nil {
-		if v, err := strconv.Atoi(strings.TrimSpace(s)); err == nil {
+	if s, err := h.ReadString(ConfigfsPortPath(dev, p.Number, "default_roce_tos")); err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && v >= 0 && v <= 255 {
 			p.RoCETOS = v
 		}
 	}
-	return p
+	return true
+}
+
+// readGIDs returns the distinct GID types and netdevs of a port's GID
+// table. Tables are large (rxe has 1024 entries, mlx5 256) and filled from
+// the start; unpopulated entries answer EINVAL. Reading all of them costs
+// thousands of syscalls, so the scan stops after a run of empty entries.
+func (h *Host) readGIDs(dev string, num int) (types, netdevs []string) {
+	names, err := h.ReadDirNames(portPath(dev, num, "gid_attrs", "types"))
+	if err != nil {
+		return nil, nil
+	}
+	idx := make([]int, 0, len(names))
+	for _, n := range names {
+		if i, err := strconv.Atoi(n); err == nil {
+			idx = append(idx, i)
+		}
+	}
+	sort.Ints(idx)
+	typeSet, ndevSet := map[string]bool{}, map[string]bool{}
+	empty := 0
+	for _, i := range idx {
+		t := h.readOptional(portPath(dev, num, "gid_attrs", "types", strconv.Itoa(i)))
+		if t == "" {
+			if empty++; empty >= gidScanGap {
+				break
+			}
+			continue
+		}
+		empty = 0
+		typeSet[t] = true
+		if n := h.readOptional(portPath(dev, num, "gid_attrs", "ndevs", strconv.Itoa(i))); n != "" {
+			ndevSet[n] = true
+		}
+	}
+	return sortedKeys(typeSet), sortedKeys(ndevSet)
 }
 
 // stripCode turns sysfs "4: ACTIVE" into "ACTIVE".
@@ -312,4 +415,19 @@ func isPCIAddress(s string) bool {
 		}
 	}
 	return true
+}
+
+// IsNoDevice reports whether err says a device (or its configfs
+// directory) went away: ErrNoDevice, or ENODEV from the kernel.
+func IsNoDevice(err error) bool {
+	return errors.Is(err, ErrNoDevice) || errors.Is(err, syscall.ENODEV)
+}
+
+// ReadPort reads one port of a device again, without its GID table (a
+// D-Bus call on one port re-reads that port only).
+func (h *Host) ReadPort(dev string, num int, detail Detail) (Port, error) {
+	if !ValidDeviceName(dev) || !h.Exists(portPath(dev, num)) {
+		return Port{}, fmt.Errorf("host: device %s port %d: %w", dev, num, ErrNoDevice)
+	}
+	return h.readPort(dev, num, detail, false), nil
 }

@@ -26,15 +26,29 @@ func TestDevicesMLX5(t *testing.T) {
 	want := host.Device{
 		Name: "mlx5_1", NodeType: "1: CA", NodeGUID: "b859:9f03:00d4:2e7b", SysImageGUID: "b859:9f03:00d4:2e7a",
 		FWVersion: "16.35.2000", HCAType: "MT4119", BoardID: "MT_0000000080", Driver: "mlx5_core",
-		PCIAddress: "0000:3b:00.1", Netdevs: []string{"ens1f1np1"}, RoCEConfig: true,
+		PCIAddress: "0000:3b:00.1", Netdevs: []string{"ens1f1np1"}, RoCEConfig: true, Detail: host.DetailFull,
 		Ports: []host.Port{{
 			Number: 1, State: "ACTIVE", PhysState: "LinkUp", Rate: "100 Gb/sec (4X EDR)", LinkLayer: "Ethernet",
 			LID: "0x0000", SMLID: "0x0000", GIDTypes: []string{"IB/RoCE v1", "RoCE v2"}, Netdevs: []string{"ens1f1np1"},
-			RoCEMode: "RoCE v2", RoCETOS: 0,
+			RoCEMode: "RoCE v2", RoCETOS: 0, RoCEKnown: true,
 		}},
 	}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("mlx5_1 =\n%+v\nwant\n%+v", d, want)
+	}
+	// What policy needs, and nothing it does not: identity, driver,
+	// netdevs and link layer; no firmware, state, GIDs or configfs.
+	p, err := h.ReadDevice("mlx5_1", host.DetailPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPolicy := host.Device{
+		Name: "mlx5_1", NodeType: "1: CA", NodeGUID: "b859:9f03:00d4:2e7b", Driver: "mlx5_core",
+		PCIAddress: "0000:3b:00.1", Netdevs: []string{"ens1f1np1"}, Detail: host.DetailPolicy,
+		Ports: []host.Port{{Number: 1, LinkLayer: "Ethernet", RoCETOS: -1}},
+	}
+	if !reflect.DeepEqual(p, wantPolicy) {
+		t.Errorf("policy read of mlx5_1 =\n%+v\nwant\n%+v", p, wantPolicy)
 	}
 	if got := d.Transports(); !reflect.DeepEqual(got, []host.Transport{host.TransportRoCE}) {
 		t.Errorf("transports = %v", got)
@@ -165,8 +179,8 @@ func TestWriteFileAtomic(t *testing.T) {
 	if err := h.WriteFileAtomic("etc/x/y.conf", []byte("one\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if !h.FileMatches("etc/x/y.conf", []byte("one\n")) || h.FileMatches("etc/x/y.conf", []byte("two\n")) {
-		t.Error("FileMatches wrong")
+	if got := hosttest.Read(t, root, "etc/x/y.conf"); got != "one" {
+		t.Errorf("content %q", got)
 	}
 	if err := h.WriteFileAtomic("etc/x/y.conf", []byte("two\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -201,9 +215,9 @@ type countingIO struct {
 	reads int
 }
 
-func (c *countingIO) ReadFile(name string) ([]byte, error) {
+func (c *countingIO) ReadAttr(name string) ([]byte, error) {
 	c.reads++
-	return c.OSAttrIO.ReadFile(name)
+	return c.OSAttrIO.ReadAttr(name)
 }
 
 // A 1024-entry GID table (rxe) with three populated entries is not read

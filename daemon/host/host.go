@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Well-known paths relative to the root.
@@ -32,20 +34,21 @@ type Host struct {
 }
 
 // AttrIO reads and writes kernel attribute files and makes configfs
-// directories. The real one is the file system; tests substitute one that
-// answers as the kernel does (EINVAL, EIO, populating a configfs directory
-// on mkdir) where a plain fixture file cannot.
+// directories. The real one is the file system through the bounded
+// primitives of fileio.go; tests substitute one that answers as the kernel
+// does (EINVAL, EIO, populating a configfs directory on mkdir) where a plain
+// fixture file cannot.
 type AttrIO interface {
-	ReadFile(name string) ([]byte, error)
-	WriteFile(name string, data []byte) error
+	ReadAttr(name string) ([]byte, error)
+	WriteAttr(name string, data []byte) error
 	Mkdir(name string) error
 }
 
 // OSAttrIO is the real AttrIO.
 type OSAttrIO struct{}
 
-func (OSAttrIO) ReadFile(name string) ([]byte, error)     { return os.ReadFile(name) }
-func (OSAttrIO) WriteFile(name string, data []byte) error { return writeExisting(name, data) }
+func (OSAttrIO) ReadAttr(name string) ([]byte, error)     { return ReadAttr(name) }
+func (OSAttrIO) WriteAttr(name string, data []byte) error { return WriteAttr(name, data) }
 func (OSAttrIO) Mkdir(name string) error                  { return os.Mkdir(name, 0o755) }
 
 // New returns a Host rooted at root ("/" for the running system).
@@ -67,30 +70,22 @@ func (h *Host) Path(rel ...string) string {
 // ReadString reads a sysfs-style attribute under the root and trims the
 // trailing newline.
 func (h *Host) ReadString(rel string) (string, error) {
-	b, err := h.io.ReadFile(h.Path(rel))
+	b, err := h.io.ReadAttr(h.Path(rel))
 	if err != nil {
 		return "", err
 	}
 	return string(bytes.TrimRight(b, "\n")), nil
 }
 
-// WriteString writes an attribute in place, as echo does: no truncation of a
-// regular file beyond what O_TRUNC gives, no temp file (sysfs and configfs
-// attributes cannot be renamed over).
+// WriteString writes an attribute in place, as echo does.
 func (h *Host) WriteString(rel, value string) error {
-	return h.io.WriteFile(h.Path(rel), []byte(value))
+	return h.io.WriteAttr(h.Path(rel), []byte(value))
 }
 
-func writeExisting(name string, data []byte) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+// ReadFile reads a configuration or list file under the root
+// (MaxConfigSize, regular files only).
+func (h *Host) ReadFile(rel string) ([]byte, error) {
+	return ReadConfigFile(h.Path(rel))
 }
 
 // Exists reports whether rel exists under the root.
@@ -106,15 +101,7 @@ func (h *Host) Mkdir(rel string) error {
 
 // ReadDirNames lists the entry names of rel, sorted.
 func (h *Host) ReadDirNames(rel string) ([]string, error) {
-	ents, err := os.ReadDir(h.Path(rel))
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(ents))
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names, nil
+	return ReadDirNames(h.Path(rel))
 }
 
 // WriteFileAtomic replaces rel with data: a temp file in the same directory,
@@ -130,7 +117,7 @@ func WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
+	tmp, err := os.CreateTemp(dir, tempPattern(filepath.Base(name)))
 	if err != nil {
 		return err
 	}
@@ -150,29 +137,30 @@ func WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
+	if beforeRename != nil {
+		beforeRename(tmp.Name())
+	}
 	if err := os.Rename(tmp.Name(), name); err != nil {
 		return err
 	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // best effort: some filesystems refuse fsync on a directory
-		d.Close()
+	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		_ = unix.Fsync(fd) // best effort: some filesystems refuse fsync on a directory
+		unix.Close(fd)
 	}
 	return nil
 }
 
-// FileMatches reports whether rel exists with exactly data as content, so
-// callers can skip writes that would change nothing.
-func (h *Host) FileMatches(rel string, data []byte) bool {
-	b, err := os.ReadFile(h.Path(rel))
-	return err == nil && bytes.Equal(b, data)
-}
+// beforeRename is a test seam: a test kills the process here to prove
+// that a crash between the temp write and the rename leaves the old file
+// whole and only a temp file behind (RemoveStaleTemps).
+var beforeRename func(tmp string)
 
 // LoadedModules returns the names of the modules the kernel has, loaded
 // (proc/modules) or built in (sys/module), with '-' folded to '_' as the
 // kernel does.
 func (h *Host) LoadedModules() (map[string]bool, error) {
 	loaded := map[string]bool{}
-	b, err := h.io.ReadFile(h.Path(ProcModules))
+	b, err := h.ReadFile(ProcModules)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("host: read %s: %w", ProcModules, err)
 	}

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -86,12 +85,12 @@ func (h *Host) moduleIndex() (*moduleIndex, error) {
 		return h.kmod.idx, nil
 	}
 	idx := &moduleIndex{key: key, aliases: map[string][]string{}, builtin: map[string]bool{}}
-	if b, err := os.ReadFile(h.Path(aliasFile)); err == nil {
+	if b, err := ReadFileLimit(h.Path(aliasFile), MaxIndexSize); err == nil {
 		parseAliases(b, idx.aliases)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("host: read /%s: %w", aliasFile, err)
 	}
-	if b, err := os.ReadFile(h.Path(builtinFile)); err == nil {
+	if b, err := ReadFileLimit(h.Path(builtinFile), MaxIndexSize); err == nil {
 		parseBuiltin(b, idx.builtin)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("host: read /%s: %w", builtinFile, err)
@@ -110,11 +109,20 @@ func stamp(name string) string {
 
 // parseAliases keeps "alias NAME MODULE" lines whose NAME is a plain word:
 // the device-id patterns (pci:v*...) cannot appear in a modules list.
+// Lines are split by hand, not by a bufio.Scanner, which stops at its
+// first over-long line and would drop every alias after it.
 func parseAliases(b []byte, into map[string][]string) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	for len(b) > 0 {
+		var line []byte
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			line, b = b, nil
+		}
+		if !bytes.HasPrefix(line, []byte("alias")) {
+			continue
+		}
+		f := strings.Fields(string(line))
 		if len(f) != 3 || f[0] != "alias" || strings.ContainsAny(f[1], "*?[:") {
 			continue
 		}
@@ -126,7 +134,7 @@ func parseAliases(b []byte, into map[string][]string) {
 // parseBuiltin reads "kernel/fs/configfs/configfs.ko" lines.
 func parseBuiltin(b []byte, into map[string]bool) {
 	for _, line := range strings.Split(string(b), "\n") {
-		if base := path.Base(strings.TrimSpace(line)); strings.HasSuffix(base, ".ko") {
+		if base := path.Base(strings.TrimSpace(line)); strings.HasSuffix(base, ".ko") && len(base) > len(".ko") {
 			into[NormalizeModule(strings.TrimSuffix(base, ".ko"))] = true
 		}
 	}

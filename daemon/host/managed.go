@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrNotManaged is returned (wrapped) when a file rdmad would write or remove
@@ -17,20 +20,26 @@ var ErrNotManaged = errors.New("exists and was not written by rdmad")
 // refuses to replace a file that lacks the header. changed says whether it
 // wrote.
 func (h *Host) WriteManaged(rel, header string, data []byte) (changed bool, err error) {
+	return WriteManaged(h.Path(rel), header, data)
+}
+
+// WriteManaged is the path-based form of Host.WriteManaged, for rdmad's
+// drop-in beside a --config file that may lie outside the root.
+func WriteManaged(name, header string, data []byte) (changed bool, err error) {
 	if !bytes.HasPrefix(data, []byte(header)) {
-		return false, fmt.Errorf("host: /%s: content lacks its header", rel)
+		return false, fmt.Errorf("host: %s: content lacks its header", name)
 	}
-	old, err := os.ReadFile(h.Path(rel))
+	old, err := ReadConfigFile(name)
 	switch {
 	case err == nil && bytes.Equal(old, data):
 		return false, nil
 	case err == nil && !bytes.HasPrefix(old, []byte(header)):
-		return false, fmt.Errorf("/%s %w; remove it or move its settings into rdmad's configuration", rel, ErrNotManaged)
+		return false, fmt.Errorf("%s %w; remove it or move its settings into rdmad's configuration", name, ErrNotManaged)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return false, fmt.Errorf("read /%s: %w", rel, err)
+		return false, fmt.Errorf("read %s: %w", name, err)
 	}
-	if err := h.WriteFileAtomic(rel, data, 0o644); err != nil {
-		return false, fmt.Errorf("write /%s: %w", rel, err)
+	if err := WriteFileAtomic(name, data, 0o644); err != nil {
+		return false, fmt.Errorf("write %s: %w", name, err)
 	}
 	return true, nil
 }
@@ -38,15 +47,39 @@ func (h *Host) WriteManaged(rel, header string, data []byte) (changed bool, err 
 // RemoveManaged deletes rel if it is rdmad's (starts with header). A missing
 // file or someone else's is left alone: removed is false, err nil.
 func (h *Host) RemoveManaged(rel, header string) (removed bool, err error) {
-	old, err := os.ReadFile(h.Path(rel))
+	return RemoveManaged(h.Path(rel), header)
+}
+
+// RemoveManaged is the path-based form of Host.RemoveManaged.
+func RemoveManaged(name, header string) (removed bool, err error) {
+	old, err := ReadConfigFile(name)
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && !bytes.HasPrefix(old, []byte(header))) {
 		return false, nil
 	}
 	if err == nil {
-		err = os.Remove(h.Path(rel))
+		err = os.Remove(name)
 	}
 	if err != nil {
-		return false, fmt.Errorf("remove /%s: %w", rel, err)
+		return false, fmt.Errorf("remove %s: %w", name, err)
 	}
 	return true, nil
+}
+
+// ErrUntrusted is returned (wrapped) by Trusted.
+var ErrUntrusted = errors.New("can be changed by users other than root")
+
+// Trusted checks that rel and its directory belong to root (or to the user
+// rdmad runs as) and are not writable by group or others: what rdmad
+// acts on with its privileges must not be anyone's to change.
+func (h *Host) Trusted(rel string) error {
+	for _, p := range []string{h.Path(rel), filepath.Dir(h.Path(rel))} {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			return &fs.PathError{Op: "stat", Path: p, Err: err}
+		}
+		if (st.Uid != 0 && int(st.Uid) != os.Geteuid()) || st.Mode&0o022 != 0 {
+			return fmt.Errorf("%s (owner uid %d, mode %#o) %w", p, st.Uid, st.Mode&0o777, ErrUntrusted)
+		}
+	}
+	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strings"
 
 	"github.com/vishvananda/netlink"
 
@@ -34,7 +33,7 @@ type RDMANetlink struct{}
 // LinkAdd implements Netlink.
 func (RDMANetlink) LinkAdd(name, typ, netdev string) error {
 	if err := netlink.RdmaLinkAdd(name, typ, netdev); err != nil {
-		return fmt.Errorf("links: rdma link add %s type %s netdev %s: %w", name, typ, netdev, err)
+		return fmt.Errorf("rdma link add %s type %s netdev %s: %w", name, typ, netdev, err)
 	}
 	return nil
 }
@@ -42,7 +41,7 @@ func (RDMANetlink) LinkAdd(name, typ, netdev string) error {
 // LinkDel implements Netlink.
 func (RDMANetlink) LinkDel(name string) error {
 	if err := netlink.RdmaLinkDel(name); err != nil {
-		return fmt.Errorf("links: rdma link delete %s: %w", name, err)
+		return fmt.Errorf("rdma link delete %s: %w", name, err)
 	}
 	return nil
 }
@@ -66,19 +65,18 @@ const siwNodeDesc = "Software iWARP stack"
 type SoftLink struct {
 	Name   string
 	Type   config.LinkType
-	Netdev string // "" when the kernel does not say (siw on some kernels)
+	Netdev string // "" when the kernel does not say
 }
 
 // Classify tells whether the RDMA device d is a soft link and of which type.
 // rxe is the only driver with a "parent" attribute (the netdev name); siw is
 // recognised by its node description. Both also show as driver rdma_rxe /
 // siw in fixture trees that model the driver link.
-func Classify(h *host.Host, d *host.Device) (SoftLink, bool) {
-	base := path.Join(host.ClassInfiniband, d.Name)
+func Classify(d *host.Device) (SoftLink, bool) {
 	switch {
-	case d.Driver == "rdma_rxe" || h.Exists(path.Join(base, "parent")):
+	case d.Driver == "rdma_rxe" || d.Parent != "":
 		return SoftLink{Name: d.Name, Type: config.LinkRXE, Netdev: d.Parent}, true
-	case d.Driver == "siw" || nodeDesc(h, d.Name) == siwNodeDesc:
+	case d.Driver == "siw" || d.NodeDesc == siwNodeDesc:
 		sl := SoftLink{Name: d.Name, Type: config.LinkSIW, Netdev: d.Parent}
 		if sl.Netdev == "" && len(d.Netdevs) == 1 {
 			sl.Netdev = d.Netdevs[0]
@@ -86,11 +84,6 @@ func Classify(h *host.Host, d *host.Device) (SoftLink, bool) {
 		return sl, true
 	}
 	return SoftLink{}, false
-}
-
-func nodeDesc(h *host.Host, dev string) string {
-	s, _ := h.ReadString(path.Join(host.ClassInfiniband, dev, "node_desc"))
-	return strings.TrimSpace(s)
 }
 
 // ErrNotSoftLink is returned (wrapped) when asked to delete a device that is
@@ -105,11 +98,11 @@ func Delete(ctx context.Context, nl Netlink, h *host.Host, name string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("links: delete %s: %w", name, err)
 	}
-	d, err := h.Device(name)
+	d, err := h.ReadDevice(name, host.DetailPolicy)
 	if err != nil {
 		return fmt.Errorf("links: delete %s: %w", name, err)
 	}
-	if _, ok := Classify(h, &d); !ok {
+	if _, ok := Classify(&d); !ok {
 		drv := d.Driver
 		if drv == "" {
 			drv = "unknown driver"
@@ -117,10 +110,16 @@ func Delete(ctx context.Context, nl Netlink, h *host.Host, name string) error {
 		return fmt.Errorf("links: delete %s (%s): %w", name, drv, ErrNotSoftLink)
 	}
 	if err := nl.LinkDel(name); err != nil {
-		return fmt.Errorf("links: delete %s: %w", name, err)
+		return fmt.Errorf("links: %w", err) // the netlink error names the call
 	}
 	return nil
 }
+
+// Kinds of the actions on links.
+const (
+	Create reconcile.Kind = "soft link" // a declared link kept in existence
+	Remove reconcile.Kind = "delete"    // a link deleted over D-Bus
+)
 
 // Part is the reconciler's Early host part for [[link]]: it runs before
 // devices are read so a link created here is configured in the same pass.
@@ -130,34 +129,32 @@ type Part struct {
 	Loader  modules.Loader
 }
 
-// Name implements reconcile.HostPart.
-func (*Part) Name() string { return "links" }
-
-// Apply implements reconcile.HostPart. devs is nil in the Early phase; the
-// part reads the host itself.
-func (p *Part) Apply(ctx context.Context, pol *config.Policy, _ []host.Device) []reconcile.Action {
-	if len(pol.Links) == 0 {
-		return nil
-	}
-	var acts []reconcile.Action
+// Apply implements reconcile.HostPart. It sees the devices known before
+// the pass and reads only the declared links' own devices.
+func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result {
+	var res reconcile.Result
 	loaded := map[string]bool{} // modules loaded by this pass
-	for _, l := range pol.Links {
+	for _, l := range pass.Policy.Links {
 		if ctx.Err() != nil {
 			break
 		}
-		acts = append(acts, ensure(ctx, p.Netlink, p.Loader, p.Host, l, loaded))
+		act := ensure(ctx, p.Netlink, p.Loader, p.Host, l, pass.Devices, loaded)
+		if act.Status == reconcile.Changed {
+			res.Created = append(res.Created, l.Name)
+		}
+		res.Actions = append(res.Actions, act)
 	}
-	return acts
+	return res
 }
 
 // ensure makes one declared link exist. loaded remembers modules already
-// loaded in this pass (nil: no memory).
-func ensure(ctx context.Context, nl Netlink, loader modules.Loader, h *host.Host, l config.Link, loaded map[string]bool) reconcile.Action {
+// loaded in this pass.
+func ensure(ctx context.Context, nl Netlink, loader modules.Loader, h *host.Host, l config.Link, known []*host.Device, loaded map[string]bool) reconcile.Action {
 	act := reconcile.Action{
-		Target: "link " + l.Name,
-		What:   "soft link",
-		To:     fmt.Sprintf("%s on %s", l.Type, l.Netdev),
-		Source: l.Source.String(),
+		Subject: reconcile.LinkSubject(l.Name),
+		Kind:    Create,
+		To:      fmt.Sprintf("%s on %s", l.Type, l.Netdev),
+		Source:  l.Source.String(),
 	}
 	fail := func(err error) reconcile.Action {
 		act.Status, act.Err = reconcile.Failed, err
@@ -167,10 +164,10 @@ func ensure(ctx context.Context, nl Netlink, loader modules.Loader, h *host.Host
 		act.Source = ""
 	}
 
-	d, err := h.Device(l.Name)
+	d, err := h.ReadDevice(l.Name, host.DetailPolicy)
 	switch {
 	case err == nil:
-		sl, soft := Classify(h, &d)
+		sl, soft := Classify(&d)
 		if !soft {
 			return fail(fmt.Errorf("links: RDMA device %s exists and is not a soft link (driver %q); declared %s on %s; leaving it alone", l.Name, d.Driver, l.Type, l.Netdev))
 		}
@@ -194,12 +191,12 @@ func ensure(ctx context.Context, nl Netlink, loader modules.Loader, h *host.Host
 
 	// The kernel allows one rxe/siw device per netdev; say which one holds
 	// it rather than pass on a bare EEXIST.
-	if other, ok := softOn(h, l.Type, l.Netdev); ok {
+	if other, ok := softOn(known, l.Type, l.Netdev); ok {
 		return fail(fmt.Errorf("links: netdev %s already carries %s device %s; cannot also create %s", l.Netdev, l.Type, other, l.Name))
 	}
 
 	mod := Module(l.Type)
-	if loaded == nil || !loaded[mod] {
+	if !loaded[mod] {
 		have, err := h.LoadedModules()
 		if err != nil {
 			return fail(fmt.Errorf("links: %w", err))
@@ -209,25 +206,22 @@ func ensure(ctx context.Context, nl Netlink, loader modules.Loader, h *host.Host
 				return fail(fmt.Errorf("links: load %s for %s: %w", mod, l.Name, err))
 			}
 		}
-		if loaded != nil {
-			loaded[mod] = true
-		}
+		loaded[mod] = true
 	}
 	if err := nl.LinkAdd(l.Name, string(l.Type), l.Netdev); err != nil {
-		return fail(fmt.Errorf("links: create %s: %w", l.Name, err))
+		return fail(fmt.Errorf("links: %w", err)) // the netlink error names the call
 	}
-	if _, err := h.Device(l.Name); err != nil {
-		return fail(fmt.Errorf("links: created %s but it does not show in sysfs: %w", l.Name, err))
+	if !h.Exists(path.Join(host.ClassInfiniband, l.Name)) {
+		return fail(fmt.Errorf("links: created %s but it does not show in sysfs", l.Name))
 	}
 	act.Status = reconcile.Changed
 	return act
 }
 
-// softOn finds a soft device of type t on netdev.
-func softOn(h *host.Host, t config.LinkType, netdev string) (string, bool) {
-	devs, _ := h.Devices()
-	for i := range devs {
-		if sl, ok := Classify(h, &devs[i]); ok && sl.Type == t && sl.Netdev == netdev {
+// softOn finds a known soft device of type t on netdev.
+func softOn(known []*host.Device, t config.LinkType, netdev string) (string, bool) {
+	for _, d := range known {
+		if sl, ok := Classify(d); ok && sl.Type == t && sl.Netdev == netdev {
 			return sl.Name, true
 		}
 	}

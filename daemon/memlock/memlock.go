@@ -46,29 +46,33 @@ func RenderSystemd(m *config.Memlock) []byte {
 	return b.Bytes()
 }
 
+// Kinds of the actions this part reports, one per file.
+const (
+	Limits  reconcile.Kind = "memlock limits.d"
+	Systemd reconcile.Kind = "memlock DefaultLimitMEMLOCK"
+)
+
 // Part is the memlock host part of the reconciler.
 type Part struct {
 	Host *host.Host
 }
 
-// Name implements reconcile.HostPart.
-func (*Part) Name() string { return "memlock" }
-
 // Apply writes or removes the managed files.
-func (p *Part) Apply(ctx context.Context, pol *config.Policy, _ []host.Device) []reconcile.Action {
-	m := pol.Memlock
+func (p *Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Result {
+	m := pass.Policy.Memlock
 	var acts []reconcile.Action
 	if m == nil {
-		acts = appendIf(acts, p.remove(LimitsFile))
-		return appendIf(acts, p.remove(SystemdFile))
+		acts = appendIf(acts, p.remove(LimitsFile, Limits))
+		acts = appendIf(acts, p.remove(SystemdFile, Systemd))
+		return reconcile.Result{Actions: acts}
 	}
-	acts = append(acts, p.write(LimitsFile, "limits.d", RenderLimits(m)))
+	acts = append(acts, p.write(LimitsFile, Limits, RenderLimits(m)))
 	if m.Services {
-		acts = append(acts, p.write(SystemdFile, "systemd DefaultLimitMEMLOCK", RenderSystemd(m)))
+		acts = append(acts, p.write(SystemdFile, Systemd, RenderSystemd(m)))
 	} else {
-		acts = appendIf(acts, p.remove(SystemdFile))
+		acts = appendIf(acts, p.remove(SystemdFile, Systemd))
 	}
-	return acts
+	return reconcile.Result{Actions: acts}
 }
 
 func appendIf(acts []reconcile.Action, a *reconcile.Action) []reconcile.Action {
@@ -78,8 +82,8 @@ func appendIf(acts []reconcile.Action, a *reconcile.Action) []reconcile.Action {
 	return acts
 }
 
-func (p *Part) write(rel, what string, data []byte) reconcile.Action {
-	act := reconcile.Action{Target: "memlock", What: what, To: "/" + rel}
+func (p *Part) write(rel string, kind reconcile.Kind, data []byte) reconcile.Action {
+	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: kind, To: "/" + rel}
 	changed, err := p.Host.WriteManaged(rel, Header, data)
 	switch {
 	case err != nil:
@@ -93,12 +97,12 @@ func (p *Part) write(rel, what string, data []byte) reconcile.Action {
 }
 
 // remove deletes a file rdmad wrote earlier, and nothing else.
-func (p *Part) remove(rel string) *reconcile.Action {
+func (p *Part) remove(rel string, kind reconcile.Kind) *reconcile.Action {
 	removed, err := p.Host.RemoveManaged(rel, Header)
 	if err == nil && !removed {
 		return nil
 	}
-	act := reconcile.Action{Target: "memlock", What: "remove", From: "/" + rel, Status: reconcile.Changed}
+	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: kind, From: "/" + rel, To: "removed", Status: reconcile.Changed}
 	if err != nil {
 		act.Status, act.Err = reconcile.Failed, fmt.Errorf("memlock: %w", err)
 	}

@@ -36,12 +36,12 @@ func TestApplyWritesOnceAndRemovesOwnFilesOnly(t *testing.T) {
 	h := host.New(root)
 	p := &memlock.Part{Host: h}
 	pol := &config.Policy{Memlock: &config.Memlock{Group: "rdma", Soft: config.Limit{Unlimited: true}, Hard: config.Limit{Unlimited: true}, Services: true}}
-	acts := p.Apply(context.Background(), pol, nil)
+	acts := p.Apply(context.Background(), &reconcile.Pass{Policy: pol}).Actions
 	if len(acts) != 2 || acts[0].Status != reconcile.Changed || acts[1].Status != reconcile.Changed {
 		t.Fatalf("first: %+v", acts)
 	}
 	st1, _ := os.Stat(filepath.Join(root, memlock.LimitsFile))
-	acts = p.Apply(context.Background(), pol, nil)
+	acts = p.Apply(context.Background(), &reconcile.Pass{Policy: pol}).Actions
 	if len(acts) != 2 || acts[0].Status != reconcile.Unchanged || acts[1].Status != reconcile.Unchanged {
 		t.Fatalf("second: %+v", acts)
 	}
@@ -52,7 +52,7 @@ func TestApplyWritesOnceAndRemovesOwnFilesOnly(t *testing.T) {
 
 	// services = false removes rdmad's systemd drop-in.
 	pol.Memlock.Services = false
-	acts = p.Apply(context.Background(), pol, nil)
+	acts = p.Apply(context.Background(), &reconcile.Pass{Policy: pol}).Actions
 	if _, err := os.Stat(filepath.Join(root, memlock.SystemdFile)); !os.IsNotExist(err) {
 		t.Errorf("systemd drop-in still there: %v (%+v)", err, acts)
 	}
@@ -61,8 +61,8 @@ func TestApplyWritesOnceAndRemovesOwnFilesOnly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, memlock.SystemdFile), []byte("[Manager]\nDefaultLimitMEMLOCK=1M\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	acts = p.Apply(context.Background(), &config.Policy{}, nil)
-	if len(acts) != 1 || acts[0].What != "remove" || acts[0].Status != reconcile.Changed {
+	acts = p.Apply(context.Background(), &reconcile.Pass{Policy: &config.Policy{}}).Actions
+	if len(acts) != 1 || acts[0].To != "removed" || acts[0].Status != reconcile.Changed {
 		t.Fatalf("remove: %+v", acts)
 	}
 	if _, err := os.Stat(filepath.Join(root, memlock.LimitsFile)); !os.IsNotExist(err) {
@@ -72,7 +72,7 @@ func TestApplyWritesOnceAndRemovesOwnFilesOnly(t *testing.T) {
 		t.Error("admin's file was touched")
 	}
 	pol.Memlock.Services = true
-	acts = p.Apply(context.Background(), pol, nil)
+	acts = p.Apply(context.Background(), &reconcile.Pass{Policy: pol}).Actions
 	if acts[1].Status != reconcile.Failed || !errors.Is(acts[1].Err, host.ErrNotManaged) {
 		t.Errorf("overwrite of a foreign file: %+v", acts[1])
 	}

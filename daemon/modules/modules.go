@@ -4,17 +4,17 @@
 package modules
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
@@ -53,7 +53,9 @@ func (m Modprobe) Load(ctx context.Context, names []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"-a"}, names...)...)
+	// "--": a name can never be taken for an option (the lists are also
+	// checked, see validModuleName).
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-a", "--"}, names...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.WaitDelay = 5 * time.Second // a helper that keeps stderr open must not hold us either
@@ -73,11 +75,12 @@ func (m Modprobe) Load(ctx context.Context, names []string) error {
 // ParseConf reads a modules list the way systemd-modules-load (which
 // rdma-core's units run) does: one module per line, surrounding white space
 // ignored, lines starting with '#' or ';' are comments.
+// Lines are split by hand: a bufio.Scanner stops at a line over 64 KiB and
+// would silently drop the modules after it.
 func ParseConf(data []byte) []string {
 	var mods []string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		l := strings.TrimSpace(sc.Text())
+	for _, l := range strings.Split(string(data), "\n") {
+		l = strings.TrimSpace(l)
 		if l == "" || l[0] == '#' || l[0] == ';' {
 			continue
 		}
@@ -106,17 +109,17 @@ var driverTransports = map[string][]host.Transport{
 
 // ConfFiles returns the list names (without .conf) that apply to devs:
 // "rdma" when any device exists, plus one per transport present.
-func ConfFiles(devs []host.Device) []string {
+func ConfFiles(devs []*host.Device) []string {
 	if len(devs) == 0 {
 		return nil
 	}
 	set := map[string]bool{"rdma": true}
-	for i := range devs {
-		for _, t := range driverTransports[devs[i].Driver] {
+	for _, d := range devs {
+		for _, t := range driverTransports[d.Driver] {
 			set[string(t)] = true
 		}
-		for _, t := range devs[i].Transports() {
-			if t != host.TransportUnknown {
+		for i := range d.Ports {
+			if t := d.PortTransport(&d.Ports[i]); t != host.TransportUnknown {
 				set[string(t)] = true
 			}
 		}
@@ -129,45 +132,65 @@ func ConfFiles(devs []host.Device) []string {
 	return out
 }
 
+// Load is the kind of the module batch action.
+const Load reconcile.Kind = "modules"
+
 // Part is the modules host part of the reconciler.
 type Part struct {
 	Host   *host.Host
 	Loader Loader
+	// Done, when set, makes loads run in the background: a pass never
+	// waits for modprobe (modules of a 6.12 kernel are xz-compressed and
+	// slow to load), so policy that does not need them applies at once
+	// (RoCE needs only rdma_cm, which the RoCE part loads itself). Done is
+	// called when a load ends, to ask for a pass that sees its result.
+	// nil: loads run within the pass (rdmad --once, tests).
+	Done func()
+
+	loads   sync.WaitGroup
+	mu      sync.Mutex
+	running bool
+	tried   string // the last batch loaded in the background, as a key
+	lastErr error  // its result
 }
 
-// Name implements reconcile.HostPart.
-func (*Part) Name() string { return "modules" }
-
-// Apply loads, in one call, every listed module that is not loaded yet.
-func (p *Part) Apply(ctx context.Context, pol *config.Policy, devs []host.Device) []reconcile.Action {
+// Apply loads, in one call, every listed module that is not present yet.
+func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result {
+	pol := pass.Policy
 	if !pol.Modules.Enable {
-		return nil
+		return reconcile.Result{}
 	}
-	lists := ConfFiles(devs)
+	lists := ConfFiles(pass.Devices)
 	if len(lists) == 0 {
-		return nil
+		return reconcile.Result{Modules: []string{}}
 	}
 	dir := pol.Modules.Directory
 	if dir == "" {
-		dir = "/" + config.ModulesDir
+		dir = config.DefaultModulesDirectory
 	}
-	var wanted []string
-	var sources []string
+	fail := func(kind reconcile.Kind, err error) reconcile.Result {
+		return reconcile.Result{Actions: []reconcile.Action{{Subject: reconcile.HostSubject(), Kind: kind, Status: reconcile.Failed, Err: err}}}
+	}
+	var wanted, sources []string
 	seen := map[string]bool{}
 	for _, l := range lists {
 		rel := filepath.Join(dir, l+".conf")
-		data, err := os.ReadFile(p.Host.Path(rel))
+		data, err := p.Host.ReadFile(rel)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // a transport without a list is normal
 		}
+		if err == nil {
+			// A list anyone but root can change would let them load any
+			// module with rdmad's privileges.
+			err = p.Host.Trusted(rel)
+		}
 		if err != nil {
-			return []reconcile.Action{{Target: "modules", What: "read " + rel, Status: reconcile.Failed, Err: fmt.Errorf("modules: %w", err)}}
+			return fail(ReadList, fmt.Errorf("modules: %w", err))
 		}
 		sources = append(sources, rel)
 		for _, m := range ParseConf(data) {
-			if strings.HasPrefix(m, "-") || strings.ContainsAny(m, " \t/") {
-				return []reconcile.Action{{Target: "modules", What: "read " + rel, Status: reconcile.Failed,
-					Err: fmt.Errorf("modules: %s: %q is not a module name", rel, m)}}
+			if !validModuleName(m) {
+				return fail(ReadList, fmt.Errorf("modules: %s: %q is not a module name", rel, sanitizeName(m)))
 			}
 			if n := host.NormalizeModule(m); !seen[n] {
 				seen[n] = true
@@ -176,22 +199,92 @@ func (p *Part) Apply(ctx context.Context, pol *config.Policy, devs []host.Device
 		}
 	}
 	if len(wanted) == 0 {
-		return nil
+		return reconcile.Result{Modules: []string{}}
 	}
 	missing, err := p.Host.MissingModules(wanted)
 	if err != nil {
-		return []reconcile.Action{{Target: "modules", What: "load", Status: reconcile.Failed, Err: err}}
+		return fail(Load, err)
 	}
-	act := reconcile.Action{Target: "modules", What: "load", To: strings.Join(wanted, " "), Source: strings.Join(sources, " ")}
+	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: Load, To: strings.Join(wanted, " "), Source: strings.Join(sources, " ")}
+	present := func() []string {
+		out := []string{}
+		for _, m := range wanted {
+			if !slices.Contains(missing, m) {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
 	if len(missing) == 0 {
 		act.Status = reconcile.Unchanged
-		return []reconcile.Action{act}
+		return reconcile.Result{Actions: []reconcile.Action{act}, Modules: present()}
 	}
 	act.From = "missing: " + strings.Join(missing, " ")
-	if err := p.Loader.Load(ctx, missing); err != nil {
-		act.Status, act.Err = reconcile.Failed, err
-		return []reconcile.Action{act}
+	if p.Done == nil {
+		if err := p.Loader.Load(ctx, missing); err != nil {
+			act.Status, act.Err = reconcile.Failed, err
+			return reconcile.Result{Actions: []reconcile.Action{act}, Modules: present()}
+		}
+		act.Status = reconcile.Changed
+		return reconcile.Result{Actions: []reconcile.Action{act}, Modules: wanted}
 	}
-	act.Status = reconcile.Changed
-	return []reconcile.Action{act}
+	act.Status, act.Err = p.background(ctx, missing, pass.Forced)
+	return reconcile.Result{Actions: []reconcile.Action{act}, Modules: present()}
+}
+
+// ReadList is the kind of a failure to read a modules list.
+const ReadList reconcile.Kind = "modules list"
+
+// background starts loading missing unless a load runs already or this
+// very batch was tried and did not make the modules appear: that is not
+// retried on every pass, only on a forced one or when the batch changes.
+func (p *Part) background(ctx context.Context, missing []string, forced bool) (reconcile.Status, error) {
+	key := strings.Join(missing, " ")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running {
+		return reconcile.Pending, nil
+	}
+	if p.tried == key && !forced {
+		if p.lastErr != nil {
+			return reconcile.Failed, p.lastErr
+		}
+		return reconcile.Failed, fmt.Errorf("modules: modprobe -a %s succeeded but they are still not loaded", key)
+	}
+	p.running, p.tried = true, key
+	p.loads.Add(1)
+	go func() {
+		defer p.loads.Done()
+		err := p.Loader.Load(ctx, missing)
+		p.mu.Lock()
+		p.running, p.lastErr = false, err
+		p.mu.Unlock()
+		p.Done()
+	}()
+	return reconcile.Pending, nil
+}
+
+// Wait blocks until no background load runs (tests, shutdown).
+func (p *Part) Wait() { p.loads.Wait() }
+
+// validModuleName accepts what modprobe accepts as a module name and
+// nothing that could be taken for an option or a path.
+func validModuleName(m string) bool {
+	if m == "" || len(m) > 64 || m[0] == '-' {
+		return false
+	}
+	for _, c := range m {
+		if !(c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// sanitizeName keeps an invalid name printable in an error message.
+func sanitizeName(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return strings.ToValidUTF8(s, "\ufffd")
 }

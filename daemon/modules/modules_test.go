@@ -41,7 +41,7 @@ func TestConfFilesByTransport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := modules.ConfFiles(devs); !reflect.DeepEqual(got, tc.want) {
+		if got := modules.ConfFiles(pass(nil, devs).Devices); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: ConfFiles = %v, want %v", tc.fixture, got, tc.want)
 		}
 	}
@@ -50,18 +50,17 @@ func TestConfFilesByTransport(t *testing.T) {
 	}
 }
 
-type recordingLoader struct {
-	calls [][]string
-	err   error
-}
-
-func (r *recordingLoader) Load(_ context.Context, names []string) error {
-	r.calls = append(r.calls, append([]string(nil), names...))
-	return r.err
-}
-
 func policy(dir string) *config.Policy {
 	return &config.Policy{Modules: config.Modules{Enable: true, Directory: dir}}
+}
+
+// pass is what the reconciler hands the part: the policy and every device.
+func pass(pol *config.Policy, devs []host.Device) *reconcile.Pass {
+	p := &reconcile.Pass{Policy: pol}
+	for i := range devs {
+		p.Devices = append(p.Devices, &devs[i])
+	}
+	return p
 }
 
 func TestPartLoadsMissingInOneBatch(t *testing.T) {
@@ -69,28 +68,82 @@ func TestPartLoadsMissingInOneBatch(t *testing.T) {
 	h := host.New(root)
 	devs, _ := h.Devices()
 	hosttest.Write(t, root, "etc/rdma/modules/roce.conf", "rdma_rxe\nrdma-ucm\n")
-	l := &recordingLoader{}
-	acts := (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), policy("/etc/rdma/modules"), devs)
+	l := &hosttest.Modprobe{Root: root}
+	res := (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs))
 	want := [][]string{{"ib_iser", "ib_isert", "ib_uverbs", "rdma_ucm", "xprtrdma", "svcrdma"}}
-	if !reflect.DeepEqual(l.calls, want) {
-		t.Fatalf("modprobe calls = %q, want %q (rdma_rxe loaded, rdma-ucm same as rdma_ucm)", l.calls, want)
+	if !reflect.DeepEqual(l.Calls(), want) {
+		t.Fatalf("modprobe calls = %q, want %q (rdma_rxe loaded, rdma-ucm same as rdma_ucm)", l.Calls(), want)
 	}
-	if len(acts) != 1 || acts[0].Status != reconcile.Changed {
+	acts := res.Actions
+	if len(acts) != 1 || acts[0].Status != reconcile.Changed || acts[0].Kind != modules.Load || acts[0].Subject != reconcile.HostSubject() {
 		t.Fatalf("acts = %+v", acts)
 	}
-
-	// Once the kernel has them, nothing is loaded again.
-	var lines []string
-	for _, m := range want[0] {
-		lines = append(lines, m+" 16384 0 - Live 0x0")
+	if wantMods := []string{"ib_iser", "ib_isert", "ib_uverbs", "rdma_ucm", "xprtrdma", "svcrdma", "rdma_rxe"}; !reflect.DeepEqual(res.Modules, wantMods) {
+		t.Errorf("modules fact = %q, want %q", res.Modules, wantMods)
 	}
-	f, _ := os.OpenFile(filepath.Join(root, "proc/modules"), os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(strings.Join(lines, "\n") + "\n")
-	f.Close()
-	l.calls = nil
-	acts = (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), policy("/etc/rdma/modules"), devs)
-	if l.calls != nil || len(acts) != 1 || acts[0].Status != reconcile.Unchanged {
-		t.Fatalf("second pass: calls %q acts %+v", l.calls, acts)
+
+	// Once the kernel has them (the fake appended them to proc/modules),
+	// nothing is loaded again.
+	res = (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs))
+	if len(l.Calls()) != 1 || len(res.Actions) != 1 || res.Actions[0].Status != reconcile.Unchanged {
+		t.Fatalf("second pass: calls %q acts %+v", l.Calls(), res.Actions)
+	}
+}
+
+// In the daemon a pass never waits for modprobe: the load runs in the
+// background, the action is pending, and its end asks for a pass. A batch
+// that failed is not retried by every pass, only by a forced one.
+func TestBackgroundLoads(t *testing.T) {
+	root := hosttest.Copy(t, "rxe")
+	h := host.New(root)
+	devs, _ := h.Devices()
+	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "ib_uverbs\n")
+	block := make(chan struct{})
+	l := &hosttest.Modprobe{Root: root, Block: block}
+	done := make(chan struct{}, 4)
+	p := &modules.Part{Host: h, Loader: l, Done: func() { done <- struct{}{} }}
+	pol := policy("/etc/rdma/modules")
+	res := p.Apply(context.Background(), pass(pol, devs))
+	if len(res.Actions) != 1 || res.Actions[0].Status != reconcile.Pending {
+		t.Fatalf("first pass: %+v", res.Actions)
+	}
+	if res2 := p.Apply(context.Background(), pass(pol, devs)); res2.Actions[0].Status != reconcile.Pending {
+		t.Fatalf("a second pass during the load: %+v", res2.Actions)
+	}
+	close(block)
+	<-done
+	p.Wait()
+	if n := len(l.Calls()); n != 1 {
+		t.Fatalf("a second pass during the load started another: %d calls", n)
+	}
+	if res := p.Apply(context.Background(), pass(pol, devs)); res.Actions[0].Status != reconcile.Unchanged || !reflect.DeepEqual(res.Modules, []string{"ib_uverbs"}) {
+		t.Fatalf("after the load: %+v, modules %q", res.Actions, res.Modules)
+	}
+
+	// A module that cannot load: one attempt, then a standing failure.
+	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "ib_uverbs\nnosuch_mod\n")
+	l.Fail("nosuch_mod", errors.New("modprobe: FATAL: Module nosuch_mod not found"))
+	p.Apply(context.Background(), pass(pol, devs))
+	<-done
+	p.Wait()
+	for i := 0; i < 3; i++ {
+		res := p.Apply(context.Background(), pass(pol, devs))
+		if res.Actions[0].Status != reconcile.Failed || !strings.Contains(res.Actions[0].Err.Error(), "nosuch_mod not found") {
+			t.Fatalf("pass %d after the failed load: %+v", i, res.Actions)
+		}
+	}
+	if n := len(l.Calls()); n != 2 {
+		t.Errorf("modprobe ran %d times; a failed batch must not be retried by every pass", n)
+	}
+	forced := pass(pol, devs)
+	forced.Forced = true
+	if res := p.Apply(context.Background(), forced); res.Actions[0].Status != reconcile.Pending {
+		t.Errorf("forced pass: %+v", res.Actions)
+	}
+	<-done
+	p.Wait()
+	if n := len(l.Calls()); n != 3 {
+		t.Errorf("a forced pass must retry: %d calls", n)
 	}
 }
 
@@ -98,16 +151,16 @@ func TestPartDisabledNoDevicesAndFailures(t *testing.T) {
 	root := hosttest.Copy(t, "hfi1")
 	h := host.New(root)
 	devs, _ := h.Devices()
-	l := &recordingLoader{}
+	l := &hosttest.Modprobe{}
 	p := &modules.Part{Host: h, Loader: l}
-	if acts := p.Apply(context.Background(), &config.Policy{Modules: config.Modules{Enable: false}}, devs); acts != nil || l.calls != nil {
-		t.Errorf("disabled: %+v %q", acts, l.calls)
+	if res := p.Apply(context.Background(), pass(&config.Policy{Modules: config.Modules{Enable: false}}, devs)); res.Actions != nil || len(l.Calls()) != 0 {
+		t.Errorf("disabled: %+v %q", res.Actions, l.Calls())
 	}
-	if acts := p.Apply(context.Background(), policy("/etc/rdma/modules"), nil); acts != nil || l.calls != nil {
-		t.Errorf("no devices: %+v %q", acts, l.calls)
+	if res := p.Apply(context.Background(), pass(policy("/etc/rdma/modules"), nil)); res.Actions != nil || len(l.Calls()) != 0 {
+		t.Errorf("no devices: %+v %q", res.Actions, l.Calls())
 	}
-	l.err = errors.New("modprobe: FATAL: Module opa_vnic not found")
-	acts := p.Apply(context.Background(), policy("/etc/rdma/modules"), devs)
+	l.Fail("opa_vnic", errors.New("modprobe: FATAL: Module opa_vnic not found"))
+	acts := p.Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
 	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "opa_vnic") {
 		t.Fatalf("acts = %+v", acts)
 	}
@@ -115,7 +168,7 @@ func TestPartDisabledNoDevicesAndFailures(t *testing.T) {
 		t.Errorf("source %q does not name opa.conf", acts[0].Source)
 	}
 	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "-v\n")
-	acts = p.Apply(context.Background(), policy("/etc/rdma/modules"), devs)
+	acts = p.Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
 	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), `"-v" is not a module name`) {
 		t.Fatalf("option smuggled as module: %+v", acts)
 	}
@@ -124,13 +177,12 @@ func TestPartDisabledNoDevicesAndFailures(t *testing.T) {
 // TestModprobeRunsFromPATH runs the real Loader against a recording
 // modprobe placed first in PATH, as the daemon's --once tests do.
 func TestModprobeRunsFromPATH(t *testing.T) {
-	dir := t.TempDir()
-	log := filepath.Join(dir, "calls")
-	script := "#!/bin/sh\necho \"$@\" >> " + log + "\ncase \"$*\" in *nosuch*) echo \"modprobe: FATAL: Module nosuch not found\" >&2; exit 1;; esac\n"
-	if err := os.WriteFile(filepath.Join(dir, "modprobe"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
+	env, log := hosttest.ModprobeScript(t, "")
+	for _, kv := range env {
+		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
+			t.Setenv("PATH", path)
+		}
 	}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if err := (modules.Modprobe{}).Load(context.Background(), []string{"ib_uverbs", "rdma_ucm"}); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +191,7 @@ func TestModprobeRunsFromPATH(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 	b, _ := os.ReadFile(log)
-	if got := string(b); got != "-a ib_uverbs rdma_ucm\n-a nosuch\n" {
+	if got := string(b); got != "-a -- ib_uverbs rdma_ucm\n-a -- nosuch\n" {
 		t.Errorf("modprobe saw %q", got)
 	}
 	t.Setenv("PATH", t.TempDir())
@@ -171,9 +223,32 @@ func TestAliasedModulesAreNotLoadedAgain(t *testing.T) {
 	hosttest.Write(t, root, host.ProcOSRelease, "6.1.0-28-amd64\n")
 	hosttest.Write(t, root, "lib/modules/6.1.0-28-amd64/modules.alias", "alias xprtrdma rpcrdma\nalias svcrdma rpcrdma\n")
 	hosttest.Write(t, root, "proc/modules", "rdma_rxe 1 0 - Live 0x0\nrpcrdma 1 0 - Live 0x0\n")
-	l := &recordingLoader{}
-	acts := (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), policy("/etc/rdma/modules"), devs)
-	if l.calls != nil || len(acts) != 1 || acts[0].Status != reconcile.Unchanged {
-		t.Errorf("modprobe calls %q, acts %+v", l.calls, acts)
+	l := &hosttest.Modprobe{}
+	acts := (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
+	if len(l.Calls()) != 0 || len(acts) != 1 || acts[0].Status != reconcile.Unchanged {
+		t.Errorf("modprobe calls %q, acts %+v", l.Calls(), acts)
+	}
+}
+
+// A modules list someone other than root may write is refused: rdmad would
+// load whatever it names with its privileges.
+func TestUntrustedListIsRefused(t *testing.T) {
+	root := hosttest.Copy(t, "rxe")
+	h := host.New(root)
+	devs, _ := h.Devices()
+	list := filepath.Join(root, "etc/rdma/modules/rdma.conf")
+	if err := os.Chmod(list, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	l := &hosttest.Modprobe{}
+	acts := (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
+	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !errors.Is(acts[0].Err, host.ErrUntrusted) || len(l.Calls()) != 0 {
+		t.Fatalf("world-writable list: %+v, calls %v", acts, l.Calls())
+	}
+	os.Chmod(list, 0o644)
+	os.Chmod(filepath.Dir(list), 0o777)
+	acts = (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
+	if len(acts) != 1 || !errors.Is(acts[0].Err, host.ErrUntrusted) {
+		t.Fatalf("world-writable directory: %+v", acts)
 	}
 }

@@ -44,19 +44,19 @@ type RDMANetlink struct{}
 func (RDMANetlink) Mode() (config.NetnsMode, error) {
 	s, err := netlink.RdmaSystemGetNetnsMode()
 	if err != nil {
-		return "", fmt.Errorf("netns: rdma system show netns: %w", classify(err))
+		return "", fmt.Errorf("rdma system show netns: %w", classify(err))
 	}
 	switch m := config.NetnsMode(s); m {
 	case config.NetnsShared, config.NetnsExclusive:
 		return m, nil
 	}
-	return "", fmt.Errorf("netns: kernel reports unknown netns mode %q", s)
+	return "", fmt.Errorf("rdma system show netns: unknown mode %q", s)
 }
 
 // SetMode implements Kernel.
 func (RDMANetlink) SetMode(m config.NetnsMode) error {
 	if err := netlink.RdmaSystemSetNetnsMode(string(m)); err != nil {
-		return fmt.Errorf("netns: rdma system set netns %s: %w", m, classify(err))
+		return fmt.Errorf("rdma system set netns %s: %w", m, classify(err))
 	}
 	return nil
 }
@@ -81,14 +81,17 @@ func Render(m config.NetnsMode) []byte {
 	return b.Bytes()
 }
 
+// Kinds of the actions this part reports.
+const (
+	Mode     reconcile.Kind = "netns mode"       // the running kernel's mode
+	Modprobe reconcile.Kind = "netns modprobe.d" // the mode ib_core gets at boot
+)
+
 // Part is the netns host part.
 type Part struct {
 	Host   *host.Host
 	Kernel Kernel
 }
-
-// Name implements reconcile.HostPart.
-func (*Part) Name() string { return "netns" }
 
 // InForce is the mode the running kernel is kept in: the runtime one (set
 // over D-Bus without persist) when there is one, else the declared one.
@@ -102,19 +105,20 @@ func InForce(n config.Netns) config.NetnsMode {
 // Apply implements reconcile.HostPart. modprobe.d gets only the mode the
 // files declare (rdmad's persisted drop-in included): a runtime mode is
 // switched in the kernel but must not come back after a reboot.
-func (p *Part) Apply(ctx context.Context, pol *config.Policy, _ []host.Device) []reconcile.Action {
-	acts := []reconcile.Action{}
+func (p *Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Result {
+	pol := pass.Policy
+	var acts []reconcile.Action
 	if a, ok := p.persist(pol.Netns.Mode); ok {
 		acts = append(acts, a)
 	}
 	if m := InForce(pol.Netns); m != config.NetnsUnmanaged {
 		acts = append(acts, p.runtime(m, m == pol.Netns.Mode))
 	}
-	return acts
+	return reconcile.Result{Actions: acts}
 }
 
 func (p *Part) persist(m config.NetnsMode) (reconcile.Action, bool) {
-	act := reconcile.Action{Target: "netns", What: "modprobe.d", To: "/" + ModprobeFile}
+	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: Modprobe, To: "/" + ModprobeFile}
 	if m == config.NetnsUnmanaged {
 		// Only our own file is removed when the declaration goes away.
 		removed, err := p.Host.RemoveManaged(ModprobeFile, header)
@@ -143,7 +147,7 @@ func (p *Part) persist(m config.NetnsMode) (reconcile.Action, bool) {
 // runtime switches the running kernel to m; persisted says whether m is
 // also the mode modprobe.d gives ib_core at the next boot.
 func (p *Part) runtime(m config.NetnsMode, persisted bool) reconcile.Action {
-	act := reconcile.Action{Target: "netns", What: "mode", To: string(m)}
+	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: Mode, To: string(m)}
 	// Opening NETLINK_RDMA would make the kernel autoload ib_core on a host
 	// without RDMA; only talk to it when it is already there.
 	loaded, err := p.Host.LoadedModules()
@@ -163,7 +167,7 @@ func (p *Part) runtime(m config.NetnsMode, persisted bool) reconcile.Action {
 		return act
 	}
 	if err != nil {
-		act.Status, act.Err = reconcile.Failed, err
+		act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: %w", err)
 		return act
 	}
 	act.From = string(cur)
@@ -179,7 +183,7 @@ func (p *Part) runtime(m config.NetnsMode, persisted bool) reconcile.Action {
 		case errors.Is(err, syscall.EBUSY):
 			act.Err = fmt.Errorf("netns: cannot switch RDMA netns mode to %s while non-init network namespaces exist (EBUSY); it was set without persist, so the next boot does not apply it either: %w", m, err)
 		default:
-			act.Err = err
+			act.Err = fmt.Errorf("netns: %w", err)
 		}
 		return act
 	}

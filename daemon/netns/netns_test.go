@@ -54,7 +54,7 @@ func newHost(t *testing.T, ibCore bool) *host.Host {
 func byWhat(acts []reconcile.Action) map[string]reconcile.Action {
 	m := map[string]reconcile.Action{}
 	for _, a := range acts {
-		m[a.What] = a
+		m[string(a.Kind)] = a
 	}
 	return m
 }
@@ -74,11 +74,11 @@ func TestSwitchesAndPersists(t *testing.T) {
 	h := newHost(t, true)
 	k := &fakeKernel{mode: config.NetnsShared}
 	p := &netns.Part{Host: h, Kernel: k}
-	acts := byWhat(p.Apply(context.Background(), pol(config.NetnsExclusive), nil))
-	if a := acts["mode"]; a.Status != reconcile.Changed || a.From != "shared" || a.To != "exclusive" {
+	acts := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
+	if a := acts["netns mode"]; a.Status != reconcile.Changed || a.From != "shared" || a.To != "exclusive" {
 		t.Errorf("mode: %v", a)
 	}
-	if a := acts["modprobe.d"]; a.Status != reconcile.Changed {
+	if a := acts["netns modprobe.d"]; a.Status != reconcile.Changed {
 		t.Errorf("file: %v", a)
 	}
 	data, err := os.ReadFile(h.Path(netns.ModprobeFile))
@@ -86,8 +86,8 @@ func TestSwitchesAndPersists(t *testing.T) {
 		t.Fatalf("file = %q, %v", data, err)
 	}
 	// Second pass: nothing to do.
-	acts = byWhat(p.Apply(context.Background(), pol(config.NetnsExclusive), nil))
-	if acts["mode"].Status != reconcile.Unchanged || acts["modprobe.d"].Status != reconcile.Unchanged {
+	acts = byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
+	if acts["netns mode"].Status != reconcile.Unchanged || acts["netns modprobe.d"].Status != reconcile.Unchanged {
 		t.Errorf("second pass: %v", acts)
 	}
 	if k.sets != 1 {
@@ -99,8 +99,8 @@ func TestEBUSYIsExplained(t *testing.T) {
 	h := newHost(t, true)
 	k := &fakeKernel{mode: config.NetnsShared, otherNetns: true}
 	p := &netns.Part{Host: h, Kernel: k}
-	acts := byWhat(p.Apply(context.Background(), pol(config.NetnsExclusive), nil))
-	a := acts["mode"]
+	acts := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
+	a := acts["netns mode"]
 	if a.Status != reconcile.Failed {
 		t.Fatalf("mode: %v", a)
 	}
@@ -112,8 +112,8 @@ func TestEBUSYIsExplained(t *testing.T) {
 		t.Errorf("error %q does not wrap EBUSY", a.Err)
 	}
 	// The persistent option is still written: it applies at next boot.
-	if acts["modprobe.d"].Status != reconcile.Changed {
-		t.Errorf("file: %v", acts["modprobe.d"])
+	if acts["netns modprobe.d"].Status != reconcile.Changed {
+		t.Errorf("file: %v", acts["netns modprobe.d"])
 	}
 }
 
@@ -121,11 +121,11 @@ func TestWithoutIBCoreOnlyPersists(t *testing.T) {
 	h := newHost(t, false)
 	k := &fakeKernel{modeErr: errors.New("must not be called")}
 	p := &netns.Part{Host: h, Kernel: k}
-	acts := byWhat(p.Apply(context.Background(), pol(config.NetnsExclusive), nil))
-	if a := acts["mode"]; a.Status != reconcile.NotApplicable {
+	acts := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
+	if a := acts["netns mode"]; a.Status != reconcile.NotApplicable {
 		t.Errorf("mode: %v", a)
 	}
-	if a := acts["modprobe.d"]; a.Status != reconcile.Changed {
+	if a := acts["netns modprobe.d"]; a.Status != reconcile.Changed {
 		t.Errorf("file: %v", a)
 	}
 }
@@ -134,10 +134,10 @@ func TestUndeclaredRemovesOnlyOwnFile(t *testing.T) {
 	h := newHost(t, true)
 	k := &fakeKernel{mode: config.NetnsExclusive}
 	p := &netns.Part{Host: h, Kernel: k}
-	if acts := p.Apply(context.Background(), pol(config.NetnsExclusive), nil); len(acts) != 2 {
+	if acts := p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions; len(acts) != 2 {
 		t.Fatalf("%v", acts)
 	}
-	acts := p.Apply(context.Background(), pol(config.NetnsUnmanaged), nil)
+	acts := p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsUnmanaged)}).Actions
 	if len(acts) != 1 || acts[0].Status != reconcile.Changed || acts[0].To != "removed" {
 		t.Fatalf("undeclare: %v", acts)
 	}
@@ -152,11 +152,11 @@ func TestUndeclaredRemovesOnlyOwnFile(t *testing.T) {
 	if err := os.WriteFile(h.Path(netns.ModprobeFile), admin, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if acts := p.Apply(context.Background(), pol(config.NetnsUnmanaged), nil); len(acts) != 0 {
+	if acts := p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsUnmanaged)}).Actions; len(acts) != 0 {
 		t.Errorf("undeclared with foreign file: %v", acts)
 	}
-	sharedActs := byWhat(p.Apply(context.Background(), pol(config.NetnsShared), nil))
-	if a := sharedActs["modprobe.d"]; a.Status != reconcile.Failed || !strings.Contains(a.Err.Error(), "not written by rdmad") {
+	sharedActs := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsShared)}).Actions)
+	if a := sharedActs["netns modprobe.d"]; a.Status != reconcile.Failed || !strings.Contains(a.Err.Error(), "not written by rdmad") {
 		t.Errorf("declared with foreign file: %v", a)
 	}
 	if got, _ := os.ReadFile(filepath.Join(h.Root, netns.ModprobeFile)); string(got) != string(admin) {
@@ -190,8 +190,8 @@ func TestRuntimeModeIsNotPersisted(t *testing.T) {
 	k := &fakeKernel{mode: config.NetnsShared}
 	p := &netns.Part{Host: h, Kernel: k}
 	pl := &config.Policy{Netns: config.Netns{Mode: config.NetnsShared, Runtime: config.NetnsExclusive}}
-	acts := byWhat(p.Apply(context.Background(), pl, nil))
-	if a := acts["mode"]; a.Status != reconcile.Changed || a.To != "exclusive" || k.mode != config.NetnsExclusive {
+	acts := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pl}).Actions)
+	if a := acts["netns mode"]; a.Status != reconcile.Changed || a.To != "exclusive" || k.mode != config.NetnsExclusive {
 		t.Errorf("mode: %v (kernel %s)", a, k.mode)
 	}
 	data, err := os.ReadFile(h.Path(netns.ModprobeFile))
@@ -206,19 +206,19 @@ func TestRuntimeModeAloneWritesNoFile(t *testing.T) {
 	h := newHost(t, true)
 	k := &fakeKernel{mode: config.NetnsShared}
 	p := &netns.Part{Host: h, Kernel: k}
-	p.Apply(context.Background(), pol(config.NetnsExclusive), nil)
+	p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsExclusive)})
 	if _, err := os.Stat(h.Path(netns.ModprobeFile)); err != nil {
 		t.Fatal(err)
 	}
 	pl := &config.Policy{Netns: config.Netns{Runtime: config.NetnsExclusive}}
-	acts := byWhat(p.Apply(context.Background(), pl, nil))
-	if a := acts["modprobe.d"]; a.Status != reconcile.Changed || a.To != "removed" {
+	acts := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pl}).Actions)
+	if a := acts["netns modprobe.d"]; a.Status != reconcile.Changed || a.To != "removed" {
 		t.Errorf("modprobe.d: %v", a)
 	}
 	if _, err := os.Stat(h.Path(netns.ModprobeFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("modprobe.d still there: %v", err)
 	}
-	if a := acts["mode"]; a.Status != reconcile.Unchanged || k.mode != config.NetnsExclusive {
+	if a := acts["netns mode"]; a.Status != reconcile.Unchanged || k.mode != config.NetnsExclusive {
 		t.Errorf("mode: %v (kernel %s)", a, k.mode)
 	}
 }
@@ -230,7 +230,7 @@ func TestRuntimeModeEBUSY(t *testing.T) {
 	k := &fakeKernel{mode: config.NetnsShared, otherNetns: true}
 	p := &netns.Part{Host: h, Kernel: k}
 	pl := &config.Policy{Netns: config.Netns{Runtime: config.NetnsExclusive}}
-	a := byWhat(p.Apply(context.Background(), pl, nil))["mode"]
+	a := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pl}).Actions)["netns mode"]
 	if a.Status != reconcile.Failed || !errors.Is(a.Err, syscall.EBUSY) {
 		t.Fatalf("mode: %v", a)
 	}

@@ -1,16 +1,18 @@
-// Package reconcile is rdmad's one level-triggered reconciler: it compares the
-// declared policy with what the host shows and runs idempotent actions. Events
-// never carry state; they only say what to look at again (one device, or
-// everything), and a pass always starts by reading the host afresh.
+// Package reconcile is rdmad's one level-triggered reconciler: it compares
+// the declared policy with what the host shows and runs idempotent actions.
+// Events never carry state; they only say what to look at again. The
+// observed state is kept per device, so a pass re-reads only what its
+// scope names: the cost of one event does not grow with the host.
 package reconcile
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
+	"path"
+	"runtime"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,100 +22,78 @@ import (
 	"github.com/rdmad/rdmad/daemon/host"
 )
 
-// HostPart is a concern that applies to the host as a whole (modules,
-// memlock, netns, soft links). It sees every present device.
-type HostPart interface {
-	Name() string
-	Apply(ctx context.Context, pol *config.Policy, devs []host.Device) []Action
+// Pass is what a host part sees of one pass.
+type Pass struct {
+	Policy *config.Policy
+	// Devices is every device known after this pass's reads, sorted by
+	// name; parts read them and must not change them. Early parts see the
+	// devices known before the pass.
+	Devices []*host.Device
+	// Forced is set on passes asked for explicitly (start, reload,
+	// Reconcile): parts retry what they gave up on.
+	Forced bool
 }
 
-// DevicePart is a concern applied to one device at a time (RoCE, VPI). Its
-// port-level failures carry Target "dev/port" so they land on the port.
+// Result is what a host part did and the facts it established.
+type Result struct {
+	Actions []Action
+	// Modules lists the listed kernel modules now present (the modules
+	// part); nil from every other part.
+	Modules []string
+	// Created names the RDMA devices the part created (the links part);
+	// the same pass reads and configures them.
+	Created []string
+}
+
+// HostPart is a concern that applies to the host as a whole (modules,
+// memlock, netns, soft links).
+type HostPart interface {
+	Apply(ctx context.Context, p *Pass) Result
+}
+
+// DevicePart is a concern applied to one device at a time (RoCE, VPI). It
+// may run for several devices at once. It reports port-level results with
+// PortSubject, and after a verified change it updates dev's observed
+// values, so the device is never read twice in a pass.
 type DevicePart interface {
-	Name() string
 	Apply(ctx context.Context, pol *config.Policy, dev *host.Device) []Action
 }
 
-// Reconciler runs passes one at a time and keeps the resulting State.
-type Reconciler struct {
-	host *host.Host
-	log  *slog.Logger
-
-	// Early parts run before devices are read: they may create devices
-	// (soft RDMA links), which the same pass then configures.
-	early []HostPart
-	// HostParts run after devices are read and before device parts:
-	// modules first, so configfs rdma_cm exists for the RoCE part.
-	hostParts   []HostPart
-	deviceParts []DevicePart
-
-	mu     sync.Mutex                    // serialises passes
-	policy atomic.Pointer[config.Policy] // read once at the start of each pass
-
-	stateMu   sync.RWMutex
-	state     State
-	listeners []func(State)
+// Reregisterer is a device part whose changes can make the kernel
+// unregister and register the device again (an mlx4 port type switch):
+// after such a change the reconciler looks whether the device is still
+// there rather than publish a device about to vanish.
+type Reregisterer interface {
+	Reregisters(a Action) bool
 }
 
-// Options configures a Reconciler.
-type Options struct {
-	Host        *host.Host
-	Log         *slog.Logger
-	Early       []HostPart
-	HostParts   []HostPart
-	DeviceParts []DevicePart
+// Scope says what a pass reads again.
+type Scope struct {
+	// Full lists and reads every device again: at start, after lost
+	// events, on a policy change and on an explicit Reconcile.
+	Full bool
+	// Devices are read again by name. A nil port list reads the whole
+	// device; a list reads only those ports of a device already known.
+	Devices map[string][]int
+	// Forced marks a pass asked for explicitly (see Pass.Forced).
+	Forced bool
 }
 
-// New returns a Reconciler with an empty policy.
-func New(o Options) *Reconciler {
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
-	r := &Reconciler{
-		host:        o.Host,
-		log:         o.Log,
-		early:       o.Early,
-		hostParts:   o.HostParts,
-		deviceParts: o.DeviceParts,
-	}
-	r.policy.Store(&config.Policy{})
-	return r
-}
-
-// SetPolicy replaces the policy used by the next pass. It never waits for a
-// pass in progress (one stuck in modprobe must not block a reload).
-func (r *Reconciler) SetPolicy(p *config.Policy) { r.policy.Store(p) }
-
-// Policy returns the policy in force.
-func (r *Reconciler) Policy() *config.Policy { return r.policy.Load() }
-
-// OnChange registers fn to be called with the new State after every pass.
-// fn runs on the reconciling goroutine and must not call back into passes.
-func (r *Reconciler) OnChange(fn func(State)) {
-	r.stateMu.Lock()
-	r.listeners = append(r.listeners, fn)
-	r.stateMu.Unlock()
-}
-
-// State returns a copy of the last published state.
-func (r *Reconciler) State() State {
-	r.stateMu.RLock()
-	defer r.stateMu.RUnlock()
-	return r.state.clone()
+// Change tells listeners what a pass changed in the State.
+type Change struct {
+	Full    bool     // every device was looked at
+	Updated []string // devices added or updated, sorted
+	Removed []string // devices gone, sorted
 }
 
 // Report is what one pass did.
 type Report struct {
 	Started  time.Time
 	Finished time.Time
+	Scope    Scope
 	Actions  []Action
+	Read     int // devices read
 }
-
-// Failed reports whether any action failed.
-func (rep Report) Failed() bool { return rep.FailedCount() > 0 }
-
-// FailedCount counts failed actions.
-func (rep Report) FailedCount() int { return rep.Count(Failed) }
 
 // Count counts actions with status s.
 func (rep Report) Count(s Status) int {
@@ -126,222 +106,436 @@ func (rep Report) Count(s Status) int {
 	return n
 }
 
-// Summary is a one-line result for logs, STATUS= and D-Bus.
-func (rep Report) Summary() string {
-	if f := rep.FailedCount(); f > 0 {
-		var first string
-		for _, a := range rep.Actions {
-			if a.Status == Failed {
-				first = fmt.Sprintf("%s %s: %v", a.Target, a.What, a.Err)
-				break
-			}
+// Failed reports whether any action failed.
+func (rep Report) Failed() bool { return rep.Count(Failed) > 0 }
+
+// Failures returns the failed actions.
+func (rep Report) Failures() []Action {
+	var out []Action
+	for _, a := range rep.Actions {
+		if a.Status == Failed {
+			out = append(out, a)
 		}
-		return fmt.Sprintf("%d failed (first: %s)", f, first)
 	}
-	return "ok"
+	return out
 }
 
-// All reconciles the whole host.
-func (r *Reconciler) All(ctx context.Context) Report {
-	return r.pass(ctx, nil)
-}
-
-// Devices reconciles the named devices (and the host-wide parts, which are
-// cheap and depend on the device set). A named device that no longer exists
-// is dropped from the state.
-func (r *Reconciler) Devices(ctx context.Context, names ...string) Report {
-	if len(names) == 0 {
-		return r.All(ctx)
+// Find returns the action of kind on subject, if the pass has one.
+func (rep Report) Find(s Subject, k Kind) (Action, bool) {
+	for _, a := range rep.Actions {
+		if a.Subject == s && a.Kind == k {
+			return a, true
+		}
 	}
-	return r.pass(ctx, names)
+	return Action{}, false
 }
 
-func (r *Reconciler) pass(ctx context.Context, only []string) Report {
+// Options configures a Reconciler.
+type Options struct {
+	Host *host.Host
+	Log  *slog.Logger
+	// Early parts run before devices are read: they may create devices
+	// (soft RDMA links), which the same pass then configures.
+	Early []HostPart
+	// HostParts run after devices are read and before device parts.
+	HostParts   []HostPart
+	DeviceParts []DevicePart
+	// Detail is how much of each device is read: host.DetailFull when
+	// the state is published; otherwise each pass reads what its policy's
+	// selectors need (a one-shot run).
+	Detail host.Detail
+	// Workers bounds the devices read and configured at once (0: a
+	// default from the number of CPUs).
+	Workers int
+}
+
+// Reconciler runs passes one at a time and keeps the observed state.
+type Reconciler struct {
+	host        *host.Host
+	log         *slog.Logger
+	early       []HostPart
+	hostParts   []HostPart
+	deviceParts []DevicePart
+	detail      host.Detail
+	workers     int
+
+	mu sync.Mutex // serialises passes and port-state refreshes
+
+	stateMu   sync.RWMutex
+	devices   map[string]*DeviceState
+	names     []string // sorted keys of devices
+	modules   []string
+	hostActs  []Action
+	last      time.Time
+	listeners []func(Change)
+}
+
+// New returns a Reconciler that knows no device yet.
+func New(o Options) *Reconciler {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Workers <= 0 {
+		o.Workers = min(16, max(2, 2*runtime.GOMAXPROCS(0)))
+	}
+	return &Reconciler{
+		host: o.Host, log: o.Log,
+		early: o.Early, hostParts: o.HostParts, deviceParts: o.DeviceParts,
+		detail: o.Detail, workers: o.Workers,
+		devices: map[string]*DeviceState{},
+	}
+}
+
+// OnChange registers fn to be called after every pass that changed the
+// state. fn runs on the reconciling goroutine, in pass order, and may read
+// the state but not start a pass.
+func (r *Reconciler) OnChange(fn func(Change)) {
+	r.stateMu.Lock()
+	r.listeners = append(r.listeners, fn)
+	r.stateMu.Unlock()
+}
+
+// Pass reconciles what scope names under pol.
+func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	pol := r.policy.Load()
-	rep := Report{Started: time.Now()}
+	if pol == nil {
+		pol = &config.Policy{}
+	}
+	rep := Report{Started: time.Now(), Scope: scope}
+	known := r.knownDevices()
 
+	var hostActs []Action
+	toRead := map[string][]int{}
+	for n, ports := range scope.Devices {
+		toRead[n] = ports
+	}
 	for _, p := range r.early {
-		rep.Actions = append(rep.Actions, p.Apply(ctx, pol, nil)...)
-	}
-
-	devs, err := r.host.Devices()
-	unreadable := map[string]string{}
-	if err != nil {
-		// Devices that did read are still configured. One that exists but
-		// cannot be read keeps its object, with the error, rather than
-		// disappearing from the bus as if unplugged.
-		rep.Actions = append(rep.Actions, Action{Target: "host", What: "read devices", Status: Failed, Err: err})
-		unreadable = r.unreadable(devs, err)
-	}
-	for _, p := range r.hostParts {
-		acts := p.Apply(ctx, pol, devs)
-		rep.Actions = append(rep.Actions, acts...)
-		if anyChanged(acts) {
-			// Loading modules can create configfs rdma_cm and new devices.
-			if fresh, err := r.host.Devices(); err == nil {
-				devs = fresh
-			}
+		res := p.Apply(ctx, &Pass{Policy: pol, Devices: known, Forced: scope.Forced})
+		hostActs = append(hostActs, res.Actions...)
+		for _, n := range res.Created {
+			toRead[n] = nil
 		}
 	}
 
-	selected := devs
-	if only != nil {
-		want := map[string]bool{}
-		for _, n := range only {
-			want[n] = true
-		}
-		selected = nil
-		for _, d := range devs {
-			if want[d.Name] {
-				selected = append(selected, d)
-			}
-		}
-	}
-	deviceActions := map[string][]Action{}
+	// Read what the scope names; everything else comes from the cache.
+	var names []string
 	gone := map[string]bool{}
-	for i := range selected {
-		if ctx.Err() != nil {
-			break
-		}
-		d := &selected[i]
-		var acts []Action
-		for _, p := range r.deviceParts {
-			acts = append(acts, p.Apply(ctx, pol, d)...)
-		}
-		if anyChanged(acts) {
-			if fresh, err := r.host.Device(d.Name); err == nil {
-				*d = fresh
-			} else if errors.Is(err, host.ErrNoDevice) {
-				// Unplugged, or re-registering after a change (an mlx4
-				// port type switch does that): not a failure; its add
-				// event brings the next pass.
+	if scope.Full {
+		listed, err := r.host.DeviceNames()
+		if err != nil {
+			hostActs = append(hostActs, Action{Subject: HostSubject(), Kind: KindRead, Status: Failed, Err: err})
+			for _, d := range known {
+				names = append(names, d.Name) // keep what we had
+			}
+		} else {
+			names = listed
+			for _, d := range known {
 				gone[d.Name] = true
 			}
+			for _, n := range listed {
+				delete(gone, n)
+			}
 		}
-		deviceActions[d.Name] = acts
-		rep.Actions = append(rep.Actions, acts...)
+	} else {
+		for n := range toRead {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+	}
+	reads := r.read(ctx, names, toRead, scope.Full, r.detailFor(pol))
+	rep.Read = len(reads)
+	working := map[string]*host.Device{}
+	readErrs := map[string]error{}
+	for _, rd := range reads {
+		switch {
+		case rd.err == nil:
+			d := rd.dev
+			working[d.Name] = &d
+		case errors.Is(rd.err, host.ErrNoDevice):
+			gone[rd.name] = true
+		default:
+			readErrs[rd.name] = rd.err
+		}
+	}
+
+	all := r.mergeKnown(known, working, gone)
+	hostPass := &Pass{Policy: pol, Devices: all, Forced: scope.Forced}
+	var modules []string
+	modulesKnown := false
+	for _, p := range r.hostParts {
+		res := p.Apply(ctx, hostPass)
+		hostActs = append(hostActs, res.Actions...)
+		if res.Modules != nil {
+			modules, modulesKnown = res.Modules, true
+		}
+	}
+
+	deviceActs := r.applyDevices(ctx, pol, working)
+	for name, acts := range deviceActs {
+		if r.mayHaveVanished(acts) && !r.host.Exists(path.Join(host.ClassInfiniband, name)) {
+			// Unplugged, or re-registering after a change (an mlx4 port
+			// type switch does that): not a failure; its add event
+			// brings the next pass.
+			gone[name] = true
+			delete(working, name)
+		}
+	}
+	rep.Actions = append(rep.Actions, hostActs...)
+	for _, n := range sortedNames(working) {
+		rep.Actions = append(rep.Actions, deviceActs[n]...)
 	}
 	rep.Finished = time.Now()
-	if len(gone) > 0 {
-		devs, selected = without(devs, gone), without(selected, gone)
-	}
-	r.publish(pol, devs, selected, only != nil, deviceActions, unreadable, rep)
+	change := r.commit(pol, working, deviceActs, readErrs, gone, hostActs, modules, modulesKnown, scope.Full, rep.Finished)
 	r.logReport(rep)
+	r.notify(change)
 	return rep
 }
 
-// unreadable names the devices that exist but did not read.
-func (r *Reconciler) unreadable(read []host.Device, err error) map[string]string {
-	out := map[string]string{}
-	names, lerr := r.host.DeviceNames()
-	if lerr != nil {
-		return out
-	}
-	got := map[string]bool{}
-	for _, d := range read {
-		got[d.Name] = true
-	}
-	for _, n := range names {
-		if !got[n] {
-			out[n] = fmt.Sprintf("cannot read the device: %v", err)
-		}
+// knownDevices returns the cached devices, sorted by name. The pointers
+// reach into the published states, which a commit replaces rather than
+// changes, so they stay valid and unchanged for the whole pass.
+func (r *Reconciler) knownDevices() []*host.Device {
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	out := make([]*host.Device, len(r.names))
+	for i, n := range r.names {
+		out[i] = &r.devices[n].Device
 	}
 	return out
 }
 
-func without(devs []host.Device, gone map[string]bool) []host.Device {
-	var out []host.Device
-	for _, d := range devs {
-		if !gone[d.Name] {
+// mergeKnown is the device list host parts see: fresh reads where there
+// are some, the cache elsewhere, without the devices that are gone. known
+// is sorted by name and so is the result. Its cost is a copy of pointers
+// plus a binary search per fresh device, so a one-device pass stays cheap
+// on a host with a thousand.
+func (r *Reconciler) mergeKnown(known []*host.Device, fresh map[string]*host.Device, gone map[string]bool) []*host.Device {
+	out := append(make([]*host.Device, 0, len(known)+len(fresh)), known...)
+	added := false
+	for name, d := range fresh {
+		if i, found := sort.Find(len(known), func(i int) int { return strings.Compare(name, out[i].Name) }); found {
+			out[i] = d
+		} else {
 			out = append(out, d)
+			added = true
 		}
+	}
+	if len(gone) > 0 {
+		out = slices.DeleteFunc(out, func(d *host.Device) bool { return gone[d.Name] })
+	}
+	if added {
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	}
 	return out
 }
 
-func anyChanged(acts []Action) bool {
+type readResult struct {
+	name string
+	dev  host.Device
+	err  error
+}
+
+// read reads the named devices in parallel. A device with a port list and
+// a cached copy has only those ports read again.
+func (r *Reconciler) read(ctx context.Context, names []string, ports map[string][]int, full bool, detail host.Detail) []readResult {
+	out := make([]readResult, len(names))
+	r.forEach(ctx, len(names), func(i int) {
+		n := names[i]
+		out[i].name = n
+		if pl := ports[n]; !full && pl != nil {
+			if d, ok := r.cachedDevice(n); ok {
+				out[i].dev, out[i].err = r.refreshPorts(d, pl)
+				return
+			}
+		}
+		out[i].dev, out[i].err = r.host.ReadDevice(n, detail)
+	})
+	return out
+}
+
+func (r *Reconciler) cachedDevice(name string) (host.Device, bool) {
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	ds, ok := r.devices[name]
+	if !ok || ds.ReadError != nil {
+		return host.Device{}, false
+	}
+	return ds.Device.Clone(), true
+}
+
+// detailFor is what a pass under pol reads of each device: everything
+// when the state is published, else what pol's selectors match on.
+func (r *Reconciler) detailFor(pol *config.Policy) host.Detail {
+	d := r.detail
+	if d&host.ReadPublished != 0 {
+		return d
+	}
+	var sels []config.Selector
+	for _, rule := range pol.RoCE {
+		sels = append(sels, rule.Selector)
+	}
+	for _, rule := range pol.VPI {
+		sels = append(sels, rule.Selector)
+	}
+	for _, s := range sels {
+		if s.GUID != "" {
+			d |= host.ReadGUID
+		}
+		if s.Netdev != "" {
+			d |= host.ReadNetdevs
+		}
+	}
+	return d
+}
+
+// refreshPorts re-reads some ports of a known device; a port it does not
+// know means the device changed shape, so it is read whole.
+func (r *Reconciler) refreshPorts(d host.Device, ports []int) (host.Device, error) {
+	for _, n := range ports {
+		p := d.Port(n)
+		if p == nil {
+			return r.host.ReadDevice(d.Name, r.detail)
+		}
+		fresh, err := r.host.ReadPort(d.Name, n, r.detail)
+		if err != nil {
+			return host.Device{}, err
+		}
+		fresh.GIDTypes, fresh.Netdevs = p.GIDTypes, p.Netdevs // not re-scanned for a port call
+		*p = fresh
+	}
+	return d, nil
+}
+
+// applyDevices runs the device parts on every device read in this pass.
+func (r *Reconciler) applyDevices(ctx context.Context, pol *config.Policy, working map[string]*host.Device) map[string][]Action {
+	names := sortedNames(working)
+	acts := make([][]Action, len(names))
+	r.forEach(ctx, len(names), func(i int) {
+		d := working[names[i]]
+		for _, p := range r.deviceParts {
+			acts[i] = append(acts[i], p.Apply(ctx, pol, d)...)
+		}
+	})
+	out := make(map[string][]Action, len(names))
+	for i, n := range names {
+		out[n] = acts[i]
+	}
+	return out
+}
+
+// mayHaveVanished reports whether a device's actions give a reason to look
+// whether it is still there: a failure for lack of the device, or a change
+// a part says re-registers it.
+func (r *Reconciler) mayHaveVanished(acts []Action) bool {
 	for _, a := range acts {
-		if a.Status == Changed {
+		if a.Status == Failed && host.IsNoDevice(a.Err) {
 			return true
+		}
+		if a.Status != Changed {
+			continue
+		}
+		for _, p := range r.deviceParts {
+			if rr, ok := p.(Reregisterer); ok && rr.Reregisters(a) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// publish builds the new State. For a partial pass, devices not selected
-// keep their last results but are refreshed from devs (so a vanished device
-// disappears from the state either way).
-func (r *Reconciler) publish(pol *config.Policy, all, selected []host.Device, partial bool, acts map[string][]Action, unreadable map[string]string, rep Report) {
-	r.stateMu.Lock()
-	prev := r.state
-	fresh := map[string]host.Device{}
-	for _, d := range all {
-		fresh[d.Name] = d
-	}
-	for _, d := range selected {
-		fresh[d.Name] = d // post-apply observation wins
-	}
-	next := State{LastReconcile: rep.Finished, Actions: rep.Actions}
-	for _, a := range rep.Actions {
-		if a.Target == "modules" && (a.Status == Changed || a.Status == Unchanged) && a.What == "load" {
-			next.Modules = append(next.Modules, strings.Fields(a.To)...)
+// forEach calls fn(0..n-1) on up to r.workers goroutines, which take
+// indexes from a shared counter; it stops handing out work when ctx ends.
+func (r *Reconciler) forEach(ctx context.Context, n int, fn func(i int)) {
+	workers := min(r.workers, n)
+	if workers <= 1 {
+		for i := 0; i < n && ctx.Err() == nil; i++ {
+			fn(i)
 		}
+		return
 	}
-	if len(next.Modules) == 0 && partial {
-		next.Modules = prev.Modules
-	}
-	for n := range unreadable {
-		fresh[n] = host.Device{Name: n} // placeholder; replaced below
-	}
-	names := make([]string, 0, len(fresh))
-	for n := range fresh {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		d := fresh[n]
-		devActs, reconciled := acts[n]
-		if !reconciled {
-			if old := prev.Device(n); old != nil {
-				next.Devices = append(next.Devices, refresh(*old, d, pol))
-				continue
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
 			}
-		}
-		next.Devices = append(next.Devices, buildDeviceState(d, pol, devActs))
+		}()
 	}
-	for n, msg := range unreadable {
-		ds := DeviceState{Device: host.Device{Name: n}}
-		if old := prev.Device(n); old != nil {
-			ds = *old
-		}
-		ds.Error = msg
-		next.replace(n, ds)
-	}
-	next.LastResult = summarize(next, rep)
-	r.state = next
-	listeners := append([]func(State){}, r.listeners...)
-	snapshot := next.clone()
-	r.stateMu.Unlock()
-	for _, fn := range listeners {
-		fn(snapshot)
-	}
+	wg.Wait()
 }
 
-// refresh keeps the errors of an unreconciled device but takes its new
-// observed values.
-func refresh(old DeviceState, d host.Device, pol *config.Policy) DeviceState {
-	ds := buildDeviceState(d, pol, nil)
-	ds.Error = old.Error
-	for i := range ds.Ports {
-		for _, op := range old.Ports {
-			if op.Number == ds.Ports[i].Number {
-				ds.Ports[i].Error = op.Error
-			}
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// commit puts the pass's observations and results into the state.
+func (r *Reconciler) commit(pol *config.Policy, working map[string]*host.Device, acts map[string][]Action,
+	readErrs map[string]error, gone map[string]bool, hostActs []Action, modules []string, modulesKnown, full bool, at time.Time) Change {
+	r.stateMu.Lock()
+	defer r.stateMu.Unlock()
+	ch := Change{Full: full}
+	added := false
+	for n := range gone {
+		if _, ok := r.devices[n]; ok {
+			delete(r.devices, n)
+			ch.Removed = append(ch.Removed, n)
 		}
 	}
-	return ds
+	for n, d := range working {
+		if _, ok := r.devices[n]; !ok {
+			added = true
+		}
+		ds := BuildDeviceState(*d, pol, acts[n])
+		r.devices[n] = &ds
+		ch.Updated = append(ch.Updated, n)
+	}
+	for n, err := range readErrs {
+		ds, ok := r.devices[n]
+		if !ok {
+			ds = &DeviceState{Device: host.Device{Name: n}}
+			r.devices[n] = ds
+			added = true
+		} else {
+			c := *ds
+			ds = &c
+			r.devices[n] = ds
+		}
+		ds.ReadError = err
+		ch.Updated = append(ch.Updated, n)
+	}
+	if added || len(ch.Removed) > 0 {
+		r.names = sortedNames(r.devices)
+	}
+	if modulesKnown {
+		r.modules = modules
+	}
+	r.hostActs = hostActs
+	r.last = at
+	sort.Strings(ch.Updated)
+	sort.Strings(ch.Removed)
+	return ch
+}
+
+func (r *Reconciler) notify(ch Change) {
+	r.stateMu.RLock()
+	ls := append([]func(Change){}, r.listeners...)
+	r.stateMu.RUnlock()
+	for _, fn := range ls {
+		fn(ch)
+	}
 }
 
 // TargetOf returns the identity a selector matches for a device.
@@ -349,112 +543,196 @@ func TargetOf(d *host.Device) config.Target {
 	return config.Target{Name: d.Name, NodeGUID: d.NodeGUID, PCI: d.PCIAddress, Driver: d.Driver, Netdevs: d.Netdevs}
 }
 
-func buildDeviceState(d host.Device, pol *config.Policy, acts []Action) DeviceState {
-	ds := DeviceState{Device: d, Transports: d.Transports()}
+// BuildDeviceState is a device as published after a pass over it: its
+// observed values, what the policy declares for each port, and the
+// failures of the pass, placed on the port or the device by their subject.
+func BuildDeviceState(d host.Device, pol *config.Policy, acts []Action) DeviceState {
+	ds := DeviceState{Device: d, Transports: d.Transports(), Actions: acts}
 	t := TargetOf(&d)
-	var devErrs []string
-	portErrs := map[int][]string{}
+	portFailures := map[int][]Action{}
 	for _, a := range acts {
 		if a.Status != Failed {
 			continue
 		}
-		msg := fmt.Sprintf("%s: %v", a.What, a.Err)
-		if dev, port, ok := splitPortTarget(a.Target); ok && dev == d.Name {
-			portErrs[port] = append(portErrs[port], msg)
+		if a.Subject.Kind == SubjectPort && a.Subject.Device == d.Name {
+			portFailures[a.Subject.Port] = append(portFailures[a.Subject.Port], a)
 		} else {
-			devErrs = append(devErrs, msg)
+			ds.Failures = append(ds.Failures, a)
 		}
 	}
-	ds.Error = strings.Join(devErrs, "; ")
-	for _, p := range d.Ports {
-		ps := PortState{Port: p, Transport: d.PortTransport(&p)}
+	for i := range d.Ports {
+		p := &d.Ports[i]
+		ps := PortState{Port: *p, Transport: d.PortTransport(p), Failures: portFailures[p.Number]}
 		if pol != nil {
 			ps.Desired = pol.RoCEFor(t, p.Number)
 			ps.VPIType, _ = pol.VPIFor(t, p.Number)
 		}
-		ps.Error = strings.Join(portErrs[p.Number], "; ")
 		ds.Ports = append(ds.Ports, ps)
 	}
 	return ds
-}
-
-// PortTarget names a port in actions: "mlx5_0/1".
-func PortTarget(dev string, port int) string { return dev + "/" + strconv.Itoa(port) }
-
-func splitPortTarget(s string) (string, int, bool) {
-	i := strings.LastIndexByte(s, '/')
-	if i < 0 {
-		return "", 0, false
-	}
-	n, err := strconv.Atoi(s[i+1:])
-	if err != nil {
-		return "", 0, false
-	}
-	return s[:i], n, true
 }
 
 func (r *Reconciler) logReport(rep Report) {
 	for _, a := range rep.Actions {
 		switch a.Status {
 		case Changed:
-			r.log.Info("applied", "target", a.Target, "what", a.What, "from", a.From, "to", a.To, "source", a.Source)
+			r.log.Info("applied", "subject", a.Subject.String(), "what", string(a.Kind), "from", a.From, "to", a.To, "source", a.Source)
 		case Failed:
-			r.log.Error("failed", "target", a.Target, "what", a.What, "value", a.To, "source", a.Source, "err", a.Err)
+			r.log.Error("failed", "subject", a.Subject.String(), "what", string(a.Kind), "value", a.To, "source", a.Source, "err", a.Err)
 		}
 	}
-	r.log.Debug("reconciled", "changed", rep.Count(Changed), "failed", rep.FailedCount(), "took", rep.Finished.Sub(rep.Started))
+	r.log.Debug("reconciled", "full", rep.Scope.Full, "read", rep.Read, "changed", rep.Count(Changed),
+		"failed", rep.Count(Failed), "took", rep.Finished.Sub(rep.Started))
 }
 
-// replace puts ds in place of the device named n.
-func (s *State) replace(n string, ds DeviceState) {
-	for i := range s.Devices {
-		if s.Devices[i].Name == n {
-			s.Devices[i] = ds
-			return
-		}
+// Snapshot returns a copy of the whole state.
+func (r *Reconciler) Snapshot() State {
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	st := State{
+		Modules:       append([]string(nil), r.modules...),
+		LastReconcile: r.last,
+		HostActions:   append([]Action(nil), r.hostActs...),
+		Devices:       make([]DeviceState, 0, len(r.names)),
 	}
+	for _, n := range r.names {
+		st.Devices = append(st.Devices, cloneDeviceState(r.devices[n]))
+	}
+	return st
 }
 
-// summarize is LastResult: every failure still standing, not only this
-// pass's, so a pass over one device never hides another device's error.
-func summarize(st State, rep Report) string {
-	var failures []string
-	for _, a := range rep.Actions {
-		if a.Status != Failed {
-			continue
-		}
-		if _, _, isPort := splitPortTarget(a.Target); isPort || st.Device(a.Target) != nil {
-			continue // counted from the device state below
-		}
-		failures = append(failures, fmt.Sprintf("%s %s: %v", a.Target, a.What, a.Err))
+// Summary is the state's Manager-level facts without copying devices.
+type Summary struct {
+	Devices       []string // sorted
+	Modules       []string
+	LastReconcile time.Time
+	Failures      []Action // every failure still standing
+}
+
+// Summary returns the host-level view of the state.
+func (r *Reconciler) Summary() Summary {
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	s := Summary{
+		Devices:       append([]string(nil), r.names...),
+		Modules:       append([]string(nil), r.modules...),
+		LastReconcile: r.last,
 	}
-	for _, d := range st.Devices {
-		if d.Error != "" {
-			failures = append(failures, d.Name+": "+d.Error)
+	for _, a := range r.hostActs {
+		if a.Status == Failed {
+			s.Failures = append(s.Failures, a)
 		}
-		for _, p := range d.Ports {
-			if p.Error != "" {
-				failures = append(failures, PortTarget(d.Name, p.Number)+" "+p.Error)
+	}
+	for _, n := range r.names {
+		ds := r.devices[n]
+		if ds.ReadError != nil {
+			s.Failures = append(s.Failures, Action{Subject: DeviceSubject(n), Kind: KindRead, Status: Failed, Err: ds.ReadError})
+		}
+		s.Failures = append(s.Failures, ds.Failures...)
+		for _, p := range ds.Ports {
+			s.Failures = append(s.Failures, p.Failures...)
+		}
+	}
+	return s
+}
+
+// DeviceStates returns copies of the named devices' states; names that are
+// not known are skipped.
+func (r *Reconciler) DeviceStates(names []string) []DeviceState {
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	out := make([]DeviceState, 0, len(names))
+	for _, n := range names {
+		if ds, ok := r.devices[n]; ok {
+			out = append(out, cloneDeviceState(ds))
+		}
+	}
+	return out
+}
+
+// Device returns a copy of one device's observed values.
+func (r *Reconciler) Device(name string) (host.Device, bool) {
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	ds, ok := r.devices[name]
+	if !ok {
+		return host.Device{}, false
+	}
+	return ds.Device.Clone(), true
+}
+
+// DevicesOnNetdev names the known devices attached to a netdev.
+func (r *Reconciler) DevicesOnNetdev(netdev string) []string {
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	var out []string
+	for _, n := range r.names {
+		for _, nd := range r.devices[n].Netdevs {
+			if nd == netdev {
+				out = append(out, n)
+				break
 			}
 		}
 	}
-	if len(failures) == 0 {
-		return "ok"
-	}
-	return fmt.Sprintf("%d failed (first: %s)", len(failures), failures[0])
+	return out
 }
 
-func (s State) clone() State {
-	c := s
-	c.Modules = append([]string(nil), s.Modules...)
-	c.Actions = append([]Action(nil), s.Actions...)
-	c.Devices = make([]DeviceState, len(s.Devices))
-	for i, d := range s.Devices {
-		dc := d
-		dc.Ports = append([]PortState(nil), d.Ports...)
-		dc.Device.Ports = append([]host.Port(nil), d.Device.Ports...)
-		dc.Netdevs = append([]string(nil), d.Netdevs...)
-		c.Devices[i] = dc
+func cloneDeviceState(ds *DeviceState) DeviceState {
+	c := *ds
+	c.Device = ds.Device.Clone()
+	c.Transports = append([]host.Transport(nil), ds.Transports...)
+	c.Failures = append([]Action(nil), ds.Failures...)
+	c.Actions = append([]Action(nil), ds.Actions...)
+	c.Ports = make([]PortState, len(ds.Ports))
+	for i, p := range ds.Ports {
+		p.GIDTypes = append([]string(nil), p.GIDTypes...)
+		p.Netdevs = append([]string(nil), p.Netdevs...)
+		p.Failures = append([]Action(nil), p.Failures...)
+		c.Ports[i] = p
 	}
 	return c
+}
+
+// RefreshPortStates re-reads the state and physical state of the ports
+// keep selects (InfiniBand and OPA ports, whose state changes raise no
+// event), and publishes the devices where either changed.
+func (r *Reconciler) RefreshPortStates(ctx context.Context, keep func(d *host.Device, p *host.Port) bool) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	known := r.knownDevices()
+	changed := make([]bool, len(known))
+	fresh := make([]host.Device, len(known))
+	r.forEach(ctx, len(known), func(i int) {
+		d := known[i].Clone()
+		for j := range d.Ports {
+			if keep(&d, &d.Ports[j]) && r.host.RefreshPortState(d.Name, &d.Ports[j]) {
+				changed[i] = true
+			}
+		}
+		fresh[i] = d
+	})
+	var ch Change
+	r.stateMu.Lock()
+	for i, d := range fresh {
+		ds, ok := r.devices[d.Name]
+		if !changed[i] || !ok {
+			continue
+		}
+		c := cloneDeviceState(ds)
+		for j := range c.Ports {
+			if p := d.Port(c.Ports[j].Number); p != nil {
+				c.Ports[j].State, c.Ports[j].PhysState = p.State, p.PhysState
+				if cp := c.Device.Port(p.Number); cp != nil {
+					cp.State, cp.PhysState = p.State, p.PhysState
+				}
+			}
+		}
+		r.devices[d.Name] = &c
+		ch.Updated = append(ch.Updated, d.Name)
+	}
+	r.stateMu.Unlock()
+	if len(ch.Updated) > 0 {
+		r.notify(ch)
+	}
+	return ch.Updated
 }

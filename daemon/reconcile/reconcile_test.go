@@ -5,38 +5,20 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/memlock"
+	"github.com/rdmad/rdmad/daemon/modules"
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/daemon/service"
+	"github.com/rdmad/rdmad/daemon/roce"
 )
-
-// kernelLoader stands in for modprobe: it "loads" modules by listing them
-// in the fixture's proc/modules, as the kernel would.
-type kernelLoader struct {
-	root  string
-	calls int
-}
-
-func (l *kernelLoader) Load(_ context.Context, names []string) error {
-	l.calls++
-	f, err := os.OpenFile(filepath.Join(l.root, "proc/modules"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	for _, n := range names {
-		if _, err := f.WriteString(n + " 16384 0 - Live 0x0\n"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 var quiet = slog.New(slog.DiscardHandler)
 
@@ -54,117 +36,210 @@ func demoPolicy() *config.Policy {
 	}
 }
 
-func newRec(t *testing.T, k *hosttest.Kernel) (*reconcile.Reconciler, *kernelLoader) {
-	l := &kernelLoader{root: k.Root}
-	r := service.NewReconciler(k.Host(), service.Kernel{Modules: l}, quiet)
-	r.SetPolicy(demoPolicy())
-	return r, l
+// countingIO counts attribute reads through the kernel-like fixture IO.
+type countingIO struct {
+	*hosttest.Kernel
+	reads atomic.Int64
+}
+
+func (c *countingIO) ReadAttr(name string) ([]byte, error) {
+	c.reads.Add(1)
+	return c.Kernel.ReadAttr(name)
+}
+
+type env struct {
+	root   string
+	k      *hosttest.Kernel
+	io     *countingIO
+	loader *hosttest.Modprobe
+	r      *reconcile.Reconciler
+	pol    *config.Policy
+}
+
+// newEnv is the daemon's reconciler (full reads, the parts rdmad runs
+// without netlink) on a copy of the demo host.
+func newEnv(t testing.TB) *env {
+	root := hosttest.Copy(t, "demo")
+	k := hosttest.NewKernel(root)
+	e := &env{root: root, k: k, io: &countingIO{Kernel: k}, loader: &hosttest.Modprobe{Root: root}, pol: demoPolicy()}
+	h := host.NewWithIO(root, e.io)
+	e.r = reconcile.New(reconcile.Options{
+		Host:        h,
+		Log:         quiet,
+		HostParts:   []reconcile.HostPart{&modules.Part{Host: h, Loader: e.loader}, &memlock.Part{Host: h}},
+		DeviceParts: []reconcile.DevicePart{&roce.Part{Host: h, Loader: e.loader}},
+		Detail:      host.DetailFull,
+	})
+	return e
+}
+
+func (e *env) full() reconcile.Report {
+	return e.r.Pass(context.Background(), e.pol, reconcile.Scope{Full: true})
+}
+
+func (e *env) devices(names ...string) reconcile.Report {
+	sc := reconcile.Scope{Devices: map[string][]int{}}
+	for _, n := range names {
+		sc.Devices[n] = nil
+	}
+	return e.r.Pass(context.Background(), e.pol, sc)
 }
 
 func TestFullPassThenIdempotent(t *testing.T) {
-	root := hosttest.Copy(t, "demo")
-	k := hosttest.NewKernel(root)
-	k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
-	r, loader := newRec(t, k)
-	var published []reconcile.State
-	r.OnChange(func(s reconcile.State) { published = append(published, s) })
+	e := newEnv(t)
+	e.k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
+	var changes []reconcile.Change
+	e.r.OnChange(func(c reconcile.Change) { changes = append(changes, c) })
 
-	rep := r.All(context.Background())
-	if !rep.Failed() || rep.FailedCount() != 1 {
-		t.Fatalf("want exactly the rxe0 mode failure, got %s", rep.Summary())
+	rep := e.full()
+	if f := rep.Failures(); len(f) != 1 || f[0].Subject != reconcile.PortSubject("rxe0", 1) || f[0].Kind != roce.Mode {
+		t.Fatalf("want exactly the rxe0 mode failure, got %v", f)
 	}
-	if loader.calls != 1 {
-		t.Errorf("modprobe calls = %d, want 1 batch", loader.calls)
+	if n := len(e.loader.Calls()); n != 1 {
+		t.Errorf("modprobe calls = %d, want 1 batch", n)
 	}
-	st := r.State()
-	if len(published) != 1 || len(st.Devices) != 4 {
-		t.Fatalf("published %d states, %d devices", len(published), len(st.Devices))
+	st := e.r.Snapshot()
+	if len(changes) != 1 || !changes[0].Full || len(changes[0].Updated) != 4 || len(st.Devices) != 4 {
+		t.Fatalf("changes %+v, %d devices", changes, len(st.Devices))
 	}
 	rxe := st.Device("rxe0")
-	if rxe == nil || !strings.Contains(rxe.Ports[0].Error, "does not support") || rxe.Ports[0].RoCETOS != 106 {
+	if rxe == nil || len(rxe.Ports[0].Failures) != 1 || !strings.Contains(rxe.Ports[0].Failures[0].Err.Error(), "does not support") || rxe.Ports[0].RoCETOS != 106 {
 		t.Errorf("rxe0 port state = %+v", rxe.Ports[0])
 	}
 	mlx := st.Device("mlx5_0")
-	if mlx.Ports[0].RoCEMode != "IB/RoCE v1" || mlx.Ports[0].Desired.Mode != config.RoCEv1 || mlx.Ports[0].Error != "" {
+	if mlx.Ports[0].RoCEMode != "IB/RoCE v1" || mlx.Ports[0].Desired.Mode != config.RoCEv1 || len(mlx.Ports[0].Failures) != 0 {
 		t.Errorf("mlx5_0 port = %+v", mlx.Ports[0])
 	}
 	ib := st.Device("mlx4_0").Ports[0]
 	if ib.Transport != host.TransportInfiniBand || ib.RoCEMode != "IB/RoCE v1" || ib.RoCETOS != 0 {
 		t.Errorf("IB port touched or misread: %+v", ib)
 	}
-	if !strings.Contains(st.LastResult, "rxe0/1") {
-		t.Errorf("LastResult = %q", st.LastResult)
+	if got := reconcile.Summarize(e.r.Summary().Failures); !strings.Contains(got, "rxe0/1") {
+		t.Errorf("summary = %q", got)
+	}
+	if !reflect.DeepEqual(st.Modules, e.loader.Calls()[0]) {
+		t.Errorf("modules %q, loaded %q", st.Modules, e.loader.Calls()[0])
 	}
 
-	writes := k.WriteCount()
-	rep = r.All(context.Background())
+	writes := e.k.WriteCount()
+	rep = e.full()
 	if rep.Count(reconcile.Changed) != 0 {
 		t.Errorf("second pass changed: %+v", rep.Actions)
 	}
 	// Only the refused write is retried: the kernel may accept it after a change elsewhere.
-	for _, w := range k.Writes[writes:] {
+	for _, w := range e.k.Writes[writes:] {
 		if !strings.Contains(w, "rxe0/ports/1/default_roce_mode") {
 			t.Errorf("second pass wrote %s", w)
 		}
 	}
 }
 
-func TestDevicePassFollowsArrivalAndRemoval(t *testing.T) {
-	root := hosttest.Copy(t, "demo")
-	k := hosttest.NewKernel(root)
-	r, _ := newRec(t, k)
-	r.All(context.Background())
+// A device pass reads that device only, however many others there are,
+// and leaves their published state as it was.
+func TestDevicePassReadsOnlyItsDevice(t *testing.T) {
+	e := newEnv(t)
+	e.full()
+	before := e.r.DeviceStates([]string{"mlx4_0"})
+	var changes []reconcile.Change
+	e.r.OnChange(func(c reconcile.Change) { changes = append(changes, c) })
 
-	// mlx5_1 leaves (hot unplug): its object goes, the others keep their state.
-	if err := os.Remove(filepath.Join(root, host.ClassInfiniband, "mlx5_1")); err != nil {
-		t.Fatal(err)
+	e.io.reads.Store(0)
+	alone := e.devices("mlx5_1")
+	readsOne := e.io.reads.Load()
+	if alone.Read != 1 {
+		t.Errorf("pass read %d devices", alone.Read)
 	}
-	r.Devices(context.Background(), "mlx5_1")
-	st := r.State()
-	if st.Device("mlx5_1") != nil || st.Device("mlx5_0") == nil || len(st.Devices) != 3 {
-		t.Fatalf("after removal: %d devices", len(st.Devices))
+	if after := e.r.DeviceStates([]string{"mlx4_0"}); !reflect.DeepEqual(before, after) {
+		t.Errorf("mlx4_0 changed by a pass over mlx5_1")
 	}
-
-	// It comes back with kernel defaults (configfs is reset): the policy is reapplied.
-	if err := os.Symlink("../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.1/infiniband/mlx5_1", filepath.Join(root, host.ClassInfiniband, "mlx5_1")); err != nil {
-		t.Fatal(err)
+	e.io.reads.Store(0)
+	e.full()
+	readsAll := e.io.reads.Load()
+	if readsOne*3 > readsAll {
+		t.Errorf("a one-device pass read %d attributes, a full pass %d: the device pass reads more than its device", readsOne, readsAll)
 	}
-	if err := os.RemoveAll(filepath.Join(root, host.ConfigfsRdmaCM, "mlx5_1")); err != nil {
-		t.Fatal(err)
-	}
-	rep := r.Devices(context.Background(), "mlx5_1")
-	if rep.Failed() {
-		t.Fatal(rep.Summary())
-	}
-	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_1", 1, "default_roce_tos")); got != "106" {
-		t.Errorf("tos after re-arrival = %q", got)
-	}
-	if got := r.State().Device("mlx5_1").Ports[0].RoCEMode; got != "IB/RoCE v1" {
-		t.Errorf("state mode after re-arrival = %q", got)
+	if len(changes) < 1 || changes[0].Full || !reflect.DeepEqual(changes[0].Updated, []string{"mlx5_1"}) {
+		t.Errorf("change of the device pass = %+v", changes[0])
 	}
 }
 
-func TestPartialPassKeepsOtherDevicesErrors(t *testing.T) {
-	root := hosttest.Copy(t, "demo")
-	k := hosttest.NewKernel(root)
-	k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
-	r, _ := newRec(t, k)
-	r.All(context.Background())
-	r.Devices(context.Background(), "mlx5_0")
-	if e := r.State().Device("rxe0").Ports[0].Error; e == "" {
-		t.Error("rxe0's error was lost by a pass over mlx5_0")
+// A port-scoped pass (a D-Bus call on one port) re-reads that port.
+func TestPortPassReadsThePort(t *testing.T) {
+	e := newEnv(t)
+	e.full()
+	// Someone changes the TOS behind rdmad's back; a pass over that port
+	// sees it and puts it back.
+	hosttest.Write(t, e.root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos"), "5\n")
+	rep := e.r.Pass(context.Background(), e.pol, reconcile.Scope{Devices: map[string][]int{"mlx5_0": {1}}})
+	a, ok := rep.Find(reconcile.PortSubject("mlx5_0", 1), roce.TOS)
+	if !ok || a.Status != reconcile.Changed || a.From != "5" || a.To != "106" {
+		t.Fatalf("tos action = %+v, %v", a, ok)
+	}
+	d, _ := e.r.Device("mlx5_0")
+	if d.Ports[0].RoCETOS != 106 || len(d.Ports[0].GIDTypes) == 0 || d.FWVersion == "" {
+		t.Errorf("device after a port pass = %+v", d)
+	}
+}
+
+func TestDevicePassFollowsArrivalAndRemoval(t *testing.T) {
+	e := newEnv(t)
+	e.full()
+	var changes []reconcile.Change
+	e.r.OnChange(func(c reconcile.Change) { changes = append(changes, c) })
+
+	// mlx5_1 leaves (hot unplug): its object goes, the others keep their state.
+	if err := os.Remove(filepath.Join(e.root, host.ClassInfiniband, "mlx5_1")); err != nil {
+		t.Fatal(err)
+	}
+	e.devices("mlx5_1")
+	st := e.r.Snapshot()
+	if st.Device("mlx5_1") != nil || st.Device("mlx5_0") == nil || len(st.Devices) != 3 {
+		t.Fatalf("after removal: %d devices", len(st.Devices))
+	}
+	if len(changes) != 1 || !reflect.DeepEqual(changes[0].Removed, []string{"mlx5_1"}) {
+		t.Errorf("changes = %+v", changes)
+	}
+
+	// It comes back with kernel defaults (configfs is reset): the policy is reapplied.
+	if err := os.Symlink("../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.1/infiniband/mlx5_1", filepath.Join(e.root, host.ClassInfiniband, "mlx5_1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(e.root, host.ConfigfsRdmaCM, "mlx5_1")); err != nil {
+		t.Fatal(err)
+	}
+	rep := e.devices("mlx5_1")
+	if rep.Failed() {
+		t.Fatal(rep.Failures())
+	}
+	if got := hosttest.Read(t, e.root, host.ConfigfsPortPath("mlx5_1", 1, "default_roce_tos")); got != "106" {
+		t.Errorf("tos after re-arrival = %q", got)
+	}
+	if d, _ := e.r.Device("mlx5_1"); d.Ports[0].RoCEMode != "IB/RoCE v1" {
+		t.Errorf("state mode after re-arrival = %q", d.Ports[0].RoCEMode)
+	}
+}
+
+func TestPartialPassKeepsOtherDevicesFailures(t *testing.T) {
+	e := newEnv(t)
+	e.k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
+	e.full()
+	if rep := e.devices("mlx5_0"); rep.Failed() {
+		t.Fatalf("the mlx5_0 pass itself failed: %v", rep.Failures())
+	}
+	if f := e.r.DeviceStates([]string{"rxe0"})[0].Ports[0].Failures; len(f) != 1 {
+		t.Error("rxe0's failure was lost by a pass over mlx5_0")
+	}
+	if got := reconcile.Summarize(e.r.Summary().Failures); !strings.HasPrefix(got, "1 failed") || !strings.Contains(got, "rxe0/1") {
+		t.Errorf("summary after a clean pass over mlx5_0 = %q, want rxe0's failure still shown", got)
 	}
 }
 
 func BenchmarkFullPassDemoHost(b *testing.B) {
-	root := hosttest.Copy(b, "demo")
-	k := hosttest.NewKernel(root)
-	r := service.NewReconciler(k.Host(), service.Kernel{Modules: &kernelLoader{root: root}}, quiet)
-	r.SetPolicy(demoPolicy())
-	r.All(context.Background())
+	e := newEnv(b)
+	e.full()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		r.All(context.Background())
+		e.full()
 	}
 }
 
@@ -172,64 +247,72 @@ func BenchmarkFullPassDemoHost(b *testing.B) {
 // type switch does (the driver unregisters and re-adds the RDMA device).
 type reregisteringPart struct{ root string }
 
-func (reregisteringPart) Name() string { return "reregister" }
+func (reregisteringPart) Reregisters(a reconcile.Action) bool { return a.Kind == "vpi port type" }
+
 func (p reregisteringPart) Apply(_ context.Context, _ *config.Policy, d *host.Device) []reconcile.Action {
 	if d.Name != "mlx4_0" {
 		return nil
 	}
 	os.Remove(filepath.Join(p.root, host.ClassInfiniband, d.Name))
-	return []reconcile.Action{{Target: d.Name + "/1", What: "vpi port type", From: "ib", To: "eth", Status: reconcile.Changed}}
+	return []reconcile.Action{{Subject: reconcile.PortSubject(d.Name, 1), Kind: "vpi port type", From: "ib", To: "eth", Status: reconcile.Changed}}
 }
 
 func TestDeviceReregisteringAfterChangeIsNotAFailure(t *testing.T) {
 	root := hosttest.Copy(t, "demo")
 	r := reconcile.New(reconcile.Options{Host: host.New(root), Log: quiet, DeviceParts: []reconcile.DevicePart{reregisteringPart{root}}})
-	rep := r.All(context.Background())
+	rep := r.Pass(context.Background(), &config.Policy{}, reconcile.Scope{Full: true})
 	if rep.Failed() {
-		t.Errorf("re-registration reported as failure: %s", rep.Summary())
+		t.Errorf("re-registration reported as failure: %v", rep.Failures())
 	}
-	if st := r.State(); st.Device("mlx4_0") != nil || len(st.Devices) != 3 {
+	if st := r.Snapshot(); st.Device("mlx4_0") != nil || len(st.Devices) != 3 {
 		t.Errorf("state still shows the re-registering device: %d devices", len(st.Devices))
 	}
 }
 
-func TestLastResultKeepsOtherDevicesFailures(t *testing.T) {
-	root := hosttest.Copy(t, "demo")
-	k := hosttest.NewKernel(root)
-	k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
-	r, _ := newRec(t, k)
-	r.All(context.Background())
-	if rep := r.Devices(context.Background(), "mlx5_0"); rep.Failed() {
-		t.Fatalf("the mlx5_0 pass itself failed: %s", rep.Summary())
-	}
-	if got := r.State().LastResult; !strings.HasPrefix(got, "1 failed") || !strings.Contains(got, "rxe0/1") {
-		t.Errorf("LastResult after a clean pass over mlx5_0 = %q, want rxe0's failure still shown", got)
-	}
-}
-
 func TestUnreadableDeviceKeepsItsObject(t *testing.T) {
-	root := hosttest.Copy(t, "demo")
-	k := hosttest.NewKernel(root)
-	r, _ := newRec(t, k)
-	r.All(context.Background())
+	e := newEnv(t)
+	e.full()
 	// ports/ of mlx5_1 turns into something unreadable (EACCES, ENOTDIR...).
-	ports := filepath.Join(root, host.ClassInfiniband, "mlx5_1", "ports")
+	ports := filepath.Join(e.root, host.ClassInfiniband, "mlx5_1", "ports")
 	if err := os.RemoveAll(ports); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(ports, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rep := r.All(context.Background())
-	st := r.State()
+	e.full()
+	st := e.r.Snapshot()
 	d := st.Device("mlx5_1")
 	if d == nil {
 		t.Fatal("an existing but unreadable device vanished from the state")
 	}
-	if !strings.Contains(d.Error, "cannot read") || d.NodeGUID != "b859:9f03:00d4:2e7b" {
-		t.Errorf("kept device = error %q guid %q", d.Error, d.NodeGUID)
+	if d.ReadError == nil || d.NodeGUID != "b859:9f03:00d4:2e7b" {
+		t.Errorf("kept device = read error %v guid %q", d.ReadError, d.NodeGUID)
 	}
-	if !rep.Failed() || !strings.Contains(st.LastResult, "mlx5_1") || st.Device("mlx5_0") == nil {
-		t.Errorf("report %s / LastResult %q", rep.Summary(), st.LastResult)
+	if got := reconcile.Summarize(st.Failures()); !strings.Contains(got, "mlx5_1") || st.Device("mlx5_0") == nil {
+		t.Errorf("summary %q", got)
+	}
+}
+
+// The state of InfiniBand ports changes without an event: the periodic
+// refresh reads it and publishes only the devices that changed.
+func TestRefreshPortStates(t *testing.T) {
+	e := newEnv(t)
+	e.full()
+	var changes []reconcile.Change
+	e.r.OnChange(func(c reconcile.Change) { changes = append(changes, c) })
+	ib := func(d *host.Device, p *host.Port) bool { return d.PortTransport(p) == host.TransportInfiniBand }
+	if got := e.r.RefreshPortStates(context.Background(), ib); len(got) != 0 || len(changes) != 0 {
+		t.Fatalf("nothing changed, yet %v", got)
+	}
+	hosttest.Write(t, e.root, filepath.Join(host.ClassInfiniband, "mlx4_0", "ports", "1", "state"), "1: DOWN\n")
+	if got := e.r.RefreshPortStates(context.Background(), ib); !reflect.DeepEqual(got, []string{"mlx4_0"}) {
+		t.Fatalf("refreshed %v", got)
+	}
+	if st := e.r.DeviceStates([]string{"mlx4_0"})[0]; st.Ports[0].State != "DOWN" || st.Device.Ports[0].State != "DOWN" {
+		t.Errorf("state after refresh = %q / %q", st.Ports[0].State, st.Device.Ports[0].State)
+	}
+	if len(changes) != 1 || !reflect.DeepEqual(changes[0].Updated, []string{"mlx4_0"}) {
+		t.Errorf("changes %+v", changes)
 	}
 }

@@ -15,7 +15,7 @@ func WriteReport(w io.Writer, rep Report) {
 		switch a.Status {
 		case Changed:
 			detail = fmt.Sprintf("%s -> %s", quoteEmpty(a.From), quoteEmpty(a.To))
-		case Unchanged:
+		case Unchanged, Pending:
 			detail = quoteEmpty(a.To)
 		case Failed:
 			detail = fmt.Sprintf("%s: %v", quoteEmpty(a.To), a.Err)
@@ -28,7 +28,7 @@ func WriteReport(w io.Writer, rep Report) {
 		if a.Source != "" {
 			src = "(" + a.Source + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Status, a.Target, a.What, detail, src)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Status, a.Subject, a.Kind, detail, src)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d changed, %d unchanged, %d failed, %d not applicable (%s)\n",

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
@@ -16,6 +17,7 @@ const (
 	Changed                     // written and verified
 	Failed                      // the kernel refused or the write did not stick
 	NotApplicable               // declared, but does not apply (an InfiniBand port matched by a RoCE rule)
+	Pending                     // started and still running (modules loading in the background)
 )
 
 func (s Status) String() string {
@@ -28,28 +30,82 @@ func (s Status) String() string {
 		return "failed"
 	case NotApplicable:
 		return "not-applicable"
+	case Pending:
+		return "pending"
 	}
 	return fmt.Sprintf("status(%d)", int(s))
 }
 
-// Action is one thing reconcile looked at: a RoCE mode of a port, the module
+// SubjectKind says what an action is about.
+type SubjectKind uint8
+
+const (
+	SubjectHost   SubjectKind = iota // the host as a whole (modules, memlock, netns)
+	SubjectDevice                    // one RDMA device
+	SubjectPort                      // one port of one device
+	SubjectLink                      // one declared soft RDMA link
+)
+
+// Subject identifies what an action is about. Parts build subjects with
+// the constructors below; callers compare them as values, never by text.
+type Subject struct {
+	Kind   SubjectKind
+	Device string // SubjectDevice, SubjectPort
+	Port   int    // SubjectPort
+	Link   string // SubjectLink
+}
+
+// HostSubject is the host as a whole.
+func HostSubject() Subject { return Subject{Kind: SubjectHost} }
+
+// DeviceSubject is one RDMA device.
+func DeviceSubject(dev string) Subject { return Subject{Kind: SubjectDevice, Device: dev} }
+
+// PortSubject is one port of one device.
+func PortSubject(dev string, port int) Subject {
+	return Subject{Kind: SubjectPort, Device: dev, Port: port}
+}
+
+// LinkSubject is a declared soft RDMA link.
+func LinkSubject(name string) Subject { return Subject{Kind: SubjectLink, Link: name} }
+
+// String is the subject as reports and logs show it: "host", "mlx5_0",
+// "mlx5_0/1", "link rxe0".
+func (s Subject) String() string {
+	switch s.Kind {
+	case SubjectDevice:
+		return s.Device
+	case SubjectPort:
+		return s.Device + "/" + strconv.Itoa(s.Port)
+	case SubjectLink:
+		return "link " + s.Link
+	}
+	return "host"
+}
+
+// Kind is what an action does to its subject. Each part exports its kinds
+// (roce.Mode, modules.Load, links.Create, ...); the text is what reports
+// and logs show.
+type Kind string
+
+// Action is one thing a pass looked at: the RoCE mode of a port, the module
 // batch, the memlock file...
 type Action struct {
-	Target string // "mlx5_0/1", "mlx5_0", "modules", "memlock", "link rxe0", "netns"
-	What   string // "roce mode", "roce tos", "load", "limits.d", ...
-	From   string // observed value before ("" if none)
-	To     string // declared value
-	Status Status
-	Err    error  // set when Status == Failed
-	Source string // config file:line that declared it, when known
+	Subject Subject
+	Kind    Kind
+	From    string // observed value before ("" if none)
+	To      string // declared value
+	Status  Status
+	Err     error  // set when Status is Failed; the reason when NotApplicable
+	Source  string // config file:line that declared it, when known
 }
 
 func (a Action) String() string {
-	s := fmt.Sprintf("%-9s %s %s", a.Status, a.Target, a.What)
+	s := fmt.Sprintf("%-9s %s %s", a.Status, a.Subject, a.Kind)
 	switch a.Status {
 	case Changed:
 		s += fmt.Sprintf(": %q -> %q", a.From, a.To)
-	case Unchanged:
+	case Unchanged, Pending:
 		s += fmt.Sprintf(": %q", a.To)
 	case Failed:
 		s += fmt.Sprintf(": %q: %v", a.To, a.Err)
@@ -62,13 +118,13 @@ func (a Action) String() string {
 }
 
 // PortState is a port as the D-Bus view and rdmactl show it: observed values
-// after the last reconcile, what the policy declares, and the last error.
+// after the last reconcile, what the policy declares, and the last errors.
 type PortState struct {
 	host.Port
 	Transport host.Transport
 	Desired   config.RoCEDesired
 	VPIType   config.VPIType // declared mlx4 port type, "" if none
-	Error     string         // last error for this port, "" if none
+	Failures  []Action       // failed actions of the last pass over this port
 }
 
 // DeviceState is a device as the D-Bus view and rdmactl show it.
@@ -76,25 +132,72 @@ type DeviceState struct {
 	host.Device
 	Transports []host.Transport
 	Ports      []PortState
-	Error      string // last device-level error (configfs mkdir, vanished...), "" if none
+	Failures   []Action // failed device-level actions of the last pass over it
+	ReadError  error    // the device exists but did not read; its values are the last good ones
+	Actions    []Action // every action of the last pass over this device
 }
 
 // State is everything the daemon publishes: the last observed host plus the
 // results of the last reconcile of each part.
 type State struct {
 	Devices       []DeviceState // sorted by name
-	Modules       []string      // modules loaded (or already loaded) for the present devices
+	Modules       []string      // listed modules present for the present devices
 	LastReconcile time.Time
-	LastResult    string   // "ok", or a one-line summary of failures
-	Actions       []Action // of the last full or per-device pass
+	HostActions   []Action // the host-wide and link actions of the last pass
 }
 
 // Device returns the named device state, or nil.
-func (s State) Device(name string) *DeviceState {
+func (s *State) Device(name string) *DeviceState {
 	for i := range s.Devices {
 		if s.Devices[i].Name == name {
 			return &s.Devices[i]
 		}
 	}
 	return nil
+}
+
+// Failures lists every failure still standing: the last pass's host-wide
+// ones and each device's and port's from the last pass over it, so a pass
+// over one device never hides another device's error.
+func (s *State) Failures() []Action {
+	var out []Action
+	for _, a := range s.HostActions {
+		if a.Status == Failed {
+			out = append(out, a)
+		}
+	}
+	for i := range s.Devices {
+		d := &s.Devices[i]
+		if d.ReadError != nil {
+			out = append(out, Action{Subject: DeviceSubject(d.Name), Kind: KindRead, Status: Failed, Err: d.ReadError})
+		}
+		out = append(out, d.Failures...)
+		for _, p := range d.Ports {
+			out = append(out, p.Failures...)
+		}
+	}
+	return out
+}
+
+// KindRead is the reconciler's own action: reading the host.
+const KindRead Kind = "read"
+
+// Summarize is "ok" or a one-line account of failures for logs, STATUS=
+// and D-Bus.
+func Summarize(failures []Action) string {
+	if len(failures) == 0 {
+		return "ok"
+	}
+	a := failures[0]
+	return fmt.Sprintf("%d failed (first: %s %s: %v)", len(failures), a.Subject, a.Kind, a.Err)
+}
+
+// Actions returns every action of the state: host-wide ones, then each
+// device's, in device order.
+func (s *State) Actions() []Action {
+	out := append([]Action(nil), s.HostActions...)
+	for i := range s.Devices {
+		out = append(out, s.Devices[i].Actions...)
+	}
+	return out
 }

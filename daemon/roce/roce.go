@@ -12,20 +12,41 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/modules"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
+
+// Kinds of the actions this part reports.
+const (
+	Mode     reconcile.Kind = "roce mode"        // default_roce_mode of a port
+	TOS      reconcile.Kind = "roce tos"         // default_roce_tos of a port
+	Configfs reconcile.Kind = "configfs rdma_cm" // the device's rdma_cm directory
+	// Settings is a rule that selects a port RoCE settings do not apply
+	// to (InfiniBand, iWARP): reported not applicable.
+	Settings reconcile.Kind = "roce"
+)
+
+// CMModule provides configfs rdma_cm.
+const CMModule = "rdma_cm"
+
+// CMLoadTimeout bounds loading rdma_cm within a pass.
+const CMLoadTimeout = 20 * time.Second
 
 // Part is the RoCE device part of the reconciler.
 type Part struct {
 	Host *host.Host
-}
+	// Loader loads rdma_cm when configfs rdma_cm is missing, so RoCE
+	// settings never wait for the other listed modules; nil: never load.
+	Loader modules.Loader
 
-// Name implements reconcile.DevicePart.
-func (*Part) Name() string { return "roce" }
+	cmMu sync.Mutex // one rdma_cm load at a time across devices
+}
 
 // Apply sets mode and TOS on every port of dev that a [[roce]] rule selects.
 // A port that refuses a value fails alone; the other ports still run.
@@ -39,28 +60,33 @@ func (p *Part) Apply(ctx context.Context, pol *config.Policy, dev *host.Device) 
 		if want.Empty() {
 			continue
 		}
-		name := reconcile.PortTarget(dev.Name, port.Number)
+		subject := reconcile.PortSubject(dev.Name, port.Number)
 		if tr := dev.PortTransport(port); tr != host.TransportRoCE {
 			acts = append(acts, reconcile.Action{
-				Target: name, What: "roce", Status: reconcile.NotApplicable,
+				Subject: subject, Kind: Settings, Status: reconcile.NotApplicable,
 				Err:    fmt.Errorf("port transport is %s, RoCE settings apply to RoCE (Ethernet) ports", tr),
 				Source: firstSource(want),
 			})
 			continue
 		}
+		if !port.RoCEKnown && p.Host.ReadRoCE(dev.Name, port) {
+			dirReady = true // its attributes read: the directory exists
+		}
 		if !dirReady {
-			if act, ok := p.ensureDir(dev.Name); !ok {
-				return append(acts, act)
-			} else if act.Status == reconcile.Changed {
+			act, ok := p.ensureDir(ctx, dev)
+			if !ok || act.Status == reconcile.Changed {
 				acts = append(acts, act)
+			}
+			if !ok {
+				return acts
 			}
 			dirReady = true
 		}
 		if want.Mode != "" {
-			acts = append(acts, p.set(dev.Name, port.Number, "default_roce_mode", "roce mode", want.Mode.Kernel(), want.ModeSource))
+			acts = append(acts, p.set(dev.Name, port, Mode, want.Mode.Kernel(), want.ModeSource))
 		}
 		if want.TOS != nil {
-			acts = append(acts, p.set(dev.Name, port.Number, "default_roce_tos", "roce tos", strconv.Itoa(*want.TOS), want.TOSSource))
+			acts = append(acts, p.set(dev.Name, port, TOS, strconv.Itoa(*want.TOS), want.TOSSource))
 		}
 	}
 	return acts
@@ -74,62 +100,137 @@ func firstSource(d config.RoCEDesired) string {
 }
 
 // ensureDir creates configfs rdma_cm/<dev> when it is missing; the kernel
-// then fills in ports/<n>/. Returns ok=false with a failed action when the
-// port settings cannot be reached.
-func (p *Part) ensureDir(dev string) (reconcile.Action, bool) {
-	dir := path.Join(host.ConfigfsRdmaCM, dev)
-	act := reconcile.Action{Target: dev, What: "configfs rdma_cm", To: "/" + dir}
-	if p.Host.Exists(dir) {
+// then fills in ports/<n>/ with default values, which are read. It loads
+// rdma_cm first when configfs rdma_cm itself is missing. ok=false with a
+// failed action when the port settings cannot be reached.
+func (p *Part) ensureDir(ctx context.Context, dev *host.Device) (reconcile.Action, bool) {
+	dir := path.Join(host.ConfigfsRdmaCM, dev.Name)
+	act := reconcile.Action{Subject: reconcile.DeviceSubject(dev.Name), Kind: Configfs, To: "/" + dir}
+	if dev.RoCEConfig || p.Host.Exists(dir) {
 		act.Status = reconcile.Unchanged
 		return act, true
 	}
-	if !p.Host.Exists(host.ConfigfsRdmaCM) {
-		act.Status = reconcile.Failed
-		act.Err = fmt.Errorf("roce: %s does not exist: is configfs mounted and the rdma_cm module loaded?", "/"+host.ConfigfsRdmaCM)
+	if err := p.ensureCM(ctx); err != nil {
+		act.Status, act.Err = reconcile.Failed, err
 		return act, false
 	}
 	if err := p.Host.Mkdir(dir); err != nil && !errors.Is(err, fs.ErrExist) {
 		act.Status = reconcile.Failed
 		if errors.Is(err, syscall.ENODEV) {
-			err = fmt.Errorf("kernel has no RDMA device %s (ENODEV): %w", dev, err)
+			err = fmt.Errorf("kernel has no RDMA device %s (ENODEV): %w", dev.Name, err)
 		}
 		act.Err = fmt.Errorf("roce: mkdir %s: %w", "/"+dir, err)
 		return act, false
+	}
+	dev.RoCEConfig = true
+	for i := range dev.Ports {
+		p.Host.ReadRoCE(dev.Name, &dev.Ports[i])
 	}
 	act.Status = reconcile.Changed
 	return act, true
 }
 
-// set writes one attribute if it differs, then reads it back: configfs
-// accepts some writes it does not keep, and a silent no-op is a failure.
-func (p *Part) set(dev string, port int, attr, what, value string, src config.Position) reconcile.Action {
-	rel := host.ConfigfsPortPath(dev, port, attr)
-	act := reconcile.Action{Target: reconcile.PortTarget(dev, port), What: what, To: value, Source: src.String()}
-	cur, err := p.Host.ReadString(rel)
-	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("roce: read %s port %d %s: %w", dev, port, attr, err)
-		return act
+// ensureCM makes configfs rdma_cm exist, loading rdma_cm if need be.
+func (p *Part) ensureCM(ctx context.Context) error {
+	if p.Host.Exists(host.ConfigfsRdmaCM) {
+		return nil
 	}
-	act.From = strings.TrimSpace(cur)
+	p.cmMu.Lock()
+	defer p.cmMu.Unlock()
+	if p.Host.Exists(host.ConfigfsRdmaCM) || p.Loader == nil {
+		return p.cmMissing(nil)
+	}
+	loaded, err := p.Host.LoadedModules()
+	if err != nil || loaded[CMModule] {
+		return p.cmMissing(err)
+	}
+	// The load runs inside the pass: bound it well below modprobe's own
+	// 90 s, so a module stuck on its way in cannot hold every later pass.
+	ctx, cancel := context.WithTimeout(ctx, CMLoadTimeout)
+	defer cancel()
+	if err := p.Loader.Load(ctx, []string{CMModule}); err != nil {
+		return p.cmMissing(err)
+	}
+	return p.cmMissing(nil)
+}
+
+func (p *Part) cmMissing(err error) error {
+	switch {
+	case p.Host.Exists(host.ConfigfsRdmaCM):
+		return nil
+	case err != nil:
+		return fmt.Errorf("roce: /%s does not exist and loading %s failed: %w", host.ConfigfsRdmaCM, CMModule, err)
+	}
+	return fmt.Errorf("roce: /%s does not exist: is configfs mounted on /sys/kernel/config and the %s module loaded?", host.ConfigfsRdmaCM, CMModule)
+}
+
+// set writes one attribute if the observed value differs, then reads it
+// back: configfs accepts some writes it does not keep, and a silent no-op
+// is a failure. The port's observed value follows what the kernel shows.
+func (p *Part) set(dev string, port *host.Port, kind reconcile.Kind, value string, src config.Position) reconcile.Action {
+	act := reconcile.Action{Subject: reconcile.PortSubject(dev, port.Number), Kind: kind, To: value, Source: src.String()}
+	act.From = observed(port, kind)
 	if act.From == value {
 		act.Status = reconcile.Unchanged
 		return act
 	}
-	if err := p.Host.WriteString(rel, value); err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("roce: set %s port %d %s to %q: %s: %w", dev, port, attr, value, explain(err), err)
-		return act
+	got, err := Write(p.Host, dev, port.Number, kind, value)
+	if got != "" || err == nil {
+		record(port, kind, got)
 	}
-	got, err := p.Host.ReadString(rel)
 	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("roce: read back %s port %d %s: %w", dev, port, attr, err)
-		return act
-	}
-	if strings.TrimSpace(got) != value {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("roce: %s port %d %s: wrote %q but the kernel kept %q", dev, port, attr, value, strings.TrimSpace(got))
+		act.Status, act.Err = reconcile.Failed, err
 		return act
 	}
 	act.Status = reconcile.Changed
 	return act
+}
+
+// Write sets one RoCE attribute of a port and reads it back; got is what
+// the kernel shows afterwards ("" when it could not be read). The service
+// uses it to put back values a refused call had changed.
+func Write(h *host.Host, dev string, port int, kind reconcile.Kind, value string) (got string, err error) {
+	attr := attrOf(kind)
+	rel := host.ConfigfsPortPath(dev, port, attr)
+	if err := h.WriteString(rel, value); err != nil {
+		return "", fmt.Errorf("roce: set %s port %d %s to %q: %s: %w", dev, port, attr, value, explain(err), err)
+	}
+	s, err := h.ReadString(rel)
+	if err != nil {
+		return "", fmt.Errorf("roce: read back %s port %d %s: %w", dev, port, attr, err)
+	}
+	got = strings.TrimSpace(s)
+	if got != value {
+		return got, fmt.Errorf("roce: %s port %d %s: wrote %q but the kernel kept %q", dev, port, attr, value, got)
+	}
+	return got, nil
+}
+
+func attrOf(kind reconcile.Kind) string {
+	if kind == Mode {
+		return "default_roce_mode"
+	}
+	return "default_roce_tos"
+}
+
+func observed(p *host.Port, kind reconcile.Kind) string {
+	if kind == Mode {
+		return p.RoCEMode
+	}
+	if p.RoCETOS < 0 {
+		return ""
+	}
+	return strconv.Itoa(p.RoCETOS)
+}
+
+func record(p *host.Port, kind reconcile.Kind, v string) {
+	if kind == Mode {
+		p.RoCEMode = v
+		return
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		p.RoCETOS = n
+	}
 }
 
 // explain turns the errno configfs answers with into operator words.
@@ -141,6 +242,8 @@ func explain(err error) string {
 		return "the port does not support this value"
 	case errors.Is(err, syscall.ENODEV):
 		return "the device went away"
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return "permission denied"
 	case errors.Is(err, fs.ErrNotExist):
 		return "the port has no such setting"
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -27,7 +28,7 @@ func apply(t *testing.T, h *host.Host, pol *config.Policy, dev string) []reconci
 func statuses(acts []reconcile.Action) string {
 	var s []string
 	for _, a := range acts {
-		s = append(s, a.Target+" "+a.What+" "+a.Status.String())
+		s = append(s, a.Subject.String()+" "+string(a.Kind)+" "+a.Status.String())
 	}
 	return strings.Join(s, ", ")
 }
@@ -144,17 +145,18 @@ func TestMissingConfigfsAndVanishedDevice(t *testing.T) {
 	root := hosttest.Copy(t, "mlx5")
 	k := hosttest.NewKernel(root)
 	h := k.Host()
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "mlx5_0"}, TOS: tos(3)}}}
+	// rdma_cm not loaded, and nothing to load it with: no configfs tree.
+	if err := removeAll(root, host.ConfigfsRdmaCM); err != nil {
+		t.Fatal(err)
+	}
 	d, err := h.Device("mlx5_0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "mlx5_0"}, TOS: tos(3)}}}
-	// rdma_cm not loaded: no configfs tree at all.
-	if err := removeAll(root, host.ConfigfsRdmaCM); err != nil {
-		t.Fatal(err)
-	}
 	acts := (&roce.Part{Host: h}).Apply(context.Background(), pol, &d)
-	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "rdma_cm module loaded") {
+	if len(acts) != 1 || acts[0].Status != reconcile.Failed || acts[0].Subject != reconcile.DeviceSubject("mlx5_0") ||
+		!strings.Contains(acts[0].Err.Error(), "rdma_cm module loaded") {
 		t.Fatalf("acts = %+v", acts)
 	}
 	// The device went away between read and mkdir: ENODEV, named.
@@ -166,6 +168,60 @@ func TestMissingConfigfsAndVanishedDevice(t *testing.T) {
 	}
 	acts = (&roce.Part{Host: h}).Apply(context.Background(), pol, &d)
 	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "ENODEV") {
+		t.Fatalf("acts = %+v", acts)
+	}
+}
+
+// Without configfs rdma_cm the part loads rdma_cm itself, and only that:
+// RoCE settings do not wait for the other listed modules.
+func TestLoadsRDMACMWhenConfigfsIsMissing(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	k := hosttest.NewKernel(root)
+	h := k.Host()
+	if err := removeAll(root, host.ConfigfsRdmaCM); err != nil {
+		t.Fatal(err)
+	}
+	hosttest.Write(t, root, host.ProcModules, "mlx5_ib 16384 0 - Live 0x0\nib_core 16384 0 - Live 0x0\n")
+	loader := &hosttest.Modprobe{Root: root, OnLoad: func(m string) {
+		if m == roce.CMModule { // as the kernel registers the configfs subsystem
+			mkdir(root, host.ConfigfsRdmaCM)
+		}
+	}}
+	d, err := h.Device("mlx5_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "mlx5_0"}, TOS: tos(3)}}}
+	acts := (&roce.Part{Host: h, Loader: loader}).Apply(context.Background(), pol, &d)
+	if got, want := statuses(acts), "mlx5_0 configfs rdma_cm changed, mlx5_0/1 roce tos changed"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	if calls := loader.Calls(); len(calls) != 1 || len(calls[0]) != 1 || calls[0][0] != "rdma_cm" {
+		t.Errorf("modprobe calls = %v, want one for rdma_cm", calls)
+	}
+	if d.Ports[0].RoCETOS != 3 || !d.Ports[0].RoCEKnown {
+		t.Errorf("observed port after the change = %+v", d.Ports[0])
+	}
+}
+
+// A hanging rdma_cm load is cut off: the pass goes on and says why.
+func TestHangingRDMACMLoadIsBounded(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	h := hosttest.NewKernel(root).Host()
+	if err := removeAll(root, host.ConfigfsRdmaCM); err != nil {
+		t.Fatal(err)
+	}
+	hosttest.Write(t, root, host.ProcModules, "ib_core 16384 0 - Live 0x0\n")
+	d, err := h.Device("mlx5_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond) // stands in for CMLoadTimeout
+	defer cancel()
+	loader := &hosttest.Modprobe{Block: make(chan struct{})}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "mlx5_0"}, TOS: tos(3)}}}
+	acts := (&roce.Part{Host: h, Loader: loader}).Apply(ctx, pol, &d)
+	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "loading rdma_cm failed") {
 		t.Fatalf("acts = %+v", acts)
 	}
 }

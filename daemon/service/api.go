@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/links"
+	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/roce"
 )
 
 // ArgError is an invalid argument to a mutating operation. It is returned
@@ -45,7 +49,7 @@ func (e *ApplyError) Error() string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(a.Target + " " + a.What)
+		fmt.Fprintf(&b, "%s %s", a.Subject, a.Kind)
 		if a.To != "" {
 			fmt.Fprintf(&b, " %q", a.To)
 		}
@@ -58,7 +62,7 @@ func (e *ApplyError) Error() string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "%s %s %q -> %q", a.Target, a.What, a.From, a.To)
+			fmt.Fprintf(&b, "%s %s %q -> %q", a.Subject, a.Kind, a.From, a.To)
 		}
 		b.WriteString(")")
 	}
@@ -83,17 +87,6 @@ func (e *ApplyError) Unwrap() []error {
 	return errs
 }
 
-// LinkDeleter removes a soft RDMA link from the kernel ("rdma link delete").
-// daemon/links provides the real one over RDMA netlink; the service only
-// needs it for DeleteLink, since creation is the links part's job in a pass.
-type LinkDeleter interface {
-	DeleteLink(ctx context.Context, name string) error
-}
-
-// SetLinkDeleter installs the kernel side of DeleteLink. Call it before the
-// bus is started.
-func (s *Service) SetLinkDeleter(d LinkDeleter) { s.linkDeleter = d }
-
 // RoCEChange is a SetRoCE request.
 type RoCEChange struct {
 	Device  string
@@ -104,14 +97,15 @@ type RoCEChange struct {
 }
 
 // ReloadNow re-reads the configuration and reconciles before returning, so
-// the caller sees the result. A config error is a *ConfigError.
+// the caller sees the result: one full pass. A config error is a
+// *ConfigError.
 func (s *Service) ReloadNow(ctx context.Context) (reconcile.Report, error) {
 	s.runtime.mutation.Lock()
 	defer s.runtime.mutation.Unlock()
-	if err := s.Reload(); err != nil {
+	if _, err := s.reload(); err != nil {
 		return reconcile.Report{}, &ConfigError{Err: s.ConfigError()}
 	}
-	return s.rec.All(ctx), nil
+	return s.pass(ctx, reconcile.Scope{Full: true, Forced: true}), nil
 }
 
 // SetRoCE changes the RoCE mode and/or TOS of a device's ports. It fails
@@ -131,12 +125,15 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 		v := c.TOS
 		tos = &v
 	}
-	var fields []string
+	wanted := map[reconcile.Kind]string{} // the kernel value of each requested kind
+	var kinds []reconcile.Kind
 	if c.Mode != "" {
-		fields = append(fields, roceMode)
+		kinds = append(kinds, roce.Mode)
+		wanted[roce.Mode] = c.Mode.Kernel()
 	}
 	if tos != nil {
-		fields = append(fields, roceTOS)
+		kinds = append(kinds, roce.TOS)
+		wanted[roce.TOS] = strconv.Itoa(*tos)
 	}
 	var targets, all []int // RoCE ports the call sets; every port
 	for _, n := range ports {
@@ -147,49 +144,56 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 	for _, p := range dev.Ports {
 		all = append(all, p.Number)
 	}
+	var scopePorts []int // nil: the whole device
+	if c.Port != 0 {
+		scopePorts = []int{c.Port}
+	}
 	return s.commit(ctx, c.Persist, change{
 		runtime: func(o *Overlay) { o.setRoCE(dev.Name, c.Port, c.Mode, tos) },
 		persist: func(p *config.Persisted) { p.SetRoCE(config.Selector{Device: dev.Name}, c.Port, c.Mode, tos) },
 		forget:  func(o *Overlay) { o.forgetRoCE(dev.Name, c.Port, all, c.Mode != "", tos != nil) },
-		devices: []string{dev.Name},
-		failed:  func(rep reconcile.Report) []reconcile.Action { return roceFailures(rep, dev.Name, targets, fields) },
+		scope:   reconcile.Scope{Devices: map[string][]int{dev.Name: scopePorts}},
+		failed:  func(rep reconcile.Report) []reconcile.Action { return roceFailures(rep, dev.Name, targets, wanted) },
 		restore: func(rep reconcile.Report) ([]reconcile.Action, error) {
-			return s.restoreRoCE(rep, dev.Name, targets, fields)
+			return s.restoreRoCE(rep, dev.Name, targets, kinds)
 		},
 	})
 }
 
-// Action names of the RoCE part (daemon/roce) and the configfs attribute
-// each one writes.
-const (
-	roceMode = "roce mode"
-	roceTOS  = "roce tos"
-)
-
-var roceAttr = map[string]string{roceMode: "default_roce_mode", roceTOS: "default_roce_tos"}
-
 // roceFailures picks a SetRoCE call's failures from its pass: the requested
-// fields on the targeted ports, and device-level failures of the device
+// kinds on the targeted ports, and device-level failures of the device
 // (configfs rdma_cm missing or refusing mkdir, after which no port is
-// tried). A requested field with no action at all was not applied either:
-// the device or port went away during the call.
-func roceFailures(rep reconcile.Report, dev string, ports []int, fields []string) []reconcile.Action {
+// tried). A requested kind with no action at all was not applied either:
+// the device or port went away during the call; nor was one whose action
+// set another value than the requested one (the call's rule did not
+// select the port: it must never pass for a success).
+func roceFailures(rep reconcile.Report, dev string, ports []int, wanted map[reconcile.Kind]string) []reconcile.Action {
+	kinds := make([]reconcile.Kind, 0, len(wanted))
+	for _, k := range []reconcile.Kind{roce.Mode, roce.TOS} {
+		if _, ok := wanted[k]; ok {
+			kinds = append(kinds, k)
+		}
+	}
 	var out []reconcile.Action
 	for _, a := range rep.Actions {
-		if a.Status == reconcile.Failed && a.Target == dev {
+		if a.Status == reconcile.Failed && a.Subject == reconcile.DeviceSubject(dev) {
 			out = append(out, a)
 		}
 	}
 	deviceFailed := len(out) > 0
 	for _, n := range ports {
-		target := reconcile.PortTarget(dev, n)
-		for _, f := range fields {
-			a, ok := findAction(rep, target, f)
+		subject := reconcile.PortSubject(dev, n)
+		for _, k := range kinds {
+			a, ok := rep.Find(subject, k)
 			switch {
 			case ok && a.Status == reconcile.Failed:
 				out = append(out, a)
+			case ok && a.To != wanted[k]:
+				a.Status = reconcile.Failed
+				a.Err = fmt.Errorf("service: the policy in force sets %q, not the requested %q", a.To, wanted[k])
+				out = append(out, a)
 			case !ok && !deviceFailed:
-				out = append(out, reconcile.Action{Target: target, What: f, Status: reconcile.Failed,
+				out = append(out, reconcile.Action{Subject: subject, Kind: k, Status: reconcile.Failed,
 					Err: fmt.Errorf("service: the pass did not set it: %s port %d went away or is no longer a RoCE port", dev, n)})
 			}
 		}
@@ -197,34 +201,25 @@ func roceFailures(rep reconcile.Report, dev string, ports []int, fields []string
 	return out
 }
 
-func findAction(rep reconcile.Report, target, what string) (reconcile.Action, bool) {
-	for _, a := range rep.Actions {
-		if a.Target == target && a.What == what {
-			return a, true
-		}
-	}
-	return reconcile.Action{}, false
-}
-
 // restoreRoCE writes back the values a refused SetRoCE had changed (the
-// requested fields on the targeted ports), so the call leaves the kernel as
+// requested kinds on the targeted ports), so the call leaves the kernel as
 // it found it. The pass after the rollback then re-applies what the files
 // declare.
-func (s *Service) restoreRoCE(rep reconcile.Report, dev string, ports []int, fields []string) ([]reconcile.Action, error) {
+func (s *Service) restoreRoCE(rep reconcile.Report, dev string, ports []int, kinds []reconcile.Kind) ([]reconcile.Action, error) {
 	var done []reconcile.Action
 	var errs []error
 	for _, n := range ports {
-		target := reconcile.PortTarget(dev, n)
-		for _, f := range fields {
-			a, ok := findAction(rep, target, f)
+		subject := reconcile.PortSubject(dev, n)
+		for _, k := range kinds {
+			a, ok := rep.Find(subject, k)
 			if !ok || a.Status != reconcile.Changed || a.From == "" {
 				continue
 			}
-			if err := s.host.WriteString(host.ConfigfsPortPath(dev, n, roceAttr[f]), a.From); err != nil {
-				errs = append(errs, fmt.Errorf("service: put back %s %s %q: %w", target, f, a.From, err))
+			if _, err := roce.Write(s.host, dev, n, k, a.From); err != nil {
+				errs = append(errs, fmt.Errorf("service: put back %s %s %q: %w", subject, k, a.From, err))
 				continue
 			}
-			done = append(done, reconcile.Action{Target: target, What: f, From: a.To, To: a.From, Status: reconcile.Changed})
+			done = append(done, reconcile.Action{Subject: subject, Kind: k, From: a.To, To: a.From, Status: reconcile.Changed})
 		}
 	}
 	return done, errors.Join(errs...)
@@ -234,17 +229,17 @@ func (s *Service) validateRoCE(c RoCEChange) (host.Device, []int, error) {
 	if c.Device == "" {
 		return host.Device{}, nil, &ArgError{"device", "empty device name"}
 	}
-	dev, err := s.host.Device(c.Device)
-	if errors.Is(err, host.ErrNoDevice) {
-		return host.Device{}, nil, &ArgError{"device", fmt.Sprintf("no RDMA device %q", c.Device)}
+	if len(c.Device) > host.MaxDeviceNameLen {
+		return host.Device{}, nil, &ArgError{"device", fmt.Sprintf("%s is %d bytes long; RDMA device names have at most %d", config.QuoteName(c.Device), len(c.Device), host.MaxDeviceNameLen)}
 	}
+	dev, err := s.device(c.Device)
 	if err != nil {
-		return host.Device{}, nil, fmt.Errorf("service: %w", err)
+		return host.Device{}, nil, err
 	}
 	switch c.Mode {
 	case "", config.RoCEv1, config.RoCEv2:
 	default:
-		return dev, nil, &ArgError{"mode", fmt.Sprintf("%q is not a RoCE mode: use v1, v2, or \"\" to keep", c.Mode)}
+		return dev, nil, &ArgError{"mode", fmt.Sprintf("%s is not a RoCE mode: use v1, v2, or \"\" to keep", config.QuoteName(string(c.Mode)))}
 	}
 	if c.TOS < -1 || c.TOS > 255 {
 		return dev, nil, &ArgError{"tos", fmt.Sprintf("%d is out of range 0..255 (-1 keeps the TOS)", c.TOS)}
@@ -308,6 +303,22 @@ func validLinkName(name string) error {
 	return nil
 }
 
+// device returns a device as last observed, or as read now when no pass
+// has seen it yet (its uevent is still queued).
+func (s *Service) device(name string) (host.Device, error) {
+	if d, ok := s.rec.Device(name); ok {
+		return d, nil
+	}
+	d, err := s.host.ReadDevice(name, host.DetailPolicy)
+	if errors.Is(err, host.ErrNoDevice) {
+		return host.Device{}, &ArgError{"device", fmt.Sprintf("no RDMA device %q", name)}
+	}
+	if err != nil {
+		return host.Device{}, fmt.Errorf("service: %w", err)
+	}
+	return d, nil
+}
+
 // AddLink declares a soft RDMA link (rxe or siw on a netdev). The links part
 // of the reconciler creates it in the pass that follows.
 func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) error {
@@ -317,15 +328,18 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 		return err
 	}
 	if l.Type != config.LinkRXE && l.Type != config.LinkSIW {
-		return &ArgError{"type", fmt.Sprintf("%q is not a soft RDMA link type: use rxe or siw", l.Type)}
+		return &ArgError{"type", fmt.Sprintf("%s is not a soft RDMA link type: use rxe or siw", config.QuoteName(string(l.Type)))}
 	}
 	if err := config.ValidNetdevName(l.Netdev); err != nil {
 		return &ArgError{"netdev", err.Error()}
 	}
-	if !s.host.Exists(host.ClassNet + "/" + l.Netdev) {
+	if !s.host.NetdevExists(l.Netdev) {
 		return &ArgError{"netdev", fmt.Sprintf("no network interface %q", l.Netdev)}
 	}
-	pol := s.Policy()
+	if s.kernel.Links == nil {
+		return fmt.Errorf("service: add link %s: this rdmad does not manage soft links", l.Name)
+	}
+	pol := s.PolicyInForce()
 	for _, other := range pol.Links {
 		if other.Name != l.Name && other.Type == l.Type && other.Netdev == l.Netdev {
 			return &ArgError{"netdev", fmt.Sprintf("%s already has %s link %q (%s); the kernel allows one per netdev", l.Netdev, l.Type, other.Name, other.Source)}
@@ -338,7 +352,17 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 		runtime: func(o *Overlay) { o.addLink(l) },
 		persist: func(p *config.Persisted) { p.AddLink(l) },
 		forget:  func(o *Overlay) { o.forgetLink(l.Name) },
-		failed:  func(rep reconcile.Report) []reconcile.Action { return failedFor(rep, "link "+l.Name) },
+		failed: func(rep reconcile.Report) []reconcile.Action {
+			a, ok := rep.Find(reconcile.LinkSubject(l.Name), links.Create)
+			switch {
+			case !ok:
+				return []reconcile.Action{{Subject: reconcile.LinkSubject(l.Name), Kind: links.Create, Status: reconcile.Failed,
+					Err: fmt.Errorf("service: the pass did not consider link %s", l.Name)}}
+			case a.Status == reconcile.Failed:
+				return []reconcile.Action{a}
+			}
+			return nil
+		},
 	})
 }
 
@@ -352,11 +376,11 @@ func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) err
 	if err := validLinkName(name); err != nil {
 		return err
 	}
-	if _, declared := s.Policy().LinkSource(name); !declared {
+	if _, declared := s.PolicyInForce().LinkSource(name); !declared {
 		return &ArgError{"name", fmt.Sprintf("no link %q is declared", name)}
 	}
 	if persist {
-		admin, err := config.AdminLinkSources(s.configFile, name)
+		admin, err := config.AdminLinkSources(host.Files{}, s.configFile, name)
 		if err != nil {
 			return &ConfigError{Err: err}
 		}
@@ -370,10 +394,10 @@ func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) err
 		}
 	}
 	exists := s.host.Exists(host.ClassInfiniband + "/" + name)
-	deleter := s.linkDeleter
-	if exists && deleter == nil {
+	if exists && s.kernel.Links == nil {
 		return fmt.Errorf("service: delete link %s: this rdmad has no RDMA netlink link support", name)
 	}
+	subject := reconcile.LinkSubject(name)
 	return s.commit(ctx, persist, change{
 		runtime: func(o *Overlay) { o.deleteLink(name) },
 		persist: func(p *config.Persisted) { p.RemoveLink(name) },
@@ -382,13 +406,14 @@ func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) err
 			if !exists {
 				return nil
 			}
-			act := reconcile.Action{Target: "link " + name, What: "delete", From: name, To: "deleted", Status: reconcile.Changed}
-			if err := deleter.DeleteLink(ctx, name); err != nil {
+			act := reconcile.Action{Subject: subject, Kind: links.Remove, From: name, To: "deleted", Status: reconcile.Changed}
+			if err := links.Delete(ctx, s.kernel.Links, s.host, name); err != nil {
 				act.Status, act.Err = reconcile.Failed, err
 			}
 			return []reconcile.Action{act}
 		},
-		failed: func(rep reconcile.Report) []reconcile.Action { return failedFor(rep, "link "+name) },
+		scope:  reconcile.Scope{Devices: map[string][]int{name: nil}},
+		failed: func(rep reconcile.Report) []reconcile.Action { return failedOn(rep, subject) },
 	})
 }
 
@@ -399,26 +424,29 @@ func (s *Service) SetNetnsMode(ctx context.Context, mode config.NetnsMode, persi
 	s.runtime.mutation.Lock()
 	defer s.runtime.mutation.Unlock()
 	if mode != config.NetnsShared && mode != config.NetnsExclusive {
-		return &ArgError{"mode", fmt.Sprintf("%q is not a netns mode: use shared or exclusive", mode)}
+		return &ArgError{"mode", fmt.Sprintf("%s is not a netns mode: use shared or exclusive", config.QuoteName(string(mode)))}
 	}
-	whats := []string{"mode"}
+	if s.kernel.Netns == nil {
+		return fmt.Errorf("service: set netns mode: this rdmad does not manage the RDMA netns mode")
+	}
+	kinds := []reconcile.Kind{netns.Mode}
 	if persist {
-		whats = append(whats, "modprobe.d")
+		kinds = append(kinds, netns.Modprobe)
 	}
 	return s.commit(ctx, persist, change{
 		runtime: func(o *Overlay) { o.Netns = mode },
 		persist: func(p *config.Persisted) { p.Netns = mode },
 		forget:  func(o *Overlay) { o.Netns = config.NetnsUnmanaged },
-		failed:  func(rep reconcile.Report) []reconcile.Action { return failedFor(rep, "netns", whats...) },
+		failed:  func(rep reconcile.Report) []reconcile.Action { return failedOn(rep, reconcile.HostSubject(), kinds...) },
 	})
 }
 
-// failedFor returns the failed actions on target, limited to the given
-// What values when there are any.
-func failedFor(rep reconcile.Report, target string, whats ...string) []reconcile.Action {
+// failedOn returns the failed actions on subject, limited to the given
+// kinds when there are any.
+func failedOn(rep reconcile.Report, subject reconcile.Subject, kinds ...reconcile.Kind) []reconcile.Action {
 	var out []reconcile.Action
 	for _, a := range rep.Actions {
-		if a.Status == reconcile.Failed && a.Target == target && (len(whats) == 0 || slices.Contains(whats, a.What)) {
+		if a.Status == reconcile.Failed && a.Subject == subject && (len(kinds) == 0 || slices.Contains(kinds, a.Kind)) {
 			out = append(out, a)
 		}
 	}
@@ -436,19 +464,26 @@ type change struct {
 
 	// kernel does what a pass does not (deleting a link) after the
 	// declaration changed; a failure there skips the pass.
-	kernel  func(context.Context) []reconcile.Action
-	devices []string // the pass that applies the change: these devices, or all when nil
+	kernel func(context.Context) []reconcile.Action
+	scope  reconcile.Scope // what the pass that applies the change reads again
 
 	failed  func(reconcile.Report) []reconcile.Action
 	restore func(reconcile.Report) ([]reconcile.Action, error) // nil: nothing to put back
 }
 
 // commit is the one path of every mutating call: change the declaration,
-// reconcile, check the call's own failures, and on failure withdraw the
-// declaration, put back the kernel values the call had set, and reconcile
-// again. It runs under runtime.mutation.
+// reconcile once, check the call's own failures, and on failure withdraw
+// the declaration, put back the kernel values the call had set, and
+// reconcile again. It runs under runtime.mutation.
 func (s *Service) commit(ctx context.Context, persist bool, c change) error {
 	var undo func() error
+	if !persist {
+		next := s.RuntimeOverlay()
+		c.runtime(&next)
+		if len(next.RoCE) > s.maxRuntime || len(next.Links)+len(next.DeletedLinks) > s.maxRuntime {
+			return fmt.Errorf("service: rdmad keeps at most %d runtime RoCE settings and %d runtime links; persist the change or restart rdmad to drop the runtime ones", s.maxRuntime, s.maxRuntime)
+		}
+	}
 	if persist {
 		u, err := s.persistDropIn(c.persist, c.forget)
 		if err != nil {
@@ -467,7 +502,7 @@ func (s *Service) commit(ctx context.Context, persist bool, c change) error {
 		rep.Actions = c.kernel(ctx)
 	}
 	if !rep.Failed() {
-		pass := s.pass(ctx, c.devices)
+		pass := s.pass(ctx, c.scope)
 		rep.Actions = append(rep.Actions, pass.Actions...)
 	}
 	bad := c.failed(rep)
@@ -482,24 +517,19 @@ func (s *Service) commit(ctx context.Context, persist bool, c change) error {
 		undoErr = errors.Join(undoErr, err)
 	}
 	ae.UndoErr = undoErr
-	s.pass(ctx, c.devices)
+	s.pass(ctx, c.scope)
 	return ae
-}
-
-func (s *Service) pass(ctx context.Context, devices []string) reconcile.Report {
-	if len(devices) > 0 {
-		return s.rec.Devices(ctx, devices...)
-	}
-	return s.rec.All(ctx)
 }
 
 // persistDropIn edits rdmad's drop-in, drops what the overlay said about
 // the same setting (the persisted value must be the one in force) and
-// reloads. It returns how to undo all three; on a reload error it has
-// undone them already.
+// reloads the policy (without a pass: the caller runs the one pass). It
+// returns how to undo all three; on a reload error it has undone them
+// already.
 func (s *Service) persistDropIn(edit func(*config.Persisted), forget func(*Overlay)) (undo func() error, err error) {
 	dir := s.DropInDir()
-	old, err := config.LoadPersisted(dir)
+	file := config.PersistedPath(dir)
+	old, err := config.LoadPersisted(host.Files{}, dir)
 	if err != nil {
 		return nil, &ConfigError{Err: err}
 	}
@@ -509,26 +539,45 @@ func (s *Service) persistDropIn(edit func(*config.Persisted), forget func(*Overl
 		Netns: old.Netns,
 	}
 	edit(&next)
-	if err := config.WritePersisted(dir, next); err != nil {
-		return nil, fmt.Errorf("service: persist: %w", err)
+	if err := writePersisted(file, next); err != nil {
+		return nil, err
 	}
 	prevOverlay := s.changeOverlay(forget)
 	undo = func() error {
 		var errs []error
-		if err := config.WritePersisted(dir, old); err != nil {
+		if err := writePersisted(file, old); err != nil {
 			errs = append(errs, fmt.Errorf("service: restore rdmad's drop-in: %w", err))
 		}
 		s.changeOverlay(func(o *Overlay) { *o = prevOverlay })
-		if err := s.Reload(); err != nil {
+		if _, err := s.reload(); err != nil {
 			errs = append(errs, fmt.Errorf("service: %w", err))
 		}
 		return errors.Join(errs...)
 	}
-	if err := s.Reload(); err != nil {
+	if _, err := s.reload(); err != nil {
 		if uerr := undo(); uerr != nil {
 			s.log.Error("could not undo a persisted change after a failed reload", "dir", dir, "err", uerr)
 		}
 		return nil, &ConfigError{Err: errors.Unwrap(err)}
 	}
 	return undo, nil
+}
+
+// writePersisted validates p and writes rdmad's drop-in through the one
+// managed-file writer: atomically, only when it changes, never over a file
+// rdmad did not write; an empty p removes it.
+func writePersisted(file string, p config.Persisted) error {
+	if err := p.Validate(); err != nil {
+		return &ConfigError{Err: err}
+	}
+	if p.Empty() {
+		if _, err := host.RemoveManaged(file, config.PersistedHeader); err != nil {
+			return fmt.Errorf("service: persist: %w", err)
+		}
+		return nil
+	}
+	if _, err := host.WriteManaged(file, config.PersistedHeader, p.Render()); err != nil {
+		return fmt.Errorf("service: persist: %w", err)
+	}
+	return nil
 }

@@ -9,35 +9,21 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/links"
 	"github.com/rdmad/rdmad/daemon/links/linkstest"
 	"github.com/rdmad/rdmad/daemon/netns"
+	"github.com/rdmad/rdmad/daemon/netns/netnstest"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/roce"
 	"github.com/rdmad/rdmad/daemon/service"
 )
-
-// fakeNetns is the kernel's RDMA netns mode.
-type fakeNetns struct {
-	mu   sync.Mutex
-	mode config.NetnsMode
-}
-
-func (f *fakeNetns) Mode() (config.NetnsMode, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.mode, nil
-}
-
-func (f *fakeNetns) SetMode(m config.NetnsMode) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.mode = m
-	return nil
-}
 
 // env is a copy of the mlx5 fixture host behind a kernel-like AttrIO, with
 // rdmad's service on it (links and netns managed by fakes).
@@ -46,8 +32,10 @@ type env struct {
 	k    *hosttest.Kernel
 	h    *host.Host
 	nl   *linkstest.Netlink
-	ns   *fakeNetns
+	ns   *netnstest.Kernel
 	svc  *service.Service
+
+	passes atomic.Int64 // passes after the first
 }
 
 const mainFile = "etc/rdma/rdmad.toml"
@@ -56,7 +44,7 @@ const mainFile = "etc/rdma/rdmad.toml"
 // runs before the service loads it (kernel refusals, extra files).
 func newEnv(t *testing.T, cfg string, setup func(e *env)) *env {
 	t.Helper()
-	e := &env{root: hosttest.Copy(t, "mlx5"), ns: &fakeNetns{mode: config.NetnsShared}}
+	e := &env{root: hosttest.Copy(t, "mlx5"), ns: netnstest.New(config.NetnsShared)}
 	hosttest.Write(t, e.root, mainFile, "[modules]\nenable = false\n"+cfg)
 	e.k = hosttest.NewKernel(e.root)
 	e.h = e.k.Host()
@@ -68,14 +56,13 @@ func newEnv(t *testing.T, cfg string, setup func(e *env)) *env {
 		setup(e)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	kernel := service.Kernel{Modules: noLoader{}, Links: e.nl, Netns: e.ns}
-	rec := service.NewReconciler(e.h, kernel, log)
-	svc, err := service.New(service.Options{Host: e.h, Reconciler: rec, Log: log})
+	kernel := service.Kernel{Modules: &hosttest.Modprobe{}, Links: e.nl, Netns: e.ns}
+	svc, err := service.New(service.Options{Host: e.h, Kernel: kernel, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.SetLinkDeleter(kernel.LinkDeleter(e.h))
 	svc.ReconcileNow(context.Background())
+	svc.Reconciler().OnChange(func(reconcile.Change) { e.passes.Add(1) })
 	e.svc = svc
 	return e
 }
@@ -101,11 +88,9 @@ func (e *env) persisted() string {
 	return string(b)
 }
 
-func intp(n int) *int { return &n }
-
 // A missing configfs rdma_cm makes the RoCE part fail at device level
-// (Target "mlx5_0", What "configfs rdma_cm"): the call must fail, not
-// report a success when nothing was applied.
+// (subject mlx5_0, kind roce.Configfs): the call must fail, not report a
+// success when nothing was applied.
 func TestSetRoCEDeviceLevelFailureFailsTheCall(t *testing.T) {
 	for _, persist := range []bool{false, true} {
 		e := newEnv(t, "", nil)
@@ -117,7 +102,7 @@ func TestSetRoCEDeviceLevelFailureFailsTheCall(t *testing.T) {
 		if !errors.As(err, &ae) {
 			t.Fatalf("persist=%v: SetRoCE with no configfs rdma_cm = %v, want an ApplyError", persist, err)
 		}
-		if len(ae.Failed) == 0 || ae.Failed[0].Target != "mlx5_0" || ae.Failed[0].What != "configfs rdma_cm" {
+		if len(ae.Failed) == 0 || ae.Failed[0].Subject != reconcile.DeviceSubject("mlx5_0") || ae.Failed[0].Kind != roce.Configfs {
 			t.Errorf("persist=%v: failed actions %+v", persist, ae.Failed)
 		}
 		if ov := e.svc.RuntimeOverlay(); !ov.Empty() {
@@ -136,7 +121,7 @@ func TestSetRoCEIgnoresFailuresOfOtherFields(t *testing.T) {
 		e := newEnv(t, "\n[[roce]]\ndevice = \"mlx5_0\"\nmode = \"v1\"\n", func(e *env) {
 			e.k.Refuse("mlx5_0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
 		})
-		if e.svc.Reconciler().State().Device("mlx5_0").Ports[0].Error == "" {
+		if len(e.svc.Reconciler().DeviceStates([]string{"mlx5_0"})[0].Ports[0].Failures) == 0 {
 			t.Fatal("setup: the declared mode v1 did not fail")
 		}
 		if err := e.svc.SetRoCE(context.Background(), service.RoCEChange{Device: "mlx5_0", TOS: 77, Persist: persist}); err != nil {
@@ -145,7 +130,7 @@ func TestSetRoCEIgnoresFailuresOfOtherFields(t *testing.T) {
 		if got := e.port(t, "mlx5_0", 1, "default_roce_tos"); got != "77" {
 			t.Errorf("persist=%v: configfs tos = %q", persist, got)
 		}
-		d := e.svc.Policy().RoCEFor(config.Target{Name: "mlx5_0"}, 1)
+		d := e.svc.PolicyInForce().RoCEFor(config.Target{Name: "mlx5_0"}, 1)
 		if d.TOS == nil || *d.TOS != 77 {
 			t.Errorf("persist=%v: declared tos withdrawn: %+v", persist, d)
 		}
@@ -178,7 +163,7 @@ func TestSetRoCERefusedRestoresWhatItSet(t *testing.T) {
 		if !errors.Is(err, syscall.EIO) {
 			t.Errorf("persist=%v: error does not wrap the kernel's EIO: %v", persist, err)
 		}
-		if len(ae.Failed) != 1 || ae.Failed[0].What != "roce mode" {
+		if len(ae.Failed) != 1 || ae.Failed[0].Kind != roce.Mode || ae.Failed[0].Subject != reconcile.PortSubject("mlx5_0", 1) {
 			t.Errorf("persist=%v: failed %+v, want the mode only", persist, ae.Failed)
 		}
 		if got := e.port(t, "mlx5_0", 1, "default_roce_tos"); got != before {
@@ -187,7 +172,7 @@ func TestSetRoCERefusedRestoresWhatItSet(t *testing.T) {
 		if msg := err.Error(); !strings.Contains(msg, "withdrawn") || !strings.Contains(msg, "put back") {
 			t.Errorf("persist=%v: error does not say what was undone: %s", persist, msg)
 		}
-		if d := e.svc.Policy().RoCEFor(config.Target{Name: "mlx5_0"}, 1); !d.Empty() {
+		if d := e.svc.PolicyInForce().RoCEFor(config.Target{Name: "mlx5_0"}, 1); !d.Empty() {
 			t.Errorf("persist=%v: declaration not withdrawn: %+v", persist, d)
 		}
 		if got := e.persisted(); got != "<none>" {
@@ -269,7 +254,7 @@ func TestDeleteLinkPersistRefusesAdminDeclaredLink(t *testing.T) {
 			if err := e.svc.AddLink(context.Background(), config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"}, true); err != nil {
 				t.Fatal(err)
 			}
-			if src, _ := e.svc.Policy().LinkSource("rxe0"); !config.IsPersistedFile(src) {
+			if src, _ := e.svc.PolicyInForce().LinkSource("rxe0"); !config.IsPersistedFile(src) {
 				t.Fatalf("setup: rxe0 declared at %s", src)
 			}
 		}},
@@ -277,7 +262,7 @@ func TestDeleteLinkPersistRefusesAdminDeclaredLink(t *testing.T) {
 			if err := e.svc.AddLink(context.Background(), config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"}, false); err != nil {
 				t.Fatal(err)
 			}
-			if src, _ := e.svc.Policy().LinkSource("rxe0"); src.File != service.RuntimeSource {
+			if src, _ := e.svc.PolicyInForce().LinkSource("rxe0"); src.File != service.RuntimeSource {
 				t.Fatalf("setup: rxe0 declared at %s", src)
 			}
 		}},
@@ -357,23 +342,126 @@ func TestOverlayChangeNotifiesListeners(t *testing.T) {
 
 // A runtime DeleteLink failure in the kernel keeps the link declared.
 func TestDeleteLinkKernelFailureKeepsDeclaration(t *testing.T) {
-	e := newEnv(t, "\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth1\"\n", nil)
-	e.svc.SetLinkDeleter(failingDeleter{})
-	err := e.svc.DeleteLink(context.Background(), "rxe0", false)
-	var ae *service.ApplyError
-	if !errors.As(err, &ae) || !errors.Is(err, syscall.EBUSY) {
-		t.Fatalf("DeleteLink = %v", err)
-	}
-	if _, ok := e.svc.PolicyInForce().LinkSource("rxe0"); !ok {
-		t.Error("rxe0 no longer declared after a failed delete")
-	}
-	if ov := e.svc.RuntimeOverlay(); !ov.Empty() {
-		t.Errorf("overlay %+v", ov)
+	for _, persist := range []bool{false, true} {
+		e := newEnv(t, "", nil)
+		if err := e.svc.AddLink(context.Background(), config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"}, persist); err != nil {
+			t.Fatal(err)
+		}
+		drop := e.persisted()
+		e.nl.DelErr = syscall.EBUSY
+		err := e.svc.DeleteLink(context.Background(), "rxe0", persist)
+		var ae *service.ApplyError
+		if !errors.As(err, &ae) || !errors.Is(err, syscall.EBUSY) {
+			t.Fatalf("persist=%v: DeleteLink refused by the kernel = %v", persist, err)
+		}
+		if len(ae.Failed) != 1 || ae.Failed[0].Subject != reconcile.LinkSubject("rxe0") || ae.Failed[0].Kind != links.Remove {
+			t.Errorf("persist=%v: failed %+v", persist, ae.Failed)
+		}
+		if _, ok := e.svc.PolicyInForce().LinkSource("rxe0"); !ok {
+			t.Errorf("persist=%v: rxe0 no longer declared after a failed delete", persist)
+		}
+		if got := e.persisted(); got != drop {
+			t.Errorf("persist=%v: drop-in %q, want it as before %q", persist, got, drop)
+		}
+		if !e.h.Exists(host.ClassInfiniband + "/rxe0") {
+			t.Errorf("persist=%v: rxe0 gone", persist)
+		}
 	}
 }
 
-type failingDeleter struct{}
+// A kernel refusal of AddLink fails the call and withdraws the link, at
+// runtime and persisted alike.
+func TestAddLinkKernelRefusalFailsAndRollsBack(t *testing.T) {
+	for _, persist := range []bool{false, true} {
+		e := newEnv(t, "", nil)
+		e.nl.AddErr = syscall.EOPNOTSUPP
+		err := e.svc.AddLink(context.Background(), config.Link{Name: "rxe1", Type: config.LinkRXE, Netdev: "eth1"}, persist)
+		var ae *service.ApplyError
+		if !errors.As(err, &ae) || !errors.Is(err, syscall.EOPNOTSUPP) {
+			t.Fatalf("persist=%v: AddLink refused by the kernel = %v, want an ApplyError", persist, err)
+		}
+		if len(ae.Failed) != 1 || ae.Failed[0].Subject != reconcile.LinkSubject("rxe1") || ae.Failed[0].Kind != links.Create {
+			t.Errorf("persist=%v: failed %+v", persist, ae.Failed)
+		}
+		if _, ok := e.svc.PolicyInForce().LinkSource("rxe1"); ok {
+			t.Errorf("persist=%v: refused link still declared", persist)
+		}
+		if got := e.persisted(); got != "<none>" {
+			t.Errorf("persist=%v: drop-in %q", persist, got)
+		}
+		if ov := e.svc.RuntimeOverlay(); !ov.Empty() {
+			t.Errorf("persist=%v: overlay %+v", persist, ov)
+		}
+	}
+}
 
-func (failingDeleter) DeleteLink(context.Context, string) error {
-	return &os.SyscallError{Syscall: "rdma link delete", Err: syscall.EBUSY}
+// A kernel refusal of the netns switch fails the call and withdraws the
+// mode: not switched, not written for the next boot.
+func TestSetNetnsModeKernelRefusalFailsAndRollsBack(t *testing.T) {
+	for _, persist := range []bool{false, true} {
+		e := newEnv(t, "", func(e *env) { hosttest.Write(t, e.root, host.ProcModules, "ib_core 1 0 - Live 0x0\n") })
+		e.ns.Refuse(&os.SyscallError{Syscall: "rdma system set netns", Err: syscall.EBUSY})
+		err := e.svc.SetNetnsMode(context.Background(), config.NetnsExclusive, persist)
+		var ae *service.ApplyError
+		if !errors.As(err, &ae) || !errors.Is(err, syscall.EBUSY) {
+			t.Fatalf("persist=%v: SetNetnsMode refused = %v", persist, err)
+		}
+		if len(ae.Failed) != 1 || ae.Failed[0].Subject != reconcile.HostSubject() || ae.Failed[0].Kind != netns.Mode {
+			t.Errorf("persist=%v: failed %+v", persist, ae.Failed)
+		}
+		if m := e.svc.PolicyInForce().Netns; m.Mode != config.NetnsUnmanaged || m.Runtime != config.NetnsUnmanaged {
+			t.Errorf("persist=%v: mode still declared: %+v", persist, m)
+		}
+		if _, err := os.Stat(filepath.Join(e.root, netns.ModprobeFile)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("persist=%v: modprobe.d written for a refused mode (%v)", persist, err)
+		}
+		if got := e.persisted(); got != "<none>" {
+			t.Errorf("persist=%v: drop-in %q", persist, got)
+		}
+	}
+}
+
+// Each call costs exactly one pass; a refused one two (the pass and the
+// one after the rollback).
+func TestOnePassPerCall(t *testing.T) {
+	e := newEnv(t, "", nil)
+	count := func(what string, want int64, call func() error) {
+		t.Helper()
+		before := e.passes.Load()
+		if err := call(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := e.passes.Load() - before; got != want {
+			t.Errorf("%s ran %d passes, want %d", what, got, want)
+		}
+	}
+	ctx := context.Background()
+	count("Reload", 1, func() error { _, err := e.svc.ReloadNow(ctx); return err })
+	count("SetRoCE", 1, func() error { return e.svc.SetRoCE(ctx, service.RoCEChange{Device: "mlx5_0", Port: 1, TOS: 3}) })
+	count("SetRoCE --persist", 1, func() error {
+		return e.svc.SetRoCE(ctx, service.RoCEChange{Device: "mlx5_0", Port: 1, TOS: 4, Persist: true})
+	})
+	count("AddLink --persist", 1, func() error {
+		return e.svc.AddLink(ctx, config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"}, true)
+	})
+	count("DeleteLink --persist", 1, func() error { return e.svc.DeleteLink(ctx, "rxe0", true) })
+	count("SetNetnsMode", 1, func() error { return e.svc.SetNetnsMode(ctx, config.NetnsShared, false) })
+	// A reload of files that did not change queues nothing (rdmad's own
+	// drop-in writes come back through the file watcher); a changed file
+	// queues a pass.
+	expired, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := e.svc.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Idle(expired); err != nil {
+		t.Errorf("a reload of unchanged files queued a pass")
+	}
+	hosttest.Write(t, e.root, mainFile, "[modules]\nenable = false\n[[roce]]\ndevice = \"mlx5_1\"\ntos = 1\n")
+	if err := e.svc.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Idle(expired); err == nil {
+		t.Errorf("a reload of a changed file queued no pass")
+	}
 }

@@ -23,6 +23,13 @@ type Overlay struct {
 	Netns        config.NetnsMode  // NetnsUnmanaged: no runtime override
 }
 
+// DefaultMaxRuntimeEntries bounds the runtime overlay: RoCE rules and
+// links each. Calls replace what they change, so only many distinct
+// devices, ports or links come near it; beyond it a runtime change is
+// refused (persisting still works), so callers cannot grow rdmad's memory
+// without bound.
+const DefaultMaxRuntimeEntries = 1024
+
 // Empty reports whether there are no runtime changes.
 func (o Overlay) Empty() bool {
 	return len(o.RoCE) == 0 && len(o.Links) == 0 && len(o.DeletedLinks) == 0 && o.Netns == config.NetnsUnmanaged
@@ -62,15 +69,17 @@ func (o Overlay) Apply(base *config.Policy) *config.Policy {
 }
 
 // setRoCE records a runtime RoCE setting for one device (port 0: all).
+// What it sets replaces what earlier runtime rules said about the same
+// fields on the ports it covers (config.MergeRoCE), so repeated calls do
+// not pile up rules and the result is the same as appending.
 func (o *Overlay) setRoCE(device string, port int, mode config.RoCEMode, tos *int) {
-	rule := config.RoCERule{
+	o.RoCE = config.MergeRoCE(o.RoCE, config.RoCERule{
 		Source:   config.Position{File: RuntimeSource},
-		Selector: config.Selector{Device: globEscape(device)},
+		Selector: config.Selector{Device: config.EscapeGlob(device)},
 		Port:     port,
 		Mode:     mode,
 		TOS:      tos,
-	}
-	o.RoCE = append(o.RoCE, rule)
+	})
 }
 
 // forgetRoCE removes the runtime mode and/or TOS of a port (port 0: all
@@ -78,7 +87,7 @@ func (o *Overlay) setRoCE(device string, port int, mode config.RoCEMode, tos *in
 // A runtime rule for every port that is partly forgotten is split into
 // per-port rules for the ports it still covers.
 func (o *Overlay) forgetRoCE(device string, port int, ports []int, mode, tos bool) {
-	sel := config.Selector{Device: globEscape(device)}
+	sel := config.Selector{Device: config.EscapeGlob(device)}
 	var out []config.RoCERule
 	for _, r := range o.RoCE {
 		if r.Selector != sel || (port != 0 && r.Port != 0 && r.Port != port) {
@@ -141,22 +150,25 @@ type runtime struct {
 	base    *config.Policy
 	overlay Overlay
 
-	// inForce is the policy handed to the reconciler, readable without
-	// any lock: OnChange listeners run inside a pass and may not call
-	// Reconciler.Policy, which waits for the pass.
+	// inForce is the one policy in force (files plus overlay), which every
+	// pass takes; readable without any lock, so a reload never waits for a
+	// pass stuck in modprobe and OnChange listeners may read it.
 	inForce atomic.Pointer[config.Policy]
 }
 
-// PolicyInForce is the policy the reconciler uses (files plus overlay). It
-// never blocks, so reconcile.OnChange listeners may call it.
+// PolicyInForce is the policy passes use (files plus overlay). It never
+// blocks.
 func (s *Service) PolicyInForce() *config.Policy { return s.runtime.inForce.Load() }
 
-// setPolicy installs a freshly loaded policy with the overlay on top.
-func (s *Service) setPolicy(pol *config.Policy) {
+// setPolicy installs a freshly loaded policy with the overlay on top and
+// reports whether it differs from the files' policy in force before.
+func (s *Service) setPolicy(pol *config.Policy) bool {
 	s.runtime.mu.Lock()
 	defer s.runtime.mu.Unlock()
+	changed := s.runtime.base == nil || !samePolicy(s.runtime.base, pol)
 	s.runtime.base = pol
-	s.putInForce(s.runtime.overlay.Apply(pol))
+	s.runtime.inForce.Store(s.runtime.overlay.Apply(pol))
+	return changed
 }
 
 // changeOverlay edits the overlay and puts the result in force. It returns
@@ -169,15 +181,10 @@ func (s *Service) changeOverlay(edit func(*Overlay)) (previous Overlay) {
 	next := s.runtime.overlay.clone()
 	edit(&next)
 	s.runtime.overlay = next
-	s.putInForce(next.Apply(s.runtime.base))
+	s.runtime.inForce.Store(next.Apply(s.runtime.base))
 	s.runtime.mu.Unlock()
 	s.configChanged()
 	return previous
-}
-
-func (s *Service) putInForce(p *config.Policy) {
-	s.runtime.inForce.Store(p)
-	s.rec.SetPolicy(p)
 }
 
 // RuntimeOverlay returns a copy of the runtime changes in force.
@@ -185,18 +192,4 @@ func (s *Service) RuntimeOverlay() Overlay {
 	s.runtime.mu.Lock()
 	defer s.runtime.mu.Unlock()
 	return s.runtime.overlay.clone()
-}
-
-// globEscape makes a device name match itself only under path.Match.
-func globEscape(name string) string {
-	var b []byte
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; c {
-		case '*', '?', '[', ']', '\\':
-			b = append(b, '\\', c)
-		default:
-			b = append(b, c)
-		}
-	}
-	return string(b)
 }

@@ -144,3 +144,44 @@ func TestOverlayCloneIsDeep(t *testing.T) {
 		t.Errorf("clone shares storage: %+v", o)
 	}
 }
+
+// Repeated runtime SetRoCE calls replace what they change instead of
+// piling up rules, and the policy they give is exactly the one appending
+// every call would give.
+func TestOverlaySetRoCEReplacesAndStaysSmall(t *testing.T) {
+	var o, appended Overlay
+	devices := []string{"mlx5_0", "mlx5_1", "dev[1]"}
+	modes := []config.RoCEMode{"", config.RoCEv1, config.RoCEv2}
+	r := uint32(1)
+	next := func(n int) int { // a small deterministic generator
+		r = r*1103515245 + 12345
+		return int(r>>16) % n
+	}
+	for i := 0; i < 5000; i++ {
+		dev, port, mode := devices[next(3)], next(4), modes[next(3)]
+		var tos *int
+		if next(2) == 0 || mode == "" {
+			tos = intp(next(256))
+		}
+		o.setRoCE(dev, port, mode, tos)
+		appended.RoCE = append(appended.RoCE, config.RoCERule{
+			Source: config.Position{File: RuntimeSource}, Selector: config.Selector{Device: config.EscapeGlob(dev)},
+			Port: port, Mode: mode, TOS: tos,
+		})
+		if len(o.RoCE) > len(devices)*4*2 {
+			t.Fatalf("after %d calls the overlay holds %d rules", i+1, len(o.RoCE))
+		}
+		if i%97 != 0 {
+			continue
+		}
+		got, want := o.Apply(nil), appended.Apply(nil)
+		for _, d := range devices {
+			for p := 1; p <= 3; p++ {
+				g, w := got.RoCEFor(config.Target{Name: d}, p), want.RoCEFor(config.Target{Name: d}, p)
+				if g.Mode != w.Mode || (g.TOS == nil) != (w.TOS == nil) || (g.TOS != nil && *g.TOS != *w.TOS) {
+					t.Fatalf("after %d calls %s/%d = %+v, appending every call gives %+v", i+1, d, p, g, w)
+				}
+			}
+		}
+	}
+}

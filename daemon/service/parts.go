@@ -1,9 +1,6 @@
 package service
 
 import (
-	"context"
-	"log/slog"
-
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/links"
 	"github.com/rdmad/rdmad/daemon/memlock"
@@ -27,50 +24,40 @@ func RealKernel() Kernel {
 	return Kernel{Modules: modules.Modprobe{}, Links: links.RDMANetlink{}, Netns: netns.RDMANetlink{}}
 }
 
-// NewReconciler assembles the reconciler with every part, in the order a
-// pass needs: soft links first (Early: they create devices the same pass
-// configures), modules before RoCE (rdma_cm provides the configfs tree) and
-// before netns (ib_core must be loaded to switch the mode at run time).
-func NewReconciler(h *host.Host, k Kernel, log *slog.Logger) *reconcile.Reconciler {
+// build assembles the reconciler with every part, in the order a pass
+// needs: soft links first (Early: they create devices the same pass
+// configures), then modules (ib_core must be loaded to switch the netns
+// mode at run time), memlock and netns, then per device VPI before RoCE.
+func (s *Service) build(oneShot bool) *reconcile.Reconciler {
+	h, k := s.host, s.kernel
 	var early []reconcile.HostPart
 	if k.Links != nil {
 		early = append(early, &links.Part{Host: h, Netlink: k.Links, Loader: k.Modules})
 	}
-	hostParts := []reconcile.HostPart{
-		&modules.Part{Host: h, Loader: k.Modules},
-		&memlock.Part{Host: h},
+	mods := &modules.Part{Host: h, Loader: k.Modules}
+	var detail host.Detail // a one-shot run reads what the policy needs
+	if !oneShot {
+		// The daemon never waits for modprobe in a pass: the result of a
+		// background load comes back as a host-wide pass.
+		mods.Done = s.queue.Host
+		detail = host.DetailFull
+		s.modules = mods
 	}
+	hostParts := []reconcile.HostPart{mods, &memlock.Part{Host: h}}
 	if k.Netns != nil {
 		hostParts = append(hostParts, &netns.Part{Host: h, Kernel: k.Netns})
 	}
 	return reconcile.New(reconcile.Options{
 		Host:      h,
-		Log:       log,
+		Log:       s.log,
 		Early:     early,
 		HostParts: hostParts,
 		// VPI first: a port type change re-registers the mlx4 device,
 		// which resets its RoCE settings; the re-add event reapplies them.
 		DeviceParts: []reconcile.DevicePart{
 			&vpi.Part{Host: h},
-			&roce.Part{Host: h},
+			&roce.Part{Host: h, Loader: k.Modules},
 		},
+		Detail: detail,
 	})
-}
-
-// LinkDeleter is the kernel side of Service.DeleteLink over k's RDMA
-// netlink; nil when k does not manage links.
-func (k Kernel) LinkDeleter(h *host.Host) LinkDeleter {
-	if k.Links == nil {
-		return nil
-	}
-	return netlinkLinkDeleter{h: h, nl: k.Links}
-}
-
-type netlinkLinkDeleter struct {
-	h  *host.Host
-	nl links.Netlink
-}
-
-func (d netlinkLinkDeleter) DeleteLink(ctx context.Context, name string) error {
-	return links.Delete(ctx, d.nl, d.h, name)
 }

@@ -10,14 +10,11 @@ import (
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/links/linkstest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
 )
-
-type noLoader struct{}
-
-func (noLoader) Load(context.Context, []string) error { return nil }
 
 // TestDeclaredLinkConfiguredInSamePass checks the part order: the Early
 // links part creates rxe0, and the RoCE part configures it in that pass.
@@ -44,8 +41,7 @@ func TestDeclaredLinkConfiguredInSamePass(t *testing.T) {
 	}
 	nl := &linkstest.Netlink{Host: h}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rec := service.NewReconciler(h, service.Kernel{Modules: noLoader{}, Links: nl}, log)
-	svc, err := service.New(service.Options{Host: h, Reconciler: rec, Log: log})
+	svc, err := service.New(service.Options{Host: h, Kernel: service.Kernel{Modules: &hosttest.Modprobe{}, Links: nl}, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,17 +54,15 @@ func TestDeclaredLinkConfiguredInSamePass(t *testing.T) {
 	if got := strings.Join(nl.Calls(), ","); got != "add rxe0 rxe eth1" {
 		t.Errorf("netlink calls %q", got)
 	}
-	d := rec.State().Device("rxe0")
-	if d == nil {
+	if _, ok := svc.Reconciler().Device("rxe0"); !ok {
 		t.Fatal("rxe0 not in state after the pass that created it")
 	}
 	if tos, _ := h.ReadString(host.ConfigfsPortPath("rxe0", 1, "default_roce_tos")); strings.TrimSpace(tos) != "5" {
 		t.Errorf("tos = %q, want 5 in the same pass", tos)
 	}
 
-	// DeleteLink through the kernel's deleter: the device goes and, being
-	// dropped from the policy in force, is not recreated by the next pass.
-	svc.SetLinkDeleter(service.Kernel{Links: nl}.LinkDeleter(h))
+	// DeleteLink through RDMA netlink: the device goes and, being dropped
+	// from the policy in force, is not recreated by the next pass.
 	if err := svc.DeleteLink(context.Background(), "rxe0", false); err != nil {
 		t.Fatal(err)
 	}

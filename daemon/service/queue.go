@@ -2,44 +2,52 @@ package service
 
 import (
 	"context"
-	"sort"
+	"slices"
 	"sync"
+	"time"
 )
 
-// Key says what to look at again: everything, or one device.
-type Key string
+// Work is what the queue hands to a pass: what to look at again, gathered
+// from every request since the last pass.
+type Work struct {
+	Full    bool             // everything
+	Forced  bool             // asked for explicitly: parts retry what they gave up on
+	Devices map[string][]int // by name; nil ports: the whole device
+	Netdevs []string         // RDMA devices on these netdevs
+}
 
-// KeyAll asks for a full pass.
-const KeyAll Key = "*"
+// Empty reports whether w asks only for the host-wide parts.
+func (w Work) Empty() bool { return !w.Full && len(w.Devices) == 0 && len(w.Netdevs) == 0 }
 
-// DeviceKey asks for a pass over one device.
-func DeviceKey(name string) Key { return Key("device:" + name) }
-
-// Queue coalesces requests: while a pass runs, any number of requests for
-// the same keys collapse into one pending set, so a burst of 500 uevents for
-// one device costs at most two passes. It is level-triggered: a request only
-// says what to re-read, never what the state is.
+// Queue coalesces requests: while a pass runs, any number of requests
+// collapse into one pending Work, so a burst of 500 uevents costs one or
+// two passes. It is level-triggered: a request only says what to re-read,
+// never what the state is. A short settle time after the first request
+// lets the events of one change (a uevent and its RDMA netlink monitor
+// message, the two ends of a veth pair) arrive before the pass starts.
 type Queue struct {
-	run func(ctx context.Context, all bool, devices []string)
+	run    func(ctx context.Context, w Work)
+	settle time.Duration
 
 	mu      sync.Mutex
-	pending map[Key]bool
+	pending Work
+	queued  bool // pending holds a request (possibly the host-only one)
 	busy    bool
 	wake    chan struct{}
 	idle    *sync.Cond
 }
 
 // NewQueue returns a queue that hands coalesced work to run.
-func NewQueue(run func(ctx context.Context, all bool, devices []string)) *Queue {
-	q := &Queue{run: run, pending: map[Key]bool{}, wake: make(chan struct{}, 1)}
+func NewQueue(settle time.Duration, run func(ctx context.Context, w Work)) *Queue {
+	q := &Queue{run: run, settle: settle, wake: make(chan struct{}, 1)}
 	q.idle = sync.NewCond(&q.mu)
 	return q
 }
 
-// Add requests work for k. It never blocks.
-func (q *Queue) Add(k Key) {
+func (q *Queue) add(edit func(w *Work)) {
 	q.mu.Lock()
-	q.pending[k] = true
+	edit(&q.pending)
+	q.queued = true
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -47,51 +55,95 @@ func (q *Queue) Add(k Key) {
 	}
 }
 
+// All asks for a full pass; forced for one asked for explicitly.
+func (q *Queue) All(forced bool) {
+	q.add(func(w *Work) {
+		w.Full = true
+		w.Forced = w.Forced || forced
+	})
+}
+
+// Device asks for one device to be read again.
+func (q *Queue) Device(name string) {
+	q.add(func(w *Work) {
+		if w.Devices == nil {
+			w.Devices = map[string][]int{}
+		}
+		w.Devices[name] = nil
+	})
+}
+
+// Netdev asks for the RDMA devices on a netdev to be read again (and the
+// host-wide parts, which create soft links on it, to run).
+func (q *Queue) Netdev(name string) {
+	q.add(func(w *Work) {
+		// A flapping netdev sends many events before a pass takes them:
+		// they ask for the same thing once.
+		if !slices.Contains(w.Netdevs, name) {
+			w.Netdevs = append(w.Netdevs, name)
+		}
+	})
+}
+
+// Host asks for the host-wide parts only (a background module load ended).
+func (q *Queue) Host() { q.add(func(*Work) {}) }
+
 // Run takes pending work until ctx ends.
 func (q *Queue) Run(ctx context.Context) {
+	defer func() {
+		q.mu.Lock()
+		q.busy = false
+		q.idle.Broadcast()
+		q.mu.Unlock()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
-			q.mu.Lock()
-			q.busy = false
-			q.idle.Broadcast()
-			q.mu.Unlock()
 			return
 		case <-q.wake:
 		}
+		q.mu.Lock()
+		q.busy = true
+		q.mu.Unlock()
+		if q.settle > 0 && !q.wait(ctx) {
+			return
+		}
 		for {
-			all, devices, ok := q.take()
+			w, ok := q.take()
 			if !ok {
 				break
 			}
-			q.run(ctx, all, devices)
+			q.run(ctx, w)
 		}
 	}
 }
 
+func (q *Queue) wait(ctx context.Context) bool {
+	t := time.NewTimer(q.settle)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // take removes everything pending; a full pass subsumes device passes.
-func (q *Queue) take() (all bool, devices []string, ok bool) {
+func (q *Queue) take() (Work, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.pending) == 0 {
+	if !q.queued {
 		q.busy = false
 		q.idle.Broadcast()
-		return false, nil, false
+		return Work{}, false
 	}
-	q.busy = true
-	for k := range q.pending {
-		if k == KeyAll {
-			all = true
-		} else {
-			devices = append(devices, string(k[len("device:"):]))
-		}
+	w := q.pending
+	q.pending, q.queued = Work{}, false
+	if w.Full {
+		w.Devices, w.Netdevs = nil, nil
 	}
-	q.pending = map[Key]bool{}
-	if all {
-		devices = nil
-	}
-	sort.Strings(devices)
-	return all, devices, true
+	return w, true
 }
 
 // Idle blocks until nothing is pending or running, or ctx ends.
@@ -104,8 +156,11 @@ func (q *Queue) Idle(ctx context.Context) error {
 	defer stop()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for (q.busy || len(q.pending) > 0) && ctx.Err() == nil {
+	for q.busy || q.queued {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		q.idle.Wait()
 	}
-	return ctx.Err()
+	return nil
 }

@@ -3,13 +3,24 @@ package service
 import (
 	"context"
 	"reflect"
+	"sort"
 	"sync"
 	"testing"
+	"time"
 )
 
 type pass struct {
 	all     bool
 	devices []string
+}
+
+func passOf(w Work) pass {
+	p := pass{all: w.Full}
+	for n := range w.Devices {
+		p.devices = append(p.devices, n)
+	}
+	sort.Strings(p.devices)
+	return p
 }
 
 // blockingRun records passes; each one announces itself on started and
@@ -26,8 +37,8 @@ func newBlockingRun() *blockingRun {
 	return &blockingRun{started: make(chan pass), release: make(chan struct{})}
 }
 
-func (b *blockingRun) run(_ context.Context, all bool, devices []string) {
-	p := pass{all, devices}
+func (b *blockingRun) run(_ context.Context, w Work) {
+	p := passOf(w)
 	b.started <- p
 	<-b.release
 	b.mu.Lock()
@@ -41,9 +52,9 @@ func (b *blockingRun) finished() []pass {
 	return append([]pass(nil), b.done...)
 }
 
-func startQueue(t *testing.T, run func(context.Context, bool, []string)) *Queue {
+func startQueue(t *testing.T, run func(context.Context, Work)) *Queue {
 	t.Helper()
-	q := NewQueue(run)
+	q := NewQueue(0, run)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { q.Run(ctx); close(stopped) }()
@@ -57,14 +68,14 @@ func TestQueueCoalescesAndIdleWaitsForPasses(t *testing.T) {
 	b := newBlockingRun()
 	q := startQueue(t, b.run)
 
-	q.Add(DeviceKey("mlx5_1"))
+	q.Device("mlx5_1")
 	if got := <-b.started; !reflect.DeepEqual(got, pass{false, []string{"mlx5_1"}}) {
 		t.Fatalf("first pass %+v", got)
 	}
 	// The first pass is running: a burst of requests.
 	for i := 0; i < 100; i++ {
-		q.Add(DeviceKey("mlx5_1"))
-		q.Add(DeviceKey("mlx5_0"))
+		q.Device("mlx5_1")
+		q.Device("mlx5_0")
 	}
 	idle := make(chan []pass, 1)
 	go func() {
@@ -90,7 +101,7 @@ func TestQueueCoalescesAndIdleWaitsForPasses(t *testing.T) {
 	}
 	// Nothing else was queued: a new request is the third pass, not a
 	// leftover of the burst.
-	q.Add(KeyAll)
+	q.All(false)
 	if got := <-b.started; !reflect.DeepEqual(got, pass{true, nil}) {
 		t.Errorf("third pass %+v", got)
 	}
@@ -107,11 +118,11 @@ func TestQueueCoalescesAndIdleWaitsForPasses(t *testing.T) {
 func TestQueueFullPassSubsumesDevices(t *testing.T) {
 	b := newBlockingRun()
 	q := startQueue(t, b.run)
-	q.Add(DeviceKey("a"))
+	q.Device("a")
 	<-b.started
-	q.Add(DeviceKey("b"))
-	q.Add(KeyAll)
-	q.Add(DeviceKey("c"))
+	q.Device("b")
+	q.All(false)
+	q.Device("c")
 	b.release <- struct{}{}
 	if got := <-b.started; !reflect.DeepEqual(got, pass{true, nil}) {
 		t.Errorf("second pass %+v, want one full pass", got)
@@ -133,7 +144,7 @@ func TestQueueIdle(t *testing.T) {
 	if err := q.Idle(context.Background()); err != nil {
 		t.Fatalf("Idle on an empty queue: %v", err)
 	}
-	q.Add(KeyAll)
+	q.All(false)
 	<-b.started
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -145,5 +156,66 @@ func TestQueueIdle(t *testing.T) {
 	b.release <- struct{}{}
 	if err := q.Idle(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The settle time gathers the events of one change that arrive a moment
+// apart (a uevent and its RDMA netlink message) into one pass.
+func TestQueueSettleGathersNearEvents(t *testing.T) {
+	var mu sync.Mutex
+	var passes []pass
+	q := NewQueue(50*time.Millisecond, func(_ context.Context, w Work) {
+		mu.Lock()
+		passes = append(passes, passOf(w))
+		mu.Unlock()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { q.Run(ctx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	q.Device("rxe1")
+	time.Sleep(5 * time.Millisecond)
+	q.Device("rxe1")
+	q.Device("rxe2")
+	if err := q.Idle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(passes) != 1 || !reflect.DeepEqual(passes[0], pass{false, []string{"rxe1", "rxe2"}}) {
+		t.Errorf("passes %+v, want one over rxe1 and rxe2", passes)
+	}
+}
+
+// A netdev request and a host-only request are passes too.
+func TestQueueNetdevAndHost(t *testing.T) {
+	var got []Work
+	q := NewQueue(0, func(_ context.Context, w Work) { got = append(got, w) })
+	q.Netdev("eth1")
+	q.Host()
+	w, ok := q.take()
+	if !ok || !reflect.DeepEqual(w.Netdevs, []string{"eth1"}) || w.Full || len(w.Devices) != 0 {
+		t.Errorf("take = %+v, %v", w, ok)
+	}
+	q.Host()
+	if w, ok := q.take(); !ok || !w.Empty() {
+		t.Errorf("host-only take = %+v, %v", w, ok)
+	}
+	if _, ok := q.take(); ok {
+		t.Error("take of an empty queue")
+	}
+}
+
+// A flapping netdev's events collapse into one request for it, however
+// many arrive before the next pass.
+func TestQueueNetdevBurstIsOneRequest(t *testing.T) {
+	q := NewQueue(0, func(context.Context, Work) {})
+	for i := 0; i < 10000; i++ {
+		q.Netdev("eth1")
+		q.Netdev("eth2")
+	}
+	w, ok := q.take()
+	if !ok || !reflect.DeepEqual(w.Netdevs, []string{"eth1", "eth2"}) {
+		t.Errorf("take = %v names, %v", len(w.Netdevs), ok)
 	}
 }

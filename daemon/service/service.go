@@ -1,26 +1,49 @@
 // Package service ties rdmad together at run time: it owns the policy in
-// force (keeping the last good one when a reload fails), the reconciler, and
-// the work queue that event sources and D-Bus calls feed.
+// force (the last good configuration plus the runtime overlay), builds the
+// reconciler and its parts, and runs the work queue that event sources and
+// D-Bus calls feed.
 package service
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/metrics"
+	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
+
+// DefaultSettle is how long the queue waits after the first request of a
+// burst: the uevent and the RDMA netlink message of one device arrive
+// within microseconds of each other and cost one pass.
+const DefaultSettle = 10 * time.Millisecond
+
+// DefaultPortStateInterval is how often the state of InfiniBand and OPA
+// ports, which changes without any event, is read again.
+const DefaultPortStateInterval = 10 * time.Second
 
 // Options configures a Service.
 type Options struct {
 	Host       *host.Host
 	ConfigFile string // "" = <root>/etc/rdma/rdmad.toml
-	Reconciler *reconcile.Reconciler
+	Kernel     Kernel // the kernel interfaces that are not files
 	Log        *slog.Logger
+	// OneShot builds the service for `rdmad --once`: devices are read
+	// with the detail policy needs (nothing is published) and modules are
+	// loaded within the pass. Otherwise the daemon reads everything it
+	// publishes and loads modules in the background.
+	OneShot bool
+	// Settle is the queue's settle time (0: DefaultSettle; <0: none).
+	Settle time.Duration
+	// MaxRuntimeEntries bounds the runtime overlay's RoCE rules and links
+	// (0: DefaultMaxRuntimeEntries).
+	MaxRuntimeEntries int
 }
 
 // Service is the running daemon minus its transports (bus, events).
@@ -29,33 +52,47 @@ type Service struct {
 	configFile string
 	rec        *reconcile.Reconciler
 	log        *slog.Logger
+	kernel     Kernel
+	modules    interface{ Wait() } // the modules part, for shutdown
+	textfile   *metrics.Textfile   // [metrics] textfile; nil with OneShot
 
 	cfgMu      sync.RWMutex
 	configErr  error // last failed load; nil when the policy in force is current
 	cfgWatches []func()
 
-	queue *Queue
-
-	runtime     runtime     // overlay.go: last good policy + runtime overlay
-	linkDeleter LinkDeleter // api.go: kernel side of DeleteLink
+	queue      *Queue
+	runtime    runtime // overlay.go: last good policy + runtime overlay
+	maxRuntime int
 }
 
-// New loads the configuration and returns a Service. A config error here is
-// fatal to the caller: at start there is no last good policy to keep.
+// New loads the configuration and builds the service: reconciler, parts and
+// queue. A config error here is fatal to the caller: at start there is no
+// last good policy to keep.
 func New(o Options) (*Service, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	s := &Service{host: o.Host, configFile: o.ConfigFile, rec: o.Reconciler, log: o.Log}
+	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, kernel: o.Kernel, maxRuntime: o.MaxRuntimeEntries}
+	if s.maxRuntime <= 0 {
+		s.maxRuntime = DefaultMaxRuntimeEntries
+	}
 	if s.configFile == "" {
 		s.configFile = o.Host.Path(config.MainFile)
 	}
-	pol, err := config.Load(o.Host.Root, s.configFile)
+	pol, err := config.Load(host.Files{}, s.configFile)
 	if err != nil {
 		return nil, err
 	}
+	settle := o.Settle
+	if settle == 0 {
+		settle = DefaultSettle
+	}
+	s.queue = NewQueue(max(settle, 0), s.runWork)
+	s.rec = s.build(o.OneShot)
 	s.setPolicy(pol)
-	s.queue = NewQueue(s.runRequest)
+	if !o.OneShot {
+		s.startMetrics()
+	}
 	return s, nil
 }
 
@@ -68,11 +105,12 @@ func (s *Service) DropInDir() string { return config.DropInDirFor(s.configFile) 
 // Host is the host rdmad manages.
 func (s *Service) Host() *host.Host { return s.host }
 
-// Reconciler gives read access to state and policy.
-func (s *Service) Reconciler() *reconcile.Reconciler { return s.rec }
+// NetnsKernel is the kernel's RDMA netns mode, nil when rdmad does not
+// manage it.
+func (s *Service) NetnsKernel() netns.Kernel { return s.kernel.Netns }
 
-// Policy is the policy in force.
-func (s *Service) Policy() *config.Policy { return s.rec.Policy() }
+// Reconciler gives read access to the observed state.
+func (s *Service) Reconciler() *reconcile.Reconciler { return s.rec }
 
 // ConfigError is the error of the last reload, nil when the files on disk
 // are the policy in force.
@@ -83,28 +121,46 @@ func (s *Service) ConfigError() error {
 }
 
 // Reload re-reads the configuration. On error the last good policy stays in
-// force and the error is kept for ConfigError; on success a full reconcile
-// is queued.
+// force and the error is kept for ConfigError; on success a full pass is
+// queued when the policy changed (rdmad's own drop-in writes come back
+// through the file watcher unchanged).
 func (s *Service) Reload() error {
-	pol, err := config.Load(s.host.Root, s.configFile)
+	changed, err := s.reload()
+	if err != nil {
+		return err
+	}
+	if changed {
+		s.queue.All(true)
+	}
+	return nil
+}
+
+// reload loads the files and puts the policy in force without a pass.
+func (s *Service) reload() (changed bool, err error) {
+	pol, err := config.Load(host.Files{}, s.configFile)
 	s.cfgMu.Lock()
+	hadErr := s.configErr != nil
 	s.configErr = err
 	s.cfgMu.Unlock()
 	if err != nil {
 		s.log.Error("config reload failed; keeping the last good configuration", "err", err)
 		s.configChanged()
-		return fmt.Errorf("reload: %w", err)
+		return false, fmt.Errorf("reload: %w", err)
 	}
-	s.setPolicy(pol)
-	s.log.Info("configuration reloaded", "files", pol.Files)
-	s.configChanged()
-	s.RequestAll()
-	return nil
+	changed = s.setPolicy(pol)
+	if changed {
+		s.log.Info("configuration reloaded", "files", pol.Files)
+	}
+	if changed || hadErr {
+		s.configChanged()
+	}
+	return changed, nil
 }
 
-// OnConfigChange registers fn to run after every reload, good or bad, and
-// after every runtime change (overlay.go), so the bus can publish the files
-// in force, the runtime declarations and the config error.
+// OnConfigChange registers fn to run after every reload that changed
+// something (the policy, or the config error) and after every runtime
+// change (overlay.go), so the bus can publish the declarations and the
+// config error.
 func (s *Service) OnConfigChange(fn func()) {
 	s.cfgMu.Lock()
 	s.cfgWatches = append(s.cfgWatches, fn)
@@ -120,35 +176,77 @@ func (s *Service) configChanged() {
 	}
 }
 
-// RequestAll queues a full reconcile.
-func (s *Service) RequestAll() { s.queue.Add(KeyAll) }
+// RequestAll queues a full pass (events were lost, a source restarted).
+func (s *Service) RequestAll() { s.queue.All(false) }
 
-// RequestDevice queues a reconcile of one device.
-func (s *Service) RequestDevice(name string) { s.queue.Add(DeviceKey(name)) }
+// RequestDevice queues a pass over one device.
+func (s *Service) RequestDevice(name string) { s.queue.Device(name) }
 
-// ReconcileNow runs a full pass synchronously (after any queued work is
-// taken) and returns its report; D-Bus "Reconcile" uses it.
+// RequestNetdev queues a pass over the RDMA devices on a netdev.
+func (s *Service) RequestNetdev(name string) { s.queue.Netdev(name) }
+
+// Start queues the first pass: everything, forced.
+func (s *Service) Start() { s.queue.All(true) }
+
+// ReconcileNow runs a full forced pass synchronously and returns its
+// report; D-Bus "Reconcile" and --once use it.
 func (s *Service) ReconcileNow(ctx context.Context) reconcile.Report {
-	return s.rec.All(ctx)
+	return s.pass(ctx, reconcile.Scope{Full: true, Forced: true})
 }
 
-// Run processes queued work until ctx ends.
+// Run processes queued work, refreshes port states and keeps the metrics
+// textfile until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
+	go s.refreshPortStates(ctx, DefaultPortStateInterval)
+	if s.textfile != nil {
+		go s.textfile.Run(ctx)
+	}
 	s.queue.Run(ctx)
+	if s.modules != nil {
+		s.modules.Wait()
+	}
 	return ctx.Err()
 }
 
 // Idle waits until the queue is empty and no pass is running, or ctx ends.
-// Tests and --once use it.
+// Tests and start-up use it.
 func (s *Service) Idle(ctx context.Context) error { return s.queue.Idle(ctx) }
 
-func (s *Service) runRequest(ctx context.Context, all bool, devices []string) {
-	start := time.Now()
-	var rep reconcile.Report
-	if all {
-		rep = s.rec.All(ctx)
-	} else {
-		rep = s.rec.Devices(ctx, devices...)
+func (s *Service) runWork(ctx context.Context, w Work) {
+	scope := reconcile.Scope{Full: w.Full, Forced: w.Forced, Devices: w.Devices}
+	for _, nd := range w.Netdevs {
+		for _, d := range s.rec.DevicesOnNetdev(nd) {
+			if scope.Devices == nil {
+				scope.Devices = map[string][]int{}
+			}
+			scope.Devices[d] = nil
+		}
 	}
-	s.log.Debug("pass done", "all", all, "devices", devices, "took", time.Since(start), "result", rep.Summary())
+	s.pass(ctx, scope)
 }
+
+func (s *Service) pass(ctx context.Context, scope reconcile.Scope) reconcile.Report {
+	return s.rec.Pass(ctx, s.PolicyInForce(), scope)
+}
+
+// refreshPortStates re-reads, every interval, the state of the ports whose
+// state changes raise no event: InfiniBand and OPA. Ethernet-backed ports
+// (RoCE, iWARP) follow their netdev, whose changes rtnetlink reports.
+func (s *Service) refreshPortStates(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.rec.RefreshPortStates(ctx, func(d *host.Device, p *host.Port) bool {
+				tr := d.PortTransport(p)
+				return tr == host.TransportInfiniBand || tr == host.TransportOPA
+			})
+		}
+	}
+}
+
+// samePolicy reports whether two loaded policies declare the same.
+func samePolicy(a, b *config.Policy) bool { return reflect.DeepEqual(a, b) }

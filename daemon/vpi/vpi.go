@@ -21,13 +21,17 @@ import (
 // Driver is the PCI driver that has VPI ports.
 const Driver = "mlx4_core"
 
+// PortType is the kind of the action on a port's VPI type.
+const PortType reconcile.Kind = "vpi port type"
+
 // Part is the VPI device part.
 type Part struct {
 	Host *host.Host
 }
 
-// Name implements reconcile.DevicePart.
-func (*Part) Name() string { return "vpi" }
+// Reregisters implements reconcile.Reregisterer: mlx4 unregisters and
+// registers its RDMA device again when a port type changes.
+func (*Part) Reregisters(a reconcile.Action) bool { return a.Kind == PortType }
 
 // Matches reports whether the kernel's reading of mlx4_port<N> (ib, eth,
 // "auto (ib)", "auto (eth)") is the declared type.
@@ -55,10 +59,10 @@ func (p *Part) Apply(ctx context.Context, pol *config.Policy, dev *host.Device) 
 			continue
 		}
 		act := reconcile.Action{
-			Target: reconcile.PortTarget(dev.Name, port.Number),
-			What:   "vpi port type",
-			To:     string(want),
-			Source: src.String(),
+			Subject: reconcile.PortSubject(dev.Name, port.Number),
+			Kind:    PortType,
+			To:      string(want),
+			Source:  src.String(),
 		}
 		if dev.Driver != Driver {
 			act.Status = reconcile.NotApplicable

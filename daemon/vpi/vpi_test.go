@@ -69,7 +69,7 @@ func device(t *testing.T, h *host.Host) *host.Device {
 func statuses(acts []reconcile.Action) string {
 	var s []string
 	for _, a := range acts {
-		s = append(s, a.Target+"="+a.Status.String())
+		s = append(s, a.Subject.String()+"="+a.Status.String())
 	}
 	return strings.Join(s, " ")
 }

@@ -35,7 +35,9 @@ const usage = `usage: rdmactl [--bus system|session|ADDRESS] [-o text|json] COMM
   link list                                declared soft RDMA links
   link add NAME --type rxe|siw --netdev IF [--persist]
   link del NAME [--persist]
-  reload                                   re-read the configuration
+  netns set shared|exclusive [--persist]   RDMA network namespace mode
+  reload                                   re-read the configuration and apply it
+  reconcile                                apply the configuration again now
   doctor                                   check that RDMA is usable
 `
 
@@ -196,6 +198,13 @@ func (e *env) dispatch(args []string) error {
 		return e.withNoArgs(args[1:], e.status)
 	case "reload":
 		return e.withNoArgs(args[1:], e.reload)
+	case "reconcile":
+		return e.withNoArgs(args[1:], e.reconcile)
+	case "netns":
+		if sub == "set" {
+			return e.netnsSet(args[2:])
+		}
+		return usagef("netns: want set")
 	case "doctor":
 		return e.withNoArgs(args[1:], e.doctor)
 	case "device":
@@ -286,67 +295,74 @@ func (e *env) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// StatusJSON is `rdmactl -o json status`.
-type StatusJSON struct {
-	dbusapi.Manager
-	Devices     []dbusapi.Device `json:"devices"`
-	FailedPorts []string         `json:"failed_ports"`
-}
-
-func failedPorts(s *client.Snapshot) []string {
-	out := []string{}
-	for _, d := range s.Devices {
-		for _, p := range d.Ports {
-			if p.Error != "" {
-				out = append(out, fmt.Sprintf("%s/%d", d.Name, p.Number))
-			}
-		}
+// describe reads the Describe document: the raw JSON rdmad returned and
+// its decoding.
+func (e *env) describe() (string, *dbusapi.Description, error) {
+	var raw string
+	if err := e.call(func(c *client.Client, cx context.Context) (err error) {
+		raw, err = c.Describe(cx)
+		return err
+	}); err != nil {
+		return "", nil, err
 	}
-	return out
+	var d dbusapi.Description
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		return "", nil, fmt.Errorf("rdmad's Describe document does not decode: %w", err)
+	}
+	return raw, &d, nil
 }
 
+// status prints the Describe document: as is with -o json (as hostnamectl
+// --json prints hostnamed's), as text otherwise.
 func (e *env) status() error {
-	s, err := e.snapshot()
+	raw, d, err := e.describe()
 	if err != nil {
 		return err
 	}
 	if e.json {
-		return e.printJSON(StatusJSON{Manager: s.Manager, Devices: nonNil(s.Devices), FailedPorts: failedPorts(s)})
+		_, err := fmt.Fprintln(e.stdout, raw)
+		return err
 	}
 	w := e.stdout
 	last := "never"
-	if s.Manager.LastReconcile != 0 {
-		last = time.UnixMicro(int64(s.Manager.LastReconcile)).Format(time.RFC3339)
+	if d.LastReconcile != 0 {
+		last = time.UnixMicro(int64(d.LastReconcile)).Format(time.RFC3339)
 	}
 	nports := 0
-	for _, d := range s.Devices {
-		nports += len(d.Ports)
+	for _, dev := range d.Devices {
+		nports += len(dev.Ports)
 	}
-	fmt.Fprintf(w, "rdmad %s: %d devices, %d ports\n", s.Manager.Version, len(s.Devices), nports)
-	fmt.Fprintf(w, "last reconcile: %s (%s)\n", last, s.Manager.LastResult)
-	if s.Manager.ConfigError != "" {
-		fmt.Fprintf(w, "config error (last good configuration in force):\n  %s\n", strings.ReplaceAll(s.Manager.ConfigError, "\n", "\n  "))
+	fmt.Fprintf(w, "rdmad %s: %d devices, %d ports\n", d.Version, len(d.Devices), nports)
+	fmt.Fprintf(w, "last reconcile: %s (%s)\n", last, d.LastResult)
+	if d.ConfigError != "" {
+		fmt.Fprintf(w, "config error (last good configuration in force):\n  %s\n", strings.ReplaceAll(d.ConfigError, "\n", "\n  "))
 	}
-	if len(s.Manager.ConfigFiles) > 0 {
-		fmt.Fprintf(w, "config files: %s\n", strings.Join(s.Manager.ConfigFiles, " "))
+	if len(d.ConfigFiles) > 0 {
+		fmt.Fprintf(w, "config files: %s\n", strings.Join(d.ConfigFiles, " "))
 	}
-	if len(s.Devices) > 0 {
+	if len(d.Devices) > 0 {
 		fmt.Fprintln(w)
-		e.portTable(s.Devices, "")
+		e.portTable(d.Devices, "")
 	}
-	if f := failedPorts(s); len(f) > 0 {
-		fmt.Fprintf(w, "\nfailed ports: %s\n", strings.Join(f, " "))
-		for _, d := range s.Devices {
-			for _, p := range d.Ports {
-				if p.Error != "" {
-					fmt.Fprintf(w, "  %s/%d: %s\n", d.Name, p.Number, p.Error)
-				}
+	var failed []string
+	for _, dev := range d.Devices {
+		for _, p := range dev.Ports {
+			if p.Error != "" {
+				failed = append(failed, fmt.Sprintf("%s/%d: %s", dev.Name, p.Number, p.Error))
 			}
 		}
 	}
-	for _, d := range s.Devices {
-		if d.Error != "" {
-			fmt.Fprintf(w, "device %s: %s\n", d.Name, d.Error)
+	if len(failed) > 0 {
+		fmt.Fprintf(w, "\nfailed ports:\n  %s\n", strings.Join(failed, "\n  "))
+	}
+	for _, dev := range d.Devices {
+		if dev.Error != "" {
+			fmt.Fprintf(w, "device %s: %s\n", dev.Name, dev.Error)
+		}
+	}
+	for _, a := range d.Actions {
+		if a.Status == "failed" && a.Subject.Kind != "device" && a.Subject.Kind != "port" {
+			fmt.Fprintf(w, "%s %s: %s\n", a.Subject, a.Kind, a.Error)
 		}
 	}
 	return nil
@@ -522,11 +538,11 @@ func splitTarget(t string) (string, int, error) {
 	if !has {
 		return dev, 0, nil
 	}
-	n, err := strconv.Atoi(ps)
-	if err != nil || n <= 0 {
-		return "", 0, usagef("%q: port must be a number from 1", t)
+	n, err := strconv.ParseUint(ps, 10, 32)
+	if err != nil || n == 0 || n > dbusapi.MaxPort {
+		return "", 0, usagef("%q: port must be a number from 1 to %d", t, dbusapi.MaxPort)
 	}
-	return dev, n, nil
+	return dev, int(n), nil
 }
 
 func (e *env) roceSet(args []string) error {
@@ -632,4 +648,39 @@ func (e *env) reload() error {
 		return fmt.Errorf("reload: the configuration loaded, but applying it failed: %s", summary)
 	}
 	return nil
+}
+
+// reconcile runs a full pass and exits 1 when something failed.
+func (e *env) reconcile() error {
+	var r client.ReconcileResult
+	if err := e.call(func(c *client.Client, cx context.Context) (err error) {
+		r, err = c.Reconcile(cx)
+		return err
+	}); err != nil {
+		return err
+	}
+	if e.json {
+		if err := e.printJSON(r); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "reconciled: %d changed, %d failed: %s\n", r.Changed, r.Failed, r.Summary)
+	}
+	if r.Failed > 0 {
+		return fmt.Errorf("reconcile: %s", r.Summary)
+	}
+	return nil
+}
+
+func (e *env) netnsSet(args []string) error {
+	pos, o, err := opts(args, nil, []string{"persist"})
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || (pos[0] != "shared" && pos[0] != "exclusive") {
+		return usagef("netns set takes shared or exclusive")
+	}
+	return e.call(func(c *client.Client, cx context.Context) error {
+		return c.SetNetnsMode(cx, pos[0], o["persist"] == "true")
+	})
 }

@@ -1,110 +1,150 @@
-package cli
+package cli_test
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/rdmad/rdmad/daemon/memlock"
+	"github.com/godbus/dbus/v5"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/doctor"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
-	"github.com/rdmad/rdmad/dbusapi/client"
+	"github.com/rdmad/rdmad/dbusapi/cli"
+	"github.com/rdmad/rdmad/test/bustest"
 )
 
-func findCheck(checks []Check, target, name string) *Check {
-	for i := range checks {
-		if checks[i].Target == target && strings.HasPrefix(checks[i].Check, name) {
-			return &checks[i]
+// manager serves org.rdmad1.Manager.Diagnose on a private bus the way the
+// daemon does: doctor.Diagnose on a fixture host, encoded by dbusapi.
+// (The daemon's own server is tested against the contract elsewhere.)
+type manager struct{ doc string }
+
+func (m *manager) Diagnose() (string, *dbus.Error) { return m.doc, nil }
+
+type oldManager struct{}
+
+func (oldManager) Describe() (string, *dbus.Error) { return "{}", nil }
+
+// serve owns org.rdmad1 on a new private bus with obj at /org/rdmad1.
+func serve(t *testing.T, obj any) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "rdmactl-doctor-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	addr := bustest.Start(t)
+	conn, err := dbus.Connect(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if err := conn.Export(obj, dbusapi.RootPath, dbusapi.ManagerIface); err != nil {
+		t.Fatal(err)
+	}
+	if reply, err := conn.RequestName(dbusapi.BusName, dbus.NameFlagDoNotQueue); err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
+		t.Fatalf("own %s: %v %v", dbusapi.BusName, reply, err)
+	}
+	return addr
+}
+
+func findingsOf(t *testing.T, fixture string) string {
+	t.Helper()
+	root := hosttest.Copy(t, fixture)
+	pol, err := config.Load(host.Files{}, filepath.Join(root, config.MainFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := dbusapi.EncodeFindings(doctor.Diagnose(context.Background(), doctor.Input{Host: host.New(root), Policy: pol}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func rdmactl(addr string, args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = cli.Main(append([]string{"--bus", addr}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestDoctorHealthyHost(t *testing.T) {
+	addr := serve(t, &manager{doc: findingsOf(t, "rxe-ready")})
+	code, out, errs := rdmactl(addr, "doctor")
+	if code != cli.ExitOK || errs != "" {
+		t.Fatalf("exit %d, stderr %q\n%s", code, errs, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "SEVERITY SUBJECT FINDING" {
+		t.Errorf("header = %q", lines[0])
+	}
+	if !strings.Contains(out, "ok        rxe0/1     rxe0/1: ACTIVE, LinkUp") {
+		t.Errorf("port row missing or misaligned:\n%s", out)
+	}
+	if last := lines[len(lines)-1]; last != "9 ok, 0 warn, 0 fail" {
+		t.Errorf("summary = %q\n%s", last, out)
+	}
+}
+
+func TestDoctorFailingHostExitsOne(t *testing.T) {
+	doc := findingsOf(t, "sparse")
+	addr := serve(t, &manager{doc: doc})
+	code, out, errs := rdmactl(addr, "doctor")
+	if code != cli.ExitFailure {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if !strings.Contains(errs, "doctor: 3 of ") || !strings.Contains(errs, "findings fail") {
+		t.Errorf("stderr = %q", errs)
+	}
+	for _, want := range []string{
+		"fail      bnxt_re0/1  bnxt_re0/1 is not ACTIVE: state DOWN, physical state unknown\n" +
+			"                      fix: rdma link show bnxt_re0/1; journalctl -k -g bnxt_re0\n",
+		"warn      host        RDMA users get memlock 8 MiB at login",
+		"ok        host        NFS over RDMA is not enabled on this host ([nfsd] rdma in /etc/nfs.conf)\nok ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	return nil
-}
 
-func snapshot(smLID string) *client.Snapshot {
-	return &client.Snapshot{
-		Manager: dbusapi.Manager{LastResult: "ok"},
-		Devices: []dbusapi.Device{{Name: "mlx4_0", Ports: []dbusapi.Port{
-			{Number: 1, Transport: "infiniband", State: "ACTIVE", SMLID: smLID, DesiredRoCETOS: -1},
-			{Number: 2, Transport: "roce", State: "DOWN", RoCEMode: "RoCE v2", RoCETOS: 0, DesiredRoCEMode: "v2", DesiredRoCETOS: 106},
-		}}},
+	// -o json prints the document exactly as Diagnose returned it, and the
+	// exit status still says whether something fails.
+	code, out, _ = rdmactl(addr, "-o", "json", "doctor")
+	if code != cli.ExitFailure || out != doc+"\n" {
+		t.Errorf("-o json: exit %d, output differs from the document:\n%s", code, out)
 	}
 }
 
-func TestDiagnosePorts(t *testing.T) {
-	checks := Diagnose(snapshot("0x0000"), Local{UverbsLoaded: true})
-	if c := findCheck(checks, "mlx4_0/1", "subnet manager"); c == nil || c.OK {
-		t.Errorf("sm_lid 0x0000 must fail the subnet manager check: %+v", c)
+func TestDoctorWarningsAloneExitZero(t *testing.T) {
+	doc, err := dbusapi.EncodeFindings([]dbusapi.Finding{
+		{ID: "roce-modes-mixed", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityWarn, Finding: "mixed", Fix: "x"},
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if c := findCheck(Diagnose(snapshot("0x0001"), Local{}), "mlx4_0/1", "subnet manager"); c == nil || !c.OK {
-		t.Errorf("sm_lid 0x0001: %+v", c)
-	}
-	if c := findCheck(checks, "mlx4_0/2", "port ACTIVE"); c == nil || c.OK {
-		t.Errorf("DOWN port passed: %+v", c)
-	}
-	if c := findCheck(checks, "mlx4_0/2", "policy applied"); c == nil || c.OK || !strings.Contains(c.Detail, "declared 106") {
-		t.Errorf("TOS 0 with 106 declared passed: %+v", c)
-	}
-	if c := findCheck(checks, "host", "ib_uverbs"); c == nil || !c.OK {
-		t.Errorf("uverbs: %+v", c)
-	}
-	if c := findCheck(Diagnose(snapshot("0x1"), Local{}), "host", "ib_uverbs"); c == nil || c.OK {
-		t.Errorf("uverbs missing passed: %+v", c)
+	addr := serve(t, &manager{doc: doc})
+	if code, out, errs := rdmactl(addr, "doctor"); code != cli.ExitOK || !strings.Contains(out, "0 ok, 1 warn, 0 fail") {
+		t.Errorf("exit %d %q\n%s", code, errs, out)
 	}
 }
 
-func TestDiagnoseLocalMemlockAndNFS(t *testing.T) {
-	root := t.TempDir()
-	write := func(rel, data string) {
-		p := filepath.Join(root, rel)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
+func TestDoctorAgainstAnOlderOrBrokenDaemon(t *testing.T) {
+	addr := serve(t, oldManager{})
+	code, _, errs := rdmactl(addr, "doctor")
+	if code != cli.ExitFailure || !strings.Contains(errs, "has no Diagnose method") {
+		t.Errorf("older rdmad: exit %d, %q", code, errs)
 	}
-	write(memlock.LimitsFile, "# Managed by rdmad\n@rdma soft memlock unlimited\n@rdma hard memlock unlimited\n")
-	write("proc/fs/nfsd/portlist", "tcp 2049\nudp 2049\n")
-	write("sys/module/ib_uverbs/uevent", "")
-	l := ProbeLocal(root)
-	if l.Group != "rdma" || l.SoftLimit != "unlimited" || !l.UverbsLoaded || !l.NFSDRunning {
-		t.Fatalf("probe = %+v", l)
+	addr = serve(t, &manager{doc: `{"not": "findings"}`})
+	code, _, errs = rdmactl(addr, "doctor")
+	if code != cli.ExitFailure || !strings.Contains(errs, "Diagnose returned no list of findings") {
+		t.Errorf("garbage: exit %d, %q", code, errs)
 	}
-
-	// A member of the group whose session still has the distribution default.
-	l.InGroup, l.SessionKiB = true, 8192
-	c := findCheck(Diagnose(snapshot("0x1"), l), "session", "memlock")
-	if c == nil || c.OK || !strings.Contains(c.Detail, "log in again") {
-		t.Errorf("8 MiB session with unlimited declared: %+v", c)
-	}
-	l.SessionKiB = -1
-	if c := findCheck(Diagnose(snapshot("0x1"), l), "session", "memlock"); c == nil || !c.OK {
-		t.Errorf("unlimited session: %+v", c)
-	}
-	l.SoftLimit, l.SessionKiB = "67108864", 67108864
-	if c := findCheck(Diagnose(snapshot("0x1"), l), "session", "memlock"); c == nil || !c.OK {
-		t.Errorf("64G session with 64G declared: %+v", c)
-	}
-
-	c = findCheck(Diagnose(snapshot("0x1"), l), "nfsd", "NFS over RDMA")
-	if c == nil || c.OK || !strings.Contains(c.Detail, "rdma 20049") {
-		t.Errorf("nfsd without rdma: %+v", c)
-	}
-	l.NFSDPorts = append(l.NFSDPorts, "rdma 20049")
-	if c := findCheck(Diagnose(snapshot("0x1"), l), "nfsd", "NFS over RDMA"); c == nil || !c.OK {
-		t.Errorf("nfsd with rdma: %+v", c)
-	}
-	// Not managed, not running: no checks to make.
-	if checks := Diagnose(snapshot("0x1"), ProbeLocal(t.TempDir())); findCheck(checks, "session", "memlock") != nil || findCheck(checks, "nfsd", "") != nil {
-		t.Errorf("checks without memlock or nfsd: %+v", checks)
-	}
-}
-
-func TestHelpOnlyAsCommand(t *testing.T) {
-	e := &env{}
-	if _, err := e.globals([]string{"help"}); err != errHelp {
-		t.Errorf("help as the command: %v", err)
-	}
-	rest, err := e.globals([]string{"link", "add", "help", "--type", "rxe", "--bus", "session"})
-	if err != nil || strings.Join(rest, " ") != "link add help --type rxe" || e.bus != "session" {
-		t.Errorf("link named help: rest %q err %v bus %q", rest, err, e.bus)
+	if code, _, errs := rdmactl(addr, "doctor", "extra"); code != cli.ExitUsage {
+		t.Errorf("doctor extra: exit %d, %q", code, errs)
 	}
 }

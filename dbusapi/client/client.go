@@ -175,6 +175,14 @@ func (c *Client) Describe(ctx context.Context) (string, error) {
 	return s, err
 }
 
+// Diagnose returns the findings of rdmad's checks (org.rdmad1.Manager.Diagnose)
+// as the JSON document rdmad sent; dbusapi.DecodeFindings reads it.
+func (c *Client) Diagnose(ctx context.Context) (string, error) {
+	var s string
+	err := c.call(ctx, "Diagnose").Store(&s)
+	return s, err
+}
+
 // ErrorName returns the D-Bus error name of err, "" if it is not one.
 func ErrorName(err error) string {
 	var de dbus.Error

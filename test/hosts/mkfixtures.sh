@@ -196,6 +196,163 @@ sparse() {
 	w "$d/ports/not-a-port/uevent" ""
 }
 
+# --- complete hosts for rdmactl doctor: what rdma-core, systemd, nfs-utils and
+# the administrator (or rdmad) add to a host that works, beyond sysfs ---
+
+# userspace ROOT DEVPATH "uverbsN:DEV ..." PROVIDER... : ib_uverbs' class
+# devices (/dev nodes are character devices on a real host; git keeps no
+# device nodes, so they are empty files here), rdma_ucm's /dev/infiniband/rdma_cm,
+# and rdma-core's provider files (/etc/libibverbs.d/NAME.driver).
+userspace() {
+	local root=$1 devpath=$2 map=$3 u dev p; shift 3
+	mkdir -p "$root/sys/class/infiniband_verbs"
+	for u in $map; do
+		dev=${u#*:}; u=${u%%:*}
+		w "$root/sys/devices/$devpath/infiniband_verbs/$u/ibdev" "$dev"
+		ln -sfn "../../devices/$devpath/infiniband_verbs/$u" "$root/sys/class/infiniband_verbs/$u"
+		w "$root/dev/infiniband/$u" ""
+	done
+	w "$root/dev/infiniband/rdma_cm" ""
+	for p in "$@"; do w "$root/etc/libibverbs.d/$p.driver" "driver $p"; done
+}
+
+# distro ROOT debian|rhel RELEASE : os-release and the running kernel's release
+distro() {
+	local root=$1 id=$2 rel=$3
+	case $id in
+	debian) printf 'PRETTY_NAME="Debian GNU/Linux"\nNAME="Debian GNU/Linux"\nID=debian\n' > "$root/etc/os-release" ;;
+	rhel) printf 'NAME="Red Hat Enterprise Linux"\nID="rhel"\nID_LIKE="fedora"\n' > "$root/etc/os-release" ;;
+	esac
+	w "$root/proc/sys/kernel/osrelease" "$rel"
+}
+
+# rdma_group ROOT MEMBERS : /etc/group with the rdma group rdma-core creates
+rdma_group() {
+	printf 'root:x:0:\nusers:x:100:\nrdma:x:996:%s\n' "$2" > "$1/etc/group"
+}
+
+# ipoib ROOT DEVPATH IFNAME PORT MODE MTU : an IPoIB interface (type 32) of
+# the device at DEVPATH; dev_port is PORT - 1, as ipoib_parent_init sets it.
+ipoib() {
+	local root=$1 devpath=$2 ifname=$3 port=$4 n="$1/sys/devices/$2/net/$3"
+	netdev "$root" "$devpath" "$ifname"
+	w "$n/type" 32; w "$n/mode" "$5"; w "$n/mtu" "$6"
+	w "$n/dev_port" $((port - 1)); w "$n/dev_id" "0x$((port - 1))"
+	ln -sfn "../../../$(basename "$devpath")" "$n/device"
+}
+
+# A Soft-RoCE host set up by rdmad: rxe0 on veth0 declared as a link,
+# [memlock] declared and rendered (the files are exactly what rdmad writes),
+# user space complete. Nothing on it is wrong.
+rxe_ready() {
+	local root=$1
+	rxe "$root"
+	userspace "$root" virtual "uverbs0:rxe0" rxe
+	distro "$root" debian 6.12.48+deb13-amd64
+	rdma_group "$root" alice
+	w "$root/sys/module/ib_core/parameters/netns_mode" Y
+	cat > "$root/etc/rdma/rdmad.toml" <<'EOC'
+[memlock]
+group = "rdma"
+soft = "unlimited"
+hard = "unlimited"
+services = true
+
+[[link]]
+name = "rxe0"
+type = "rxe"
+netdev = "veth0"
+EOC
+	mkdir -p "$root/etc/security/limits.d" "$root/etc/systemd/system.conf.d"
+	cat > "$root/etc/security/limits.d/90-rdmad-memlock.conf" <<'EOC'
+# Managed by rdmad from its [memlock] configuration; local changes are overwritten.
+@rdma soft memlock unlimited
+@rdma hard memlock unlimited
+EOC
+	cat > "$root/etc/systemd/system.conf.d/90-rdmad-memlock.conf" <<'EOC'
+# Managed by rdmad from its [memlock] configuration; local changes are overwritten.
+# Takes effect for services started after the next boot or `systemctl daemon-reexec`.
+[Manager]
+DefaultLimitMEMLOCK=infinity
+EOC
+}
+
+# An InfiniBand NFS server on a ConnectX-3 with both ports on the fabric
+# (subnet manager at LID 1), IPoIB ib0 connected and ib1 datagram, NFS over
+# RDMA enabled and listening, RDMA netns exclusive declared and persisted
+# with ib_core in the initramfs (initramfs-tools), memlock configured by
+# hand the way the RHEL guide does, containerd allowed unlimited memlock.
+# Nothing on it is wrong (the test sets the initramfs newer than modprobe.d).
+ib_ready() {
+	local root=$1 pci="pci0000:00/0000:00:03.0/0000:05:00.0" d rel=6.1.0-28-amd64
+	pci_device "$root" "$pci" mlx4_core
+	w "$root/sys/devices/$pci/mlx4_port1" ib
+	w "$root/sys/devices/$pci/mlx4_port2" ib
+	d=$(ib_device "$root" "$pci" mlx4_0)
+	w "$d/node_type" "1: CA"; w "$d/node_guid" "0002:c903:0031:7e50"; w "$d/sys_image_guid" "0002:c903:0031:7e53"
+	w "$d/fw_ver" "2.42.5000"; w "$d/hca_type" "MT4099"; w "$d/board_id" "MT_1090120019"
+	port "$d" 1 "4: ACTIVE" "5: LinkUp" "56 Gb/sec (4X FDR)" InfiniBand 0x0005 0x0001 "IB/RoCE_v1:"
+	port "$d" 2 "4: ACTIVE" "5: LinkUp" "56 Gb/sec (4X FDR)" InfiniBand 0x0006 0x0001 "IB/RoCE_v1:"
+	ipoib "$root" "$pci" ib0 1 connected 65520
+	ipoib "$root" "$pci" ib1 2 datagram 4092
+	userspace "$root" "$pci" "uverbs0:mlx4_0" mlx4 mlx5 rxe
+	distro "$root" debian "$rel"
+	rdma_group "$root" alice,bob
+	w "$root/sys/module/ib_core/parameters/netns_mode" N
+	local m=$root/lib/modules/$rel k=kernel/drivers/infiniband
+	w "$m/modules.alias" "alias pci:v000015B3d00001003sv*sd*bc*sc*i* mlx4_core
+alias xprtrdma rpcrdma
+alias svcrdma rpcrdma"
+	w "$m/modules.dep" "$k/core/ib_core.ko.xz:
+$k/core/ib_uverbs.ko.xz: $k/core/ib_core.ko.xz
+kernel/drivers/net/ethernet/mellanox/mlx4/mlx4_core.ko.xz:
+$k/hw/mlx4/mlx4_ib.ko.xz: $k/core/ib_uverbs.ko.xz $k/core/ib_core.ko.xz kernel/drivers/net/ethernet/mellanox/mlx4/mlx4_core.ko.xz
+$k/sw/rxe/rdma_rxe.ko.xz: $k/core/ib_uverbs.ko.xz $k/core/ib_core.ko.xz
+kernel/net/sunrpc/xprtrdma/rpcrdma.ko.xz: $k/core/rdma_cm.ko.xz $k/core/ib_core.ko.xz kernel/net/sunrpc/sunrpc.ko.xz"
+	cat > "$root/etc/rdma/rdmad.toml" <<'EOC'
+[netns]
+mode = "exclusive"
+EOC
+	mkdir -p "$root/etc/modprobe.d"
+	cat > "$root/etc/modprobe.d/rdmad-netns.conf" <<'EOC'
+# Managed by rdmad from [netns] in rdmad.toml; changes here are overwritten.
+# ib_core netns_mode: 1 = shared, 0 = exclusive.
+options ib_core netns_mode=0
+EOC
+	w "$root/etc/initramfs-tools/modules" "# List of modules that you want to include in your initramfs.
+mlx4_ib"
+	w "$root/boot/initrd.img-$rel" ""
+	w "$root/etc/security/limits.d/rdma.conf" "# configuration for rdma tuning
+*       soft    memlock         unlimited
+*       hard    memlock         unlimited
+# rdma group may lock all memory
+@rdma   soft    memlock         unlimited
+@rdma   hard    memlock         unlimited"
+	w "$root/etc/systemd/system.conf.d/50-memlock.conf" "[Manager]
+DefaultLimitMEMLOCK=infinity"
+	w "$root/usr/lib/systemd/system/containerd.service" "[Unit]
+Description=containerd container runtime
+
+[Service]
+ExecStart=/usr/bin/containerd
+LimitNPROC=infinity
+LimitCORE=infinity
+TasksMax=infinity"
+	w "$root/etc/systemd/system/containerd.service.d/50-memlock.conf" "[Service]
+LimitMEMLOCK=infinity"
+	w "$root/etc/nfs.conf" "[nfsd]
+# threads=8
+rdma=y
+rdma-port=20049"
+	w "$root/proc/fs/nfsd/portlist" "rdma 20049
+rdma 20049
+tcp 2049
+tcp 2049"
+	w "$root/proc/net/tcp" "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:0801 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 21349 1 0000000000000000 100 0 0 10 0
+   1: 0A00020F:0016 0A000202:C2A4 01 00000000:00000000 02:000A7B2E 00000000     0        0 24011 4 0000000000000000 20 4 31 10 -1"
+}
+
 build() {
 	local name=$1; shift
 	rm -rf "$name"; mkdir -p "$name"
@@ -206,5 +363,7 @@ build mlx4 eval 'common mlx4 configfs ib_core rdma_cm mlx4_core mlx4_ib; mlx4 ml
 build hfi1 eval 'common hfi1 configfs ib_core rdma_cm hfi1; hfi1 hfi1'
 build rxe eval 'common rxe configfs ib_core rdma_cm rdma_rxe; rxe rxe'
 build sparse eval 'common sparse configfs ib_core rdma_cm; sparse sparse'
+build rxe-ready eval 'common rxe-ready configfs ib_core ib_cm iw_cm rdma_cm ib_uverbs rdma_ucm rdma_rxe; rxe_ready rxe-ready'
+build ib-ready eval 'common ib-ready configfs ib_core ib_cm iw_cm rdma_cm ib_uverbs rdma_ucm ib_umad ib_ipoib mlx4_core mlx4_ib sunrpc nfsd rpcrdma; ib_ready ib-ready'
 build demo eval 'common demo configfs ib_core rdma_cm ib_cm iw_cm mlx5_core mlx5_ib mlx4_core mlx4_ib rdma_rxe; mlx5 demo; mlx4 demo; rxe demo'
 echo "fixtures written"

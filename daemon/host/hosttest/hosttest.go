@@ -4,6 +4,9 @@
 package hosttest
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -72,12 +75,14 @@ func CopyTree(src, dst string) error {
 type Kernel struct {
 	Root string
 
-	mu      sync.Mutex
-	refuse  map[string]syscall.Errno // "<path suffix>=<value>" -> errno
-	ignore  map[string]bool          // "<path suffix>=<value>": accepted but not kept
-	Writes  []string                 // "<path relative to root>=<value>", in order
-	Mkdirs  []string
-	DefMode string // default_roce_mode a new configfs port starts with
+	mu          sync.Mutex
+	refuse      map[string]syscall.Errno // "<path suffix>=<value>" -> errno; "" value: any
+	failReads   map[string]syscall.Errno // path suffix -> errno
+	beforeWrite func(rel, value string)
+	ignore      map[string]bool // "<path suffix>=<value>": accepted but not kept
+	Writes      []string        // "<path relative to root>=<value>", in order
+	Mkdirs      []string
+	DefMode     string // default_roce_mode a new configfs port starts with
 }
 
 // NewKernel returns a Kernel over root.
@@ -89,7 +94,8 @@ func NewKernel(root string) *Kernel {
 func (k *Kernel) Host() *host.Host { return host.NewWithIO(k.Root, k) }
 
 // Refuse makes writes of value to paths ending in suffix fail with errno,
-// e.g. Refuse("rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO).
+// e.g. Refuse("rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO);
+// value "" refuses every value.
 func (k *Kernel) Refuse(suffix, value string, errno syscall.Errno) {
 	k.mu.Lock()
 	k.refuse[suffix+"="+value] = errno
@@ -118,20 +124,64 @@ func (k *Kernel) rel(name string) string {
 	return filepath.ToSlash(r)
 }
 
-// ReadFile implements host.AttrIO.
-func (k *Kernel) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
+// ReadAttr implements host.AttrIO.
+func (k *Kernel) ReadAttr(name string) ([]byte, error) {
+	rel := k.rel(name)
+	k.mu.Lock()
+	var errno syscall.Errno
+	for suffix, e := range k.failReads {
+		if strings.HasSuffix(rel, suffix) {
+			errno = e
+		}
+	}
+	k.mu.Unlock()
+	if errno != 0 {
+		return nil, &os.PathError{Op: "read", Path: name, Err: errno}
+	}
+	return host.ReadAttr(name)
+}
 
-// WriteFile implements host.AttrIO.
-func (k *Kernel) WriteFile(name string, data []byte) error {
+// FailReads makes reads of paths ending in suffix fail with errno (0
+// removes the rule).
+func (k *Kernel) FailReads(suffix string, errno syscall.Errno) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.failReads == nil {
+		k.failReads = map[string]syscall.Errno{}
+	}
+	if errno == 0 {
+		delete(k.failReads, suffix)
+		return
+	}
+	k.failReads[suffix] = errno
+}
+
+// BeforeWrite runs fn before every attribute write with the path relative
+// to the root and the value: a test makes the device vanish between read
+// and write, or counts.
+func (k *Kernel) BeforeWrite(fn func(rel, value string)) {
+	k.mu.Lock()
+	k.beforeWrite = fn
+	k.mu.Unlock()
+}
+
+// WriteAttr implements host.AttrIO.
+func (k *Kernel) WriteAttr(name string, data []byte) error {
 	rel := k.rel(name)
 	val := strings.TrimRight(string(data), "\n")
+	k.mu.Lock()
+	before := k.beforeWrite
+	k.mu.Unlock()
+	if before != nil {
+		before(rel, val)
+	}
 	k.mu.Lock()
 	k.Writes = append(k.Writes, rel+"="+val)
 	var errno syscall.Errno
 	ignored := false
 	for key, e := range k.refuse {
 		suffix, v, _ := strings.Cut(key, "=")
-		if strings.HasSuffix(rel, suffix) && v == val {
+		if strings.HasSuffix(rel, suffix) && (v == val || v == "") {
 			errno = e
 		}
 	}
@@ -148,7 +198,7 @@ func (k *Kernel) WriteFile(name string, data []byte) error {
 	if ignored {
 		return nil
 	}
-	return host.OSAttrIO{}.WriteFile(name, data)
+	return host.WriteAttr(name, data)
 }
 
 // Mkdir implements host.AttrIO: configfs rdma_cm/<dev> gets its ports.
@@ -196,6 +246,31 @@ func Write(t testing.TB, root, rel, content string) {
 	}
 }
 
+// RenameDevice renames a fixture's RDMA device as `rdma dev set OLD name
+// NEW` does: the class entry and the device directory change name, and
+// configfs rdma_cm forgets the old one.
+func RenameDevice(t testing.TB, root, old, name string) {
+	t.Helper()
+	class := filepath.Join(root, host.ClassInfiniband)
+	target, err := os.Readlink(filepath.Join(class, old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(class, target)
+	if err := os.Rename(dir, filepath.Join(filepath.Dir(dir), name)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(class, old)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(filepath.Dir(target), name), filepath.Join(class, name)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(root, host.ConfigfsRdmaCM, old)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Read returns the trimmed content of rel under root.
 func Read(t testing.TB, root, rel string) string {
 	t.Helper()
@@ -204,4 +279,109 @@ func Read(t testing.TB, root, rel string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// Modprobe stands in for modprobe in unit tests (the real modules.Modprobe
+// is tested against a script in PATH, and for real in the VM test). It
+// records every call and makes the modules appear in the root's
+// proc/modules, as a load would. Block, when set, holds every call until
+// it is closed or the context ends; Fail makes the named modules fail.
+type Modprobe struct {
+	Root   string // "" records only
+	Block  chan struct{}
+	OnLoad func(module string) // called for each module loaded (the kernel's side effects)
+
+	mu    sync.Mutex
+	calls [][]string
+	fail  map[string]error
+}
+
+// Load implements modules.Loader.
+func (m *Modprobe) Load(ctx context.Context, names []string) error {
+	m.mu.Lock()
+	m.calls = append(m.calls, append([]string(nil), names...))
+	block := m.Block
+	var errs []error
+	for _, n := range names {
+		if err := m.fail[n]; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if m.Root == "" {
+		for _, n := range names {
+			if m.OnLoad != nil {
+				m.OnLoad(n)
+			}
+		}
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(m.Root, host.ProcModules), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, n := range names {
+		if _, err := fmt.Fprintf(f, "%s 16384 0 - Live 0x0000000000000000\n", host.NormalizeModule(n)); err != nil {
+			return err
+		}
+		if m.OnLoad != nil {
+			m.OnLoad(n)
+		}
+	}
+	return nil
+}
+
+// Fail makes every load that includes name fail with err (nil: succeed).
+func (m *Modprobe) Fail(name string, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail == nil {
+		m.fail = map[string]error{}
+	}
+	m.fail[name] = err
+}
+
+// Calls returns the calls made so far.
+func (m *Modprobe) Calls() [][]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([][]string, len(m.calls))
+	for i, c := range m.calls {
+		out[i] = append([]string(nil), c...)
+	}
+	return out
+}
+
+// ModprobeScript writes an executable modprobe for the real modules.Modprobe
+// and for rdmad run as a binary: it appends its arguments to the returned
+// calls file, fails like modprobe for a module whose name starts with
+// "nosuch", and appends the modules to root's proc/modules ("" skips that).
+// env is os.Environ with the script's directory first in PATH.
+func ModprobeScript(t testing.TB, root string) (env []string, calls string) {
+	t.Helper()
+	bin := t.TempDir()
+	calls = filepath.Join(bin, "calls")
+	script := "#!/bin/sh\n" +
+		"echo \"$@\" >> " + calls + "\n" +
+		"case \" $* \" in *\" nosuch\"*) echo \"modprobe: FATAL: Module nosuch not found\" >&2; exit 1;; esac\n" +
+		"[ \"$1\" = -a ] && shift\n" +
+		"[ \"$1\" = -- ] && shift\n"
+	if root != "" {
+		script += "for m in \"$@\"; do echo \"$m 16384 0 - Live 0x0\" >> " + filepath.Join(root, host.ProcModules) + "; done\n"
+	}
+	if err := os.WriteFile(filepath.Join(bin, "modprobe"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH")), calls
 }

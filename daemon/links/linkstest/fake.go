@@ -23,6 +23,7 @@ type Netlink struct {
 	mu     sync.Mutex
 	calls  []string
 	AddErr error // returned by every LinkAdd when set
+	DelErr error // returned by every LinkDel when set
 }
 
 // Calls returns the calls made so far ("add rxe0 rxe eth1", "del rxe0").
@@ -54,7 +55,11 @@ func (n *Netlink) LinkAdd(name, typ, netdev string) error {
 func (n *Netlink) LinkDel(name string) error {
 	n.mu.Lock()
 	n.calls = append(n.calls, "del "+name)
+	delErr := n.DelErr
 	n.mu.Unlock()
+	if delErr != nil {
+		return delErr
+	}
 	dir := n.Host.Path(host.ClassInfiniband, name)
 	if _, err := os.Stat(dir); err != nil {
 		return syscall.ENODEV

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
@@ -14,7 +13,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: gendoc OUTPUT.md")
 		os.Exit(2)
 	}
-	if err := host.WriteFileAtomic(os.Args[1], dbusapi.TheContract().Markdown(), 0o644); err != nil {
+	if err := os.WriteFile(os.Args[1], dbusapi.TheContract().Markdown(), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "gendoc:", err)
 		os.Exit(1)
 	}

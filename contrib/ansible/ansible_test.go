@@ -1,0 +1,242 @@
+// Package ansible tests the rdmad role and site.yml by running them with the
+// real ansible-playbook (connection local) against a scratch configuration
+// directory and, for the apply-and-verify part, against the real rdmad on a
+// private D-Bus serving a fixture host.
+package ansible
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/test/bustest"
+	"github.com/rdmad/rdmad/test/livetest"
+)
+
+var bins livetest.Binaries
+
+func TestMain(m *testing.M) { livetest.Main(m, &bins) }
+
+// recap is the PLAY RECAP line; changed is -1 when there was none.
+type recap struct{ ok, changed, failed int }
+
+var recapLine = regexp.MustCompile(`(?m)^localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)`)
+
+// playbook runs site.yml on localhost with connection local and the given
+// variables (written as a JSON vars file: YAML is a superset). It returns
+// the recap, the output, and whether ansible-playbook succeeded.
+func playbook(t *testing.T, vars string, extra ...string) (recap, string, error) {
+	t.Helper()
+	ap, err := exec.LookPath("ansible-playbook")
+	if err != nil {
+		t.Skip("ansible-playbook not installed (test/install-deps.sh test installs ansible-core)")
+	}
+	home := t.TempDir()
+	varsFile := filepath.Join(home, "vars.yml")
+	if err := os.WriteFile(varsFile, []byte(vars), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(home, "ansible.cfg")
+	if err := os.WriteFile(cfg, []byte("[defaults]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"-c", "local", "-i", "localhost,", "-e", "rdmad_hosts=localhost",
+		// The test runs as the user it is; site.yml's become is for real hosts.
+		"-e", "ansible_become=false", "-e", "@" + varsFile}, extra...)
+	cmd := exec.Command(ap, append(args, filepath.Join(hosttest.RepoRoot(), "contrib/ansible/site.yml"))...)
+	cmd.Dir = home
+	cmd.Env = append(os.Environ(), "ANSIBLE_CONFIG="+cfg, "ANSIBLE_HOME="+home, "ANSIBLE_LOCAL_TEMP="+home+"/tmp",
+		"ANSIBLE_REMOTE_TEMP="+home+"/tmp", "ANSIBLE_NOCOLOR=1", "ANSIBLE_PYTHON_INTERPRETER=/usr/bin/python3",
+		"ANSIBLE_RETRY_FILES_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	r := recap{changed: -1}
+	if m := recapLine.FindStringSubmatch(string(out)); m != nil {
+		r.ok, _ = strconv.Atoi(m[1])
+		r.changed, _ = strconv.Atoi(m[2])
+		r.failed, _ = strconv.Atoi(m[3])
+	}
+	return r, string(out), err
+}
+
+func TestSyntaxCheck(t *testing.T) {
+	if _, out, err := playbook(t, "{}", "--syntax-check"); err != nil {
+		t.Fatalf("ansible-playbook --syntax-check: %v\n%s", err, out)
+	}
+}
+
+// renderOnly are variables that make the role only render the drop-in: no
+// package, no service, no status check, and `true` for the reload.
+func renderOnly(etc string) string {
+	return fmt.Sprintf(`rdmad_install: false
+rdmad_manage_service: false
+rdmad_verify: false
+rdmad_rdmactl: /bin/true
+rdmad_config_dir: %q
+`, etc)
+}
+
+// TestRoleRendersEveryTable renders a drop-in with every table the role
+// knows, loads it with rdmad's own configuration loader, and checks that a
+// second run changes nothing.
+func TestRoleRendersEveryTable(t *testing.T) {
+	etc := filepath.Join(t.TempDir(), "etc/rdma")
+	vars := renderOnly(etc) + `rdmad_roce:
+  - {device: "mlx5_*", mode: v2, tos: 106}
+  - {pci: "0000:3b:00.1", port: 1, mode: v1}
+  - {netdev: "ens*", driver: mlx5_core, tos: 0}
+rdmad_vpi:
+  - {device: mlx4_0, port: 2, type: eth}
+rdmad_links:
+  - {name: rxe0, type: rxe, netdev: eth1}
+rdmad_memlock: {group: hpc, soft: 64G, hard: unlimited, services: false}
+rdmad_netns_mode: exclusive
+rdmad_modules: {enable: false, directory: /etc/rdma/modules}
+`
+	r, out, err := playbook(t, vars)
+	if err != nil || r.failed != 0 || r.changed <= 0 {
+		t.Fatalf("first run: %+v %v\n%s", r, err, out)
+	}
+	p, err := config.Load(host.Files{}, filepath.Join(etc, "rdmad.toml"))
+	if err != nil {
+		t.Fatalf("rdmad rejects the rendered drop-in: %v\n%s", err, readFile(t, filepath.Join(etc, "rdmad.d/50-ansible.toml")))
+	}
+	if len(p.RoCE) != 3 || p.RoCE[0].Device != "mlx5_*" || p.RoCE[0].Mode != config.RoCEv2 || *p.RoCE[0].TOS != 106 ||
+		p.RoCE[1].PCI != "0000:3b:00.1" || p.RoCE[1].Port != 1 || p.RoCE[1].Mode != config.RoCEv1 || p.RoCE[1].TOS != nil ||
+		p.RoCE[2].Netdev != "ens*" || p.RoCE[2].Driver != "mlx5_core" || p.RoCE[2].TOS == nil || *p.RoCE[2].TOS != 0 {
+		t.Errorf("roce rules = %+v", p.RoCE)
+	}
+	if len(p.VPI) != 1 || p.VPI[0].Device != "mlx4_0" || p.VPI[0].Port != 2 || p.VPI[0].Type != config.VPIeth {
+		t.Errorf("vpi rules = %+v", p.VPI)
+	}
+	if len(p.Links) != 1 || p.Links[0].Name != "rxe0" || p.Links[0].Type != "rxe" || p.Links[0].Netdev != "eth1" {
+		t.Errorf("links = %+v", p.Links)
+	}
+	if m := p.Memlock; m == nil || m.Group != "hpc" || m.Soft.Bytes != 64<<30 || !m.Hard.Unlimited || m.Services {
+		t.Errorf("memlock = %+v", m)
+	}
+	if p.Netns.Mode != config.NetnsExclusive {
+		t.Errorf("netns = %+v", p.Netns)
+	}
+	if p.Modules.Enable {
+		t.Errorf("modules = %+v", p.Modules)
+	}
+
+	r, out, err = playbook(t, vars)
+	if err != nil || r.changed != 0 {
+		t.Errorf("second run is not idempotent: %+v %v\n%s", r, err, out)
+	}
+}
+
+// TestRoleRejectsUnknownKey: a misspelt key stops the role before the host
+// changes, naming the key.
+func TestRoleRejectsUnknownKey(t *testing.T) {
+	etc := filepath.Join(t.TempDir(), "etc/rdma")
+	_, out, err := playbook(t, renderOnly(etc)+"rdmad_roce:\n  - {device: mlx5_0, tso: 106}\n")
+	if err == nil {
+		t.Fatalf("a misspelt key was accepted:\n%s", out)
+	}
+	if !strings.Contains(out, "unknown: tso") {
+		t.Errorf("the failure does not name the key:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(etc, "rdmad.d/50-ansible.toml")); !os.IsNotExist(err) {
+		t.Errorf("the drop-in was written despite the bad key: %v", err)
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestRoleAppliesPolicyThroughRdmad runs the role against the real rdmad
+// (private bus, demo fixture host): the drop-in is rendered, `rdmactl
+// reload` applies it, the status check passes and the kernel files hold the
+// declared values; a second run changes nothing; a value rdmad rejects fails
+// the run with rdmad's file:line error and leaves the last good policy in
+// force; a port that cannot take its value fails the verification.
+func TestRoleAppliesPolicyThroughRdmad(t *testing.T) {
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	livetest.Start(t, bins, addr, root, env)
+	etc := filepath.Join(root, "etc/rdma")
+	common := fmt.Sprintf(`rdmad_install: false
+rdmad_manage_service: false
+rdmad_rdmactl: %q
+rdmad_bus: %q
+rdmad_config_dir: %q
+rdmad_verify_delay: 0
+`, bins.Rdmactl, addr, etc)
+	policy := common + `rdmad_roce:
+  - {device: "mlx5_*", mode: v2, tos: 106}
+  - {device: mlx5_1, port: 1, mode: v1}
+rdmad_memlock: {soft: 64G, hard: unlimited}
+`
+	portFile := func(dev, attr string) string {
+		return hosttest.Read(t, root, host.ConfigfsPortPath(dev, 1, attr))
+	}
+
+	r, out, err := playbook(t, policy)
+	if err != nil || r.failed != 0 || r.changed < 2 {
+		t.Fatalf("first run: %+v %v\n%s", r, err, out)
+	}
+	if !strings.Contains(out, "RUNNING HANDLER [rdmad : Reload rdmad]") || !strings.Contains(out, "last reconcile ok") {
+		t.Errorf("first run did not reload and verify:\n%s", out)
+	}
+	for dev, want := range map[string]string{"mlx5_0": "RoCE v2/106", "mlx5_1": "IB/RoCE v1/106"} {
+		if got := portFile(dev, "default_roce_mode") + "/" + portFile(dev, "default_roce_tos"); got != want {
+			t.Errorf("%s port 1 = %s, want %s", dev, got, want)
+		}
+	}
+	if got := hosttest.Read(t, root, "etc/security/limits.d/90-rdmad-memlock.conf"); !strings.Contains(got, "@rdma soft memlock 67108864") {
+		t.Errorf("memlock limits file = %q", got)
+	}
+
+	r, out, err = playbook(t, policy)
+	if err != nil || r.changed != 0 || r.failed != 0 {
+		t.Errorf("second run is not idempotent: %+v %v\n%s", r, err, out)
+	}
+
+	// A value rdmad rejects: the reload fails the run with rdmad's error.
+	_, out, err = playbook(t, common+"rdmad_roce:\n  - {device: \"mlx5_*\", tos: 300}\n")
+	if err == nil {
+		t.Errorf("tos 300 was accepted:\n%s", out)
+	}
+	if !regexp.MustCompile(`50-ansible\.toml:\d+: roce\[0\]\.tos: 300`).MatchString(out) {
+		t.Errorf("the failure does not carry rdmad's file:line error:\n%s", out)
+	}
+	if got := portFile("mlx5_0", "default_roce_tos"); got != "106" {
+		t.Errorf("a rejected policy changed the kernel: tos %s", got)
+	}
+
+	// A port that cannot take its value: the drop-in loads, the verification
+	// fails and names the port.
+	tos := filepath.Join(root, host.ConfigfsPortPath("mlx5_1", 1, "default_roce_tos"))
+	if err := os.Remove(tos); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(tos, 0o755); err != nil { // writes fail with EISDIR
+		t.Fatal(err)
+	}
+	_, out, err = playbook(t, common+"rdmad_roce:\n  - {device: \"mlx5_*\", tos: 32}\n", "-e", "rdmad_verify_retries=2")
+	if err == nil {
+		t.Errorf("verification passed although mlx5_1/1 cannot take tos 32:\n%s", out)
+	}
+	if !strings.Contains(out, "rdmad does not run the declared policy") || !strings.Contains(out, "mlx5_1/1") {
+		t.Errorf("the verification failure does not name mlx5_1/1:\n%s", out)
+	}
+	if got := portFile("mlx5_0", "default_roce_tos"); got != "32" {
+		t.Errorf("mlx5_0 tos = %s: one failing port stopped the others", got)
+	}
+}

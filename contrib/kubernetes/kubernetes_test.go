@@ -1,0 +1,473 @@
+// Package kubernetes checks the DaemonSet and ConfigMap of contrib/kubernetes:
+// strictly against the Kubernetes API models (validate.py, with Debian's
+// python3-kubernetes), then what rdmad needs of them (host mounts, the
+// capabilities it needs and no more), and the ConfigMap-to-drop-in path with
+// the real rdmad-policy-sync script and the real rdmad.
+package kubernetes
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/test/bustest"
+	"github.com/rdmad/rdmad/test/livetest"
+)
+
+// The parts of the API objects the checks read (validate.py has already
+// checked every field against the real models).
+type object struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string            `json:"name"`
+		Namespace string            `json:"namespace"`
+		Labels    map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Data map[string]string `json:"data"`
+	Spec struct {
+		Selector struct {
+			MatchLabels map[string]string `json:"matchLabels"`
+		} `json:"selector"`
+		Template struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Spec podSpec `json:"spec"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+type podSpec struct {
+	HostNetwork    bool        `json:"hostNetwork"`
+	HostPID        bool        `json:"hostPID"`
+	HostIPC        bool        `json:"hostIPC"`
+	InitContainers []container `json:"initContainers"`
+	Containers     []container `json:"containers"`
+	Volumes        []struct {
+		Name     string `json:"name"`
+		HostPath *struct {
+			Path string `json:"path"`
+		} `json:"hostPath"`
+		ConfigMap *struct {
+			Name string `json:"name"`
+		} `json:"configMap"`
+	} `json:"volumes"`
+}
+
+type container struct {
+	Name            string   `json:"name"`
+	Image           string   `json:"image"`
+	Command         []string `json:"command"`
+	SecurityContext struct {
+		Privileged               *bool `json:"privileged"`
+		AllowPrivilegeEscalation *bool `json:"allowPrivilegeEscalation"`
+		ReadOnlyRootFilesystem   bool  `json:"readOnlyRootFilesystem"`
+		Capabilities             struct {
+			Add  []string `json:"add"`
+			Drop []string `json:"drop"`
+		} `json:"capabilities"`
+	} `json:"securityContext"`
+	VolumeMounts []struct {
+		Name      string `json:"name"`
+		MountPath string `json:"mountPath"`
+		ReadOnly  bool   `json:"readOnly"`
+	} `json:"volumeMounts"`
+}
+
+var manifests = []string{"configmap.yaml", "daemonset.yaml"}
+
+var bins livetest.Binaries
+
+func TestMain(m *testing.M) { livetest.Main(m, &bins) }
+
+// load validates the manifests with validate.py and decodes what it prints.
+func load(t *testing.T, files ...string) []object {
+	t.Helper()
+	if err := exec.Command("/usr/bin/python3", "-c", "import kubernetes, yaml").Run(); err != nil {
+		t.Skipf("python3-kubernetes/python3-yaml not installed (test/install-deps.sh test installs them): %v", err)
+	}
+	cmd := exec.Command("/usr/bin/python3", append([]string{"validate.py"}, files...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("validate.py %s: %v\n%s", strings.Join(files, " "), err, stderr.String())
+	}
+	var objs []object
+	if err := json.Unmarshal(out, &objs); err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// TestValidatorCatchesMistakes: validate.py refuses a misspelt field, a
+// wrong type and a missing required field (so its pass means something).
+func TestValidatorCatchesMistakes(t *testing.T) {
+	good, err := os.ReadFile("daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct{ from, to, want string }{
+		"misspelt field": {"hostNetwork: true", "hostNetwrok: true", "hostNetwrok: no such field in V1PodSpec"},
+		"wrong type":     {"runAsUser: 0", "runAsUser: root", "runAsUser: 'root' is not int"},
+		"missing name":   {"- name: rdmad\n          image: rdmad", "- image: rdmad", "`name`, must not be `None`"},
+		"bad apparmor":   {"type: Unconfined", "type: Unconfned", "appArmorProfile: not an AppArmorProfile"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if !strings.Contains(string(good), c.from) {
+				t.Fatalf("daemonset.yaml has no %q", c.from)
+			}
+			bad := filepath.Join(t.TempDir(), "bad.yaml")
+			if err := os.WriteFile(bad, []byte(strings.Replace(string(good), c.from, c.to, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command("/usr/bin/python3", "validate.py", bad).CombinedOutput()
+			if err == nil {
+				t.Fatalf("validate.py accepted it")
+			}
+			if !strings.Contains(string(out), c.want) {
+				t.Errorf("validate.py output lacks %q:\n%s", c.want, out)
+			}
+		})
+	}
+}
+
+func find(t *testing.T, objs []object, kind string) object {
+	t.Helper()
+	var found []object
+	for _, o := range objs {
+		if o.Kind == kind {
+			found = append(found, o)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d objects of kind %s, want 1", len(found), kind)
+	}
+	return found[0]
+}
+
+// TestDaemonSetPrivileges: host network, the host's /sys, /etc/rdma,
+// /lib/modules and system bus, CAP_NET_ADMIN and CAP_SYS_MODULE for rdmad and
+// nothing for the helper containers, never privileged.
+func TestDaemonSetPrivileges(t *testing.T) {
+	ds := find(t, load(t, manifests...), "DaemonSet")
+	if ds.APIVersion != "apps/v1" || ds.Metadata.Namespace != "kube-system" {
+		t.Errorf("DaemonSet %s in %q", ds.APIVersion, ds.Metadata.Namespace)
+	}
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		if ds.Spec.Template.Metadata.Labels[k] != v {
+			t.Errorf("selector %s=%s does not match the pod template's labels", k, v)
+		}
+	}
+	pod := ds.Spec.Template.Spec
+	if !pod.HostNetwork {
+		t.Error("no hostNetwork: RDMA netlink, rtnetlink and uevents are in the host's network namespace")
+	}
+	if pod.HostPID || pod.HostIPC {
+		t.Error("hostPID/hostIPC are not needed")
+	}
+
+	hostPaths := map[string]string{} // volume -> host path
+	for _, v := range pod.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	var paths []string
+	for _, p := range hostPaths {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	if want := "/etc/dbus-1/system.d /etc/modprobe.d /etc/rdma /lib/modules /run/dbus /sys"; strings.Join(paths, " ") != want {
+		t.Errorf("host paths %v, want exactly %s", paths, want)
+	}
+
+	all := append(append([]container{}, pod.InitContainers...), pod.Containers...)
+	var rdmad *container
+	for i, c := range all {
+		sc := c.SecurityContext
+		if sc.Privileged != nil && *sc.Privileged {
+			t.Errorf("%s is privileged", c.Name)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s allows privilege escalation", c.Name)
+		}
+		if !sc.ReadOnlyRootFilesystem {
+			t.Errorf("%s has a writable root file system", c.Name)
+		}
+		if strings.Join(sc.Capabilities.Drop, " ") != "ALL" {
+			t.Errorf("%s drops %v, want ALL", c.Name, sc.Capabilities.Drop)
+		}
+		if c.Image != "rdmad" {
+			t.Errorf("%s image %q: every container uses the rdmad image (set in kustomization.yaml)", c.Name, c.Image)
+		}
+		if c.Name == "rdmad" {
+			rdmad = &all[i]
+			continue
+		}
+		if len(sc.Capabilities.Add) > 0 {
+			t.Errorf("%s adds capabilities %v; only rdmad needs any", c.Name, sc.Capabilities.Add)
+		}
+	}
+	if rdmad == nil {
+		t.Fatal("no container named rdmad")
+	}
+	caps := append([]string{}, rdmad.SecurityContext.Capabilities.Add...)
+	sort.Strings(caps)
+	if strings.Join(caps, " ") != "NET_ADMIN SYS_MODULE" {
+		t.Errorf("rdmad adds %v, want exactly NET_ADMIN SYS_MODULE (docs/decisions/boot.md)", caps)
+	}
+	if len(rdmad.Command) == 0 || rdmad.Command[0] != "/usr/sbin/rdmad" {
+		t.Errorf("rdmad command %v", rdmad.Command)
+	}
+	mounts := map[string]string{} // mount path -> host path (+ " ro")
+	for _, m := range rdmad.VolumeMounts {
+		mounts[m.MountPath] = hostPaths[m.Name]
+		if m.ReadOnly {
+			mounts[m.MountPath] += " ro"
+		}
+	}
+	for at, want := range map[string]string{"/sys": "/sys", "/etc/rdma": "/etc/rdma", "/lib/modules": "/lib/modules ro",
+		"/etc/modprobe.d": "/etc/modprobe.d ro", "/run/dbus": "/run/dbus"} {
+		if mounts[at] != want {
+			t.Errorf("rdmad mounts %q at %s, want the host's %s", mounts[at], at, want)
+		}
+	}
+}
+
+// TestConfigMapIsADropIn: the ConfigMap's one key is a drop-in rdmad
+// accepts, mounted where rdmad-policy-sync takes it from, and it leaves
+// [memlock] out (the DaemonSet does not mount the host's limits.d).
+func TestConfigMapIsADropIn(t *testing.T) {
+	objs := load(t, manifests...)
+	cm, ds := find(t, objs, "ConfigMap"), find(t, objs, "DaemonSet")
+	if len(cm.Data) != 1 {
+		t.Fatalf("ConfigMap data keys %v, want one drop-in", cm.Data)
+	}
+	for key, text := range cm.Data {
+		if key != "50-kubernetes.toml" {
+			t.Errorf("ConfigMap key %q", key)
+		}
+		p, err := config.Parse("configmap.yaml:data."+key, []byte(text))
+		if err != nil {
+			t.Fatalf("rdmad rejects the ConfigMap's policy: %v", err)
+		}
+		if p.Memlock != nil {
+			t.Errorf("the ConfigMap declares [memlock], which the DaemonSet cannot apply")
+		}
+		if len(p.RoCE) == 0 {
+			t.Errorf("the example policy declares no RoCE rule")
+		}
+	}
+	script, err := os.ReadFile("rdmad-policy-sync")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(script), "POLICY=${POLICY:-/policy/50-kubernetes.toml}") ||
+		!strings.Contains(string(script), "DROPIN=${DROPIN:-/etc/rdma/rdmad.d/50-kubernetes.toml}") {
+		t.Error("rdmad-policy-sync's defaults are not /policy/50-kubernetes.toml -> /etc/rdma/rdmad.d/50-kubernetes.toml")
+	}
+	pod := ds.Spec.Template.Spec
+	cmVolume := ""
+	for _, v := range pod.Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == cm.Metadata.Name {
+			cmVolume = v.Name
+		}
+	}
+	if cmVolume == "" {
+		t.Fatalf("the DaemonSet mounts no volume of ConfigMap %s", cm.Metadata.Name)
+	}
+	syncers := 0
+	for _, c := range append(append([]container{}, pod.InitContainers...), pod.Containers...) {
+		if len(c.Command) == 0 || c.Command[0] != "rdmad-policy-sync" {
+			continue
+		}
+		syncers++
+		has := map[string]bool{}
+		for _, m := range c.VolumeMounts {
+			has[m.Name+":"+m.MountPath] = true
+		}
+		if !has[cmVolume+":/policy"] || !has["etc-rdma:/etc/rdma"] {
+			t.Errorf("%s mounts %v; needs the ConfigMap at /policy and the host's /etc/rdma", c.Name, has)
+		}
+	}
+	if syncers != 2 {
+		t.Errorf("%d containers run rdmad-policy-sync, want the init container and the sidecar", syncers)
+	}
+}
+
+// TestKustomization: kubectl apply -k takes exactly the manifests.
+func TestKustomization(t *testing.T) {
+	b, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range regexp.MustCompile(`(?m)^  - (\S+\.yaml)$`).FindAllStringSubmatch(string(b), -1) {
+		got = append(got, m[1])
+	}
+	if strings.Join(got, " ") != strings.Join(manifests, " ") {
+		t.Errorf("kustomization resources %v, want %v", got, manifests)
+	}
+}
+
+// TestContainerfile: the image is built from what `make package` produces
+// and holds what the DaemonSet runs.
+func TestContainerfile(t *testing.T) {
+	b, err := os.ReadFile("Containerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nfpm, err := os.ReadFile(filepath.Join(hosttest.RepoRoot(), "packaging/nfpm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dst := range []string{"/usr/sbin/rdmad", "/usr/bin/rdmactl", "/usr/share/dbus-1/system.d/org.rdmad1.conf"} {
+		if !strings.Contains(string(nfpm), "dst: "+dst+"\n") {
+			t.Errorf("the .deb the image unpacks has no %s", dst)
+		}
+	}
+	for _, want := range []string{"COPY dist/rdmad_*.deb", "dpkg-deb -x", "kmod",
+		"COPY contrib/kubernetes/rdmad-policy-sync /usr/local/bin/rdmad-policy-sync"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("Containerfile lacks %q", want)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second) // guards a hang only
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestPolicySyncFeedsRdmad runs the real rdmad-policy-sync as the pod does,
+// with the ConfigMap's policy, against the real rdmad on a fixture host: the
+// init run installs the D-Bus policy and the drop-in, then rdmad starts and
+// applies it; an
+// edit of the ConfigMap reaches rdmad through the sidecar; removing the key
+// withdraws the drop-in; SIGTERM stops the sidecar.
+func TestPolicySyncFeedsRdmad(t *testing.T) {
+	cm := find(t, load(t, "configmap.yaml"), "ConfigMap")
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+
+	policy := filepath.Join(t.TempDir(), "50-kubernetes.toml") // the ConfigMap volume
+	if err := os.WriteFile(policy, []byte(cm.Data["50-kubernetes.toml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dropin := filepath.Join(root, "etc/rdma/rdmad.d/50-kubernetes.toml")
+	dbusPolicy := filepath.Join(t.TempDir(), "host-dbus/system.d/org.rdmad1.conf")
+	syncEnv := append(os.Environ(), "POLICY="+policy, "DROPIN="+dropin, "INTERVAL=0.1",
+		"DBUS_POLICY_SRC="+filepath.Join(hosttest.RepoRoot(), "units/org.rdmad1.conf"))
+
+	once := exec.Command("./rdmad-policy-sync", "--once")
+	once.Env = append(syncEnv, "DBUS_POLICY="+dbusPolicy)
+	if out, err := once.CombinedOutput(); err != nil {
+		t.Fatalf("rdmad-policy-sync --once: %v\n%s", err, out)
+	}
+	for _, f := range []string{dropin, dbusPolicy} {
+		info, err := os.Stat(f)
+		if err != nil || info.Mode().Perm() != 0o644 {
+			t.Fatalf("%s: %v %v", f, err, info)
+		}
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(dropin), ".*")); len(leftovers) > 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+	// As in the pod, the init container has run when rdmad starts.
+	livetest.Start(t, bins, addr, root, env)
+	tos := func(dev string) string {
+		return hosttest.Read(t, root, host.ConfigfsPortPath(dev, 1, "default_roce_tos"))
+	}
+	// The ConfigMap declares TOS 106 for the mlx5_core ports.
+	waitFor(t, "rdmad applies the ConfigMap's policy", func() bool { return tos("mlx5_0") == "106" && tos("mlx5_1") == "106" })
+	if got := tos("rxe0"); got != "0" {
+		t.Errorf("rxe0 (rdma_rxe) tos = %s: the policy matched the wrong driver", got)
+	}
+
+	sidecar := exec.Command("./rdmad-policy-sync")
+	sidecar.Env = syncEnv
+	out := &livetest.SyncBuffer{}
+	sidecar.Stdout, sidecar.Stderr = out, out
+	if err := sidecar.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- sidecar.Wait() }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = sidecar.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("rdmad-policy-sync output:\n%s", out.String())
+		}
+	}()
+
+	// kubectl apply of an edited ConfigMap: the kubelet swaps the file.
+	edited := strings.Replace(cm.Data["50-kubernetes.toml"], "tos = 106", "tos = 77", 1)
+	if edited == cm.Data["50-kubernetes.toml"] {
+		t.Fatal("the ConfigMap has no `tos = 106` to edit")
+	}
+	if err := os.WriteFile(policy+".new", []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(policy+".new", policy); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the edited policy reaches rdmad", func() bool { return tos("mlx5_0") == "77" })
+
+	// A copy that fails (here the ConfigMap file is a directory) leaves the
+	// drop-in alone and the sidecar running.
+	if err := os.Remove(policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(policy, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sidecar reports the failed copy", func() bool { return strings.Contains(out.String(), "cannot install "+dropin) })
+	if got := tos("mlx5_0"); got != "77" {
+		t.Errorf("a failed copy changed the policy: tos %s", got)
+	}
+	if err := os.Remove(policy); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the drop-in is withdrawn", func() bool {
+		_, err := os.Stat(dropin)
+		return os.IsNotExist(err) && strings.Contains(out.String(), "removed "+dropin)
+	})
+
+	if err := sidecar.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			t.Errorf("sidecar exit on SIGTERM: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("sidecar ignored SIGTERM")
+	}
+	if !strings.Contains(out.String(), "installed "+dropin) {
+		t.Errorf("sidecar log:\n%s", out.String())
+	}
+}

@@ -1,0 +1,149 @@
+package bus_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/rdmad/rdmad/daemon/bus"
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/netns/netnstest"
+	"github.com/rdmad/rdmad/daemon/service"
+	"github.com/rdmad/rdmad/dbusapi"
+	"github.com/rdmad/rdmad/test/bustest"
+)
+
+// privateBus starts a real dbus-daemon with its socket in dir.
+func privateBus(t *testing.T, _ string) string { return bustest.Start(t) }
+
+// fixture copies a fixture host tree and writes config text to its
+// rdmad.toml.
+func fixture(t *testing.T, dir, name, cfg string) string {
+	t.Helper()
+	root := filepath.Join(dir, "root")
+	if out, err := exec.Command("cp", "-a", hosttest.FixtureDir(name), root).CombinedOutput(); err != nil {
+		t.Fatalf("copy fixture: %v: %s", err, out)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "etc/rdma"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/rdma/rdmad.toml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// daemon is an rdmad (service + bus server) on a bus, as cmd/rdmad wires it.
+type daemon struct {
+	svc    *service.Service
+	srv    *bus.Server
+	conn   *bus.Conn
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startDaemon(t *testing.T, addr, root string) *daemon {
+	t.Helper()
+	conn, err := bus.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startDaemonOn(t, conn, root)
+}
+
+// startDaemonOn starts rdmad on a given connection (bus.Wrap: without the
+// pre-encoded GetManagedObjects).
+func startDaemonOn(t *testing.T, conn *bus.Conn, root string) *daemon {
+	t.Helper()
+	return startDaemonWith(t, conn, host.New(root))
+}
+
+// startDaemonWith starts rdmad on conn over h (a hosttest.Kernel's host,
+// for fault injection).
+func startDaemonWith(t *testing.T, conn *bus.Conn, h *host.Host) *daemon {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	root := h.Root
+	// modprobe is the test stand-in (the real one is tested against a
+	// script in PATH, and for real in the VM test).
+	svc, err := service.New(service.Options{Host: h, Kernel: service.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared)}, Log: log})
+	if err != nil {
+		t.Fatalf("service: %v", err)
+	}
+	srv, err := bus.New(conn, svc, &bus.PolkitAuthorizer{Conn: conn.Conn, PolkitTimeout: 10 * time.Second}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.RequestName(dbusapi.BusName); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d := &daemon{svc: svc, srv: srv, conn: conn, cancel: cancel, done: make(chan struct{})}
+	go func() { _ = svc.Run(ctx); close(d.done) }()
+	svc.Start()
+	if err := svc.Idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.stop)
+	return d
+}
+
+func (d *daemon) stop() {
+	if d.cancel == nil {
+		return
+	}
+	d.cancel()
+	<-d.done
+	d.srv.Close()
+	_, _ = d.conn.ReleaseName(dbusapi.BusName)
+	d.conn.Close()
+	d.cancel = nil
+}
+
+// testEnv is a bus, a fixture host and rdmad on them.
+type testEnv struct {
+	dir, addr, root string
+	d               *daemon
+}
+
+func newEnv(t *testing.T, hostName, cfg string) *testEnv {
+	t.Helper()
+	dir := bustest.PublicDir(t)
+	e := &testEnv{dir: dir}
+	e.addr = privateBus(t, dir)
+	e.root = fixture(t, dir, hostName, cfg)
+	e.d = startDaemon(t, e.addr, e.root)
+	return e
+}
+
+func (e *testEnv) read(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.root, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func dialT(t *testing.T, addr string) *dbus.Conn {
+	t.Helper()
+	c, err := dbusapi.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

@@ -1,0 +1,161 @@
+package bus
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/netns"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/service"
+	"github.com/rdmad/rdmad/daemon/version"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+// This file converts the daemon's typed state into the published model.
+// Every model value goes through dbusapi.EscapeStrings before it leaves, so
+// a byte read from the host that is not UTF-8 never reaches a client.
+
+// managerModel builds the Manager properties.
+func managerModel(svc *service.Service, sum reconcile.Summary) dbusapi.Manager {
+	pol := svc.PolicyInForce()
+	m := dbusapi.Manager{
+		Version:    version.Version,
+		LastResult: reconcile.Summarize(sum.Failures),
+		Modules:    sum.Modules,
+	}
+	if pol != nil {
+		m.ConfigFiles = pol.Files
+		m.NetnsMode = string(netns.InForce(pol.Netns))
+		for _, l := range pol.Links {
+			m.Links = append(m.Links, dbusapi.Link{Name: l.Name, Type: string(l.Type), Netdev: l.Netdev, Source: l.Source.String()})
+		}
+	}
+	if err := svc.ConfigError(); err != nil {
+		m.ConfigError = err.Error()
+	}
+	if !sum.LastReconcile.IsZero() {
+		m.LastReconcile = uint64(sum.LastReconcile.UnixMicro())
+	}
+	for _, n := range sum.Devices {
+		m.Devices = append(m.Devices, dbusapi.DevicePath(n))
+	}
+	dbusapi.EscapeStrings(&m)
+	return m
+}
+
+// deviceModel converts a device state, with its ports, to the model.
+func deviceModel(d *reconcile.DeviceState) dbusapi.Device {
+	dev := dbusapi.Device{
+		Name: d.Name, NodeType: d.NodeType, NodeGUID: d.NodeGUID, SysImageGUID: d.SysImageGUID,
+		FirmwareVersion: d.FWVersion, HCAType: d.HCAType, BoardID: d.BoardID, Driver: d.Driver,
+		PCIAddress: d.PCIAddress, Parent: d.Parent, Netdevs: d.Netdevs, RoCEConfigfs: d.RoCEConfig,
+		Error: failureText(d.Failures),
+	}
+	if d.ReadError != nil {
+		dev.Error = joinText("cannot read the device: "+d.ReadError.Error(), dev.Error)
+	}
+	for _, t := range d.Transports {
+		dev.Transports = append(dev.Transports, string(t))
+	}
+	for _, p := range d.Ports {
+		dev.PortPaths = append(dev.PortPaths, dbusapi.PortPath(d.Name, p.Number))
+		dev.Ports = append(dev.Ports, portModel(d.Name, p))
+	}
+	dbusapi.EscapeStrings(&dev)
+	return dev
+}
+
+func portModel(dev string, p reconcile.PortState) dbusapi.Port {
+	pm := dbusapi.Port{
+		Device: dev, Number: uint32(p.Number), Transport: string(p.Transport), State: p.State,
+		PhysState: p.PhysState, Rate: p.Rate, LinkLayer: p.LinkLayer, LID: p.LID, SMLID: p.SMLID,
+		GIDTypes: p.GIDTypes, Netdevs: p.Netdevs, RoCEMode: p.RoCEMode, RoCETOS: int32(p.RoCETOS),
+		DesiredRoCEMode: string(p.Desired.Mode), DesiredRoCETOS: -1, VPIType: string(p.VPIType),
+		Error: failureText(p.Failures),
+	}
+	var src []string
+	if p.Desired.Mode != "" {
+		src = append(src, p.Desired.ModeSource.String())
+	}
+	if p.Desired.TOS != nil {
+		pm.DesiredRoCETOS = int32(*p.Desired.TOS)
+		if s := p.Desired.TOSSource.String(); len(src) == 0 || src[0] != s {
+			src = append(src, s)
+		}
+	}
+	pm.DesiredRoCESource = strings.Join(src, ", ")
+	return pm
+}
+
+// failureText is the Error property of an object: its failures, "; "-joined.
+func failureText(failures []reconcile.Action) string {
+	var msgs []string
+	for _, a := range failures {
+		msgs = append(msgs, fmt.Sprintf("%s: %v", a.Kind, a.Err))
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func joinText(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
+}
+
+// subjectModel is a typed subject as published.
+func subjectModel(s reconcile.Subject) dbusapi.Subject {
+	switch s.Kind {
+	case reconcile.SubjectDevice:
+		return dbusapi.Subject{Kind: "device", Device: s.Device}
+	case reconcile.SubjectPort:
+		return dbusapi.Subject{Kind: "port", Device: s.Device, Port: uint32(s.Port)}
+	case reconcile.SubjectLink:
+		return dbusapi.Subject{Kind: "link", Link: s.Link}
+	}
+	return dbusapi.Subject{Kind: "host"}
+}
+
+func actionModel(a reconcile.Action) dbusapi.Action {
+	am := dbusapi.Action{Subject: subjectModel(a.Subject), Kind: string(a.Kind), From: a.From, To: a.To,
+		Status: a.Status.String(), Source: a.Source}
+	if a.Err != nil {
+		am.Error = a.Err.Error()
+	}
+	return am
+}
+
+// describe is the Describe document.
+func describe(svc *service.Service) ([]byte, error) {
+	rec := svc.Reconciler()
+	st := rec.Snapshot()
+	d := dbusapi.Description{
+		Manager: managerModel(svc, rec.Summary()),
+		Devices: make([]dbusapi.Device, 0, len(st.Devices)),
+		Actions: []dbusapi.Action{},
+	}
+	for i := range st.Devices {
+		d.Devices = append(d.Devices, deviceModel(&st.Devices[i]))
+	}
+	ov := svc.RuntimeOverlay()
+	rt := &dbusapi.RuntimeState{NetnsMode: string(ov.Netns), RoCE: []dbusapi.RuntimeRoCE{}, Links: []dbusapi.Link{},
+		DeletedLinks: append([]string{}, ov.DeletedLinks...)}
+	for _, r := range ov.RoCE {
+		tos := -1
+		if r.TOS != nil {
+			tos = *r.TOS
+		}
+		rt.RoCE = append(rt.RoCE, dbusapi.RuntimeRoCE{Device: config.UnescapeGlob(r.Device), Port: r.Port, Mode: string(r.Mode), TOS: tos})
+	}
+	for _, l := range ov.Links {
+		rt.Links = append(rt.Links, dbusapi.Link{Name: l.Name, Type: string(l.Type), Netdev: l.Netdev, Source: service.RuntimeSource})
+	}
+	d.Runtime = rt
+	for _, a := range st.Actions() {
+		d.Actions = append(d.Actions, actionModel(a))
+	}
+	dbusapi.EscapeStrings(&d)
+	return json.MarshalIndent(d, "", "  ")
+}

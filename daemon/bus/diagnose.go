@@ -1,0 +1,54 @@
+package bus
+
+import (
+	"context"
+	"errors"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/rdmad/rdmad/daemon/doctor"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/service"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+// Diagnose is open to everyone, like reading properties: it changes
+// nothing.
+func (m *manager) Diagnose(msg dbus.Message) (string, *dbus.Error) {
+	if e := m.checkCall(msg, "Diagnose", ""); e != nil {
+		return "", e
+	}
+	doc, err := dbusapi.EncodeFindings(doctor.Diagnose(context.Background(), diagnoseInput(m.s.svc)))
+	if err != nil {
+		return "", dbus.NewError(dbusapi.ErrFailed, []any{err.Error()})
+	}
+	return doc, nil
+}
+
+// diagnoseInput is what doctor gets from the daemon: the observed devices
+// (no second walk of sysfs), the policy in force, the config error, each
+// port's standing failures, and the kernel's netns mode.
+func diagnoseInput(svc *service.Service) doctor.Input {
+	st := svc.Reconciler().Snapshot()
+	in := doctor.Input{
+		Host: svc.Host(), Policy: svc.PolicyInForce(), ConfigError: svc.ConfigError(),
+		Devices: make([]host.Device, 0, len(st.Devices)), Errors: map[doctor.PortRef]string{},
+	}
+	if k := svc.NetnsKernel(); k != nil {
+		in.Netns = k
+	}
+	for i := range st.Devices {
+		d := &st.Devices[i]
+		in.Devices = append(in.Devices, d.Device)
+		for _, p := range d.Ports {
+			var errs []error
+			for _, a := range p.Failures {
+				errs = append(errs, a.Err)
+			}
+			if err := errors.Join(errs...); err != nil {
+				in.Errors[doctor.PortRef{Device: d.Name, Port: p.Number}] = err.Error()
+			}
+		}
+	}
+	return in
+}

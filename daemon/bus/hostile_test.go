@@ -1,0 +1,109 @@
+package bus_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/dbusapi"
+	"github.com/rdmad/rdmad/dbusapi/client"
+	"github.com/rdmad/rdmad/test/bustest"
+)
+
+// A device renamed by a VF driver or a container to a name with bytes
+// D-Bus cannot carry, white space, a newline and glob characters gets a
+// valid object path, is published escaped (every reader keeps working),
+// and can be addressed by the name as published.
+func TestHostileDeviceNameOnTheBus(t *testing.T) {
+	const name = "vf\xff \n*[..]$x"
+	dir := bustest.PublicDir(t)
+	addr := privateBus(t, dir)
+	root := fixture(t, dir, "mlx5", mlx5Config)
+	hosttest.RenameDevice(t, root, "mlx5_1", name)
+	for _, attr := range []string{"default_roce_mode=RoCE v2", "default_roce_tos=0"} {
+		k, v, _ := strings.Cut(attr, "=")
+		hosttest.Write(t, root, host.ConfigfsPortPath(name, 1, k), v+"\n")
+	}
+	startDaemon(t, addr, root)
+	conn := dialT(t, addr)
+	objs := managedObjects(t, conn)
+	path := dbusapi.DevicePath(name)
+	if !path.IsValid() {
+		t.Fatalf("object path %q is not valid", path)
+	}
+	dev, ok := objs[path][dbusapi.DeviceIface]
+	if !ok {
+		t.Fatalf("no object %s among %d", path, len(objs))
+	}
+	published := dev["Name"].Value().(string)
+	if published != `vf\xff \x0a*[..]$x` || dbusapi.Unescape(published) != name {
+		t.Errorf("Name published as %q", published)
+	}
+	if code, out, errOut := rdmactl(t, addr, "-o", "json", "status"); code != 0 || !json.Valid([]byte(out)) {
+		t.Errorf("status -o json: exit %d %s", code, errOut)
+	}
+
+	c, err := client.Connect(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetRoCE(t.Context(), published, 1, "", 21, false); err != nil {
+		t.Fatalf("SetRoCE by the published name: %v", err)
+	}
+	if got := hosttest.Read(t, root, host.ConfigfsPortPath(name, 1, "default_roce_tos")); got != "21" {
+		t.Errorf("tos = %q", got)
+	}
+	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")); got == "21" {
+		t.Error("the call for the hostile name changed mlx5_0")
+	}
+	ents, _ := os.ReadDir(filepath.Join(root, host.ConfigfsRdmaCM))
+	if len(ents) != 2 {
+		t.Errorf("configfs rdma_cm has %d entries after the call", len(ents))
+	}
+}
+
+// Names longer than the kernel allows are refused with InvalidArgs naming
+// the argument, before anything is looked up, and the message does not
+// carry the whole name back.
+func TestOverlongNamesAreInvalidArgs(t *testing.T) {
+	e := newEnv(t, "mlx5", mlx5Config)
+	conn := dialT(t, e.addr)
+	obj := conn.Object(dbusapi.BusName, dbusapi.RootPath)
+	before := treeDigest(t, e.root)
+	long := func(n int) string { return strings.Repeat("n", n) }
+	for _, tc := range []struct {
+		method string
+		args   []any
+		arg    string
+	}{
+		{"SetRoCE", []any{long(64), uint32(0), "v2", int32(-1), false}, "device"},
+		{"SetRoCE", []any{long(1 << 20), uint32(0), "v2", int32(-1), false}, "device"},
+		{"AddLink", []any{long(64), "rxe", "ens1f0np0", false}, "name"},
+		{"AddLink", []any{"rxe0", "rxe", long(16), false}, "netdev"},
+		{"AddLink", []any{"rxe0", "rxe", long(1 << 20), true}, "netdev"},
+		{"DeleteLink", []any{long(1 << 20), false}, "name"},
+	} {
+		err := obj.Call(dbusapi.ManagerIface+"."+tc.method, 0, tc.args...).Err
+		msg := client.ErrorMessage(err)
+		if client.ErrorName(err) != dbusapi.ErrInvalidArgs || !strings.Contains(msg, "argument "+tc.arg+":") {
+			t.Errorf("%s with a %d-byte %s: %s %.200s", tc.method, len(tc.args[0].(string))+len(tc.args[2].(string)), tc.arg, client.ErrorName(err), msg)
+		}
+		if len(msg) > 300 {
+			t.Errorf("%s: the error message is %d bytes long", tc.method, len(msg))
+		}
+	}
+	if after := treeDigest(t, e.root); after != before {
+		t.Errorf("refused calls changed files:\n%s", diffLines(before, after))
+	}
+	var v dbus.Variant
+	if err := obj.Call("org.freedesktop.DBus.Properties.Get", 0, dbusapi.ManagerIface, "Version").Store(&v); err != nil {
+		t.Errorf("rdmad stopped answering: %v", err)
+	}
+}

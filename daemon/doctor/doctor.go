@@ -1,0 +1,202 @@
+// Package doctor answers org.rdmad1.Manager.Diagnose: is this host's RDMA
+// usable, and if not, what exactly to do about it. It checks what the
+// operator guides end with (ibstat, ibv_devinfo, ulimit -l, rdma link, the
+// subnet manager, /etc/nfs.conf...) on the host as rdmad sees it, under its
+// --root like everything else, and returns one dbusapi.Finding per thing
+// checked: an id, a subject, ok/warn/fail, one line, and the fix.
+//
+// Doctor only reads. Every file goes through host's bounded reader (read.go);
+// what is not a file (the running RDMA netns mode) comes through a small
+// interface that may be nil.
+package doctor
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+// NetnsReader reports the RDMA subsystem's running netns mode, as `rdma
+// system show` does. netns.RDMANetlink satisfies it.
+type NetnsReader interface {
+	Mode() (config.NetnsMode, error)
+}
+
+// PortRef names a port of a device; Port 0 is the device itself.
+type PortRef struct {
+	Device string
+	Port   int
+}
+
+// Input is what Diagnose looks at.
+type Input struct {
+	Host *host.Host
+	// Policy is the policy in force (the last good one when the files do
+	// not load). nil is a policy that declares nothing.
+	Policy *config.Policy
+	// Devices are the observed devices; nil makes doctor read them.
+	Devices []host.Device
+	// Errors are the last reconcile's errors by port (optional). Doctor
+	// does not repeat them as findings of their own (rdmactl status shows
+	// them); it quotes one where it explains a finding, e.g. why a
+	// declared RoCE mode is not the kernel's.
+	Errors map[PortRef]string
+	// Netns reads the running netns mode when sysfs does not tell it
+	// (nil: unknown). It is asked only when ib_core is loaded, because
+	// opening RDMA netlink would load ib_core on a host without RDMA.
+	Netns NetnsReader
+	// ConfigError is the error of the last reload, nil when the files on
+	// disk are in force.
+	ConfigError error
+}
+
+// Diagnose runs every check and returns the findings in a fixed order:
+// configuration, devices and ports, RoCE, user-space access, memlock, NFS
+// over RDMA, IPoIB, netns. It never fails: what it cannot read becomes a
+// finding or is skipped, and a cancelled ctx ends it with what it has.
+func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
+	d := &diag{in: in, h: in.Host, pol: in.Policy}
+	if d.pol == nil {
+		d.pol = declaresNothing()
+	}
+	if d.h == nil {
+		d.h = host.New("/")
+	}
+	d.devs = in.Devices
+	if d.devs == nil {
+		devs, err := d.h.Devices()
+		d.devs = devs
+		if err != nil {
+			d.fail("devices-unreadable", hostSubject, "reading /"+host.ClassInfiniband+": "+err.Error(),
+				"check the kernel log (journalctl -k) for the RDMA driver")
+		}
+	}
+	sort.Slice(d.devs, func(i, j int) bool { return d.devs[i].Name < d.devs[j].Name })
+	for _, check := range []func(){
+		d.checkConfig,
+		d.checkLinks,
+		d.checkPorts,
+		d.checkRoCE,
+		d.checkVerbs,
+		d.checkProviders,
+		d.checkMemlock,
+		d.checkNFS,
+		d.checkIPoIB,
+		d.checkNetns,
+	} {
+		if ctx.Err() != nil {
+			break
+		}
+		check()
+	}
+	return d.out
+}
+
+// diag is one run of Diagnose.
+type diag struct {
+	in   Input
+	h    *host.Host
+	pol  *config.Policy
+	devs []host.Device
+	out  []dbusapi.Finding
+
+	loaded  map[string]bool // cached LoadedModules
+	modDeps map[string][]string
+	distro  *osRelease
+}
+
+// declaresNothing is the policy of a host without configuration files:
+// config's defaults ([modules] enable = true...), nothing else.
+func declaresNothing() *config.Policy {
+	p, err := config.Parse("(none)", nil)
+	if err != nil { // cannot happen: empty input is valid; keep doctor running anyway
+		return &config.Policy{}
+	}
+	p.Files = nil
+	return p
+}
+
+var hostSubject = dbusapi.Subject{Kind: "host"}
+
+func portSubject(dev string, port int) dbusapi.Subject {
+	return dbusapi.Subject{Kind: "port", Device: dev, Port: uint32(port)}
+}
+
+func deviceSubject(dev string) dbusapi.Subject {
+	return dbusapi.Subject{Kind: "device", Device: dev}
+}
+
+func linkSubject(name string) dbusapi.Subject {
+	return dbusapi.Subject{Kind: "link", Link: name}
+}
+
+func netdevSubject(n string) dbusapi.Subject {
+	return dbusapi.Subject{Kind: "netdev", Netdev: n}
+}
+
+// add records a finding. Everything is escaped here, once, so no byte read
+// from the host reaches the bus unescaped (dbusapi.Escape: valid UTF-8,
+// control characters and bad bytes as \xNN).
+func (d *diag) add(sev dbusapi.Severity, id string, s dbusapi.Subject, finding, fix string) {
+	s.Device, s.Link, s.Netdev = dbusapi.Escape(s.Device), dbusapi.Escape(s.Link), dbusapi.Escape(s.Netdev)
+	d.out = append(d.out, dbusapi.Finding{
+		ID:       id,
+		Subject:  s,
+		Severity: sev,
+		Finding:  dbusapi.Escape(finding),
+		Fix:      dbusapi.Escape(fix),
+	})
+}
+
+func (d *diag) ok(id string, s dbusapi.Subject, finding string) {
+	d.add(dbusapi.SeverityOK, id, s, finding, "")
+}
+
+func (d *diag) warn(id string, s dbusapi.Subject, finding, fix string) {
+	d.add(dbusapi.SeverityWarn, id, s, finding, fix)
+}
+
+func (d *diag) fail(id string, s dbusapi.Subject, finding, fix string) {
+	d.add(dbusapi.SeverityFail, id, s, finding, fix)
+}
+
+// loadedModules is the kernel's module set, read once per run.
+func (d *diag) loadedModules() map[string]bool {
+	if d.loaded == nil {
+		m, err := d.h.LoadedModules()
+		if err != nil {
+			m = map[string]bool{}
+		}
+		d.loaded = m
+	}
+	return d.loaded
+}
+
+// missingModules are the names the kernel lacks, aliases resolved as
+// modprobe does (svcrdma is rpcrdma); all of them when that cannot be told.
+func (d *diag) missingModules(names ...string) []string {
+	missing, err := d.h.MissingModules(names)
+	if err != nil {
+		return names
+	}
+	return missing
+}
+
+func (d *diag) checkConfig() {
+	if err := d.in.ConfigError; err != nil {
+		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+		d.fail("config-error", hostSubject,
+			"the configuration does not load, the last good one stays in force: "+msg,
+			"correct the file and line named, then: rdmactl reload")
+		return
+	}
+	files := "no configuration file, nothing declared"
+	if len(d.pol.Files) > 0 {
+		files = strings.Join(d.pol.Files, ", ")
+	}
+	d.ok("config-loaded", hostSubject, "configuration in force: "+files)
+}

@@ -1,0 +1,393 @@
+package doctor
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+)
+
+// checkLinks: every declared soft link exists, or says what it waits for.
+func (d *diag) checkLinks() {
+	for _, l := range d.pol.Links {
+		s := linkSubject(l.Name)
+		add := fmt.Sprintf("rdma link add %s type %s netdev %s", l.Name, l.Type, l.Netdev)
+		switch {
+		case d.device(l.Name) != nil:
+			d.ok("link-present", s, fmt.Sprintf("soft RDMA link %s (%s on %s, %s) exists", l.Name, l.Type, l.Netdev, l.Source))
+		case !d.h.NetdevExists(l.Netdev):
+			d.warn("link-waiting", s,
+				fmt.Sprintf("soft RDMA link %s (%s) waits for network interface %s, which does not exist", l.Name, l.Source, l.Netdev),
+				fmt.Sprintf("create %s, or change netdev of [[link]] %s at %s", l.Netdev, l.Name, l.Source))
+		case l.Type == config.LinkSIW && d.kernelLacks("siw"):
+			d.fail("link-missing", s,
+				fmt.Sprintf("soft RDMA link %s (%s) is missing: this kernel has no siw module (Debian builds none)", l.Name, l.Source),
+				fmt.Sprintf("use Soft-RoCE instead: type = \"rxe\" for [[link]] %s at %s", l.Name, l.Source))
+		default:
+			d.fail("link-missing", s,
+				fmt.Sprintf("soft RDMA link %s (%s on %s, %s) does not exist%s", l.Name, l.Type, l.Netdev, l.Source, d.lastError(l.Name, 0)),
+				add)
+		}
+	}
+}
+
+// kernelLacks reports whether the running kernel's modules.dep exists and
+// has no module of that name, and it is not built in or loaded.
+func (d *diag) kernelLacks(module string) bool {
+	deps := d.moduleDeps()
+	if deps == nil || d.loadedModules()[module] {
+		return false
+	}
+	_, ok := deps[module]
+	return !ok && len(d.missingModules(module)) == 1
+}
+
+func (d *diag) device(name string) *host.Device {
+	for i := range d.devs {
+		if d.devs[i].Name == name {
+			return &d.devs[i]
+		}
+	}
+	return nil
+}
+
+// lastError quotes the last reconcile error of a port or device, for the
+// end of a finding: "" when there is none.
+func (d *diag) lastError(dev string, port int) string {
+	if e := d.in.Errors[PortRef{dev, port}]; e != "" {
+		return " (last pass: " + firstLine(e) + ")"
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// checkPorts: devices present, every port ACTIVE with its physical link
+// up, and InfiniBand/OPA ports with a subnet manager.
+func (d *diag) checkPorts() {
+	if len(d.devs) == 0 {
+		d.fail("no-device", hostSubject, "no RDMA device: /"+host.ClassInfiniband+" is empty",
+			"load the adapter's driver (modprobe mlx5_ib, mlx4_ib, hfi1...), or add a Soft-RoCE device: rdmactl link add rxe0 --type rxe --netdev IF --persist")
+		return
+	}
+	for i := range d.devs {
+		dev := &d.devs[i]
+		if len(dev.Ports) == 0 {
+			d.fail("port-not-active", deviceSubject(dev.Name), "device "+dev.Name+" has no ports in sysfs", "journalctl -k -g "+dev.Name)
+			continue
+		}
+		for j := range dev.Ports {
+			d.checkPort(dev, &dev.Ports[j])
+		}
+	}
+}
+
+// fabricManaged reports whether a transport needs a subnet manager.
+func fabricManaged(t host.Transport) bool {
+	return t == host.TransportInfiniBand || t == host.TransportOPA
+}
+
+func (d *diag) checkPort(dev *host.Device, p *host.Port) {
+	s := portSubject(dev.Name, p.Number)
+	t := dev.PortTransport(p)
+	name := fmt.Sprintf("%s/%d", dev.Name, p.Number)
+	state := fmt.Sprintf("state %s, physical state %s", orUnknown(p.State), orUnknown(p.PhysState))
+	netdev := portNetdev(dev, p)
+	switch {
+	case p.PhysState == "Disabled":
+		fix := "ip link set dev " + netdev + " up"
+		if netdev == "" || fabricManaged(t) {
+			fix = fmt.Sprintf("enable the port: ibportstate -C %s -P %d -D 0 %d enable (or on the switch)", dev.Name, p.Number, p.Number)
+		}
+		d.fail("port-disabled", s, name+" is administratively disabled: "+state, fix)
+	case p.PhysState != "" && p.PhysState != "LinkUp":
+		fix := fmt.Sprintf("check the cable and the peer port: ibstat %s %d", dev.Name, p.Number)
+		if netdev != "" && !fabricManaged(t) {
+			fix = "check the cable and the switch port: ethtool " + netdev
+		}
+		d.fail("port-link-down", s, name+" has no physical link: "+state, fix)
+	case fabricManaged(t) && (p.State == "INIT" || p.State == "ARMED" || (p.State == "ACTIVE" && !lidSet(p.SMLID))):
+		d.fail("port-no-sm", s,
+			fmt.Sprintf("%s: link up but no subnet manager has configured it (%s, sm_lid %s)", name, state, orUnknown(p.SMLID)),
+			smFix(t))
+	case p.State != "ACTIVE":
+		d.fail("port-not-active", s, name+" is not ACTIVE: "+state+d.lastError(dev.Name, p.Number),
+			fmt.Sprintf("rdma link show %s; journalctl -k -g %s", name, dev.Name))
+	default:
+		desc := []string{"ACTIVE", p.PhysState}
+		if p.Rate != "" {
+			desc = append(desc, p.Rate)
+		}
+		if p.LinkLayer != "" {
+			desc = append(desc, p.LinkLayer)
+		}
+		if fabricManaged(t) {
+			desc = append(desc, "LID "+p.LID+", SM LID "+p.SMLID)
+		}
+		if netdev != "" {
+			desc = append(desc, "netdev "+netdev)
+		}
+		d.ok("port-active", s, name+": "+strings.Join(desc, ", "))
+	}
+}
+
+func smFix(t host.Transport) string {
+	if t == host.TransportOPA {
+		return "start the fabric manager on one host of the fabric: systemctl enable --now opafm (or the switch's)"
+	}
+	return "start a subnet manager on one host of the fabric: systemctl enable --now opensm (or enable the switch's SM)"
+}
+
+// lidSet reports whether a sysfs LID ("0x1") is assigned: 0 means no
+// subnet manager has set it.
+func lidSet(s string) bool {
+	v, err := strconv.ParseUint(s, 0, 16)
+	return err == nil && v != 0
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// portNetdev is the network interface of an Ethernet port: its GID table's,
+// else the device's only one (a port that is down may have no GIDs).
+func portNetdev(dev *host.Device, p *host.Port) string {
+	if len(p.Netdevs) > 0 {
+		return p.Netdevs[0]
+	}
+	if dev.Parent != "" {
+		return dev.Parent
+	}
+	if len(dev.Ports) == 1 && len(dev.Netdevs) == 1 {
+		return dev.Netdevs[0]
+	}
+	return ""
+}
+
+// roceTarget is the selector target of a device, as reconcile builds it.
+func roceTarget(dev *host.Device) config.Target {
+	return config.Target{Name: dev.Name, NodeGUID: dev.NodeGUID, PCI: dev.PCIAddress, Driver: dev.Driver, Netdevs: dev.Netdevs}
+}
+
+// checkRoCE: the declared RoCE mode and TOS are the kernel's, configfs is
+// there to hold them, and the local RoCE ports agree on a mode.
+func (d *diag) checkRoCE() {
+	type rocePort struct {
+		dev      *host.Device
+		port     *host.Port
+		declared bool
+	}
+	var ports []rocePort
+	var declaredWithoutConfigfs []string
+	for i := range d.devs {
+		dev := &d.devs[i]
+		for j := range dev.Ports {
+			p := &dev.Ports[j]
+			if dev.PortTransport(p) != host.TransportRoCE {
+				continue
+			}
+			want := d.pol.RoCEFor(roceTarget(dev), p.Number)
+			ports = append(ports, rocePort{dev, p, want.Mode != ""})
+			if want.Empty() {
+				continue
+			}
+			if !exists(d.h, host.ConfigfsRdmaCM) { // without it rdmad cannot create rdma_cm/<dev>
+				declaredWithoutConfigfs = append(declaredWithoutConfigfs, fmt.Sprintf("%s/%d", dev.Name, p.Number))
+				continue
+			}
+			d.checkRoCEPort(dev, p, want)
+		}
+	}
+	if len(declaredWithoutConfigfs) > 0 {
+		d.fail("roce-configfs-missing", hostSubject,
+			"RoCE policy declared for "+strings.Join(declaredWithoutConfigfs, " ")+" cannot apply: "+d.configfsProblem(),
+			d.configfsFix())
+	}
+	// Mixed modes (seeds: a RoCE v2 client cannot reach a v1 server). A
+	// mix the policy declares port by port is the operator's choice; one
+	// that comes from kernel defaults is worth a warning.
+	modes := map[string][]string{}
+	undeclared := false
+	for _, rp := range ports {
+		if rp.port.RoCEMode == "" {
+			continue
+		}
+		modes[rp.port.RoCEMode] = append(modes[rp.port.RoCEMode], fmt.Sprintf("%s/%d", rp.dev.Name, rp.port.Number))
+		undeclared = undeclared || !rp.declared
+	}
+	v1, v2 := modes["IB/RoCE v1"], modes["RoCE v2"]
+	if len(v1) == 0 || len(v2) == 0 || !undeclared {
+		return
+	}
+	var canV1 []string
+	for _, rp := range ports {
+		if rp.port.RoCEMode == "RoCE v2" && hasGIDType(rp.port, "IB/RoCE v1") {
+			canV1 = append(canV1, fmt.Sprintf("%s/%d", rp.dev.Name, rp.port.Number))
+		}
+	}
+	fix := "no port can change: keep RoCE v1 and v2 ports on separate networks"
+	if len(canV1) > 0 {
+		cmds := make([]string, len(canV1))
+		for i, p := range canV1 {
+			cmds[i] = "rdmactl roce set " + p + " --mode v1 --persist"
+		}
+		fix = "run RoCE v1 on the ports that can (or declare it in a [[roce]] rule): " + strings.Join(cmds, "; ")
+	}
+	d.warn("roce-modes-mixed", hostSubject,
+		fmt.Sprintf("RoCE ports use different modes: IB/RoCE v1 on %s, RoCE v2 on %s; an RDMA-CM client in RoCE v2 cannot connect to a server in RoCE v1",
+			strings.Join(v1, " "), strings.Join(v2, " ")),
+		fix)
+}
+
+func hasGIDType(p *host.Port, t string) bool {
+	for _, g := range p.GIDTypes {
+		if g == t {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *diag) checkRoCEPort(dev *host.Device, p *host.Port, want config.RoCEDesired) {
+	s := portSubject(dev.Name, p.Number)
+	name := fmt.Sprintf("%s/%d", dev.Name, p.Number)
+	last := d.lastError(dev.Name, p.Number)
+	good := true
+	if want.Mode != "" && p.RoCEMode != want.Mode.Kernel() {
+		good = false
+		fix := "rdmactl reconcile (rdmad applies it again), and see rdmactl status"
+		kernelMode := want.Mode.Kernel()
+		if len(p.GIDTypes) > 0 && !hasGIDType(p, kernelMode) {
+			fix = fmt.Sprintf("%s supports only %s: change mode at %s", name, strings.Join(p.GIDTypes, ", "), want.ModeSource)
+		}
+		d.fail("roce-mode-differs", s,
+			fmt.Sprintf("%s: RoCE mode is %q, declared %s (%s) at %s%s", name, orUnknown(p.RoCEMode), want.Mode, kernelMode, want.ModeSource, last),
+			fix)
+	}
+	if want.TOS != nil && p.RoCETOS != *want.TOS {
+		good = false
+		tos := "unknown"
+		if p.RoCETOS >= 0 {
+			tos = strconv.Itoa(p.RoCETOS)
+		}
+		d.fail("roce-tos-differs", s,
+			fmt.Sprintf("%s: RoCE TOS is %s, declared %d at %s%s", name, tos, *want.TOS, want.TOSSource, last),
+			"rdmactl reconcile (rdmad applies it again), and see rdmactl status")
+	}
+	if good {
+		var parts []string
+		if want.Mode != "" {
+			parts = append(parts, p.RoCEMode+" ("+want.ModeSource.String()+")")
+		}
+		if want.TOS != nil {
+			parts = append(parts, fmt.Sprintf("TOS %d (%s)", *want.TOS, want.TOSSource))
+		}
+		d.ok("roce-policy-applied", s, name+": as declared: "+strings.Join(parts, ", "))
+	}
+}
+
+// configfsProblem says why configfs rdma_cm is missing.
+func (d *diag) configfsProblem() string {
+	if !d.configfsMounted() {
+		return "configfs is not mounted on /sys/kernel/config"
+	}
+	return "configfs has no rdma_cm directory (module rdma_cm not loaded)"
+}
+
+func (d *diag) configfsFix() string {
+	if !d.configfsMounted() {
+		return "mount -t configfs none /sys/kernel/config (systemctl start sys-kernel-config.mount)"
+	}
+	return "modprobe rdma_cm"
+}
+
+// configfsMounted: /proc/mounts says so, or (a tree without it) the
+// mount point has entries, which only a mounted configfs has.
+func (d *diag) configfsMounted() bool {
+	mounted, known := false, false
+	_ = boundedLines(d.h, "proc/mounts", capIndex, func(line string) bool {
+		known = true
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[2] == "configfs" && f[1] == "/sys/kernel/config" {
+			mounted = true
+			return false
+		}
+		return true
+	})
+	if known {
+		return mounted
+	}
+	names, err := boundedDir(d.h, "sys/kernel/config")
+	return err == nil && len(names) > 0
+}
+
+// checkIPoIB: every IPoIB interface (type 32) with its mode and MTU, and
+// whether they fit each other. The port's IB MTU is not in sysfs (it is a
+// verbs query, ibv_devinfo's active_mtu), but the kernel clamps a datagram
+// MTU to it, so the limits checked are the protocol's: datagram carries at
+// most the largest IB MTU less the 4-byte IPoIB header (4092), connected
+// mode at most 65520.
+func (d *diag) checkIPoIB() {
+	names, err := boundedDir(d.h, host.ClassNet)
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		base := path.Join(host.ClassNet, n)
+		if readAttr(d.h, path.Join(base, "type")) != "32" { // ARPHRD_INFINIBAND
+			continue
+		}
+		s := netdevSubject(n)
+		mode := readAttr(d.h, path.Join(base, "mode"))
+		mtu, err := strconv.Atoi(readAttr(d.h, path.Join(base, "mtu")))
+		if err != nil {
+			mtu = 0
+		}
+		where := d.ipoibPort(n)
+		desc := fmt.Sprintf("IPoIB %s%s: %s mode, MTU %d", n, where, orUnknown(mode), mtu)
+		switch {
+		case mode == "datagram" && mtu > 4092:
+			d.fail("ipoib-mtu-too-large", s, desc+": datagram mode carries at most the IB MTU less 4 bytes (4092 at IB MTU 4096)",
+				fmt.Sprintf("ip link set dev %s mtu 4092, or use connected mode: echo connected > /sys/class/net/%s/mode (nmcli: infiniband.transport-mode connected)", n, n))
+		case mode == "connected" && mtu > 65520:
+			d.fail("ipoib-mtu-too-large", s, desc+": connected mode carries at most 65520",
+				"ip link set dev "+n+" mtu 65520")
+		case mode == "connected" && mtu > 0 && mtu <= 4092:
+			d.warn("ipoib-connected-small-mtu", s, desc+": connected mode gains nothing over datagram at this MTU and costs kernel memory",
+				fmt.Sprintf("ip link set dev %s mtu 65520 (nmcli connection modify %s infiniband.mtu 65520)", n, n))
+		default:
+			d.ok("ipoib", s, desc)
+		}
+	}
+}
+
+// ipoibPort names the RDMA port an IPoIB interface sits on, " on mlx4_0/1",
+// from its PCI function and dev_port (port - 1, as ipoib_parent_init sets
+// it); "" for a child (P_Key) interface or when it cannot be told.
+func (d *diag) ipoibPort(netdev string) string {
+	base := path.Join(host.ClassNet, netdev)
+	link, err := readlinkHost(d.h, path.Join(base, "device"))
+	if err != nil {
+		return ""
+	}
+	pci := path.Base(link)
+	port := 1
+	if v, err := strconv.Atoi(readAttr(d.h, path.Join(base, "dev_port"))); err == nil {
+		port = v + 1
+	}
+	for i := range d.devs {
+		if d.devs[i].PCIAddress == pci && d.devs[i].Port(port) != nil {
+			return fmt.Sprintf(" on %s/%d", d.devs[i].Name, port)
+		}
+	}
+	return ""
+}

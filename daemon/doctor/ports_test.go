@@ -1,0 +1,138 @@
+package doctor_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/doctor"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+func TestNoDevice(t *testing.T) {
+	root := hosttest.Copy(t, "rxe-ready")
+	remove(t, root, "sys/class/infiniband")
+	fs := diagnose(t, root)
+	mustFix(t, fs, "no-device", "host", dbusapi.SeverityFail, "no RDMA device", "rdmactl link add rxe0 --type rxe")
+	// The declared Soft-RoCE link is gone while its netdev is there.
+	mustFix(t, fs, "link-missing", "link rxe0", dbusapi.SeverityFail, "does not exist", "rdma link add rxe0 type rxe netdev veth0")
+	// Nothing to reach: no user-space findings on top.
+	if f := find(fs, "verbs-ready", "host"); f != nil {
+		t.Errorf("verbs checked without devices: %+v", f)
+	}
+}
+
+func TestDeclaredLinkWaitsForItsNetdev(t *testing.T) {
+	root := hosttest.Copy(t, "rxe-ready")
+	remove(t, root, "sys/class/infiniband")
+	remove(t, root, "sys/class/net/veth0")
+	mustFix(t, diagnose(t, root), "link-waiting", "link rxe0", dbusapi.SeverityWarn, "waits for network interface veth0", "create veth0")
+}
+
+func TestSiwLinkOnAKernelWithoutSiw(t *testing.T) {
+	root := readyIB(t)
+	hosttest.Write(t, root, "sys/class/net/eth0/operstate", "up\n")
+	pol := parsePolicy(t, "[[link]]\nname = \"siw0\"\ntype = \"siw\"\nnetdev = \"eth0\"\n")
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "link-missing", "link siw0", dbusapi.SeverityFail,
+		"no siw module", `type = "rxe"`)
+	// Where the kernel has siw, the usual fix: create the link.
+	hosttest.Write(t, root, "lib/modules/6.1.0-28-amd64/modules.dep", "kernel/drivers/infiniband/sw/siw/siw.ko.xz: kernel/drivers/infiniband/core/ib_core.ko.xz\n")
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "link-missing", "link siw0", dbusapi.SeverityFail,
+		"does not exist", "rdma link add siw0 type siw netdev eth0")
+}
+
+func TestPortStates(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		host, dev string
+		port      int
+		attrs     map[string]string
+		id        string
+		inFinding string
+		inFix     string
+	}{
+		{name: "Soft-RoCE netdev down", host: "rxe-ready", dev: "rxe0", port: 1,
+			attrs: map[string]string{"state": "1: DOWN", "phys_state": "3: Disabled"},
+			id:    "port-disabled", inFinding: "state DOWN, physical state Disabled", inFix: "ip link set dev veth0 up"},
+		{name: "InfiniBand port disabled", host: "ib-ready", dev: "mlx4_0", port: 2,
+			attrs: map[string]string{"state": "1: DOWN", "phys_state": "3: Disabled"},
+			id:    "port-disabled", inFinding: "administratively disabled", inFix: "ibportstate -C mlx4_0 -P 2"},
+		{name: "no cable", host: "ib-ready", dev: "mlx4_0", port: 1,
+			attrs: map[string]string{"state": "1: DOWN", "phys_state": "2: Polling"},
+			id:    "port-link-down", inFinding: "no physical link: state DOWN, physical state Polling", inFix: "ibstat mlx4_0 1"},
+		{name: "Ethernet no carrier", host: "mlx5", dev: "mlx5_0", port: 1,
+			attrs: map[string]string{"state": "1: DOWN", "phys_state": "2: Polling"},
+			id:    "port-link-down", inFinding: "no physical link", inFix: "ethtool ens1f0np0"},
+		{name: "IB INIT: no subnet manager", host: "ib-ready", dev: "mlx4_0", port: 1,
+			attrs: map[string]string{"state": "2: INIT", "sm_lid": "0x0", "lid": "0x0"},
+			id:    "port-no-sm", inFinding: "no subnet manager", inFix: "systemctl enable --now opensm"},
+		{name: "IB ARMED", host: "ib-ready", dev: "mlx4_0", port: 2,
+			attrs: map[string]string{"state": "3: ARMED"},
+			id:    "port-no-sm", inFinding: "state ARMED", inFix: "opensm"},
+		{name: "IB ACTIVE without SM LID", host: "mlx4", dev: "mlx4_0", port: 1,
+			attrs: map[string]string{"sm_lid": "0x0000"},
+			id:    "port-no-sm", inFinding: "sm_lid 0x0000", inFix: "opensm"},
+		{name: "Omni-Path without fabric manager", host: "hfi1", dev: "hfi1_0", port: 1,
+			attrs: map[string]string{"state": "2: INIT", "sm_lid": "0x0"},
+			id:    "port-no-sm", inFinding: "no subnet manager", inFix: "systemctl enable --now opafm"},
+		{name: "RoCE port DOWN with link", host: "mlx5", dev: "mlx5_1", port: 1,
+			attrs: map[string]string{"state": "1: DOWN"},
+			id:    "port-not-active", inFinding: "is not ACTIVE: state DOWN, physical state LinkUp", inFix: "rdma link show mlx5_1/1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := hosttest.Copy(t, tc.host)
+			if tc.host == "ib-ready" {
+				root = readyIB(t)
+			}
+			setPort(t, root, tc.dev, tc.port, tc.attrs)
+			fs := diagnose(t, root)
+			subject := fmt.Sprintf("%s/%d", tc.dev, tc.port)
+			mustFix(t, fs, tc.id, subject, dbusapi.SeverityFail, tc.inFinding, tc.inFix)
+			if f := find(fs, "port-active", subject); f != nil {
+				t.Errorf("a faulty port is also reported active: %+v", f)
+			}
+		})
+	}
+}
+
+func TestLastReconcileErrorIsQuotedNotRepeated(t *testing.T) {
+	root := hosttest.Copy(t, "rxe-ready")
+	setPort(t, root, "rxe0", 1, map[string]string{"state": "1: DOWN"})
+	fs := diagnose(t, root, func(in *doctor.Input) {
+		in.Errors = map[doctor.PortRef]string{{Device: "rxe0", Port: 1}: "roce: set rxe0 port 1: write: input/output error\nsecond line"}
+	})
+	f := mustFix(t, fs, "port-not-active", "rxe0/1", dbusapi.SeverityFail, "(last pass: roce: set rxe0 port 1: write: input/output error)", "")
+	if strings.Contains(f.Finding, "second line") {
+		t.Errorf("finding is not one line: %q", f.Finding)
+	}
+	for _, f := range fs {
+		if strings.Contains(f.ID, "reconcile") {
+			t.Errorf("last-pass errors repeated as a finding of their own: %+v", f)
+		}
+	}
+}
+
+// The daemon passes the devices it observed; doctor reads the host only
+// when it is given none.
+func TestDevicesFromInputAreUsed(t *testing.T) {
+	root := hosttest.Copy(t, "rxe-ready")
+	devs, err := host.New(root).Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs[0].Ports[0].State = "DOWN"
+	fs := diagnose(t, root, func(in *doctor.Input) { in.Devices = devs })
+	must(t, fs, "port-not-active", "rxe0/1")
+	clean(t, diagnose(t, root))
+}
+
+func TestUnreadableDevices(t *testing.T) {
+	root := hosttest.Copy(t, "rxe-ready")
+	// A ports entry that is not a directory makes Host.Devices fail.
+	remove(t, root, "sys/class/infiniband/rxe0")
+	hosttest.Write(t, root, "sys/class/infiniband/rxe0/ports", "not a directory\n")
+	fs := diagnose(t, root)
+	mustFix(t, fs, "devices-unreadable", "host", dbusapi.SeverityFail, "rxe0", "journalctl -k")
+}

@@ -1,0 +1,95 @@
+package doctor_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/doctor"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+func TestDeclaredRoCEAppliedIsOK(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	hosttest.Write(t, root, "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos", "106\n")
+	pol := parsePolicy(t, "[[roce]]\ndevice = \"mlx5_0\"\nmode = \"v2\"\ntos = 106\n")
+	fs := diagnose(t, root, withPolicy(pol))
+	mustFix(t, fs, "roce-policy-applied", "mlx5_0/1", dbusapi.SeverityOK, "RoCE v2 (/etc/rdma/rdmad.toml:1), TOS 106 (/etc/rdma/rdmad.toml:1)", "")
+	if f := find(fs, "roce-policy-applied", "mlx5_1/1"); f != nil {
+		t.Errorf("a port without declaration is reported: %+v", f)
+	}
+}
+
+func TestDeclaredRoCEModeTheKernelRefuses(t *testing.T) {
+	// rxe supports only RoCE v2 (its GIDs are all v2): the fix is the
+	// declaration, at its file and line.
+	root := hosttest.Copy(t, "rxe-ready")
+	pol := parsePolicy(t, "[[roce]]\ndevice = \"rxe*\"\nmode = \"v1\"\n")
+	fs := diagnose(t, root, withPolicy(pol), func(in *doctor.Input) {
+		in.Errors = map[doctor.PortRef]string{{Device: "rxe0", Port: 1}: "roce: set rxe0 port 1 mode: input/output error"}
+	})
+	mustFix(t, fs, "roce-mode-differs", "rxe0/1", dbusapi.SeverityFail,
+		`RoCE mode is "RoCE v2", declared v1 (IB/RoCE v1) at /etc/rdma/rdmad.toml:1 (last pass: roce: set rxe0 port 1 mode: input/output error)`,
+		"rxe0/1 supports only RoCE v2: change mode at /etc/rdma/rdmad.toml:1")
+}
+
+func TestDeclaredTOSNotInKernel(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	pol := parsePolicy(t, "[[roce]]\ndevice = \"*\"\ntos = 106\n")
+	fs := diagnose(t, root, withPolicy(pol))
+	for _, p := range []string{"mlx5_0/1", "mlx5_1/1"} {
+		mustFix(t, fs, "roce-tos-differs", p, dbusapi.SeverityFail, "RoCE TOS is 0, declared 106 at /etc/rdma/rdmad.toml:1", "rdmactl reconcile")
+	}
+	// No rdma_cm directory for the device yet: rdmad creates it, the
+	// values are unknown until then.
+	remove(t, root, "sys/kernel/config/rdma_cm/mlx5_1")
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "roce-tos-differs", "mlx5_1/1", dbusapi.SeverityFail, "RoCE TOS is unknown", "rdmactl reconcile")
+}
+
+func TestConfigfsMissing(t *testing.T) {
+	pol := parsePolicy(t, "[[roce]]\ndevice = \"*\"\nmode = \"v2\"\n")
+	root := hosttest.Copy(t, "mlx5")
+	remove(t, root, "sys/kernel/config")
+	fs := diagnose(t, root, withPolicy(pol))
+	mustFix(t, fs, "roce-configfs-missing", "host", dbusapi.SeverityFail,
+		"RoCE policy declared for mlx5_0/1 mlx5_1/1 cannot apply: configfs is not mounted", "mount -t configfs none /sys/kernel/config")
+	if f := find(fs, "roce-mode-differs", "mlx5_0/1"); f != nil {
+		t.Errorf("mode reported per port on top of the missing configfs: %+v", f)
+	}
+
+	// Mounted, but rdma_cm has not registered its directory.
+	hosttest.Write(t, root, "proc/mounts", "sysfs /sys sysfs rw 0 0\nconfigfs /sys/kernel/config configfs rw,nosuid,nodev,noexec,relatime 0 0\n")
+	hosttest.Write(t, root, "sys/kernel/config/target/version", "x\n")
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "roce-configfs-missing", "host", dbusapi.SeverityFail,
+		"no rdma_cm directory", "modprobe rdma_cm")
+
+	// Nothing declared: the kernel defaults need no configfs.
+	if f := find(diagnose(t, root, withPolicy(parsePolicy(t, ""))), "roce-configfs-missing", "host"); f != nil {
+		t.Errorf("configfs reported without RoCE policy: %+v", f)
+	}
+}
+
+func TestMixedRoCEModes(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	hosttest.Write(t, root, "sys/kernel/config/rdma_cm/mlx5_1/ports/1/default_roce_mode", "IB/RoCE v1\n")
+	mustFix(t, diagnose(t, root), "roce-modes-mixed", "host", dbusapi.SeverityWarn,
+		"IB/RoCE v1 on mlx5_1/1, RoCE v2 on mlx5_0/1; an RDMA-CM client in RoCE v2 cannot connect to a server in RoCE v1",
+		"rdmactl roce set mlx5_0/1 --mode v1 --persist")
+	if f := must(t, diagnose(t, root), "roce-modes-mixed", "host"); strings.Contains(f.Fix, "mlx5_1/1") {
+		t.Errorf("fix names the port already in v1: %q", f.Fix)
+	}
+
+	// A mix every port of which is declared is the operator's choice.
+	pol := parsePolicy(t, "[[roce]]\ndevice = \"mlx5_0\"\nmode = \"v2\"\n[[roce]]\ndevice = \"mlx5_1\"\nmode = \"v1\"\n")
+	if f := find(diagnose(t, root, withPolicy(pol)), "roce-modes-mixed", "host"); f != nil {
+		t.Errorf("declared mix warned about: %+v", f)
+	}
+
+	// v2 ports that cannot do v1 (rxe): nothing to change on this host.
+	demo := hosttest.Copy(t, "demo")
+	for _, d := range []string{"mlx5_0", "mlx5_1"} {
+		hosttest.Write(t, demo, "sys/kernel/config/rdma_cm/"+d+"/ports/1/default_roce_mode", "IB/RoCE v1\n")
+	}
+	mustFix(t, diagnose(t, demo), "roce-modes-mixed", "host", dbusapi.SeverityWarn,
+		"RoCE v2 on rxe0/1", "no port can change")
+}

@@ -1,0 +1,284 @@
+package host
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+
+	"golang.org/x/sys/unix"
+)
+
+// Size limits of host reads. Nothing rdmad reads is allowed to grow its
+// memory without bound or to block it: a FIFO, a character device or an
+// endless file put where a regular file is expected is an error, at once.
+const (
+	// MaxAttrSize bounds a sysfs or configfs attribute: the kernel never
+	// returns more than a page for one.
+	MaxAttrSize = 4096
+	// MaxConfigSize bounds a configuration or list file (rdmad.toml, a
+	// drop-in, /etc/rdma/modules/*.conf, limits.d, /proc/modules).
+	MaxConfigSize = 1 << 20
+	// MaxIndexSize bounds the kernel's module indexes (modules.alias is
+	// about 1.5 MiB on a distribution kernel).
+	MaxIndexSize = 32 << 20
+)
+
+// ErrNotRegular is returned (wrapped) when a path rdmad reads or writes as a
+// file is something else: a FIFO, a device, a socket or a directory.
+var ErrNotRegular = errors.New("not a regular file")
+
+// ErrTooLarge is returned (wrapped) when a file exceeds its read limit.
+var ErrTooLarge = errors.New("file exceeds the size limit")
+
+// openRegular opens name without ever blocking (O_NONBLOCK: a FIFO with no
+// writer or reader answers at once) and without becoming the controlling
+// terminal, then refuses anything that is not a regular file. The returned
+// fd is a plain descriptor: no runtime poller registration, which would
+// cost an epoll_ctl per sysfs attribute.
+func openRegular(name string, flags int) (int, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(name, flags|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return -1, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, &fs.PathError{Op: "stat", Path: name, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return -1, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (%s)", ErrNotRegular, fileType(st.Mode))}
+	}
+	return fd, nil
+}
+
+func fileType(mode uint32) string {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFIFO:
+		return "a FIFO"
+	case unix.S_IFCHR:
+		return "a character device"
+	case unix.S_IFBLK:
+		return "a block device"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFDIR:
+		return "a directory"
+	}
+	return fmt.Sprintf("mode %#o", mode&unix.S_IFMT)
+}
+
+func readRetry(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, b)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// ReadAttr reads a sysfs or configfs attribute: one open, one read, one
+// close. The kernel hands an attribute over whole in one read, so there is
+// no second read to see end of file; a fixture file does the same.
+func ReadAttr(name string) ([]byte, error) {
+	fd, err := openRegular(name, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var buf [MaxAttrSize + 1]byte
+	n, err := readRetry(fd, buf[:])
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+	}
+	if n > MaxAttrSize {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w of %d bytes for an attribute", ErrTooLarge, MaxAttrSize)}
+	}
+	return append([]byte(nil), buf[:n]...), nil
+}
+
+// ReadFileLimit reads a whole regular file of at most limit bytes. It reads
+// until end of file, so files whose size the kernel does not report
+// (/proc) are read completely.
+func ReadFileLimit(name string, limit int) ([]byte, error) {
+	fd, err := openRegular(name, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	size := 512
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil && st.Size > 0 && st.Size < int64(limit) {
+		size = int(st.Size) + 1
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > limit {
+				return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w of %d bytes", ErrTooLarge, limit)}
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := readRetry(fd, buf[len(buf):cap(buf)])
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
+		if len(buf) > limit {
+			return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w of %d bytes", ErrTooLarge, limit)}
+		}
+	}
+	return buf, nil
+}
+
+// ReadConfigFile reads a configuration or list file (MaxConfigSize).
+func ReadConfigFile(name string) ([]byte, error) { return ReadFileLimit(name, MaxConfigSize) }
+
+// WriteAttr writes an attribute in place, as echo does: no temp file
+// (sysfs and configfs attributes cannot be renamed over), O_TRUNC for
+// fixture files (the kernel ignores it), and never to anything but a
+// regular file, so a FIFO cannot block the write.
+func WriteAttr(name string, data []byte) error {
+	fd, err := openRegular(name, unix.O_WRONLY|unix.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	n, err := writeRetry(fd, data)
+	cerr := unix.Close(fd)
+	switch {
+	case err != nil:
+		return &fs.PathError{Op: "write", Path: name, Err: err}
+	case n != len(data):
+		return &fs.PathError{Op: "write", Path: name, Err: fmt.Errorf("short write: %d of %d bytes", n, len(data))}
+	case cerr != nil:
+		return &fs.PathError{Op: "close", Path: name, Err: cerr}
+	}
+	return nil
+}
+
+func writeRetry(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Write(fd, b)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// ReadDirNames lists a directory's entries, sorted, without following a
+// final symlink to something that is not a directory and without blocking
+// on a FIFO put in its place.
+func ReadDirNames(name string) ([]string, error) {
+	ents, err := readDirents(name)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.name
+	}
+	return names, nil
+}
+
+type dirent struct {
+	name string
+	typ  uint8 // unix.DT_*; DT_UNKNOWN on file systems that do not say
+}
+
+// readDirents reads the entries of a directory, sorted by name.
+func readDirents(name string) ([]dirent, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer unix.Close(fd)
+	var out []dirent
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "readdirent", Path: name, Err: err}
+		}
+		if n <= 0 {
+			break
+		}
+		b := buf[:n]
+		for len(b) > 0 {
+			if len(b) < 19 {
+				return nil, &fs.PathError{Op: "readdirent", Path: name, Err: errors.New("malformed directory entry")}
+			}
+			reclen := binary.NativeEndian.Uint16(b[16:18]) // linux_dirent64.d_reclen
+			if reclen < 19 || int(reclen) > len(b) {
+				return nil, &fs.PathError{Op: "readdirent", Path: name, Err: errors.New("malformed directory entry")}
+			}
+			rec := b[:reclen]
+			b = b[reclen:]
+			typ := rec[18]
+			nameBytes := rec[19:]
+			for i, c := range nameBytes {
+				if c == 0 {
+					nameBytes = nameBytes[:i]
+					break
+				}
+			}
+			if n := string(nameBytes); n != "." && n != ".." {
+				out = append(out, dirent{name: n, typ: typ})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
+}
+
+// Files reads configuration files by absolute path with the limits above;
+// it is what config.Load gets on a real host.
+type Files struct{}
+
+// ReadFile implements config.Reader.
+func (Files) ReadFile(name string) ([]byte, error) { return ReadConfigFile(name) }
+
+// ReadDir implements config.Reader: the names of name's entries that are
+// not directories (nor symlinks to one), sorted. A FIFO or device among
+// them is listed, so that reading it fails with an error naming it.
+func (Files) ReadDir(name string) ([]string, error) {
+	ents, err := readDirents(name)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		switch e.typ {
+		case unix.DT_DIR:
+			continue
+		case unix.DT_LNK, unix.DT_UNKNOWN:
+			if st, err := os.Stat(name + "/" + e.name); err == nil && st.IsDir() {
+				continue
+			}
+		}
+		out = append(out, e.name)
+	}
+	return out, nil
+}

@@ -1,0 +1,102 @@
+package host_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+)
+
+// Each read must return at once with an error naming the problem: a FIFO
+// (no writer: a plain open would block for good), a character device that
+// never ends, a file over the limit, a directory.
+func TestBoundedReadsRefuseWhatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, []byte(strings.Repeat("x", host.MaxConfigSize+1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bigAttr := filepath.Join(dir, "bigattr")
+	if err := os.WriteFile(bigAttr, []byte(strings.Repeat("x", host.MaxAttrSize+1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		read func() error
+		want error
+	}{
+		{"fifo attr", func() error { _, err := host.ReadAttr(fifo); return err }, host.ErrNotRegular},
+		{"fifo config", func() error { _, err := host.ReadConfigFile(fifo); return err }, host.ErrNotRegular},
+		{"fifo write", func() error { return host.WriteAttr(fifo, []byte("1")) }, syscall.ENXIO}, // no reader: the open fails at once
+		{"zero device", func() error { _, err := host.ReadConfigFile("/dev/zero"); return err }, host.ErrNotRegular},
+		{"directory", func() error { _, err := host.ReadAttr(dir); return err }, host.ErrNotRegular},
+		{"big config", func() error { _, err := host.ReadConfigFile(big); return err }, host.ErrTooLarge},
+		{"big attr", func() error { _, err := host.ReadAttr(bigAttr); return err }, host.ErrTooLarge},
+		{"missing", func() error { _, err := host.ReadAttr(filepath.Join(dir, "none")); return err }, os.ErrNotExist},
+	}
+	for _, c := range cases {
+		done := make(chan error, 1)
+		go func() { done <- c.read() }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, c.want) {
+				t.Errorf("%s: err = %v, want %v", c.name, err, c.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the read blocked", c.name)
+		}
+	}
+}
+
+func TestReadFileLimitReadsFilesWithoutASize(t *testing.T) {
+	// /proc files report size 0 and must still be read whole.
+	b, err := host.ReadConfigFile("/proc/self/status")
+	if err != nil || !strings.Contains(string(b), "Name:") {
+		t.Fatalf("read /proc/self/status: %q, %v", b, err)
+	}
+	dir := t.TempDir()
+	want := strings.Repeat("line of a list\n", 10000) // larger than one read
+	os.WriteFile(filepath.Join(dir, "f"), []byte(want), 0o644)
+	b, err = host.ReadConfigFile(filepath.Join(dir, "f"))
+	if err != nil || string(b) != want {
+		t.Fatalf("read %d bytes, %v; want %d", len(b), err, len(want))
+	}
+}
+
+// A FIFO where a device directory or an attribute should be does not block
+// a device read.
+func TestDeviceReadWithFIFOs(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	attr := filepath.Join(root, host.ClassInfiniband, "mlx5_0", "fw_ver")
+	os.Remove(attr)
+	syscall.Mkfifo(attr, 0o644)
+	tos := filepath.Join(root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos"))
+	os.Remove(tos)
+	syscall.Mkfifo(tos, 0o644)
+	done := make(chan struct{})
+	var d host.Device
+	var err error
+	go func() { d, err = host.New(root).Device("mlx5_0"); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("reading a device with FIFO attributes blocked")
+	}
+	if err != nil || d.FWVersion != "" || d.Ports[0].RoCETOS != -1 {
+		t.Errorf("device %+v, %v", d, err)
+	}
+	names, err := host.ReadDirNames(attr)
+	if err == nil {
+		t.Errorf("listing a FIFO as a directory gave %v", names)
+	}
+}

@@ -1,0 +1,108 @@
+package hosttest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// SynthGIDs is how many GID table entries each synthetic port lists; the
+// first two are populated (RoCE v1 and v2 of the link-local address), the
+// rest read empty, as unpopulated entries do.
+const SynthGIDs = 16
+
+// Synth writes a host with n dual-port ConnectX-5 RoCE functions (an
+// SR-IOV host: mlx5_0 .. mlx5_<n-1>, 2n ports) under root, laid out as
+// the kernel does: class links, PCI functions with their driver, netdevs,
+// GID tables and configfs rdma_cm with kernel defaults. Benchmarks generate
+// it; nothing of it is checked in.
+func Synth(root string, n int) error {
+	w := func(rel, data string) error {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(p, []byte(data), 0o644)
+	}
+	link := func(target, rel string) error {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		return os.Symlink(target, p)
+	}
+	for _, f := range []struct{ rel, data string }{
+		{"proc/modules", "configfs 1 0 - Live 0x0\nib_core 1 0 - Live 0x0\nrdma_cm 1 0 - Live 0x0\nmlx5_core 1 0 - Live 0x0\nmlx5_ib 1 0 - Live 0x0\n"},
+		{"sys/bus/pci/drivers/mlx5_core/uevent", ""},
+		{"etc/rdma/modules/rdma.conf", "# none: the benchmarks measure policy, not modprobe\n"},
+	} {
+		if err := w(f.rel, f.data); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, "sys/kernel/config/rdma_cm"), 0o755); err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("mlx5_%d", i)
+		pci := fmt.Sprintf("0000:%02x:%02x.%d", 0x10+i/256, (i/8)%32, i%8)
+		pciDir := "sys/devices/pci0000:00/" + pci
+		dev := pciDir + "/infiniband/" + name
+		netdev := fmt.Sprintf("ens%dv%d", 1+i/256, i%256)
+		guid := fmt.Sprintf("b859:9f03:%04x:%04x", i>>16, i&0xffff)
+		files := map[string]string{
+			pciDir + "/vendor":                       "0x15b3\n",
+			dev + "/node_type":                       "1: CA\n",
+			dev + "/node_guid":                       guid + "\n",
+			dev + "/sys_image_guid":                  guid + "\n",
+			dev + "/fw_ver":                          "16.35.2000\n",
+			dev + "/hca_type":                        "MT4120\n",
+			dev + "/board_id":                        "MT_0000000080\n",
+			pciDir + "/net/" + netdev + "/operstate": "up\n",
+		}
+		for port := 1; port <= 2; port++ {
+			p := fmt.Sprintf("%s/ports/%d/", dev, port)
+			files[p+"state"] = "4: ACTIVE\n"
+			files[p+"phys_state"] = "5: LinkUp\n"
+			files[p+"rate"] = "100 Gb/sec (4X EDR)\n"
+			files[p+"link_layer"] = "Ethernet\n"
+			files[p+"lid"] = "0x0000\n"
+			files[p+"sm_lid"] = "0x0000\n"
+			for g := 0; g < SynthGIDs; g++ {
+				typ, ndev := "", ""
+				switch g {
+				case 0:
+					typ, ndev = "IB/RoCE v1\n", netdev+"\n"
+				case 1:
+					typ, ndev = "RoCE v2\n", netdev+"\n"
+				}
+				files[fmt.Sprintf("%sgid_attrs/types/%d", p, g)] = typ
+				files[fmt.Sprintf("%sgid_attrs/ndevs/%d", p, g)] = ndev
+			}
+			cm := fmt.Sprintf("sys/kernel/config/rdma_cm/%s/ports/%d/", name, port)
+			files[cm+"default_roce_mode"] = "RoCE v2\n"
+			files[cm+"default_roce_tos"] = "0\n"
+		}
+		for rel, data := range files {
+			if err := w(rel, data); err != nil {
+				return err
+			}
+		}
+		for _, l := range []struct{ target, rel string }{
+			{"../../devices/pci0000:00/" + pci + "/infiniband/" + name, "sys/class/infiniband/" + name},
+			{"../../../" + pci, dev + "/device"},
+			{"../../../bus/pci/drivers/mlx5_core", pciDir + "/driver"},
+			{"../../devices/pci0000:00/" + pci + "/net/" + netdev, "sys/class/net/" + netdev},
+		} {
+			if err := link(l.target, l.rel); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SynthPolicy is the configuration the benchmarks apply to a synthetic
+// host: RoCE v1 and TOS 106 on every port, so a cold pass writes both
+// values of every port.
+const SynthPolicy = "[modules]\nenable = false\n\n[[roce]]\ndevice = \"mlx5_*\"\nmode = \"v1\"\ntos = 106\n"

@@ -1,0 +1,71 @@
+package metrics
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+)
+
+// Test helpers, exported for service_test.go too.
+
+// ParseText reads a file as node_exporter's textfile collector does (the same
+// expfmt parser, legacy metric names) and checks what the collector and
+// Prometheus require beyond parsing: valid UTF-8, HELP and TYPE for every
+// family, no sample timestamps (the collector refuses them).
+func ParseText(t testing.TB, data []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	if !utf8.Valid(data) {
+		t.Fatalf("file is not valid UTF-8:\n%s", data)
+	}
+	if !bytes.HasPrefix(data, []byte(Header)) {
+		t.Errorf("file does not start with the header %q", Header)
+	}
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("not valid Prometheus text: %v\n%s", err, data)
+	}
+	for name, f := range fams {
+		if f.GetHelp() == "" {
+			t.Errorf("%s has no HELP", name)
+		}
+		if f.GetType() != dto.MetricType_GAUGE {
+			t.Errorf("%s: TYPE %v, want gauge", name, f.GetType())
+		}
+		for _, m := range f.Metric {
+			if m.TimestampMs != nil {
+				t.Errorf("%s carries a timestamp, which the textfile collector refuses", name)
+			}
+		}
+	}
+	return fams
+}
+
+// Sample returns the value of the sample of family name whose labels are
+// exactly labels ("k=v" pairs); ok false when there is none.
+func Sample(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+	want := map[string]string{}
+	for _, l := range labels {
+		k, v, _ := strings.Cut(l, "=")
+		want[k] = v
+	}
+	for _, m := range f.Metric {
+		got := map[string]string{}
+		for _, lp := range m.Label {
+			got[lp.GetName()] = lp.GetValue()
+		}
+		if reflect.DeepEqual(got, want) {
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,249 @@
+// Package metrics writes rdmad's view of the host for Prometheus through
+// node_exporter's textfile collector: a file in the Prometheus text
+// exposition format, replaced atomically after passes. rdmad opens no
+// network port for it; node_exporter serves the file. docs/metrics.md
+// describes every metric.
+package metrics
+
+import (
+	"bytes"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/roce"
+	"github.com/rdmad/rdmad/daemon/version"
+	"github.com/rdmad/rdmad/daemon/vpi"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+// Header opens every file rdmad writes. A file at the configured path
+// that does not start with ownerMark belongs to someone else: rdmad
+// neither replaces nor removes it.
+const Header = ownerMark + " (see docs/metrics.md); written by rdmad, do not edit.\n"
+
+// ownerMark is the part of Header that stays the same across versions.
+const ownerMark = "# rdmad textfile metrics"
+
+// The settings rdmad_port_drift reports, its "setting" label.
+const (
+	SettingRoCEMode = "roce_mode" // [[roce]] mode: configfs default_roce_mode
+	SettingRoCETOS  = "roce_tos"  // [[roce]] tos: configfs default_roce_tos
+	SettingVPIType  = "vpi_type"  // [[vpi]] type: mlx4_port<N>
+)
+
+// Drift says whether one declared setting of a port holds after the last
+// pass over its device.
+type Drift struct {
+	Setting string
+	Drifted bool
+}
+
+// PortDrift lists the settings the policy declares for port p of ds and
+// whether each one drifted: the kernel value is not the declared one, or it
+// could not be read or written in the last pass. It decides from typed
+// state only: observed values against PortState's declared ones, and the
+// failed actions by kind. A declared setting that does not apply to the
+// port (RoCE settings on an InfiniBand or iWARP port, a VPI type on a
+// device that is not mlx4) is not listed: reports show it not applicable.
+func PortDrift(ds *reconcile.DeviceState, p *reconcile.PortState) []Drift {
+	var out []Drift
+	// The values of a device that did not read are the last good ones.
+	stale := ds.ReadError != nil
+	if p.Transport == host.TransportRoCE && !p.Desired.Empty() {
+		// Without its rdma_cm directory no RoCE value of the device is set.
+		noConfigfs := stale || failed(ds.Failures, roce.Configfs)
+		if p.Desired.Mode != "" {
+			drifted := noConfigfs || failed(p.Failures, roce.Mode) || !p.RoCEKnown || p.RoCEMode != p.Desired.Mode.Kernel()
+			out = append(out, Drift{SettingRoCEMode, drifted})
+		}
+		if p.Desired.TOS != nil {
+			drifted := noConfigfs || failed(p.Failures, roce.TOS) || !p.RoCEKnown || p.RoCETOS != *p.Desired.TOS
+			out = append(out, Drift{SettingRoCETOS, drifted})
+		}
+	}
+	if p.VPIType != "" && ds.Driver == vpi.Driver {
+		// The port type is not kept in the observed state: the last pass's
+		// action on it says whether the kernel showed the declared type.
+		drifted := stale || failed(p.Failures, vpi.PortType) || !verified(ds, p.Number, vpi.PortType)
+		out = append(out, Drift{SettingVPIType, drifted})
+	}
+	return out
+}
+
+func failed(acts []reconcile.Action, k reconcile.Kind) bool {
+	for _, a := range acts {
+		if a.Kind == k && a.Status == reconcile.Failed {
+			return true
+		}
+	}
+	return false
+}
+
+// verified reports whether the last pass over ds found the port's setting
+// of kind k as declared, or set it and read it back.
+func verified(ds *reconcile.DeviceState, port int, k reconcile.Kind) bool {
+	s := reconcile.PortSubject(ds.Name, port)
+	for _, a := range ds.Actions {
+		if a.Subject == s && a.Kind == k {
+			return a.Status == reconcile.Unchanged || a.Status == reconcile.Changed
+		}
+	}
+	return false
+}
+
+// labelEscaper escapes a label value as the text exposition format wants.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+// labelValue makes a string read from the host a label value: first what
+// D-Bus publishes (valid UTF-8, control characters and bad bytes as \xNN),
+// then the text format's escaping.
+func labelValue(s string) string { return labelEscaper.Replace(dbusapi.Escape(s)) }
+
+// deviceMetrics is what one device contributes to the file, rendered after
+// each pass over it so that a pass over one device does not render the
+// others again.
+type deviceMetrics struct {
+	drift []byte    // rdmad_port_drift samples
+	ports []portKey // one per port
+}
+
+// portKey is the rdmad_ports labels of one port, escaped.
+type portKey struct{ transport, state string }
+
+func buildDevice(ds *reconcile.DeviceState) *deviceMetrics {
+	dm := &deviceMetrics{ports: make([]portKey, 0, len(ds.Ports))}
+	var b bytes.Buffer
+	dev := labelValue(ds.Name)
+	b.Grow(len(ds.Ports) * 3 * (len(`rdmad_port_drift{device="",port="",setting="roce_mode"} 0`) + len(dev) + 3))
+	for i := range ds.Ports {
+		p := &ds.Ports[i]
+		state := p.State
+		if state == "" {
+			state = "unknown"
+		}
+		dm.ports = append(dm.ports, portKey{labelValue(string(p.Transport)), labelValue(state)})
+		for _, d := range PortDrift(ds, p) {
+			b.WriteString(`rdmad_port_drift{device="`)
+			b.WriteString(dev)
+			b.WriteString(`",port="`)
+			b.WriteString(strconv.Itoa(p.Number))
+			b.WriteString(`",setting="`)
+			b.WriteString(d.Setting)
+			if d.Drifted {
+				b.WriteString("\"} 1\n")
+			} else {
+				b.WriteString("\"} 0\n")
+			}
+		}
+	}
+	dm.drift = b.Bytes()
+	return dm
+}
+
+// snapshot is what one write renders: the host-level facts plus the
+// rendered devices.
+type snapshot struct {
+	sum         reconcile.Summary
+	devices     map[string]*deviceMetrics
+	configError bool
+	now         time.Time
+}
+
+// subjectKinds are the rdmad_failures series, always all present so that
+// an alert on one of them has a series to compare.
+var subjectKinds = []struct {
+	kind  reconcile.SubjectKind
+	label string
+}{
+	{reconcile.SubjectHost, "host"},
+	{reconcile.SubjectDevice, "device"},
+	{reconcile.SubjectPort, "port"},
+	{reconcile.SubjectLink, "link"},
+}
+
+// render writes the whole file to b. Devices are in the Summary's (sorted)
+// order; one the Summary lists but devices lacks is left out until the
+// write after its pass.
+func render(b *bytes.Buffer, s *snapshot) {
+	b.WriteString(Header)
+	family(b, "rdmad_info", "rdmad's version; always 1.")
+	b.WriteString(`rdmad_info{version="` + labelValue(version.Version) + "\"} 1\n")
+
+	family(b, "rdmad_heartbeat_timestamp_seconds", "When rdmad wrote this file, Unix time; rewritten at least once a minute while rdmad runs.")
+	sample(b, "rdmad_heartbeat_timestamp_seconds", seconds(s.now))
+
+	family(b, "rdmad_last_reconcile_timestamp_seconds", "When rdmad's last reconcile pass ended, Unix time.")
+	sample(b, "rdmad_last_reconcile_timestamp_seconds", seconds(s.sum.LastReconcile))
+
+	family(b, "rdmad_config_error", "1 when the last configuration reload failed and the last good configuration is still in force, else 0.")
+	sample(b, "rdmad_config_error", boolValue(s.configError))
+
+	family(b, "rdmad_devices", "RDMA devices present.")
+	sample(b, "rdmad_devices", strconv.Itoa(len(s.sum.Devices)))
+
+	counts := map[portKey]int{}
+	for _, n := range s.sum.Devices {
+		if dm := s.devices[n]; dm != nil {
+			for _, k := range dm.ports {
+				counts[k]++
+			}
+		}
+	}
+	keys := make([]portKey, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].transport != keys[j].transport {
+			return keys[i].transport < keys[j].transport
+		}
+		return keys[i].state < keys[j].state
+	})
+	family(b, "rdmad_ports", "RDMA ports by transport and port state (ACTIVE, DOWN, INIT, ARMED...).")
+	for _, k := range keys {
+		b.WriteString(`rdmad_ports{transport="` + k.transport + `",state="` + k.state + `"} ` + strconv.Itoa(counts[k]) + "\n")
+	}
+
+	var failures [4]int
+	for _, a := range s.sum.Failures {
+		if int(a.Subject.Kind) < len(failures) {
+			failures[a.Subject.Kind]++
+		}
+	}
+	family(b, "rdmad_failures", "Failed actions still standing after the last pass over their subject, by subject kind.")
+	for _, k := range subjectKinds {
+		b.WriteString(`rdmad_failures{subject_kind="` + k.label + `"} ` + strconv.Itoa(failures[k.kind]) + "\n")
+	}
+
+	family(b, "rdmad_port_drift", "1 when a declared port setting does not hold after the last pass (the kernel value differs, or could not be read or written), 0 when it does.")
+	for _, n := range s.sum.Devices {
+		if dm := s.devices[n]; dm != nil {
+			b.Write(dm.drift)
+		}
+	}
+}
+
+// family writes the HELP and TYPE lines; every rdmad metric is a gauge.
+func family(b *bytes.Buffer, name, help string) {
+	b.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n")
+}
+
+func sample(b *bytes.Buffer, name, value string) { b.WriteString(name + " " + value + "\n") }
+
+func seconds(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return strconv.FormatFloat(float64(t.UnixMilli())/1e3, 'f', 3, 64)
+}
+
+func boolValue(v bool) string {
+	if v {
+		return "1"
+	}
+	return "0"
+}

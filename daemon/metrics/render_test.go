@@ -1,0 +1,232 @@
+package metrics
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/roce"
+	"github.com/rdmad/rdmad/daemon/vpi"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+func tos(n int) *int { return &n }
+
+func rocePort(mode string, tosv int) reconcile.PortState {
+	return reconcile.PortState{
+		Port:      host.Port{Number: 1, State: "ACTIVE", LinkLayer: "Ethernet", RoCEMode: mode, RoCETOS: tosv, RoCEKnown: true},
+		Transport: host.TransportRoCE,
+		Desired:   config.RoCEDesired{Mode: config.RoCEv1, TOS: tos(106)},
+	}
+}
+
+func failedAction(s reconcile.Subject, k reconcile.Kind) reconcile.Action {
+	return reconcile.Action{Subject: s, Kind: k, Status: reconcile.Failed, Err: errors.New("refused")}
+}
+
+func TestPortDrift(t *testing.T) {
+	port1 := reconcile.PortSubject("dev0", 1)
+	tests := []struct {
+		name   string
+		device func(ds *reconcile.DeviceState)
+		port   func(p *reconcile.PortState)
+		want   []Drift
+	}{
+		{"declared values hold", nil, nil,
+			[]Drift{{SettingRoCEMode, false}, {SettingRoCETOS, false}}},
+		{"kernel mode differs", nil, func(p *reconcile.PortState) { p.RoCEMode = "RoCE v2" },
+			[]Drift{{SettingRoCEMode, true}, {SettingRoCETOS, false}}},
+		{"kernel tos differs", nil, func(p *reconcile.PortState) { p.RoCETOS = 0 },
+			[]Drift{{SettingRoCEMode, false}, {SettingRoCETOS, true}}},
+		// The value reads as declared, but the pass failed on it (e.g.
+		// the read-back failed): not verified, so drift.
+		{"failed mode action", nil, func(p *reconcile.PortState) { p.Failures = []reconcile.Action{failedAction(port1, roce.Mode)} },
+			[]Drift{{SettingRoCEMode, true}, {SettingRoCETOS, false}}},
+		{"values unknown", nil, func(p *reconcile.PortState) { p.RoCEKnown, p.RoCEMode, p.RoCETOS = false, "", -1 },
+			[]Drift{{SettingRoCEMode, true}, {SettingRoCETOS, true}}},
+		{"no rdma_cm directory", func(ds *reconcile.DeviceState) {
+			ds.Failures = []reconcile.Action{failedAction(reconcile.DeviceSubject("dev0"), roce.Configfs)}
+		}, nil, []Drift{{SettingRoCEMode, true}, {SettingRoCETOS, true}}},
+		{"device did not read", func(ds *reconcile.DeviceState) { ds.ReadError = errors.New("EIO") }, nil,
+			[]Drift{{SettingRoCEMode, true}, {SettingRoCETOS, true}}},
+		{"tos only", nil, func(p *reconcile.PortState) { p.Desired.Mode = "" },
+			[]Drift{{SettingRoCETOS, false}}},
+		{"nothing declared", nil, func(p *reconcile.PortState) { p.Desired = config.RoCEDesired{} }, nil},
+		{"RoCE rule on an InfiniBand port", nil, func(p *reconcile.PortState) { p.Transport, p.LinkLayer = host.TransportInfiniBand, "InfiniBand" }, nil},
+		{"vpi verified", func(ds *reconcile.DeviceState) {
+			ds.Driver = vpi.Driver
+			ds.Actions = []reconcile.Action{{Subject: port1, Kind: vpi.PortType, To: "eth", Status: reconcile.Unchanged}}
+		}, func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
+			[]Drift{{SettingVPIType, false}}},
+		{"vpi changed", func(ds *reconcile.DeviceState) {
+			ds.Driver = vpi.Driver
+			ds.Actions = []reconcile.Action{{Subject: port1, Kind: vpi.PortType, To: "eth", Status: reconcile.Changed}}
+		}, func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
+			[]Drift{{SettingVPIType, false}}},
+		{"vpi refused", func(ds *reconcile.DeviceState) {
+			ds.Driver = vpi.Driver
+			ds.Actions = []reconcile.Action{failedAction(port1, vpi.PortType)}
+		}, func(p *reconcile.PortState) {
+			p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth
+			p.Failures = []reconcile.Action{failedAction(port1, vpi.PortType)}
+		}, []Drift{{SettingVPIType, true}}},
+		{"vpi never looked at", func(ds *reconcile.DeviceState) { ds.Driver = vpi.Driver },
+			func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
+			[]Drift{{SettingVPIType, true}}},
+		{"vpi on another port only", func(ds *reconcile.DeviceState) {
+			ds.Driver = vpi.Driver
+			ds.Actions = []reconcile.Action{{Subject: reconcile.PortSubject("dev0", 2), Kind: vpi.PortType, Status: reconcile.Unchanged}}
+		}, func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
+			[]Drift{{SettingVPIType, true}}},
+		{"vpi on a device that is not mlx4", nil,
+			func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth }, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := reconcile.DeviceState{Device: host.Device{Name: "dev0", Driver: "mlx5_core"}}
+			p := rocePort("IB/RoCE v1", 106)
+			if tc.device != nil {
+				tc.device(&ds)
+			}
+			if tc.port != nil {
+				tc.port(&p)
+			}
+			if got := PortDrift(&ds, &p); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("PortDrift = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func mustValue(t testing.TB, fams map[string]*dto.MetricFamily, want float64, name string, labels ...string) {
+	t.Helper()
+	got, ok := Sample(fams, name, labels...)
+	if !ok {
+		t.Errorf("no sample %s%v", name, labels)
+		return
+	}
+	if got != want {
+		t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+	}
+}
+
+// Device names come from the host: quotes, backslashes, newlines and bytes
+// that are not UTF-8 must neither break the file nor be lost.
+func TestRenderEscapesLabelValues(t *testing.T) {
+	names := []string{"plain0", `quo"te`, `back\slash`, "new\nline", "bad\xffbyte", "ünï"}
+	sum := reconcile.Summary{LastReconcile: time.Unix(1700000000, 5e8)}
+	devices := map[string]*deviceMetrics{}
+	for _, n := range names {
+		ds := reconcile.DeviceState{Device: host.Device{Name: n}, Ports: []reconcile.PortState{rocePort("IB/RoCE v1", 106)}}
+		ds.Ports[0].State = n // a port state read from the host too
+		sum.Devices = append(sum.Devices, n)
+		devices[n] = buildDevice(&ds)
+	}
+	var b bytes.Buffer
+	render(&b, &snapshot{sum: sum, devices: devices, now: time.Unix(1700000100, 0)})
+	fams := ParseText(t, b.Bytes())
+	for _, n := range names {
+		// The label value is the name as D-Bus publishes it.
+		mustValue(t, fams, 0, "rdmad_port_drift", "device="+dbusapi.Escape(n), "port=1", "setting=roce_mode")
+		mustValue(t, fams, 1, "rdmad_ports", "transport=roce", "state="+dbusapi.Escape(n))
+	}
+	mustValue(t, fams, 1700000000.5, "rdmad_last_reconcile_timestamp_seconds")
+	mustValue(t, fams, 1700000100, "rdmad_heartbeat_timestamp_seconds")
+}
+
+func TestRenderHostFacts(t *testing.T) {
+	ds0 := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 106)}}
+	ib := reconcile.DeviceState{Device: host.Device{Name: "mlx4_0"}, Ports: []reconcile.PortState{
+		{Port: host.Port{Number: 1, State: "ACTIVE"}, Transport: host.TransportInfiniBand},
+		{Port: host.Port{Number: 2, State: "DOWN"}, Transport: host.TransportInfiniBand},
+		{Port: host.Port{Number: 3}, Transport: host.TransportInfiniBand},
+	}}
+	sum := reconcile.Summary{
+		Devices: []string{"mlx4_0", "mlx5_0", "new0"}, // new0: listed, not rendered yet
+		Failures: []reconcile.Action{
+			failedAction(reconcile.PortSubject("mlx5_0", 1), roce.Mode),
+			failedAction(reconcile.HostSubject(), "modules"),
+			failedAction(reconcile.LinkSubject("rxe0"), "soft link"),
+			failedAction(reconcile.LinkSubject("rxe1"), "soft link"),
+		},
+	}
+	var b bytes.Buffer
+	render(&b, &snapshot{sum: sum, configError: true, now: time.Now(),
+		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds0), "mlx4_0": buildDevice(&ib), "gone0": buildDevice(&ds0)}})
+	fams := ParseText(t, b.Bytes())
+
+	want := []string{"rdmad_info", "rdmad_heartbeat_timestamp_seconds", "rdmad_last_reconcile_timestamp_seconds",
+		"rdmad_config_error", "rdmad_devices", "rdmad_ports", "rdmad_failures", "rdmad_port_drift"}
+	if len(fams) != len(want) {
+		t.Errorf("families = %d, want %d", len(fams), len(want))
+	}
+	for _, n := range want {
+		if fams[n] == nil {
+			t.Errorf("family %s missing", n)
+		}
+	}
+	mustValue(t, fams, 1, "rdmad_config_error")
+	mustValue(t, fams, 3, "rdmad_devices")
+	mustValue(t, fams, 0, "rdmad_last_reconcile_timestamp_seconds") // no pass yet
+	mustValue(t, fams, 1, "rdmad_info", "version=dev")
+	mustValue(t, fams, 1, "rdmad_ports", "transport=roce", "state=ACTIVE")
+	mustValue(t, fams, 1, "rdmad_ports", "transport=infiniband", "state=ACTIVE")
+	mustValue(t, fams, 1, "rdmad_ports", "transport=infiniband", "state=DOWN")
+	mustValue(t, fams, 1, "rdmad_ports", "transport=infiniband", "state=unknown")
+	mustValue(t, fams, 1, "rdmad_failures", "subject_kind=host")
+	mustValue(t, fams, 0, "rdmad_failures", "subject_kind=device")
+	mustValue(t, fams, 1, "rdmad_failures", "subject_kind=port")
+	mustValue(t, fams, 2, "rdmad_failures", "subject_kind=link")
+	mustValue(t, fams, 1, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
+	mustValue(t, fams, 0, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_tos")
+	if n := len(fams["rdmad_port_drift"].Metric); n != 2 {
+		t.Errorf("%d drift samples, want 2 (none for gone0, which the summary no longer lists)", n)
+	}
+}
+
+// The example file in docs/metrics.md is what rdmad writes: it parses, and
+// its families and HELP texts are those of a real render.
+func TestDocumentedExampleMatchesRender(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(doc), "\n## Example\n")
+	_, block, ok2 := strings.Cut(after, "\n```\n")
+	block, _, ok3 := strings.Cut(block, "```\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/metrics.md has no example file under ## Example")
+	}
+	documented := ParseText(t, []byte(block))
+
+	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 106)}}
+	var b bytes.Buffer
+	render(&b, &snapshot{sum: reconcile.Summary{Devices: []string{"mlx5_0"}}, now: time.Now(),
+		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds)}})
+	real := ParseText(t, b.Bytes())
+	if len(documented) != len(real) {
+		t.Errorf("docs/metrics.md example has %d families, rdmad writes %d", len(documented), len(real))
+	}
+	for name, f := range real {
+		d := documented[name]
+		if d == nil {
+			t.Errorf("docs/metrics.md example lacks %s", name)
+			continue
+		}
+		if d.GetHelp() != f.GetHelp() {
+			t.Errorf("%s HELP in docs/metrics.md:\n%q\nrdmad writes:\n%q", name, d.GetHelp(), f.GetHelp())
+		}
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/metrics.md does not describe %s in its table", name)
+		}
+	}
+}

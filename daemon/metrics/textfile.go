@@ -1,0 +1,315 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+// Source is the read side of the reconciler that the textfile renders.
+type Source interface {
+	Summary() reconcile.Summary
+	DeviceStates(names []string) []reconcile.DeviceState
+}
+
+const (
+	// DefaultMinInterval is the shortest time between two writes. Passes
+	// closer together (a thousand devices arriving at boot) are written
+	// together at the end of the interval: Prometheus scrapes every 15 s
+	// or more, and the file's cost stays bounded whatever the event rate.
+	DefaultMinInterval = time.Second
+	// DefaultHeartbeat is how often the file is rewritten while nothing
+	// happens, so that its heartbeat shows rdmad alive: an event-driven
+	// daemon on a quiet host may not reconcile for days.
+	DefaultHeartbeat = time.Minute
+)
+
+// Options configures a Textfile.
+type Options struct {
+	Source Source
+	// ConfigError returns the error of the last reload (nil: none); nil
+	// means there never is one.
+	ConfigError func() error
+	Log         *slog.Logger
+	MinInterval time.Duration // 0: DefaultMinInterval; <0: none
+	Heartbeat   time.Duration // 0: DefaultHeartbeat
+}
+
+// Textfile keeps node_exporter textfile metrics at a path that can change
+// with the configuration. Changed and SetPath only record what to do and
+// never wait for the disk; Run does the writing on its own goroutine, so a
+// slow file system never holds up a pass.
+type Textfile struct {
+	src         Source
+	configErr   func() error
+	log         *slog.Logger
+	minInterval time.Duration
+	heartbeat   time.Duration
+	wake        chan struct{}
+
+	mu    sync.Mutex
+	path  string              // where the file should be; "" none
+	seen  bool                // a pass has ended: there is a state to write
+	full  bool                // render every device again
+	dirty map[string]struct{} // devices to render again
+
+	// Owned by Run's goroutine.
+	written string // path holding rdmad's last file; "" none
+	devices map[string]*deviceMetrics
+	buf     bytes.Buffer
+	lastErr string
+}
+
+// New returns a Textfile that writes nothing until SetPath names a path
+// and a pass has ended.
+func New(o Options) *Textfile {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.ConfigError == nil {
+		o.ConfigError = func() error { return nil }
+	}
+	if o.MinInterval == 0 {
+		o.MinInterval = DefaultMinInterval
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	return &Textfile{
+		src: o.Source, configErr: o.ConfigError, log: o.Log,
+		minInterval: max(o.MinInterval, 0), heartbeat: o.Heartbeat,
+		wake: make(chan struct{}, 1), full: true, dirty: map[string]struct{}{},
+	}
+}
+
+// SetPath makes path (absolute, under the host root already) the file to
+// keep; "" stops writing and removes rdmad's file. It also asks for a
+// write: the config error it shows may have changed.
+func (t *Textfile) SetPath(path string) {
+	t.mu.Lock()
+	t.path = path
+	t.mu.Unlock()
+	t.signal()
+}
+
+// Changed records what a pass changed; register it with
+// reconcile.Reconciler.OnChange. Its cost is that of the change's names.
+func (t *Textfile) Changed(ch reconcile.Change) {
+	t.mu.Lock()
+	t.seen = true
+	switch {
+	case ch.Full || t.path == "":
+		// A full pass, or metrics off (no device is kept then): every
+		// device is rendered at the next write.
+		t.full = true
+		clear(t.dirty)
+	case !t.full:
+		for _, n := range ch.Updated {
+			t.dirty[n] = struct{}{}
+		}
+		for _, n := range ch.Removed {
+			t.dirty[n] = struct{}{}
+		}
+	}
+	t.mu.Unlock()
+	t.signal()
+}
+
+func (t *Textfile) signal() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run writes the file until ctx ends: after changes, at most once per
+// minimum interval, and every heartbeat interval while a path is set.
+func (t *Textfile) Run(ctx context.Context) {
+	timer := time.NewTimer(0)
+	timer.Stop()
+	defer timer.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.wake:
+		case <-timer.C:
+		}
+		if wait := time.Until(last.Add(t.minInterval)); wait > 0 {
+			timer.Reset(wait)
+			continue
+		}
+		if t.flush() {
+			last = time.Now()
+			timer.Reset(t.heartbeat)
+		} else {
+			timer.Stop()
+		}
+	}
+}
+
+// flush brings the file up to date: it removes rdmad's file from a path no
+// longer configured and writes the current one. It reports whether a file
+// is being kept (and needs its heartbeat).
+func (t *Textfile) flush() bool {
+	t.mu.Lock()
+	path, seen, full := t.path, t.seen, t.full
+	var dirty []string
+	if path != "" && seen {
+		for n := range t.dirty {
+			dirty = append(dirty, n)
+		}
+		clear(t.dirty)
+		t.full = false
+	}
+	t.mu.Unlock()
+
+	if t.written != "" && t.written != path {
+		if removed, err := removeOwn(t.written); err != nil {
+			t.log.Error("metrics: cannot remove the textfile no longer configured", "err", err)
+		} else if removed {
+			t.log.Info("metrics: textfile no longer configured, removed", "path", t.written)
+		}
+		t.written = ""
+	}
+	if path == "" {
+		t.devices = nil
+		return false
+	}
+	if !seen {
+		return false
+	}
+	sum := t.src.Summary()
+	t.update(sum.Devices, full, dirty)
+	if err := t.write(path, sum); err != nil {
+		if msg := err.Error(); msg != t.lastErr {
+			t.log.Error("metrics: cannot write the textfile; retrying after the next pass or heartbeat", "err", err)
+			t.lastErr = msg
+		}
+		return true
+	}
+	if t.lastErr != "" {
+		t.log.Info("metrics: textfile written again", "path", path)
+		t.lastErr = ""
+	}
+	return true
+}
+
+// update renders the devices a pass changed, or all of them.
+func (t *Textfile) update(names []string, full bool, dirty []string) {
+	if full || t.devices == nil {
+		t.devices = make(map[string]*deviceMetrics, len(names))
+		for _, ds := range t.src.DeviceStates(names) {
+			t.devices[ds.Name] = buildDevice(&ds)
+		}
+		return
+	}
+	if len(dirty) == 0 {
+		return
+	}
+	states := t.src.DeviceStates(dirty)
+	known := make(map[string]bool, len(states))
+	for i := range states {
+		known[states[i].Name] = true
+		t.devices[states[i].Name] = buildDevice(&states[i])
+	}
+	for _, n := range dirty {
+		if !known[n] {
+			delete(t.devices, n) // removed
+		}
+	}
+}
+
+// write renders the file and replaces path with it atomically: a temporary
+// file in the same directory renamed over it, so node_exporter never reads
+// half a file. A file there that rdmad did not write is left alone.
+func (t *Textfile) write(path string, sum reconcile.Summary) error {
+	if t.written != path {
+		if err := checkOwn(path); err != nil {
+			return err
+		}
+	}
+	t.buf.Reset()
+	render(&t.buf, &snapshot{
+		sum:         sum,
+		devices:     t.devices,
+		configError: t.configErr() != nil,
+		now:         time.Now(),
+	})
+	if err := host.WriteFileAtomic(path, t.buf.Bytes(), 0o644); err != nil {
+		if errors.Is(err, syscall.EROFS) {
+			return fmt.Errorf("metrics: write %s: %w (rdmad.service runs with ProtectSystem=strict: allow the directory with ReadWritePaths=%s in a drop-in)",
+				path, err, filepath.Dir(path))
+		}
+		return fmt.Errorf("metrics: write %s: %w", path, err)
+	}
+	if t.written != path {
+		t.log.Info("metrics: writing the textfile", "path", path)
+		t.written = path
+	}
+	return nil
+}
+
+// checkOwn refuses a path that holds something rdmad did not write.
+func checkOwn(path string) error {
+	exists, own, err := ownership(path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("metrics: %w", err)
+	case exists && !own:
+		return fmt.Errorf("metrics: %s %w; choose another [metrics] textfile or remove it", path, host.ErrNotManaged)
+	}
+	return nil
+}
+
+// removeOwn deletes path if rdmad wrote it.
+func removeOwn(path string) (removed bool, err error) {
+	exists, own, err := ownership(path)
+	if err != nil || !exists || !own {
+		return false, err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("metrics: remove %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// ownership says whether path exists and starts with ownerMark. It reads
+// only the mark's length and never blocks: a FIFO or a device there is an
+// error, not a wait.
+func ownership(path string) (exists, own bool, err error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return true, false, err
+	}
+	if !st.Mode().IsRegular() {
+		return true, false, fmt.Errorf("%s: %w", path, host.ErrNotRegular)
+	}
+	buf := make([]byte, len(ownerMark))
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return true, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	return true, bytes.HasPrefix(buf[:n], []byte(ownerMark)), nil
+}

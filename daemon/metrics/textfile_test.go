@@ -1,0 +1,347 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+// fakeSource is a reconciler state for Textfile's own tests; the real
+// reconciler drives it in service_test.go.
+type fakeSource struct {
+	mu     sync.Mutex
+	states map[string]reconcile.DeviceState
+	asked  []string // names DeviceStates was asked for, in order
+}
+
+func newFakeSource(names ...string) *fakeSource {
+	f := &fakeSource{states: map[string]reconcile.DeviceState{}}
+	for _, n := range names {
+		f.set(n, "RoCE v2")
+	}
+	return f
+}
+
+// set puts a RoCE device whose port 1 shows mode (v1 declared).
+func (f *fakeSource) set(name, mode string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ds := reconcile.DeviceState{Device: host.Device{Name: name}, Ports: []reconcile.PortState{rocePort(mode, 106)}}
+	f.states[name] = ds
+}
+
+func (f *fakeSource) remove(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.states, name)
+}
+
+func (f *fakeSource) Summary() reconcile.Summary {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := reconcile.Summary{LastReconcile: time.Now()}
+	for n := range f.states {
+		s.Devices = append(s.Devices, n)
+	}
+	sort.Strings(s.Devices)
+	return s
+}
+
+func (f *fakeSource) DeviceStates(names []string) []reconcile.DeviceState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, names...)
+	var out []reconcile.DeviceState
+	for _, n := range names {
+		if ds, ok := f.states[n]; ok {
+			out = append(out, ds)
+		}
+	}
+	return out
+}
+
+func (f *fakeSource) takeAsked() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := f.asked
+	f.asked = nil
+	sort.Strings(a)
+	return a
+}
+
+func newTextfile(src Source, logs io.Writer) *Textfile {
+	if logs == nil {
+		logs = io.Discard
+	}
+	return New(Options{Source: src, Log: slog.New(slog.NewTextHandler(logs, nil)), MinInterval: -1})
+}
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func inode(t testing.TB, path string) uint64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Sys().(*syscall.Stat_t).Ino
+}
+
+func TestTextfileWritesAtomicallyWithMode0644(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rdmad.prom")
+	src := newFakeSource("mlx5_0")
+	tf := newTextfile(src, nil)
+	tf.SetPath(path)
+	if tf.flush() {
+		t.Error("flush wrote before any pass ended")
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("file written before the first pass: %v", err)
+	}
+
+	old := syscall.Umask(0o077) // the mode must not depend on rdmad's umask
+	tf.Changed(reconcile.Change{Full: true, Updated: []string{"mlx5_0"}})
+	ok := tf.flush()
+	syscall.Umask(old)
+	if !ok {
+		t.Fatal("flush did not keep the file")
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644 (node_exporter reads it as another user)", st.Mode().Perm())
+	}
+	fams := ParseText(t, readFile(t, path))
+	mustValue(t, fams, 1, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
+
+	// The next write replaces the file by rename: a reader holding the old
+	// one never sees it change under it, and no temporary is left behind.
+	before := inode(t, path)
+	src.set("mlx5_0", "IB/RoCE v1")
+	tf.Changed(reconcile.Change{Updated: []string{"mlx5_0"}})
+	tf.flush()
+	if inode(t, path) == before {
+		t.Error("file rewritten in place, not replaced by rename")
+	}
+	mustValue(t, ParseText(t, readFile(t, path)), 0, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 {
+		t.Errorf("directory holds %d entries, want only rdmad.prom", len(ents))
+	}
+}
+
+// A pass over one device renders that device only: the per-event cost of
+// the file does not include reading every device's state again.
+func TestTextfileRendersOnlyChangedDevices(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rdmad.prom")
+	src := newFakeSource("a", "b", "c")
+	tf := newTextfile(src, nil)
+	tf.SetPath(path)
+	tf.Changed(reconcile.Change{Full: true, Updated: []string{"a", "b", "c"}})
+	tf.flush()
+	if got := src.takeAsked(); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("full pass rendered %v, want every device", got)
+	}
+
+	src.set("b", "IB/RoCE v1")
+	src.remove("c")
+	tf.Changed(reconcile.Change{Updated: []string{"b"}})
+	tf.Changed(reconcile.Change{Removed: []string{"c"}})
+	tf.flush()
+	if got := src.takeAsked(); !slices.Equal(got, []string{"b", "c"}) {
+		t.Errorf("partial passes rendered %v, want b and c only", got)
+	}
+	fams := ParseText(t, readFile(t, path))
+	mustValue(t, fams, 1, "rdmad_port_drift", "device=a", "port=1", "setting=roce_mode")
+	mustValue(t, fams, 0, "rdmad_port_drift", "device=b", "port=1", "setting=roce_mode")
+	if _, ok := Sample(fams, "rdmad_port_drift", "device=c", "port=1", "setting=roce_mode"); ok {
+		t.Error("removed device c still has drift samples")
+	}
+	mustValue(t, fams, 2, "rdmad_devices")
+
+	// A heartbeat with nothing changed reads no device.
+	tf.flush()
+	if got := src.takeAsked(); len(got) != 0 {
+		t.Errorf("heartbeat rendered %v, want nothing", got)
+	}
+}
+
+func TestTextfileFollowsPathChanges(t *testing.T) {
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "a", "rdmad.prom"), filepath.Join(dir, "b", "rdmad.prom")
+	tf := newTextfile(newFakeSource("mlx5_0"), nil)
+	tf.SetPath(first)
+	tf.Changed(reconcile.Change{Full: true, Updated: []string{"mlx5_0"}})
+	tf.flush()
+	ParseText(t, readFile(t, first))
+
+	tf.SetPath(second)
+	tf.flush()
+	if _, err := os.Stat(first); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("old textfile left behind after the path moved: %v", err)
+	}
+	mustValue(t, ParseText(t, readFile(t, second)), 1, "rdmad_devices")
+
+	tf.SetPath("")
+	if tf.flush() {
+		t.Error("flush keeps a file with metrics off")
+	}
+	if _, err := os.Stat(second); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("textfile left behind after metrics were turned off: %v", err)
+	}
+
+	// On again: everything is rendered afresh.
+	tf.SetPath(first)
+	tf.Changed(reconcile.Change{Updated: []string{"mlx5_0"}})
+	tf.flush()
+	mustValue(t, ParseText(t, readFile(t, first)), 1, "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
+}
+
+// A file rdmad did not write (another exporter's, a FIFO) is neither
+// replaced nor removed, and the error says why.
+func TestTextfileLeavesForeignFilesAlone(t *testing.T) {
+	dir := t.TempDir()
+	foreign := filepath.Join(dir, "smartmon.prom")
+	const content = "# HELP smartmon_x x\n# TYPE smartmon_x gauge\nsmartmon_x 1\n"
+	if err := os.WriteFile(foreign, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo.prom")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer // flush logs on the test goroutine
+	tf := newTextfile(newFakeSource("mlx5_0"), &logs)
+	tf.Changed(reconcile.Change{Full: true})
+	for _, p := range []string{foreign, fifo} {
+		tf.SetPath(p)
+		tf.flush()
+	}
+	if got := string(readFile(t, foreign)); got != content {
+		t.Errorf("foreign file rewritten:\n%s", got)
+	}
+	if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("FIFO replaced: %v", err)
+	}
+	if !strings.Contains(logs.String(), "was not written by rdmad") || !strings.Contains(logs.String(), "not a regular file") {
+		t.Errorf("logs do not explain the refusals:\n%s", logs.String())
+	}
+
+	// Moving away from a path rdmad never wrote removes nothing there.
+	tf.SetPath(filepath.Join(dir, "rdmad.prom"))
+	tf.flush()
+	if got := string(readFile(t, foreign)); got != content {
+		t.Error("foreign file changed when the path moved away from it")
+	}
+}
+
+// A write that fails is logged once and retried: the next write succeeds
+// once the cause is gone.
+func TestTextfileRetriesAfterWriteError(t *testing.T) {
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "sub")
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil { // a file where the directory should be
+		t.Fatal(err)
+	}
+	path := filepath.Join(blocker, "rdmad.prom")
+	var logs bytes.Buffer // flush logs on the test goroutine
+	tf := newTextfile(newFakeSource("mlx5_0"), &logs)
+	tf.SetPath(path)
+	tf.Changed(reconcile.Change{Full: true})
+	tf.flush()
+	tf.flush()
+	if n := strings.Count(logs.String(), "cannot write the textfile"); n != 1 {
+		t.Errorf("the same error logged %d times, want once:\n%s", n, logs.String())
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	tf.flush()
+	ParseText(t, readFile(t, path))
+	if !strings.Contains(logs.String(), "textfile written again") {
+		t.Errorf("recovery not logged:\n%s", logs.String())
+	}
+}
+
+// Run writes after a change, coalesces changes within the minimum
+// interval into one later write, and rewrites the file every heartbeat.
+func TestTextfileRunCoalescesAndBeats(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rdmad.prom")
+	src := newFakeSource("mlx5_0")
+	tf := New(Options{Source: src, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MinInterval: time.Second, Heartbeat: 1500 * time.Millisecond})
+	tf.SetPath(path)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { tf.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	drift := func() (float64, bool) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return 0, false
+		}
+		return Sample(ParseText(t, b), "rdmad_port_drift", "device=mlx5_0", "port=1", "setting=roce_mode")
+	}
+
+	tf.Changed(reconcile.Change{Full: true})
+	waitFor("the first write", func() bool { v, ok := drift(); return ok && v == 1 })
+	first := inode(t, path)
+
+	// Two passes right after the first write: both land in one write.
+	src.set("mlx5_0", "IB/RoCE v1")
+	tf.Changed(reconcile.Change{Updated: []string{"mlx5_0"}})
+	tf.Changed(reconcile.Change{Updated: []string{"mlx5_0"}})
+	waitFor("the coalesced write", func() bool { v, ok := drift(); return ok && v == 0 })
+	if got := src.takeAsked(); !slices.Equal(got, []string{"mlx5_0", "mlx5_0"}) {
+		t.Errorf("rendered %v: want the full pass once, then both partial passes in one write", got)
+	}
+
+	// Nothing happens: the heartbeat rewrites the file anyway.
+	second := inode(t, path)
+	if second == first {
+		t.Fatal("no new file after the change")
+	}
+	waitFor("a heartbeat write", func() bool { return inode(t, path) != second })
+	if got := src.takeAsked(); len(got) != 0 {
+		t.Errorf("heartbeat rendered %v, want nothing", got)
+	}
+}

@@ -1,0 +1,62 @@
+package dbusapi
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Severity of a finding of Diagnose.
+type Severity string
+
+const (
+	SeverityOK   Severity = "ok"   // checked and fine; shown so the operator sees what was checked
+	SeverityWarn Severity = "warn" // works, but not as an RDMA host should; exit status stays 0
+	SeverityFail Severity = "fail" // RDMA does not work, or not as declared; rdmactl doctor exits 1
+)
+
+// Finding is one result of org.rdmad1.Manager.Diagnose. ID is stable (a
+// script may match on it; the list is in rdmactl(8)); Subject is what it is
+// about (kind host, device, port, link or netdev); Finding is one line for
+// a human; Fix is the exact command or configuration key that resolves it,
+// "" when there is nothing to do.
+type Finding struct {
+	ID       string   `json:"id"`
+	Subject  Subject  `json:"subject"`
+	Severity Severity `json:"severity"`
+	Finding  string   `json:"finding"`
+	Fix      string   `json:"fix"`
+}
+
+// EncodeFindings is the JSON document Diagnose returns: an array of
+// findings, indented like Describe's. An empty list is "[]", never null.
+func EncodeFindings(fs []Finding) (string, error) {
+	if fs == nil {
+		fs = []Finding{}
+	}
+	b, err := json.MarshalIndent(fs, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("dbusapi: encode findings: %w", err)
+	}
+	return string(b), nil
+}
+
+// DecodeFindings reads what Diagnose returned. Fields a newer rdmad adds
+// are ignored, so an older rdmactl keeps working.
+func DecodeFindings(doc string) ([]Finding, error) {
+	var fs []Finding
+	if err := json.Unmarshal([]byte(doc), &fs); err != nil {
+		return nil, fmt.Errorf("dbusapi: Diagnose returned no list of findings: %w", err)
+	}
+	return fs, nil
+}
+
+// CountFailed is how many findings have severity fail.
+func CountFailed(fs []Finding) int {
+	n := 0
+	for _, f := range fs {
+		if f.Severity == SeverityFail {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,122 @@
+package dbusapi
+
+import (
+	"reflect"
+	"strings"
+	"unicode/utf8"
+)
+
+// Escape makes a string read from the host publishable: D-Bus strings must
+// be valid UTF-8 without NUL, and one bad byte in a firmware version or a
+// device name must not make GetManagedObjects fail for every client. Valid
+// printable text passes unchanged; a backslash becomes `\\`, and every byte
+// that is not valid UTF-8, a NUL or another control character becomes
+// `\xNN`, so nothing is lost: Unescape gives back the original bytes.
+func Escape(s string) string {
+	if isPlain(s) {
+		return s
+	}
+	const hex = "0123456789abcdef"
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case (r == utf8.RuneError && size == 1) || r < 0x20 || r == 0x7f:
+			b.WriteString(`\x`)
+			b.WriteByte(hex[s[i]>>4])
+			b.WriteByte(hex[s[i]&0xf])
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// isPlain reports whether s needs no escaping: the fast path of nearly
+// every published string.
+func isPlain(s string) bool {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == 0x7f || c == '\\' {
+			return false
+		}
+		if c >= 0x80 {
+			ascii = false
+		}
+	}
+	return ascii || utf8.ValidString(s)
+}
+
+// Unescape reverses Escape.
+func Unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch {
+		case s[i+1] == '\\':
+			b.WriteByte('\\')
+			i++
+		case s[i+1] == 'x' && i+3 < len(s) && isHex(s[i+2]) && isHex(s[i+3]):
+			b.WriteByte(unhex(s[i+2])<<4 | unhex(s[i+3]))
+			i += 3
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
+
+// EscapeStrings escapes, in place, every string reachable from the struct,
+// slice or map that v points to: the published model goes through it
+// whole, so no field read from the host can be forgotten.
+func EscapeStrings(v any) {
+	escapeValue(reflect.ValueOf(v))
+}
+
+func escapeValue(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			escapeValue(v.Elem())
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				escapeValue(v.Field(i))
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			escapeValue(v.Index(i))
+		}
+	case reflect.String:
+		if v.CanSet() {
+			if s := v.String(); !isPlain(s) {
+				v.SetString(Escape(s))
+			}
+		}
+	}
+}

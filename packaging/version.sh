@@ -1,0 +1,31 @@
+#!/bin/sh
+# Maps the version of `git describe --tags --always --dirty` (the binaries'
+# version, Makefile VERSION) to a package version that dpkg and rpm both
+# order correctly:
+#   v1.2.3                  -> 1.2.3
+#   v1.2.3-4-gabc1234       -> 1.2.3+4.gabc1234      (after the tag)
+#   abc1234 (no tag yet)    -> 0.0~git57.gabc1234    (57 commits; before any release)
+#   ...-dirty               -> ... .dirty appended
+#   anything else           -> '-' replaced by '~' (e.g. 0.1.0-dev -> 0.1.0~dev)
+set -eu
+v=${1:?usage: version.sh VERSION}
+v=${v#v}
+suffix=
+case $v in *-dirty) v=${v%-dirty} suffix=.dirty ;; esac
+
+if printf '%s\n' "$v" | grep -Eq '^[0-9]+(\.[0-9]+)*$'; then
+	out=$v
+elif printf '%s\n' "$v" | grep -Eq '^[0-9]+(\.[0-9]+)*-[0-9]+-g[0-9a-f]+$'; then
+	out=$(printf '%s\n' "$v" | sed -E 's/^(.*)-([0-9]+)-(g[0-9a-f]+)$/\1+\2.\3/')
+elif printf '%s\n' "$v" | grep -Eq '^[0-9a-f]{7,40}$'; then
+	count=$(git rev-list --count HEAD 2>/dev/null || echo 0)
+	out=0.0~git$count.g$v
+else
+	out=$(printf '%s\n' "$v" | tr -- '-' '~')
+fi
+out=$out$suffix
+if ! printf '%s\n' "$out" | grep -Eq '^[0-9][A-Za-z0-9.+~]*$'; then
+	echo "version.sh: cannot make a package version of '$1' (got '$out')" >&2
+	exit 1
+fi
+printf '%s\n' "$out"

@@ -1,0 +1,371 @@
+// Command benchtable is `make bench`: it measures rdmad on generated hosts
+// of 1, 64 and 1,024 devices and prints one table, with the vendor shell
+// procedure and the bare-syscall floor measured in the same run, and the
+// targets of docs/performance.md checked as ratios of that run.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/dbusapi"
+	"github.com/rdmad/rdmad/test/bustest"
+	"github.com/rdmad/rdmad/test/perf"
+)
+
+func main() {
+	sizes := flag.String("sizes", "1,64,1024", "device counts")
+	runs := flag.Int("runs", 7, "repetitions of each measurement (the median is shown)")
+	flag.Parse()
+	if err := run(*sizes, *runs); err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+}
+
+type row struct {
+	n                                       int
+	cold, shell, noChange, floor, daemonAll time.Duration
+	event, setRoCE, gmo, gmoGo, startName   time.Duration
+	rssKB                                   int
+	storm                                   perf.StormResult
+}
+
+func run(sizeList string, runs int) error {
+	bin, err := buildRdmad()
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(filepath.Dir(bin))
+	busDir, err := os.MkdirTemp("", "rdmad-bench-bus-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(busDir)
+	addr, stopBus, err := bustest.Run(busDir)
+	if err != nil {
+		return err
+	}
+	defer stopBus()
+
+	var rows []row
+	for _, f := range strings.Split(sizeList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("size %q: %w", f, err)
+		}
+		fmt.Fprintf(os.Stderr, "benchtable: N=%d ...\n", n)
+		r, err := measure(bin, addr, n, runs)
+		if err != nil {
+			return fmt.Errorf("at %d devices: %w", n, err)
+		}
+		rows = append(rows, r)
+	}
+	ref, err := setRoCEReference(addr, runs)
+	if err != nil {
+		return err
+	}
+	print(rows, ref, runs)
+	return nil
+}
+
+func buildRdmad() (string, error) {
+	dir, err := os.MkdirTemp("", "rdmad-bench-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "rdmad")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/rdmad")
+	cmd.Dir = hosttest.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// median runs fn runs times and returns the median duration.
+func median(runs int, fn func() (time.Duration, error)) (time.Duration, error) {
+	var ds []time.Duration
+	for i := 0; i < runs; i++ {
+		d, err := fn()
+		if err != nil {
+			return 0, err
+		}
+		ds = append(ds, d)
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2], nil
+}
+
+func timed(fn func() error) (time.Duration, error) {
+	t0 := time.Now()
+	err := fn()
+	return time.Since(t0), err
+}
+
+func measure(bin, addr string, n, runs int) (row, error) {
+	r := row{n: n}
+	h, err := perf.NewHost(n)
+	if err != nil {
+		return r, err
+	}
+	defer h.Remove()
+	once := func() error {
+		out, err := exec.Command(bin, "--root", h.Root, "--once").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("rdmad --once: %v\n%s", err, out)
+		}
+		return nil
+	}
+	if r.cold, err = median(runs, func() (time.Duration, error) {
+		if err := h.Reset(); err != nil {
+			return 0, err
+		}
+		return timed(once)
+	}); err != nil {
+		return r, err
+	}
+	if err := h.Verify(); err != nil {
+		return r, err
+	}
+	if r.noChange, err = median(runs, func() (time.Duration, error) { return timed(once) }); err != nil {
+		return r, err
+	}
+	if r.floor, err = median(runs, func() (time.Duration, error) { return timed(h.Floor) }); err != nil {
+		return r, err
+	}
+	shellRuns := runs
+	if n >= 512 {
+		shellRuns = 3 // seconds each
+	}
+	if r.shell, err = median(shellRuns, func() (time.Duration, error) {
+		if err := h.Reset(); err != nil {
+			return 0, err
+		}
+		return timed(func() error {
+			out, err := exec.Command("bash", "-c", perf.ShellScript, "shell", h.Root).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("shell loop: %v\n%s", err, out)
+			}
+			return nil
+		})
+	}); err != nil {
+		return r, err
+	}
+	if err := h.Verify(); err != nil {
+		return r, fmt.Errorf("after the shell loop: %w", err)
+	}
+
+	if err := h.Reset(); err != nil {
+		return r, err
+	}
+	d, err := perf.StartDaemon(h, addr)
+	if err != nil {
+		return r, err
+	}
+	rec := d.Svc.Reconciler()
+	pol := d.Svc.PolicyInForce()
+	dev := fmt.Sprintf("mlx5_%d", n/2)
+	if r.daemonAll, err = median(runs, func() (time.Duration, error) {
+		return timed(func() error { d.Svc.ReconcileNow(context.Background()); return nil })
+	}); err != nil {
+		return r, err
+	}
+	if r.event, err = median(runs*3, func() (time.Duration, error) {
+		return timed(func() error {
+			rec.Pass(context.Background(), pol, reconcile.Scope{Devices: map[string][]int{dev: nil}})
+			return nil
+		})
+	}); err != nil {
+		return r, err
+	}
+	i := 0
+	if r.setRoCE, err = median(runs*3, func() (time.Duration, error) {
+		i++
+		return timed(func() error { return d.SetRoCE(dev, 1, int32(i%200)) })
+	}); err != nil {
+		return r, err
+	}
+	if r.gmoGo, err = median(runs, func() (time.Duration, error) {
+		return timed(func() error {
+			got, err := d.GetManagedObjects()
+			if err == nil && got != 3*n {
+				err = fmt.Errorf("GetManagedObjects: %d objects, want %d", got, 3*n)
+			}
+			return err
+		})
+	}); err != nil {
+		return r, err
+	}
+	rc, err := perf.DialRaw(addr)
+	if err != nil {
+		return r, err
+	}
+	if r.gmo, err = median(runs, func() (time.Duration, error) {
+		return timed(func() error {
+			_, err := rc.Call(dbusapi.BusName, dbusapi.RootPath, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects")
+			return err
+		})
+	}); err != nil {
+		return r, err
+	}
+	rc.Close()
+	d.Stop()
+
+	if r.startName, r.rssKB, err = startToName(bin, addr, h, runs); err != nil {
+		return r, err
+	}
+	if r.storm, err = perf.Storm(h, time.Second); err != nil {
+		return r, err
+	}
+	if r.storm.Configured != n {
+		return r, fmt.Errorf("boot storm: %d of %d devices configured", r.storm.Configured, n)
+	}
+	return r, nil
+}
+
+// setRoCEReference is the one-port SetRoCE round trip on a 3-device host,
+// the reference the 1,024-device call is held to.
+func setRoCEReference(addr string, runs int) (time.Duration, error) {
+	h, err := perf.NewHost(3)
+	if err != nil {
+		return 0, err
+	}
+	defer h.Remove()
+	d, err := perf.StartDaemon(h, addr)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Stop()
+	i := 0
+	return median(runs*3, func() (time.Duration, error) {
+		i++
+		return timed(func() error { return d.SetRoCE("mlx5_1", 1, int32(i%200)) })
+	})
+}
+
+// startToName starts the rdmad binary as a daemon and measures the time
+// until it owns org.rdmad1 (it takes the name after the first full pass),
+// and its resident memory then.
+func startToName(bin, addr string, h *perf.Host, runs int) (time.Duration, int, error) {
+	conn, err := dbusapi.Dial(addr)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close()
+	if err := conn.AddMatchSignal(dbus.WithMatchInterface("org.freedesktop.DBus"), dbus.WithMatchMember("NameOwnerChanged"),
+		dbus.WithMatchArg(0, dbusapi.BusName)); err != nil {
+		return 0, 0, err
+	}
+	sig := make(chan *dbus.Signal, 16)
+	conn.Signal(sig)
+	rss := 0
+	d, err := median(runs, func() (time.Duration, error) {
+		if err := h.Reset(); err != nil {
+			return 0, err
+		}
+		cmd := exec.Command(bin, "--root", h.Root, "--bus", addr)
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		timeout := time.After(60 * time.Second)
+		for {
+			select {
+			case s := <-sig:
+				if len(s.Body) == 3 && s.Body[2] != "" {
+					took := time.Since(t0)
+					time.Sleep(200 * time.Millisecond) // settle: background work ends
+					rss = vmRSS(cmd.Process.Pid)
+					return took, nil
+				}
+			case <-timeout:
+				return 0, fmt.Errorf("rdmad did not take %s within 60s", dbusapi.BusName)
+			}
+		}
+	})
+	return d, rss, err
+}
+
+func vmRSS(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.Atoi(f[1])
+			return kb
+		}
+	}
+	return 0
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
+
+func ratio(a, b time.Duration) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fx", float64(a)/float64(b))
+}
+
+func print(rows []row, ref time.Duration, runs int) {
+	host, _ := os.Hostname()
+	fmt.Printf("rdmad performance, %s, %s, hosts in %s, median of %d runs (shell: 3 at N>=512); times in ms\n\n",
+		time.Now().Format("2006-01-02 15:04"), host, perf.TempBase(), runs)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "N\tcold --once\tshell loop\tshell/cold\tno-change --once\tfloor\tno-change/floor\tdaemon full pass\tdevice event\tSetRoCE 1 port\tGetManagedObjects\t(godbus client)\tstart to bus name\tRSS MB\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n", r.n, ms(r.cold), ms(r.shell), ratio(r.shell, r.cold),
+			ms(r.noChange), ms(r.floor), ratio(r.noChange, r.floor), ms(r.daemonAll), ms(r.event), ms(r.setRoCE), ms(r.gmo), ms(r.gmoGo),
+			ms(r.startName), float64(r.rssKB)/1024)
+	}
+	tw.Flush()
+	fmt.Printf("\nboot storm (the devices arrive one by one within 1 s, each with its uevent):\n")
+	for _, r := range rows {
+		fmt.Printf("  N=%-5d converged %s ms after the last event; %d passes; each device configured by at most %d\n",
+			r.n, ms(r.storm.Converged), r.storm.Passes, r.storm.MaxPerDev)
+	}
+	fmt.Printf("\nSetRoCE 1 port on a 3-device host: %s ms\n", ms(ref))
+	fmt.Println("GetManagedObjects: the round trip of a client that takes the reply as bytes (rdmad and dbus-daemon);")
+	fmt.Println("(godbus client): the same call through godbus, whose decoding of the reply dominates it.")
+	if len(rows) < 2 {
+		return
+	}
+	first, last := rows[0], rows[len(rows)-1]
+	fmt.Printf("\nscaling from N=%d to N=%d (%dx the devices): device event %s, full pass %s, SetRoCE %s\n",
+		first.n, last.n, last.n/max(first.n, 1), ratio(last.event, first.event), ratio(last.daemonAll, first.daemonAll), ratio(last.setRoCE, first.setRoCE))
+	fmt.Printf("\ntargets at N=%d:\n", last.n)
+	check := func(ok bool, what string) {
+		mark := "met"
+		if !ok {
+			mark = "NOT MET"
+		}
+		fmt.Printf("  %-7s %s\n", mark, what)
+	}
+	check(last.cold < 150*time.Millisecond, fmt.Sprintf("cold --once under 150 ms: %s ms", ms(last.cold)))
+	check(last.shell >= 50*last.cold, fmt.Sprintf("cold --once at least 50x faster than the shell loop: %s", ratio(last.shell, last.cold)))
+	check(last.noChange <= last.floor*5/2, fmt.Sprintf("no-change --once within 2.5x of the floor: %s", ratio(last.noChange, last.floor)))
+	check(last.setRoCE < 10*time.Millisecond, fmt.Sprintf("one-port SetRoCE under 10 ms: %s ms", ms(last.setRoCE)))
+	check(last.setRoCE <= 3*ref, fmt.Sprintf("one-port SetRoCE within 3x of a 3-device host: %s", ratio(last.setRoCE, ref)))
+	check(last.gmo < 50*time.Millisecond, fmt.Sprintf("GetManagedObjects under 50 ms: %s ms (godbus client %s ms)", ms(last.gmo), ms(last.gmoGo)))
+	check(last.startName < time.Second, fmt.Sprintf("bus name under 1 s after start: %s ms", ms(last.startName)))
+	check(last.rssKB < 30*1024, fmt.Sprintf("RSS under 30 MB: %.1f MB", float64(last.rssKB)/1024))
+	check(last.storm.Converged < time.Second && last.storm.MaxPerDev <= 2,
+		fmt.Sprintf("boot storm converges within 1 s of the last event (%s ms), each device configured once or twice (%d)", ms(last.storm.Converged), last.storm.MaxPerDev))
+}

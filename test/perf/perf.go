@@ -1,0 +1,407 @@
+// Package perf measures rdmad at SR-IOV scale on generated hosts (N
+// dual-port mlx5 functions, hosttest.Synth): reconcile passes, the D-Bus
+// round trips, start-up and memory, side by side with the vendor shell
+// procedure and the bare-syscall floor, in one run. `make bench` prints its
+// table (test/perf/benchtable); the go test benchmarks here feed benchstat.
+package perf
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/godbus/dbus/v5"
+	"github.com/rdmad/rdmad/daemon/bus"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/service"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+// Host is a generated host: a pristine copy is kept so a run can start
+// cold again.
+type Host struct {
+	Root  string // the tree rdmad works on
+	clean string // the tree as generated, with kernel defaults in configfs
+	N     int
+}
+
+// TempBase is where hosts are generated: tmpfs when there is one, as
+// sysfs and configfs live in memory too.
+func TempBase() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+// NewHost generates a host with n devices and the benchmark policy.
+func NewHost(n int) (*Host, error) {
+	dir, err := os.MkdirTemp(TempBase(), fmt.Sprintf("rdmad-perf-%d-", n))
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{Root: filepath.Join(dir, "root"), clean: filepath.Join(dir, "clean"), N: n}
+	if err := hosttest.Synth(h.clean, n); err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(h.clean, "etc/rdma/rdmad.toml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(cfg, []byte(hosttest.SynthPolicy), 0o644); err != nil {
+		return nil, err
+	}
+	return h, h.Reset()
+}
+
+// Reset puts the kernel defaults back in configfs: the next pass is cold.
+func (h *Host) Reset() error {
+	for i := 0; i < h.N; i++ {
+		for port := 1; port <= 2; port++ {
+			dev := fmt.Sprintf("mlx5_%d", i)
+			if err := os.WriteFile(h.path(host.ConfigfsPortPath(dev, port, "default_roce_mode")), []byte("RoCE v2\n"), 0o644); err != nil {
+				if !os.IsNotExist(err) {
+					return err
+				}
+				if err := os.RemoveAll(h.Root); err != nil {
+					return err
+				}
+				return hosttest.CopyTree(h.clean, h.Root)
+			}
+			if err := os.WriteFile(h.path(host.ConfigfsPortPath(dev, port, "default_roce_tos")), []byte("0\n"), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (h *Host) path(rel string) string { return filepath.Join(h.Root, rel) }
+
+// Remove deletes the generated trees.
+func (h *Host) Remove() error { return os.RemoveAll(filepath.Dir(h.Root)) }
+
+// Floor reads what a no-change RoCE pass must read (each port's link
+// layer, mode and TOS) with bare open/read/close system calls, one after
+// another: the least any program can do.
+func (h *Host) Floor() error {
+	var buf [64]byte
+	for i := 0; i < h.N; i++ {
+		dev := fmt.Sprintf("mlx5_%d", i)
+		for port := 1; port <= 2; port++ {
+			for _, rel := range []string{
+				fmt.Sprintf("sys/class/infiniband/%s/ports/%d/link_layer", dev, port),
+				host.ConfigfsPortPath(dev, port, "default_roce_mode"),
+				host.ConfigfsPortPath(dev, port, "default_roce_tos"),
+			} {
+				fd, err := unix.Open(h.path(rel), unix.O_RDONLY, 0)
+				if err != nil {
+					return err
+				}
+				_, err = unix.Read(fd, buf[:])
+				unix.Close(fd)
+				if err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ShellScript is the vendor procedure, per port: mkdir of the device's
+// configfs directory, echo of mode and TOS, cat of both to check.
+const ShellScript = `root=$1
+for d in "$root"/sys/class/infiniband/*; do
+  dev=${d##*/}
+  for p in "$d"/ports/*; do
+    n=${p##*/}
+    c="$root/sys/kernel/config/rdma_cm/$dev"
+    mkdir -p "$c"
+    echo "IB/RoCE v1" > "$c/ports/$n/default_roce_mode"
+    echo 106 > "$c/ports/$n/default_roce_tos"
+    cat "$c/ports/$n/default_roce_mode" "$c/ports/$n/default_roce_tos" >/dev/null
+  done
+done
+`
+
+// Verify checks that every port holds the benchmark policy.
+func (h *Host) Verify() error {
+	for i := 0; i < h.N; i++ {
+		dev := fmt.Sprintf("mlx5_%d", i)
+		for port := 1; port <= 2; port++ {
+			m, _ := os.ReadFile(h.path(host.ConfigfsPortPath(dev, port, "default_roce_mode")))
+			t, _ := os.ReadFile(h.path(host.ConfigfsPortPath(dev, port, "default_roce_tos")))
+			if strings.TrimSpace(string(m)) != "IB/RoCE v1" || strings.TrimSpace(string(t)) != "106" {
+				return fmt.Errorf("%s port %d: mode %q tos %q", dev, port, m, t)
+			}
+		}
+	}
+	return nil
+}
+
+// Daemon is rdmad (service and bus server) on a private bus in this
+// process, over a generated host.
+type Daemon struct {
+	Svc    *service.Service
+	Conn   *bus.Conn  // the daemon's connection
+	Client *dbus.Conn // a client's connection
+	stop   func()
+}
+
+// StartDaemon starts rdmad in this process on the bus at addr (reads every
+// device, as the daemon does) and connects a client.
+func StartDaemon(h *Host, addr string) (*Daemon, error) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := service.New(service.Options{Host: host.New(h.Root), Kernel: service.Kernel{Modules: NoModprobe{}}, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	conn, err := bus.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := bus.New(conn, svc, allowAll{}, log)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { svc.Run(ctx); close(done) }()
+	svc.Start()
+	if err := svc.Idle(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := srv.RequestName(dbusapi.BusName); err != nil {
+		cancel()
+		return nil, err
+	}
+	client, err := dbusapi.Dial(addr)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &Daemon{Svc: svc, Conn: conn, Client: client, stop: func() {
+		cancel()
+		<-done
+		srv.Close()
+		client.Close()
+		conn.Close()
+	}}, nil
+}
+
+// Stop stops the daemon and closes its connections.
+func (d *Daemon) Stop() { d.stop() }
+
+// GetManagedObjects is one client round trip of ObjectManager.GetManagedObjects.
+func (d *Daemon) GetManagedObjects() (int, error) {
+	var objs map[dbus.ObjectPath]map[string]map[string]dbus.Variant
+	err := d.Client.Object(dbusapi.BusName, dbusapi.RootPath).Call("org.freedesktop.DBus.ObjectManager.GetManagedObjects", 0).Store(&objs)
+	return len(objs), err
+}
+
+// SetRoCE is one client round trip of Manager.SetRoCE on one port.
+func (d *Daemon) SetRoCE(dev string, port uint32, tos int32) error {
+	return d.Client.Object(dbusapi.BusName, dbusapi.RootPath).Call(dbusapi.ManagerIface+".SetRoCE", 0, dev, port, "", tos, false).Err
+}
+
+// NoModprobe loads nothing: the generated hosts list no modules.
+type NoModprobe struct{}
+
+// Load implements modules.Loader.
+func (NoModprobe) Load(context.Context, []string) error { return nil }
+
+// allowAll authorizes every call: the benchmark measures the work, not
+// polkit (the bus tests exercise authorization).
+type allowAll struct{}
+
+func (allowAll) Authorize(context.Context, string, string, bool) error { return nil }
+
+// RawClient is a minimal D-Bus client that receives replies as bytes: it
+// measures what rdmad and the bus daemon cost a client, without the
+// client's own decoding (godbus's is the slowest part of a Go client's
+// GetManagedObjects; C clients such as sd-bus and GDBus decode far faster).
+type RawClient struct {
+	conn   net.Conn
+	serial uint32
+}
+
+// DialRaw connects and says Hello.
+func DialRaw(addr string) (*RawClient, error) {
+	path, ok := strings.CutPrefix(addr, "unix:path=")
+	if !ok {
+		return nil, fmt.Errorf("raw client: %s is not a unix:path address", addr)
+	}
+	if i := strings.IndexByte(path, ','); i >= 0 {
+		path = path[:i]
+	}
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	uid := hex.EncodeToString([]byte(strconv.Itoa(os.Getuid())))
+	if _, err := c.Write([]byte("\x00AUTH EXTERNAL " + uid + "\r\n")); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(io.LimitReader(c, 256)).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "OK") {
+		return nil, fmt.Errorf("raw client: auth: %q %v", line, err)
+	}
+	if _, err := c.Write([]byte("BEGIN\r\n")); err != nil {
+		return nil, err
+	}
+	r := &RawClient{conn: c}
+	if _, err := r.Call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Call sends a method call without arguments and returns the raw reply.
+func (r *RawClient) Call(dest string, path dbus.ObjectPath, iface, member string) ([]byte, error) {
+	r.serial++
+	msg := &dbus.Message{Type: dbus.TypeMethodCall, Headers: map[dbus.HeaderField]dbus.Variant{
+		dbus.FieldDestination: dbus.MakeVariant(dest), dbus.FieldPath: dbus.MakeVariant(path),
+		dbus.FieldInterface: dbus.MakeVariant(iface), dbus.FieldMember: dbus.MakeVariant(member),
+	}}
+	var buf bytes.Buffer
+	if err := msg.EncodeTo(&buf, binary.LittleEndian); err != nil {
+		return nil, err
+	}
+	b := buf.Bytes()
+	binary.LittleEndian.PutUint32(b[8:12], r.serial) // godbus sets serials only on its own connections
+	if _, err := r.conn.Write(b); err != nil {
+		return nil, err
+	}
+	for {
+		head := make([]byte, 16)
+		if _, err := io.ReadFull(r.conn, head); err != nil {
+			return nil, err
+		}
+		order := binary.ByteOrder(binary.LittleEndian)
+		if head[0] == 'B' {
+			order = binary.BigEndian
+		}
+		fields := int(order.Uint32(head[12:16]))
+		rest := (fields+7)&^7 + int(order.Uint32(head[4:8]))
+		msgBytes := make([]byte, 16+rest)
+		copy(msgBytes, head)
+		if _, err := io.ReadFull(r.conn, msgBytes[16:]); err != nil {
+			return nil, err
+		}
+		if head[1] == 2 || head[1] == 3 { // a reply or an error: ours, the only call in flight
+			if head[1] == 3 {
+				return nil, fmt.Errorf("raw client: %s.%s failed", iface, member)
+			}
+			return msgBytes, nil
+		}
+	}
+}
+
+// Close closes the connection.
+func (r *RawClient) Close() error { return r.conn.Close() }
+
+// StormResult is what a boot storm measured.
+type StormResult struct {
+	Converged  time.Duration // from the last arrival's event to an idle, configured host
+	MaxPerDev  int           // passes that configured the same device, at most
+	Passes     int           // passes in all
+	Configured int           // devices holding the policy at the end
+}
+
+// Storm makes the n devices of h arrive one by one within spread, each with
+// its uevent (RequestDevice), into a running daemon service that started
+// with none, as a host's SR-IOV functions appear at boot.
+func Storm(h *Host, spread time.Duration) (StormResult, error) {
+	var res StormResult
+	if err := h.Reset(); err != nil {
+		return res, err
+	}
+	class := filepath.Join(h.Root, host.ClassInfiniband)
+	stash := filepath.Join(filepath.Dir(h.Root), "stash")
+	if err := os.RemoveAll(stash); err != nil {
+		return res, err
+	}
+	if err := os.Rename(class, stash); err != nil {
+		return res, err
+	}
+	if err := os.MkdirAll(class, 0o755); err != nil {
+		return res, err
+	}
+	defer func() {
+		os.RemoveAll(class)
+		os.Rename(stash, class)
+	}()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := service.New(service.Options{Host: host.New(h.Root), Kernel: service.Kernel{Modules: NoModprobe{}}, Log: log})
+	if err != nil {
+		return res, err
+	}
+	var mu sync.Mutex
+	perDev := map[string]int{}
+	svc.Reconciler().OnChange(func(ch reconcile.Change) {
+		mu.Lock()
+		res.Passes++
+		for _, n := range ch.Updated {
+			perDev[n]++
+		}
+		mu.Unlock()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { svc.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	svc.Start()
+	if err := svc.Idle(ctx); err != nil {
+		return res, err
+	}
+	mu.Lock()
+	res.Passes = 0
+	mu.Unlock()
+	start := time.Now()
+	var last time.Time
+	for i := 0; i < h.N; i++ {
+		name := fmt.Sprintf("mlx5_%d", i)
+		if err := os.Rename(filepath.Join(stash, name), filepath.Join(class, name)); err != nil {
+			return res, err
+		}
+		svc.RequestDevice(name)
+		last = time.Now()
+		if wait := time.Duration(i+1) * spread / time.Duration(h.N); time.Since(start) < wait {
+			time.Sleep(wait - time.Since(start))
+		}
+	}
+	if err := svc.Idle(ctx); err != nil {
+		return res, err
+	}
+	res.Converged = time.Since(last)
+	mu.Lock()
+	for _, c := range perDev {
+		res.MaxPerDev = max(res.MaxPerDev, c)
+	}
+	mu.Unlock()
+	for i := 0; i < h.N; i++ {
+		if d, ok := svc.Reconciler().Device(fmt.Sprintf("mlx5_%d", i)); ok && d.Ports[0].RoCETOS == 106 && d.Ports[1].RoCETOS == 106 {
+			res.Configured++
+		}
+	}
+	return res, nil
+}

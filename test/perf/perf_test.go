@@ -1,0 +1,189 @@
+package perf
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/service"
+	"github.com/rdmad/rdmad/dbusapi"
+	"github.com/rdmad/rdmad/test/bustest"
+)
+
+var sizes = []int{1, 64, 1024}
+
+func newService(b *testing.B, h *Host, oneShot bool) *service.Service {
+	b.Helper()
+	svc, err := service.New(service.Options{Host: host.New(h.Root), Kernel: service.Kernel{Modules: NoModprobe{}},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), OneShot: oneShot})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return svc
+}
+
+// hosts are generated once per size for the whole run (generating 1,024
+// devices takes seconds) and removed by TestMain.
+var hosts = map[int]*Host{}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, h := range hosts {
+		h.Remove()
+	}
+	os.Exit(code)
+}
+
+func forSizes(b *testing.B, fn func(b *testing.B, h *Host)) {
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			h := hosts[n]
+			if h == nil {
+				var err error
+				if h, err = NewHost(n); err != nil {
+					b.Fatal(err)
+				}
+				hosts[n] = h
+			}
+			if err := h.Reset(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			fn(b, h)
+		})
+	}
+}
+
+// BenchmarkOnceCold is the pass of `rdmad --once` with every port to change.
+func BenchmarkOnceCold(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			if err := h.Reset(); err != nil {
+				b.Fatal(err)
+			}
+			svc := newService(b, h, true)
+			b.StartTimer()
+			if rep := svc.ReconcileNow(context.Background()); rep.Failed() {
+				b.Fatal(rep.Failures())
+			}
+		}
+	})
+}
+
+// BenchmarkOnceNoChange is the pass of `rdmad --once` with nothing to do.
+func BenchmarkOnceNoChange(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		svc := newService(b, h, true)
+		svc.ReconcileNow(context.Background())
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			svc.ReconcileNow(context.Background())
+		}
+	})
+}
+
+// BenchmarkFloor reads the files a no-change pass needs with bare syscalls.
+func BenchmarkFloor(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		for i := 0; i < b.N; i++ {
+			if err := h.Floor(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkDaemonFull is the daemon's full pass (everything it publishes).
+func BenchmarkDaemonFull(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		svc := newService(b, h, false)
+		svc.ReconcileNow(context.Background())
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			svc.ReconcileNow(context.Background())
+		}
+	})
+}
+
+// BenchmarkDeviceEvent is one device's uevent in the daemon: flat in N.
+func BenchmarkDeviceEvent(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		svc := newService(b, h, false)
+		svc.ReconcileNow(context.Background())
+		rec := svc.Reconciler()
+		scope := reconcile.Scope{Devices: map[string][]int{fmt.Sprintf("mlx5_%d", h.N/2): nil}}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			rec.Pass(context.Background(), svc.PolicyInForce(), scope)
+		}
+	})
+}
+
+func startDaemon(b *testing.B, h *Host) *Daemon {
+	b.Helper()
+	addr := bustest.Start(b)
+	d, err := StartDaemon(h, addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(d.Stop)
+	return d
+}
+
+// BenchmarkGetManagedObjects is one client round trip of every object.
+func BenchmarkGetManagedObjects(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		d := startDaemon(b, h)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			n, err := d.GetManagedObjects()
+			if err != nil || n != 3*h.N {
+				b.Fatalf("%d objects, %v", n, err)
+			}
+		}
+	})
+}
+
+// BenchmarkSetRoCEPort is one SetRoCE round trip on one port.
+func BenchmarkSetRoCEPort(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		d := startDaemon(b, h)
+		dev := fmt.Sprintf("mlx5_%d", h.N/2)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := d.SetRoCE(dev, 1, int32(i%200)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkGetManagedObjectsRaw is the round trip without the client's
+// decoding: what rdmad and the bus daemon cost.
+func BenchmarkGetManagedObjectsRaw(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		addr := bustest.Start(b)
+		d, err := StartDaemon(h, addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer d.Stop()
+		rc, err := DialRaw(addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rc.Close()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := rc.Call(dbusapi.BusName, dbusapi.RootPath, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
