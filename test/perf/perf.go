@@ -379,15 +379,16 @@ func Storm(h *Host, spread time.Duration) (StormResult, error) {
 	start := time.Now()
 	var last time.Time
 	for i := 0; i < h.N; i++ {
+		// Arrival i at i/N of the spread: the last one at its end.
+		if at := time.Duration(i) * spread / time.Duration(max(h.N-1, 1)); time.Since(start) < at {
+			time.Sleep(at - time.Since(start))
+		}
 		name := fmt.Sprintf("mlx5_%d", i)
 		if err := os.Rename(filepath.Join(stash, name), filepath.Join(class, name)); err != nil {
 			return res, err
 		}
 		svc.RequestDevice(name)
 		last = time.Now()
-		if wait := time.Duration(i+1) * spread / time.Duration(h.N); time.Since(start) < wait {
-			time.Sleep(wait - time.Since(start))
-		}
 	}
 	if err := svc.Idle(ctx); err != nil {
 		return res, err
