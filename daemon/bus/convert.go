@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/godbus/dbus/v5"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
@@ -17,8 +18,9 @@ import (
 // Every model value goes through dbusapi.EscapeStrings before it leaves, so
 // a byte read from the host that is not UTF-8 never reaches a client.
 
-// managerModel builds the Manager properties.
-func managerModel(svc *service.Service, sum reconcile.Summary) dbusapi.Manager {
+// managerModel builds the Manager properties; paths are the device
+// objects' paths (devicePaths).
+func managerModel(svc *service.Service, sum reconcile.Summary, paths []dbus.ObjectPath) dbusapi.Manager {
 	pol := svc.PolicyInForce()
 	m := dbusapi.Manager{
 		Version:    version.Version,
@@ -38,11 +40,18 @@ func managerModel(svc *service.Service, sum reconcile.Summary) dbusapi.Manager {
 	if !sum.LastReconcile.IsZero() {
 		m.LastReconcile = uint64(sum.LastReconcile.UnixMicro())
 	}
-	for _, n := range sum.Devices {
-		m.Devices = append(m.Devices, dbusapi.DevicePath(n))
-	}
 	dbusapi.EscapeStrings(&m)
+	m.Devices = paths // object paths are escaped by construction
 	return m
+}
+
+// devicePaths are the object paths of the named devices.
+func devicePaths(names []string) []dbus.ObjectPath {
+	out := make([]dbus.ObjectPath, len(names))
+	for i, n := range names {
+		out[i] = dbusapi.DevicePath(n)
+	}
+	return out
 }
 
 // deviceModel converts a device state, with its ports, to the model.
@@ -131,8 +140,9 @@ func actionModel(a reconcile.Action) dbusapi.Action {
 func describe(svc *service.Service) ([]byte, error) {
 	rec := svc.Reconciler()
 	st := rec.Snapshot()
+	sum := rec.Summary()
 	d := dbusapi.Description{
-		Manager: managerModel(svc, rec.Summary()),
+		Manager: managerModel(svc, sum, devicePaths(sum.Devices)),
 		Devices: make([]dbusapi.Device, 0, len(st.Devices)),
 		Actions: []dbusapi.Action{},
 	}

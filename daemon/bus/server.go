@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -46,7 +47,11 @@ type Server struct {
 	children map[dbus.ObjectPath]map[string]int
 	managed  []byte                       // GetManagedObjects' body; nil when an object changed
 	ports    map[string][]dbus.ObjectPath // device name -> its port objects
-	closed   bool
+	// deviceNames and devicePaths are the Manager's Devices, kept while
+	// the set of devices does not change.
+	deviceNames []string
+	devicePaths []dbus.ObjectPath
+	closed      bool
 	// named is set once the well-known name is taken: before that nobody
 	// can follow rdmad's objects, so the first export emits no signals
 	// (on a host with a thousand devices, thousands of InterfacesAdded).
@@ -130,7 +135,13 @@ func (s *Server) syncLocked(ch reconcile.Change) {
 		return
 	}
 	rec := s.svc.Reconciler()
-	s.put(dbusapi.RootPath, dbusapi.ManagerIface, managerModel(s.svc, rec.Summary()))
+	sum := rec.Summary()
+	if !slices.Equal(sum.Devices, s.deviceNames) {
+		// Escaping a thousand names on every pass would make one
+		// device's event cost more on a larger host.
+		s.deviceNames, s.devicePaths = sum.Devices, devicePaths(sum.Devices)
+	}
+	s.put(dbusapi.RootPath, dbusapi.ManagerIface, managerModel(s.svc, sum, s.devicePaths))
 	for _, name := range ch.Removed {
 		s.removeDevice(name)
 	}

@@ -163,7 +163,8 @@ type Reconciler struct {
 
 	stateMu   sync.RWMutex
 	devices   map[string]*DeviceState
-	names     []string // sorted keys of devices
+	names     []string        // sorted keys of devices; replaced, never changed in place
+	failing   map[string]bool // devices whose state holds a failure
 	modules   []string
 	hostActs  []Action
 	last      time.Time
@@ -182,7 +183,7 @@ func New(o Options) *Reconciler {
 		host: o.Host, log: o.Log,
 		early: o.Early, hostParts: o.HostParts, deviceParts: o.DeviceParts,
 		detail: o.Detail, workers: o.Workers,
-		devices: map[string]*DeviceState{},
+		devices: map[string]*DeviceState{}, failing: map[string]bool{},
 	}
 }
 
@@ -519,6 +520,16 @@ func (r *Reconciler) commit(pol *config.Policy, working map[string]*host.Device,
 	if added || len(ch.Removed) > 0 {
 		r.names = sortedNames(r.devices)
 	}
+	for _, n := range ch.Removed {
+		delete(r.failing, n)
+	}
+	for _, n := range ch.Updated {
+		if r.devices[n].failed() {
+			r.failing[n] = true
+		} else {
+			delete(r.failing, n)
+		}
+	}
 	if modulesKnown {
 		r.modules = modules
 	}
@@ -610,11 +621,15 @@ type Summary struct {
 }
 
 // Summary returns the host-level view of the state.
+//
+// Its cost does not grow with the host: Devices is the state's own sorted
+// list (replaced, never changed, when the set of devices changes: callers
+// must not modify it), and only the devices with a failure are visited.
 func (r *Reconciler) Summary() Summary {
 	r.stateMu.RLock()
 	defer r.stateMu.RUnlock()
 	s := Summary{
-		Devices:       append([]string(nil), r.names...),
+		Devices:       r.names,
 		Modules:       append([]string(nil), r.modules...),
 		LastReconcile: r.last,
 	}
@@ -623,7 +638,7 @@ func (r *Reconciler) Summary() Summary {
 			s.Failures = append(s.Failures, a)
 		}
 	}
-	for _, n := range r.names {
+	for _, n := range sortedNames(r.failing) {
 		ds := r.devices[n]
 		if ds.ReadError != nil {
 			s.Failures = append(s.Failures, Action{Subject: DeviceSubject(n), Kind: KindRead, Status: Failed, Err: ds.ReadError})
@@ -675,6 +690,19 @@ func (r *Reconciler) DevicesOnNetdev(netdev string) []string {
 		}
 	}
 	return out
+}
+
+// failed reports whether the state holds a failure of the device or a port.
+func (ds *DeviceState) failed() bool {
+	if ds.ReadError != nil || len(ds.Failures) > 0 {
+		return true
+	}
+	for _, p := range ds.Ports {
+		if len(p.Failures) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func cloneDeviceState(ds *DeviceState) DeviceState {
