@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -189,7 +190,7 @@ func TestDaemonSetPrivileges(t *testing.T) {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	if want := "/etc/dbus-1/system.d /etc/modprobe.d /etc/rdma /lib/modules /run/dbus /sys"; strings.Join(paths, " ") != want {
+	if want := "/etc/dbus-1/system.d /etc/modprobe.d /etc/rdma /lib/modules /run/dbus /run/rdmad /sys"; strings.Join(paths, " ") != want {
 		t.Errorf("host paths %v, want exactly %s", paths, want)
 	}
 
@@ -239,7 +240,10 @@ func TestDaemonSetPrivileges(t *testing.T) {
 		}
 	}
 	for at, want := range map[string]string{"/sys": "/sys", "/etc/rdma": "/etc/rdma", "/lib/modules": "/lib/modules ro",
-		"/etc/modprobe.d": "/etc/modprobe.d ro", "/run/dbus": "/run/dbus"} {
+		"/etc/modprobe.d": "/etc/modprobe.d ro", "/run/dbus": "/run/dbus",
+		// The root file system is read-only: the instance lock's directory
+		// (host.LockFile) must be a writable mount, the host's.
+		"/" + path.Dir(host.LockFile): "/" + path.Dir(host.LockFile)} {
 		if mounts[at] != want {
 			t.Errorf("rdmad mounts %q at %s, want the host's %s", mounts[at], at, want)
 		}
