@@ -24,6 +24,7 @@ const (
 	PortIface       = "org.rdmad1.Port"
 	ErrConfig       = "org.rdmad1.Error.Config"
 	ErrFailed       = "org.rdmad1.Error.Failed"
+	ErrNextBoot     = "org.rdmad1.Error.NextBoot" // persisted; the running kernel takes it at the next boot
 	ErrInvalidArgs  = "org.freedesktop.DBus.Error.InvalidArgs"
 	ErrAccessDenied = "org.freedesktop.DBus.Error.AccessDenied"
 )

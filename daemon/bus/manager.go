@@ -91,7 +91,10 @@ func busError(err error) *dbus.Error {
 	}
 	var arg *service.ArgError
 	var cfg *service.ConfigError
+	var next *service.NextBootError
 	switch {
+	case errors.As(err, &next):
+		return dbus.NewError(dbusapi.ErrNextBoot, []any{dbusapi.Escape(err.Error())})
 	case errors.As(err, &arg):
 		return dbus.NewError(dbusapi.ErrInvalidArgs, []any{dbusapi.Escape(err.Error())})
 	case errors.As(err, &cfg):

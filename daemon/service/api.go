@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -433,13 +434,35 @@ func (s *Service) SetNetnsMode(ctx context.Context, mode config.NetnsMode, persi
 	if persist {
 		kinds = append(kinds, netns.Modprobe)
 	}
+	// A persisted mode the running kernel refuses to take now (EBUSY: other
+	// network namespaces exist) still holds for the next boot: the
+	// declaration stays, and the call says the switch waits.
+	busy := func(a reconcile.Action) bool {
+		return persist && a.Kind == netns.Mode && errors.Is(a.Err, syscall.EBUSY)
+	}
 	return s.commit(ctx, persist, change{
 		runtime: func(o *Overlay) { o.Netns = mode },
 		persist: func(p *config.Persisted) { p.Netns = mode },
 		forget:  func(o *Overlay) { o.Netns = config.NetnsUnmanaged },
-		failed:  func(rep reconcile.Report) []reconcile.Action { return failedOn(rep, reconcile.HostSubject(), kinds...) },
+		failed: func(rep reconcile.Report) []reconcile.Action {
+			return slices.DeleteFunc(failedOn(rep, reconcile.HostSubject(), kinds...), busy)
+		},
+		after: func(rep reconcile.Report) error {
+			if a, ok := rep.Find(reconcile.HostSubject(), netns.Mode); ok && a.Status == reconcile.Failed && busy(a) {
+				return &NextBootError{Err: a.Err} // the netns part says what waits for the boot
+			}
+			return nil
+		},
 	})
 }
+
+// NextBootError says a persisted change holds but the running kernel
+// refused to take it now: it applies at the next boot. Nothing was
+// withdrawn.
+type NextBootError struct{ Err error }
+
+func (e *NextBootError) Error() string { return e.Err.Error() }
+func (e *NextBootError) Unwrap() error { return e.Err }
 
 // failedOn returns the failed actions on subject, limited to the given
 // kinds when there are any.
@@ -469,6 +492,9 @@ type change struct {
 
 	failed  func(reconcile.Report) []reconcile.Action
 	restore func(reconcile.Report) ([]reconcile.Action, error) // nil: nothing to put back
+	// after, when set, runs once the change stands and may still say it is
+	// not complete (a NextBootError); nil: done.
+	after func(reconcile.Report) error
 }
 
 // commit is the one path of every mutating call: change the declaration,
@@ -507,6 +533,9 @@ func (s *Service) commit(ctx context.Context, persist bool, c change) error {
 	}
 	bad := c.failed(rep)
 	if len(bad) == 0 {
+		if c.after != nil {
+			return c.after(rep)
+		}
 		return nil
 	}
 	ae := &ApplyError{Failed: bad}

@@ -400,10 +400,10 @@ func TestAddLinkKernelRefusalFailsAndRollsBack(t *testing.T) {
 func TestSetNetnsModeKernelRefusalFailsAndRollsBack(t *testing.T) {
 	for _, persist := range []bool{false, true} {
 		e := newEnv(t, "", func(e *env) { hosttest.Write(t, e.root, host.ProcModules, "ib_core 1 0 - Live 0x0\n") })
-		e.ns.Refuse(&os.SyscallError{Syscall: "rdma system set netns", Err: syscall.EBUSY})
+		e.ns.Refuse(&os.SyscallError{Syscall: "rdma system set netns", Err: syscall.EPERM})
 		err := e.svc.SetNetnsMode(context.Background(), config.NetnsExclusive, persist)
 		var ae *service.ApplyError
-		if !errors.As(err, &ae) || !errors.Is(err, syscall.EBUSY) {
+		if !errors.As(err, &ae) || !errors.Is(err, syscall.EPERM) {
 			t.Fatalf("persist=%v: SetNetnsMode refused = %v", persist, err)
 		}
 		if len(ae.Failed) != 1 || ae.Failed[0].Subject != reconcile.HostSubject() || ae.Failed[0].Kind != netns.Mode {
@@ -463,5 +463,54 @@ func TestOnePassPerCall(t *testing.T) {
 	}
 	if err := e.svc.Idle(expired); err == nil {
 		t.Errorf("a reload of a changed file queued no pass")
+	}
+}
+
+// A persisted mode the running kernel refuses (EBUSY: other namespaces)
+// stays persisted for the next boot, and the call says the switch waits;
+// a modprobe.d file rdmad does not own fails the call and withdraws it.
+func TestSetNetnsModePersistedButBusy(t *testing.T) {
+	e := newEnv(t, "", func(e *env) { hosttest.Write(t, e.root, host.ProcModules, "ib_core 1 0 - Live 0x0\n") })
+	e.ns.Refuse(&os.SyscallError{Syscall: "rdma system set netns", Err: syscall.EBUSY})
+	err := e.svc.SetNetnsMode(context.Background(), config.NetnsExclusive, true)
+	var nb *service.NextBootError
+	if !errors.As(err, &nb) || !errors.Is(err, syscall.EBUSY) || !strings.Contains(err.Error(), "next boot") {
+		t.Fatalf("SetNetnsMode(persist) refused with EBUSY = %v, want a NextBootError", err)
+	}
+	if got := e.svc.PolicyInForce().Netns.Mode; got != config.NetnsExclusive {
+		t.Errorf("declared mode %q, want exclusive kept", got)
+	}
+	if got := e.read(t, netns.ModprobeFile); !strings.Contains(got, "netns_mode=0") {
+		t.Errorf("modprobe.d = %q, want exclusive for the next boot", got)
+	}
+	if !strings.Contains(e.persisted(), "exclusive") {
+		t.Errorf("drop-in %q", e.persisted())
+	}
+	if m, _ := e.ns.Mode(); m != config.NetnsShared {
+		t.Errorf("kernel mode %s", m)
+	}
+}
+
+func TestSetNetnsModePersistRefusesForeignModprobeFile(t *testing.T) {
+	e := newEnv(t, "", func(e *env) {
+		hosttest.Write(t, e.root, host.ProcModules, "ib_core 1 0 - Live 0x0\n")
+		hosttest.Write(t, e.root, netns.ModprobeFile, "options ib_core netns_mode=1\n") // an admin's file
+	})
+	err := e.svc.SetNetnsMode(context.Background(), config.NetnsExclusive, true)
+	var ae *service.ApplyError
+	if !errors.As(err, &ae) || !errors.Is(err, host.ErrNotManaged) {
+		t.Fatalf("SetNetnsMode(persist) over a foreign modprobe.d file = %v", err)
+	}
+	if len(ae.Failed) != 1 || ae.Failed[0].Subject != reconcile.HostSubject() || ae.Failed[0].Kind != netns.Modprobe {
+		t.Errorf("failed %+v", ae.Failed)
+	}
+	if got := e.svc.PolicyInForce().Netns.Mode; got != config.NetnsUnmanaged {
+		t.Errorf("declared mode %q after the refused call", got)
+	}
+	if got := e.read(t, netns.ModprobeFile); got != "options ib_core netns_mode=1" {
+		t.Errorf("the admin's file changed: %q", got)
+	}
+	if got := e.persisted(); got != "<none>" {
+		t.Errorf("drop-in %q", got)
 	}
 }

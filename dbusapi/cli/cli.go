@@ -90,7 +90,7 @@ func describeError(err error) string {
 		return client.ErrorMessage(err)
 	case dbusapi.ErrConfig:
 		return "configuration error, the last good configuration stays in force:\n" + client.ErrorMessage(err)
-	case dbusapi.ErrFailed:
+	case dbusapi.ErrFailed, dbusapi.ErrNextBoot:
 		return client.ErrorMessage(err)
 	case "":
 		return err.Error()
