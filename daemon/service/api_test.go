@@ -514,3 +514,39 @@ func TestSetNetnsModePersistRefusesForeignModprobeFile(t *testing.T) {
 		t.Errorf("drop-in %q", got)
 	}
 }
+
+// Reloads from the file watcher or SIGHUP may run while persisted calls
+// write rdmad's drop-in: every call stands, and the policy in force at the
+// end is the files' (each load and its putting in force are one step).
+func TestConcurrentReloadsAndPersistedCalls(t *testing.T) {
+	e := newEnv(t, "", nil)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = e.svc.Reload()
+			}
+		}
+	}()
+	for i := 0; i < 40; i++ {
+		if err := e.svc.SetRoCE(ctx, service.RoCEChange{Device: "mlx5_0", Port: 1, TOS: i, Persist: true}); err != nil {
+			t.Errorf("SetRoCE %d: %v", i, err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if err := e.svc.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	d := e.svc.PolicyInForce().RoCEFor(config.Target{Name: "mlx5_0"}, 1)
+	if d.TOS == nil || *d.TOS != 39 {
+		t.Errorf("declared tos %v after the last persisted call, want 39", d.TOS)
+	}
+}

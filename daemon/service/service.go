@@ -56,6 +56,7 @@ type Service struct {
 	modules    interface{ Wait() } // the modules part, for shutdown
 	textfile   *metrics.Textfile   // [metrics] textfile; nil with OneShot
 
+	loadMu     sync.Mutex // serialises reloads: load and setPolicy as one step
 	cfgMu      sync.RWMutex
 	configErr  error // last failed load; nil when the policy in force is current
 	cfgWatches []func()
@@ -137,6 +138,11 @@ func (s *Service) Reload() error {
 
 // reload loads the files and puts the policy in force without a pass.
 func (s *Service) reload() (changed bool, err error) {
+	// Loading and putting in force are one step: a load that started
+	// before a persisted write (or its undo) must not finish after it and
+	// put the older files back in force.
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
 	pol, err := config.Load(host.Files{}, s.configFile)
 	s.cfgMu.Lock()
 	hadErr := s.configErr != nil
