@@ -3,13 +3,16 @@
 // state into the reconciler; each only says what to look at again, and the
 // service's queue coalesces bursts into a handful of passes. Any sign of lost
 // events (socket overflow, a failed subscription) is answered with a full
-// rescan, which is always correct because a pass re-reads the host.
+// rescan, which is always correct because a full pass lists and re-reads every
+// device (a scoped pass reads only the devices an event named).
 package events
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 )
@@ -57,7 +60,9 @@ func RunAll(ctx context.Context, log *slog.Logger, sources map[string]Source) er
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var errs []error
+	// Only the last error of each source is kept: a source that fails every
+	// few seconds for weeks must not grow the daemon's memory.
+	lastErr := make(map[string]error, len(sources))
 	for name, src := range sources {
 		wg.Add(1)
 		go func() {
@@ -70,7 +75,7 @@ func RunAll(ctx context.Context, log *slog.Logger, sources map[string]Source) er
 				log.Error("event source stopped; restarting it", "source", name, "err", err)
 				if err != nil {
 					mu.Lock()
-					errs = append(errs, err)
+					lastErr[name] = fmt.Errorf("%s: %w", name, err)
 					mu.Unlock()
 				}
 				if !restartWait(ctx) {
@@ -80,5 +85,14 @@ func RunAll(ctx context.Context, log *slog.Logger, sources map[string]Source) er
 		}()
 	}
 	wg.Wait()
+	names := make([]string, 0, len(lastErr))
+	for name := range lastErr {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	errs := make([]error, 0, len(names))
+	for _, name := range names {
+		errs = append(errs, lastErr[name])
+	}
 	return errors.Join(errs...)
 }
