@@ -2,6 +2,7 @@ package vpi_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -147,5 +148,44 @@ func TestNoRuleNoAction(t *testing.T) {
 	other := config.VPIRule{Selector: config.Selector{Device: "mlx4_9"}, Type: config.VPIeth}
 	if acts := (&vpi.Part{Host: h}).Apply(context.Background(), rules(other), device(t, h)); len(acts) != 0 {
 		t.Fatalf("%v", acts)
+	}
+}
+
+// kernelReregisters is vpi.Part plus what mlx4 does after a port type
+// write: the RDMA device is unregistered (and comes back later with a new
+// uevent). Reregisters is vpi's own, through the embedding.
+type kernelReregisters struct {
+	*vpi.Part
+	h *host.Host
+}
+
+func (k kernelReregisters) Apply(ctx context.Context, pol *config.Policy, d *host.Device) []reconcile.Action {
+	acts := k.Part.Apply(ctx, pol, d)
+	for _, a := range acts {
+		if a.Status == reconcile.Changed {
+			os.RemoveAll(k.h.Path(host.ClassInfiniband, d.Name))
+		}
+	}
+	return acts
+}
+
+// A port type change makes the device vanish; vpi says so (Reregisters), so
+// the reconciler drops the device without calling it a failure.
+func TestPortTypeChangeReregistersTheDevice(t *testing.T) {
+	h := mlx4Host(t, "mlx4_core", map[int]string{1: "ib"})
+	quiet := slog.New(slog.DiscardHandler)
+	r := reconcile.New(reconcile.Options{Host: h, Log: quiet, DeviceParts: []reconcile.DevicePart{kernelReregisters{&vpi.Part{Host: h}, h}}})
+	rep := r.Pass(context.Background(), rules(rule(1, config.VPIeth)), reconcile.Scope{Full: true})
+	if rep.Failed() {
+		t.Fatalf("re-registration reported as failure: %v", rep.Failures())
+	}
+	if b, _ := os.ReadFile(h.Path(pciDir, "mlx4_port1")); string(b) != "eth" {
+		t.Fatalf("mlx4_port1 = %q, the change was not made", b)
+	}
+	if st := r.Snapshot(); st.Device("mlx4_0") != nil {
+		t.Error("the state still shows mlx4_0 after its port type change unregistered it")
+	}
+	if (&vpi.Part{}).Reregisters(reconcile.Action{Kind: "roce mode"}) {
+		t.Error("a change of another kind said to re-register the device")
 	}
 }
