@@ -60,7 +60,8 @@ func formatLimit(l config.Limit) string {
 // built-in default.
 type sourcedLimit struct {
 	soft, hard config.Limit
-	source     string
+	source     string // for the operator: "LimitMEMLOCK=… at /file:line"
+	file       string // the file that sets it ("/etc/…"), "" for a default
 	explicit   bool
 	note       string // something the operator should know about the value
 }
@@ -107,7 +108,7 @@ func (d *diag) servicesMemlock() sourcedLimit {
 			if err != nil {
 				return // systemd ignores an invalid assignment too
 			}
-			res = sourcedLimit{soft: soft, hard: hard, explicit: true, source: fmt.Sprintf("DefaultLimitMEMLOCK=%s at /%s:%d", value, f, line)}
+			res = sourcedLimit{soft: soft, hard: hard, explicit: true, file: "/" + f, source: fmt.Sprintf("DefaultLimitMEMLOCK=%s at /%s:%d", value, f, line)}
 		})
 	}
 	return res
@@ -226,7 +227,7 @@ func (d *diag) checkServicesMemlock(m *config.Memlock, services sourcedLimit) {
 		d.ok("memlock-services", hostSubject, got+"; [memlock] services = false leaves them alone")
 	case m != nil && limitLess(services.soft, m.Soft):
 		fix := "rdmactl status (rdmad writes " + rdmadSystemdDropIn + ")"
-		if services.explicit && !strings.Contains(services.source, "90-rdmad-memlock.conf") {
+		if services.explicit && services.file != rdmadSystemdDropIn {
 			fix = "remove DefaultLimitMEMLOCK= from the file named (it is read after " + rdmadSystemdDropIn + "), then systemctl daemon-reexec"
 		}
 		d.fail("memlock-services-low", hostSubject, got+", below the declared "+formatLimit(m.Soft), fix)
@@ -244,8 +245,9 @@ func (d *diag) checkServicesMemlock(m *config.Memlock, services sourcedLimit) {
 // limitsEntry is one memlock line of limits.conf or limits.d.
 type limitsEntry struct {
 	domain, typ, value string
-	noLimits           bool // "<domain> -": pam_limits sets no limits at all for a match
-	where              string
+	noLimits           bool   // "<domain> -": pam_limits sets no limits at all for a match
+	file               string // "/etc/security/…"
+	where              string // file:line, for the operator
 }
 
 // limitsEntries reads the memlock entries in the order pam_limits reads
@@ -267,12 +269,13 @@ func (d *diag) limitsEntries() []limitsEntry {
 				line = line[:i]
 			}
 			fl := strings.Fields(line)
-			where := fmt.Sprintf("/%s:%d", f, n)
+			file := "/" + f
+			where := fmt.Sprintf("%s:%d", file, n)
 			switch {
 			case len(fl) == 2 && fl[1] == "-":
-				out = append(out, limitsEntry{domain: fl[0], noLimits: true, where: where})
+				out = append(out, limitsEntry{domain: fl[0], noLimits: true, file: file, where: where})
 			case len(fl) >= 4 && strings.ToLower(fl[2]) == "memlock":
-				out = append(out, limitsEntry{domain: fl[0], typ: strings.ToLower(fl[1]), value: strings.ToLower(strings.Join(fl[3:], " ")), where: where})
+				out = append(out, limitsEntry{domain: fl[0], typ: strings.ToLower(fl[1]), value: strings.ToLower(strings.Join(fl[3:], " ")), file: file, where: where})
 			}
 			return true
 		})
@@ -314,7 +317,7 @@ func loginMemlock(entries []limitsEntry, user string, groups map[string]bool, in
 		}
 		if (e.typ == "soft" || e.typ == "-") && rank <= softRank {
 			res.soft, softRank = val, rank
-			res.explicit, res.source, res.note = true, e.where, note
+			res.explicit, res.source, res.file, res.note = true, e.where, e.file, note
 		}
 		if (e.typ == "hard" || e.typ == "-") && rank <= hardRank {
 			res.hard, hardRank = val, rank
@@ -394,7 +397,7 @@ func (d *diag) checkLoginMemlock(m *config.Memlock, services sourcedLimit) {
 	switch {
 	case m != nil && limitLess(member.soft, m.Soft):
 		fix := "rdmactl status (rdmad writes " + rdmadLimitsFile + ")"
-		if member.explicit && !strings.Contains(member.source, "90-rdmad-memlock.conf") {
+		if member.explicit && member.file != rdmadLimitsFile {
 			fix = "remove the memlock entry at " + member.source + ": pam_limits ranks it above rdmad's"
 		}
 		d.fail("memlock-login-low", hostSubject, got+", below the declared "+formatLimit(m.Soft), fix)
@@ -467,7 +470,7 @@ func (d *diag) unitMemlock(unit string, services sourcedLimit) (lim sourcedLimit
 				return
 			}
 			if soft, hard, err := parseSystemdLimit(value); err == nil {
-				lim = sourcedLimit{soft: soft, hard: hard, explicit: true, source: fmt.Sprintf("LimitMEMLOCK=%s at /%s:%d", value, f, line)}
+				lim = sourcedLimit{soft: soft, hard: hard, explicit: true, file: "/" + f, source: fmt.Sprintf("LimitMEMLOCK=%s at /%s:%d", value, f, line)}
 			}
 		})
 	}
@@ -499,7 +502,7 @@ func (d *diag) dockerDefaultUlimit() (sourcedLimit, bool) {
 		}
 		return config.Limit{Bytes: uint64(v)}
 	}
-	return sourcedLimit{soft: conv(u.Soft), hard: conv(u.Hard), explicit: true, source: "default-ulimits in /etc/docker/daemon.json"}, true
+	return sourcedLimit{soft: conv(u.Soft), hard: conv(u.Hard), explicit: true, file: "/etc/docker/daemon.json", source: "default-ulimits in /etc/docker/daemon.json"}, true
 }
 
 func (d *diag) checkContainerMemlock(m *config.Memlock, services sourcedLimit) {

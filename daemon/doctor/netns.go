@@ -18,9 +18,8 @@ var modprobeDirs = []string{"etc/modprobe.d", "run/modprobe.d", "usr/local/lib/m
 // bootNetns is the mode ib_core starts in at the next load: the last
 // "options ib_core netns_mode=" of modprobe.d (files by name, /etc first),
 // then ib_core.netns_mode= on the kernel command line; shared by default.
-// file is the modprobe.d file that decides, "" when none does.
-func (d *diag) bootNetns() (mode config.NetnsMode, where, file string) {
-	mode, where = config.NetnsShared, "ib_core's default"
+func (d *diag) bootNetns() bootNetnsSetting {
+	b := bootNetnsSetting{mode: config.NetnsShared, where: "ib_core's default"}
 	for _, f := range confFiles(d.h, ".conf", modprobeDirs...) {
 		n := 0
 		_ = boundedLines(d.h, f, capConfig, func(line string) bool {
@@ -32,7 +31,7 @@ func (d *diag) bootNetns() (mode config.NetnsMode, where, file string) {
 			for _, opt := range fl[2:] {
 				if v, ok := strings.CutPrefix(opt, "netns_mode="); ok {
 					if m, ok := netnsFromParam(v); ok {
-						mode, where, file = m, fmt.Sprintf("/%s:%d", f, n), f
+						b = bootNetnsSetting{mode: m, where: fmt.Sprintf("/%s:%d", f, n), file: f}
 					}
 				}
 			}
@@ -42,11 +41,19 @@ func (d *diag) bootNetns() (mode config.NetnsMode, where, file string) {
 	for _, opt := range strings.Fields(readAttr(d.h, "proc/cmdline")) {
 		if v, ok := strings.CutPrefix(host.NormalizeModule(opt), "ib_core.netns_mode="); ok {
 			if m, ok := netnsFromParam(v); ok {
-				mode, where, file = m, "ib_core.netns_mode= on the kernel command line", ""
+				b = bootNetnsSetting{mode: m, where: "ib_core.netns_mode= on the kernel command line", cmdline: true}
 			}
 		}
 	}
-	return mode, where, file
+	return b
+}
+
+// bootNetnsSetting is where ib_core's netns mode at boot comes from.
+type bootNetnsSetting struct {
+	mode    config.NetnsMode
+	where   string // for the operator: "/file:line", the command line, the default
+	file    string // the modprobe.d file that decides, "" when none does
+	cmdline bool   // ib_core.netns_mode= on the kernel command line decides
 }
 
 // netnsFromParam reads ib_core's bool parameter netns_mode (1 = shared).
@@ -86,7 +93,8 @@ func (d *diag) checkNetns() {
 	if d.pol.Netns.Runtime != config.NetnsUnmanaged {
 		inForce = d.pol.Netns.Runtime
 	}
-	boot, bootWhere, bootFile := d.bootNetns()
+	bootSetting := d.bootNetns()
+	boot, bootWhere, bootFile := bootSetting.mode, bootSetting.where, bootSetting.file
 	running, known := d.runningNetns()
 	switch {
 	case inForce == config.NetnsUnmanaged && known && running != boot:
@@ -99,7 +107,7 @@ func (d *diag) checkNetns() {
 		fix := "rdmactl reconcile (rdmad writes /" + rdmadNetnsFile + "), and see rdmactl status"
 		if bootFile != "" && bootFile != rdmadNetnsFile {
 			fix = fmt.Sprintf("remove netns_mode from %s: it is read after /%s", bootWhere, rdmadNetnsFile)
-		} else if bootFile == "" && strings.Contains(bootWhere, "command line") {
+		} else if bootSetting.cmdline {
 			fix = "remove ib_core.netns_mode= from the kernel command line"
 		}
 		d.fail("netns-boot-differs", hostSubject,
