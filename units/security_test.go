@@ -263,15 +263,12 @@ func TestRdmadSyscallsInFilter(t *testing.T) {
 		hosttest.Write(t, root, dst, string(b))
 	}
 	// modprobe stand-in: lists what it loads in the fixture's proc/modules.
-	modprobe := "#!/bin/sh\nshift\nfor m in \"$@\"; do echo \"$m 16384 0 - Live 0x0\" >> " + filepath.Join(root, "proc/modules") + "; done\n"
-	if err := os.WriteFile(filepath.Join(bin, "modprobe"), []byte(modprobe), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	env, _ := hosttest.ModprobeScript(t, root)
 	addr := privateBus(t)
 
 	trace := filepath.Join(t.TempDir(), "trace")
 	cmd := exec.Command(strace, "-f", "-qq", "-o", trace, rdmad, "--root", root, "--bus", addr)
-	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	cmd.Env = env
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
 	cmd.WaitDelay = 10 * time.Second // a surviving child must not hold the test on its stderr

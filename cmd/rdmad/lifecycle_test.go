@@ -157,19 +157,15 @@ func blockingHost(t *testing.T) (root string, env []string, calls, release strin
 	if err := os.Rename(filepath.Join(root, host.ConfigfsRdmaCM), saved); err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	calls, release = filepath.Join(bin, "calls"), filepath.Join(bin, "release")
-	script := "#!/bin/sh\necho \"$@\" >> " + calls + "\n" +
+	dir := t.TempDir()
+	calls, release = filepath.Join(dir, "calls"), filepath.Join(dir, "release")
+	script := "echo \"$@\" >> " + calls + "\n" +
 		"case \" $* \" in *\" rdma_cm \"*)\n" +
 		"  while [ ! -e " + release + " ]; do sleep 0.05; done\n" +
 		"  mv " + saved + " " + filepath.Join(root, host.ConfigfsRdmaCM) + " 2>/dev/null\n" +
 		"  echo 'rdma_cm 16384 0 - Live 0x0' >> " + filepath.Join(root, host.ProcModules) + ";;\n" +
 		"esac\n"
-	if err := os.WriteFile(filepath.Join(bin, "modprobe"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
-	return root, env, calls, release
+	return root, hosttest.CommandInPath(t, "modprobe", script), calls, release
 }
 
 func waitFor(t *testing.T, p *proc, what string, cond func() bool) {

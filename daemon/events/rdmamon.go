@@ -329,14 +329,8 @@ func (s *RDMAMonitorSource) Run(ctx context.Context) error {
 			log.Warn("RDMA netlink monitor socket unavailable; uevents only until the next device event", "err", err)
 			continue
 		}
-		names, err := s.Devices()
-		switch {
-		case err != nil:
-			// Follow anyway; renames of devices not seen register cost
-			// a full pass (see monitorRouter).
-			log.Warn("listing RDMA devices failed; renames of earlier devices cost a full pass", "err", err)
-			names = map[uint32]string{}
-		case len(names) == 0:
+		names, listed := s.devices(log)
+		if listed && len(names) == 0 {
 			// Nothing to follow: do not hold ib_core.
 			r.Close()
 			continue
@@ -367,15 +361,16 @@ func (s *RDMAMonitorSource) Run(ctx context.Context) error {
 	}
 }
 
-// devices lists the present devices; on failure renames of devices seen
+// devices lists the present devices. On failure (listed false) it returns
+// an empty map and the monitor is followed anyway: renames of devices seen
 // before are resolved by full passes instead (see monitorRouter).
-func (s *RDMAMonitorSource) devices(log *slog.Logger) map[uint32]string {
+func (s *RDMAMonitorSource) devices(log *slog.Logger) (names map[uint32]string, listed bool) {
 	names, err := s.Devices()
 	if err != nil {
 		log.Warn("listing RDMA devices failed; renames of earlier devices cost a full pass", "err", err)
-		return map[uint32]string{}
+		return map[uint32]string{}, false
 	}
-	return names
+	return names, true
 }
 
 // read routes messages until the reader fails, ctx ends (which closes r),
@@ -402,7 +397,7 @@ func (s *RDMAMonitorSource) read(ctx context.Context, r MessageReader, router *m
 		switch {
 		case errors.Is(err, ErrOverflow):
 			log.Warn("RDMA monitor events lost (receive buffer overflow); rescanning everything")
-			router.names = s.devices(log)
+			router.names, _ = s.devices(log)
 			s.Req.RequestAll()
 		case err != nil:
 			log.Warn("unreadable RDMA monitor message; rescanning everything", "err", err)

@@ -178,11 +178,7 @@ func TestPartDisabledNoDevicesAndFailures(t *testing.T) {
 // modprobe placed first in PATH, as the daemon's --once tests do.
 func TestModprobeRunsFromPATH(t *testing.T) {
 	env, log := hosttest.ModprobeScript(t, "")
-	for _, kv := range env {
-		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
-			t.Setenv("PATH", path)
-		}
-	}
+	hosttest.UsePATH(t, env)
 	if err := (modules.Modprobe{}).Load(context.Background(), []string{"ib_uverbs", "rdma_ucm"}); err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +198,7 @@ func TestModprobeRunsFromPATH(t *testing.T) {
 
 // A modprobe that never returns (a module waiting for firmware) is cut off.
 func TestModprobeHangIsBounded(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "modprobe"), []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	hosttest.UsePATH(t, hosttest.CommandInPath(t, "modprobe", "exec sleep 600\n"))
 	err := (modules.Modprobe{Timeout: 50 * time.Millisecond}).Load(context.Background(), []string{"mlx5_ib"})
 	if err == nil || !strings.Contains(err.Error(), "no answer after 50ms") {
 		t.Errorf("err = %v", err)

@@ -370,18 +370,36 @@ func (m *Modprobe) Calls() [][]string {
 // env is os.Environ with the script's directory first in PATH.
 func ModprobeScript(t testing.TB, root string) (env []string, calls string) {
 	t.Helper()
-	bin := t.TempDir()
-	calls = filepath.Join(bin, "calls")
-	script := "#!/bin/sh\n" +
-		"echo \"$@\" >> " + calls + "\n" +
+	calls = filepath.Join(t.TempDir(), "calls")
+	script := "echo \"$@\" >> " + calls + "\n" +
 		"case \" $* \" in *\" nosuch\"*) echo \"modprobe: FATAL: Module nosuch not found\" >&2; exit 1;; esac\n" +
 		"[ \"$1\" = -a ] && shift\n" +
 		"[ \"$1\" = -- ] && shift\n"
 	if root != "" {
 		script += "for m in \"$@\"; do echo \"$m 16384 0 - Live 0x0\" >> " + filepath.Join(root, host.ProcModules) + "; done\n"
 	}
-	if err := os.WriteFile(filepath.Join(bin, "modprobe"), []byte(script), 0o755); err != nil {
+	return CommandInPath(t, "modprobe", script), calls
+}
+
+// CommandInPath writes a /bin/sh script named name (body without the #!
+// line) into a new directory and returns os.Environ with that directory
+// first in PATH: the stand-in a test hands to a real binary.
+func CommandInPath(t testing.TB, name, body string) (env []string) {
+	t.Helper()
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH")), calls
+	return append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+// UsePATH sets this test process's PATH to env's (from CommandInPath or
+// ModprobeScript), for code under test that runs the command in process.
+func UsePATH(t testing.TB, env []string) {
+	t.Helper()
+	for _, kv := range env {
+		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
+			t.Setenv("PATH", path)
+		}
+	}
 }
