@@ -20,7 +20,8 @@ fuzz:
 # make soak: the real rdmad on a private bus and the demo fixture host,
 # under 8 clients, config rewrites, SIGHUPs and netdev events, for
 # SOAK_DURATION twice: built with -race, then as shipped with its memory
-# measured (cmd/rdmad/soak_test.go; make test runs it for a few seconds).
+# measured (cmd/rdmad/soak_test.go; make test runs it for a few seconds,
+# which checks answers, final state and races; growth is judged from 20s on).
 SOAK_DURATION ?= 30s
 
 soak:
