@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -245,5 +246,32 @@ func TestLargeGIDTableScanStops(t *testing.T) {
 	}
 	if io.reads > 100 {
 		t.Errorf("reading rxe0 took %d attribute reads; the GID scan should stop after a run of empty entries", io.reads)
+	}
+}
+
+// Under the unit's UMask=0077, directories rdmad creates for files others
+// read are 0755 all the same; a directory that exists keeps its mode.
+func TestWriteFileAtomicCreatesPublicDirsUnderUmask(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	root := t.TempDir()
+	h := host.New(root)
+	if err := os.Mkdir(filepath.Join(root, "etc"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WriteFileAtomic("etc/security/limits.d/90-rdmad-memlock.conf", []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]fs.FileMode{"etc": 0o700, "etc/security": 0o755, "etc/security/limits.d": 0o755} {
+		if st, err := os.Stat(filepath.Join(root, dir)); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: mode %v (%v), want %v", dir, st.Mode().Perm(), err, want)
+		}
+	}
+	if st, _ := os.Stat(filepath.Join(root, "etc/security/limits.d/90-rdmad-memlock.conf")); st.Mode().Perm() != 0o644 {
+		t.Errorf("file mode %v", st.Mode().Perm())
+	}
+	hosttest.Write(t, root, "etc/file", "")
+	if err := host.MkdirAllPublic(filepath.Join(root, "etc/file/sub")); err == nil {
+		t.Error("a directory under a regular file: no error")
 	}
 }

@@ -114,7 +114,7 @@ func (h *Host) WriteFileAtomic(rel string, data []byte, perm fs.FileMode) error 
 // WriteFileAtomic is the path-based form of Host.WriteFileAtomic.
 func WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
 	dir := filepath.Dir(name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := MkdirAllPublic(dir); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(dir, tempPattern(filepath.Base(name)))
@@ -148,6 +148,34 @@ func WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
 		unix.Close(fd)
 	}
 	return nil
+}
+
+// MkdirAllPublic is os.MkdirAll(dir, 0755) whatever the umask: rdmad runs
+// with UMask=0077, under which a directory it creates for a file others
+// read (/etc/security/limits.d, /etc/modprobe.d, /etc/systemd/system.conf.d)
+// would end 0700. Only directories it creates are chmod-ed; existing ones
+// keep the mode the administrator gave them.
+func MkdirAllPublic(dir string) error {
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return &fs.PathError{Op: "mkdir", Path: dir, Err: unix.ENOTDIR}
+		}
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := MkdirAllPublic(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // created meanwhile (by another writer): theirs
+		}
+		return err
+	}
+	return os.Chmod(dir, 0o755)
 }
 
 // beforeRename is a test seam: a test kills the process here to prove

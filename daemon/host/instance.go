@@ -33,7 +33,7 @@ type InstanceLock struct {
 // the owner's pid, for the message the second one prints.
 func (h *Host) LockInstance() (*InstanceLock, error) {
 	name := h.Path(LockFile)
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+	if err := MkdirAllPublic(filepath.Dir(name)); err != nil {
 		return nil, fmt.Errorf("host: instance lock: %w", err)
 	}
 	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0o644)
