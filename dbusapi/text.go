@@ -89,9 +89,10 @@ func unhex(c byte) byte {
 	return c - '0'
 }
 
-// EscapeStrings escapes, in place, every string reachable from the struct,
-// slice or map that v points to: the published model goes through it
-// whole, so no field read from the host can be forgotten.
+// EscapeStrings escapes, in place, every string reachable through pointers,
+// structs, slices and arrays from v: the published model goes through it
+// whole, so no field read from the host can be forgotten. Map entries are
+// not settable and are left alone; the published model has no maps.
 func EscapeStrings(v any) {
 	escapeValue(reflect.ValueOf(v))
 }
