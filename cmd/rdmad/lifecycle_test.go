@@ -28,7 +28,14 @@ type proc struct {
 
 func startRdmad(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(rdmadBin, args...), logs: &syncBuffer{}, done: make(chan struct{})}
+	return startBinary(t, rdmadBin, env, args...)
+}
+
+// startBinary starts bin (an rdmad build) with env; it is killed at the
+// end of the test, and its log shown if the test failed.
+func startBinary(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...), logs: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = env
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
@@ -41,7 +48,7 @@ func startRdmad(t *testing.T, env []string, args ...string) *proc {
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("rdmad %v log:\n%s", args, p.logs.String())
+			t.Logf("rdmad %v log (its end):\n%s", args, tail(p.logs.String(), 16000))
 		}
 	})
 	return p

@@ -126,22 +126,7 @@ func soak(t *testing.T, bin string, checkRSS bool) {
 	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-roce.toml", roceConfig(106))
 	addr := privateBus(t)
 
-	start := func(args ...string) *proc {
-		p := &proc{cmd: exec.Command(bin, args...), logs: &syncBuffer{}, done: make(chan struct{})}
-		p.cmd.Env = env
-		p.cmd.Stderr = p.logs
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { p.err = p.cmd.Wait(); close(p.done) }()
-		t.Cleanup(func() {
-			if p.running() {
-				_ = p.cmd.Process.Kill()
-				<-p.done
-			}
-		})
-		return p
-	}
+	start := func(args ...string) *proc { return startBinary(t, bin, env, args...) }
 
 	// Baseline: the goroutines of an idle rdmad on the same host.
 	idle := start("--root", root, "--bus", "none")
@@ -153,11 +138,6 @@ func soak(t *testing.T, bin string, checkRSS bool) {
 	baseline := goroutines(t, idle)
 
 	p := start("--root", root, "--bus", addr)
-	defer func() {
-		if t.Failed() {
-			t.Logf("rdmad log (last 6000 bytes):\n%s", tail(p.logs.String(), 6000))
-		}
-	}()
 	connect := func() *client.Client {
 		c, err := client.Connect(addr)
 		if err != nil {

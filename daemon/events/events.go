@@ -12,7 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -85,13 +86,8 @@ func RunAll(ctx context.Context, log *slog.Logger, sources map[string]Source) er
 		}()
 	}
 	wg.Wait()
-	names := make([]string, 0, len(lastErr))
-	for name := range lastErr {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	errs := make([]error, 0, len(names))
-	for _, name := range names {
+	errs := make([]error, 0, len(lastErr))
+	for _, name := range slices.Sorted(maps.Keys(lastErr)) {
 		errs = append(errs, lastErr[name])
 	}
 	return errors.Join(errs...)
