@@ -18,10 +18,10 @@ import (
 // Every model value goes through dbusapi.EscapeStrings before it leaves, so
 // a byte read from the host that is not UTF-8 never reaches a client.
 
-// managerModel builds the Manager properties; paths are the device
-// objects' paths (devicePaths).
-func managerModel(svc *service.Service, sum reconcile.Summary, paths []dbus.ObjectPath) dbusapi.Manager {
-	pol := svc.PolicyInForce()
+// managerModel builds the Manager properties from the policy in force,
+// the config error and the state's facts; paths are the device objects'
+// paths (devicePaths).
+func managerModel(pol *config.Policy, configErr error, sum reconcile.Summary, paths []dbus.ObjectPath) dbusapi.Manager {
 	m := dbusapi.Manager{
 		Version:    version.Version,
 		LastResult: reconcile.Summarize(sum.Failures),
@@ -34,8 +34,8 @@ func managerModel(svc *service.Service, sum reconcile.Summary, paths []dbus.Obje
 			m.Links = append(m.Links, dbusapi.Link{Name: l.Name, Type: string(l.Type), Netdev: l.Netdev, Source: l.Source.String()})
 		}
 	}
-	if err := svc.ConfigError(); err != nil {
-		m.ConfigError = err.Error()
+	if configErr != nil {
+		m.ConfigError = configErr.Error()
 	}
 	if !sum.LastReconcile.IsZero() {
 		m.LastReconcile = uint64(sum.LastReconcile.UnixMicro())
@@ -43,6 +43,16 @@ func managerModel(svc *service.Service, sum reconcile.Summary, paths []dbus.Obje
 	dbusapi.EscapeStrings(&m)
 	m.Devices = paths // object paths are escaped by construction
 	return m
+}
+
+// summaryOf is the Manager-level facts of a snapshot, as
+// Reconciler.Summary gives them for the state of the moment.
+func summaryOf(st *reconcile.State) reconcile.Summary {
+	names := make([]string, len(st.Devices))
+	for i := range st.Devices {
+		names[i] = st.Devices[i].Name
+	}
+	return reconcile.Summary{Devices: names, Modules: st.Modules, LastReconcile: st.LastReconcile, Failures: st.Failures()}
 }
 
 // devicePaths are the object paths of the named devices.
@@ -136,20 +146,27 @@ func actionModel(a reconcile.Action) dbusapi.Action {
 	return am
 }
 
-// describe is the Describe document.
-func describe(svc *service.Service) ([]byte, error) {
-	rec := svc.Reconciler()
-	st := rec.Snapshot()
-	sum := rec.Summary()
+// describe is the Describe document. Every part of it comes from one
+// snapshot of the state and one reading of the declarations: a pass or a
+// runtime change landing while it is built shows in none of it, rather
+// than in the Manager's LastResult but not in the devices listed.
+func (s *Server) describe() ([]byte, error) {
+	svc := s.svc
+	st := svc.Reconciler().Snapshot()
+	pol, ov := svc.Declared()
+	configErr := svc.ConfigError()
+	if h := s.hook(); h != nil && h.afterSnapshot != nil {
+		h.afterSnapshot()
+	}
 	d := dbusapi.Description{
-		Manager: managerModel(svc, sum, devicePaths(sum.Devices)),
+		// Manager.Devices is not part of the JSON document: no paths.
+		Manager: managerModel(pol, configErr, summaryOf(&st), nil),
 		Devices: make([]dbusapi.Device, 0, len(st.Devices)),
 		Actions: []dbusapi.Action{},
 	}
 	for i := range st.Devices {
 		d.Devices = append(d.Devices, deviceModel(&st.Devices[i]))
 	}
-	ov := svc.RuntimeOverlay()
 	rt := &dbusapi.RuntimeState{NetnsMode: string(ov.Netns), RoCE: []dbusapi.RuntimeRoCE{}, Links: []dbusapi.Link{},
 		DeletedLinks: append([]string{}, ov.DeletedLinks...)}
 	for _, r := range ov.RoCE {

@@ -162,7 +162,7 @@ func (m *manager) Describe(msg dbus.Message) (string, *dbus.Error) {
 	if e := m.checkCall(msg, "Describe", ""); e != nil {
 		return "", e
 	}
-	b, err := describe(m.s.svc)
+	b, err := m.s.describe()
 	if err != nil {
 		return "", dbus.NewError(dbusapi.ErrFailed, []any{dbusapi.Escape(err.Error())})
 	}

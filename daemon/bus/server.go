@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/godbus/dbus/v5"
 
@@ -56,6 +57,15 @@ type Server struct {
 	// can follow rdmad's objects, so the first export emits no signals
 	// (on a host with a thousand devices, thousands of InterfacesAdded).
 	named bool
+
+	hooks atomic.Pointer[testHooks] // nil in production
+}
+
+// testHooks are seams for tests (export_test.go).
+type testHooks struct {
+	// afterSnapshot runs in Describe right after it took the state it
+	// describes: a pass started there must not show in the answer.
+	afterSnapshot func()
 }
 
 // New exports the root object and every device and port of the current
@@ -128,6 +138,19 @@ type object struct {
 	entry []byte // below the root, with the rewriter: encodeEntry's bytes
 }
 
+// hook returns the test hooks, or nil.
+func (s *Server) hook() *testHooks { return s.hooks.Load() }
+
+// setHook changes one test hook (export_test.go).
+func (s *Server) setHook(edit func(*testHooks)) {
+	h := &testHooks{}
+	if old := s.hooks.Load(); old != nil {
+		*h = *old
+	}
+	edit(h)
+	s.hooks.Store(h)
+}
+
 func (o *object) props() props { return props{o.iface: dbusapi.ToProps(o.model)} }
 
 func (s *Server) syncLocked(ch reconcile.Change) {
@@ -141,7 +164,7 @@ func (s *Server) syncLocked(ch reconcile.Change) {
 		// device's event cost more on a larger host.
 		s.deviceNames, s.devicePaths = sum.Devices, devicePaths(sum.Devices)
 	}
-	s.put(dbusapi.RootPath, dbusapi.ManagerIface, managerModel(s.svc, sum, s.devicePaths))
+	s.put(dbusapi.RootPath, dbusapi.ManagerIface, managerModel(s.svc.PolicyInForce(), s.svc.ConfigError(), sum, s.devicePaths))
 	for _, name := range ch.Removed {
 		s.removeDevice(name)
 	}

@@ -187,6 +187,15 @@ func (s *Service) changeOverlay(edit func(*Overlay)) (previous Overlay) {
 	return previous
 }
 
+// Declared returns the policy in force and a copy of the runtime overlay
+// it includes, taken together: read one after the other, a runtime change
+// landing in between gives a policy and an overlay that disagree.
+func (s *Service) Declared() (*config.Policy, Overlay) {
+	s.runtime.mu.Lock()
+	defer s.runtime.mu.Unlock()
+	return s.runtime.inForce.Load(), s.runtime.overlay.clone()
+}
+
 // RuntimeOverlay returns a copy of the runtime changes in force.
 func (s *Service) RuntimeOverlay() Overlay {
 	s.runtime.mu.Lock()

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -182,6 +183,43 @@ func TestOverlaySetRoCEReplacesAndStaysSmall(t *testing.T) {
 					t.Fatalf("after %d calls %s/%d = %+v, appending every call gives %+v", i+1, d, p, g, w)
 				}
 			}
+		}
+	}
+}
+
+// Declared gives a policy and an overlay that agree while runtime changes
+// land: every runtime link is in the policy and nothing else is (the files
+// declare none). Read one after the other, a change in between makes them
+// disagree (Describe shows both).
+func TestDeclaredPolicyAndOverlayAgree(t *testing.T) {
+	s := &Service{}
+	s.setPolicy(&config.Policy{})
+	const changes = 2000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range changes {
+			s.changeOverlay(func(o *Overlay) {
+				if i%2 == 0 {
+					o.addLink(config.Link{Name: fmt.Sprintf("rxe%d", i), Type: config.LinkRXE, Netdev: "eth1"})
+				} else {
+					o.forgetLink(fmt.Sprintf("rxe%d", i-1))
+				}
+			})
+		}
+	}()
+	for reads := 0; ; reads++ {
+		select {
+		case <-done:
+			if reads == 0 {
+				t.Fatal("no read while the overlay changed")
+			}
+			return
+		default:
+		}
+		pol, ov := s.Declared()
+		if len(pol.Links) != len(ov.Links) || len(ov.Links) == 1 && pol.Links[0].Name != ov.Links[0].Name {
+			t.Fatalf("read %d: the policy has links %v, the overlay %v", reads, pol.Links, ov.Links)
 		}
 	}
 }
