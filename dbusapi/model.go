@@ -25,6 +25,7 @@ const (
 	ErrConfig       = "org.rdmad1.Error.Config"
 	ErrFailed       = "org.rdmad1.Error.Failed"
 	ErrNextBoot     = "org.rdmad1.Error.NextBoot" // persisted; the running kernel takes it at the next boot
+	ErrBusy         = "org.rdmad1.Error.Busy"     // too many Describe/Diagnose calls at once; try again later
 	ErrInvalidArgs  = "org.freedesktop.DBus.Error.InvalidArgs"
 	ErrAccessDenied = "org.freedesktop.DBus.Error.AccessDenied"
 )

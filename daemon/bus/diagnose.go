@@ -18,6 +18,11 @@ func (m *manager) Diagnose(msg dbus.Message) (string, *dbus.Error) {
 	if e := m.checkCall(msg, "Diagnose", ""); e != nil {
 		return "", e
 	}
+	release, e := m.s.enterReport("Diagnose")
+	if e != nil {
+		return "", e
+	}
+	defer release()
 	doc, err := dbusapi.EncodeFindings(doctor.Diagnose(context.Background(), diagnoseInput(m.s.svc)))
 	if err != nil {
 		return "", dbus.NewError(dbusapi.ErrFailed, []any{err.Error()})

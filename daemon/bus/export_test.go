@@ -1,6 +1,10 @@
 package bus
 
-import "github.com/rdmad/rdmad/daemon/reconcile"
+import (
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
 
 // SyncForTest publishes a change as a reconcile pass would.
 func (s *Server) SyncForTest(ch reconcile.Change) { s.sync(ch) }
@@ -10,3 +14,20 @@ func (s *Server) SyncForTest(ch reconcile.Change) { s.sync(ch) }
 func (s *Server) AfterDescribeSnapshotForTest(fn func()) {
 	s.setHook(func(h *testHooks) { h.afterSnapshot = fn })
 }
+
+// ReportSlots is how many Describe and Diagnose calls build at once.
+const ReportSlots = reportSlots
+
+// InReportForTest runs fn in every Describe and Diagnose while it holds a
+// report slot.
+func (s *Server) InReportForTest(fn func()) {
+	s.setHook(func(h *testHooks) { h.inReport = fn })
+}
+
+// SetReportLimitsForTest replaces the report gate.
+func (s *Server) SetReportLimitsForTest(slots, waiters int, wait time.Duration) {
+	s.reports.Store(newReportGate(slots, waiters, wait))
+}
+
+// ReportsWaitingForTest is how many calls wait for a report slot.
+func (s *Server) ReportsWaitingForTest() int { return s.reports.Load().waitingCalls() }

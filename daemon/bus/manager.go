@@ -162,6 +162,11 @@ func (m *manager) Describe(msg dbus.Message) (string, *dbus.Error) {
 	if e := m.checkCall(msg, "Describe", ""); e != nil {
 		return "", e
 	}
+	release, e := m.s.enterReport("Describe")
+	if e != nil {
+		return "", e
+	}
+	defer release()
 	b, err := m.s.describe()
 	if err != nil {
 		return "", dbus.NewError(dbusapi.ErrFailed, []any{dbusapi.Escape(err.Error())})

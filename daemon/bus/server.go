@@ -58,7 +58,8 @@ type Server struct {
 	// (on a host with a thousand devices, thousands of InterfacesAdded).
 	named bool
 
-	hooks atomic.Pointer[testHooks] // nil in production
+	reports atomic.Pointer[reportGate] // Describe and Diagnose (reports.go)
+	hooks   atomic.Pointer[testHooks]  // nil in production
 }
 
 // testHooks are seams for tests (export_test.go).
@@ -66,6 +67,8 @@ type testHooks struct {
 	// afterSnapshot runs in Describe right after it took the state it
 	// describes: a pass started there must not show in the answer.
 	afterSnapshot func()
+	// inReport runs in Describe and Diagnose while they hold a report slot.
+	inReport func()
 }
 
 // New exports the root object and every device and port of the current
@@ -77,6 +80,7 @@ func New(conn *Conn, svc *service.Service, auth Authorizer, log *slog.Logger) (*
 	}
 	s := &Server{conn: conn, svc: svc, auth: auth, log: log, objects: map[dbus.ObjectPath]*object{},
 		children: map[dbus.ObjectPath]map[string]int{}, ports: map[string][]dbus.ObjectPath{}}
+	s.reports.Store(newReportGate(reportSlots, reportWaiters, reportWait))
 	m := &manager{s: s}
 	if err := conn.ExportMethodTable(m.methods(), dbusapi.RootPath, dbusapi.ManagerIface); err != nil {
 		return nil, fmt.Errorf("bus: export manager: %w", err)
