@@ -17,6 +17,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/links"
 	"github.com/rdmad/rdmad/daemon/netns/netnstest"
 	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/dbusapi"
@@ -72,6 +73,13 @@ func startDaemonOn(t *testing.T, conn *bus.Conn, root string) *daemon {
 // for fault injection).
 func startDaemonWith(t *testing.T, conn *bus.Conn, h *host.Host) *daemon {
 	t.Helper()
+	return startDaemonLinks(t, conn, h, nil)
+}
+
+// startDaemonLinks starts rdmad on conn over h managing soft links
+// through nl (nil: links are not managed).
+func startDaemonLinks(t *testing.T, conn *bus.Conn, h *host.Host, nl links.Netlink) *daemon {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -79,7 +87,7 @@ func startDaemonWith(t *testing.T, conn *bus.Conn, h *host.Host) *daemon {
 	root := h.Root
 	// modprobe is the test stand-in (the real one is tested against a
 	// script in PATH, and for real in the VM test).
-	svc, err := service.New(service.Options{Host: h, Kernel: service.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared)}, Log: log})
+	svc, err := service.New(service.Options{Host: h, Kernel: service.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared), Links: nl}, Log: log})
 	if err != nil {
 		t.Fatalf("service: %v", err)
 	}

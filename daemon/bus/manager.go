@@ -141,14 +141,20 @@ func (m *manager) AddLink(msg dbus.Message, name, typ, netdev string, persist bo
 	if e := m.checkCall(msg, "AddLink", ActionManageLinks); e != nil {
 		return e
 	}
-	return busError(m.s.svc.AddLink(context.Background(), config.Link{Name: name, Type: config.LinkType(typ), Netdev: netdev}, persist))
+	// Link and netdev names are published escaped, like device names
+	// (SetRoCE): a client names them as Manager.Links spells them. The
+	// service validates the unescaped names (InvalidArgs naming the
+	// argument), so an escape cannot smuggle in a '/' or a NUL.
+	l := config.Link{Name: dbusapi.Unescape(name), Type: config.LinkType(typ), Netdev: dbusapi.Unescape(netdev)}
+	return busError(m.s.svc.AddLink(context.Background(), l, persist))
 }
 
 func (m *manager) DeleteLink(msg dbus.Message, name string, persist bool) *dbus.Error {
 	if e := m.checkCall(msg, "DeleteLink", ActionManageLinks); e != nil {
 		return e
 	}
-	return busError(m.s.svc.DeleteLink(context.Background(), name, persist))
+	// As Manager.Links spells it (AddLink).
+	return busError(m.s.svc.DeleteLink(context.Background(), dbusapi.Unescape(name), persist))
 }
 
 func (m *manager) SetNetnsMode(msg dbus.Message, mode string, persist bool) *dbus.Error {
