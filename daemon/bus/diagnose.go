@@ -23,9 +23,14 @@ func (m *manager) Diagnose(msg dbus.Message) (string, *dbus.Error) {
 		return "", e
 	}
 	defer release()
-	doc, err := dbusapi.EncodeFindings(doctor.Diagnose(context.Background(), diagnoseInput(m.s.svc)))
+	encode := dbusapi.EncodeFindings
+	if h := m.s.hook(); h != nil && h.encodeFindings != nil {
+		encode = h.encodeFindings
+	}
+	doc, err := encode(doctor.Diagnose(context.Background(), diagnoseInput(m.s.svc)))
 	if err != nil {
-		return "", dbus.NewError(dbusapi.ErrFailed, []any{err.Error()})
+		// busError escapes: the message may quote what a finding holds.
+		return "", busError(err)
 	}
 	return doc, nil
 }

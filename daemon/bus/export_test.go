@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // SyncForTest publishes a change as a reconcile pass would.
@@ -31,3 +32,8 @@ func (s *Server) SetReportLimitsForTest(slots, waiters int, wait time.Duration) 
 
 // ReportsWaitingForTest is how many calls wait for a report slot.
 func (s *Server) ReportsWaitingForTest() int { return s.reports.Load().waitingCalls() }
+
+// EncodeFindingsForTest replaces dbusapi.EncodeFindings in Diagnose.
+func (s *Server) EncodeFindingsForTest(fn func([]dbusapi.Finding) (string, error)) {
+	s.setHook(func(h *testHooks) { h.encodeFindings = fn })
+}

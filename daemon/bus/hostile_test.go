@@ -1,11 +1,14 @@
 package bus_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
@@ -105,5 +108,46 @@ func TestOverlongNamesAreInvalidArgs(t *testing.T) {
 	var v dbus.Variant
 	if err := obj.Call("org.freedesktop.DBus.Properties.Get", 0, dbusapi.ManagerIface, "Version").Store(&v); err != nil {
 		t.Errorf("rdmad stopped answering: %v", err)
+	}
+}
+
+// When Diagnose cannot encode its findings, the error it returns may quote
+// what a finding holds (here the raw name of a device renamed to bytes
+// D-Bus cannot carry): it is published escaped, so the caller gets the
+// error and rdmad stays on the bus (dbus-daemon drops a connection that
+// sends a string that is not UTF-8).
+func TestDiagnoseErrorIsPublishedEscaped(t *testing.T) {
+	const name = "vf\xff\n0"
+	dir := bustest.PublicDir(t)
+	addr := privateBus(t, dir)
+	root := fixture(t, dir, "mlx5", mlx5Config)
+	hosttest.RenameDevice(t, root, "mlx5_1", name)
+	d := startDaemon(t, addr, root)
+	d.srv.EncodeFindingsForTest(func(fs []dbusapi.Finding) (string, error) {
+		for _, f := range fs {
+			if dev := dbusapi.Unescape(f.Subject.Device); dev == name {
+				return "", fmt.Errorf("dbusapi: encode finding %s of %s: unsupported", f.ID, dev)
+			}
+		}
+		return "", fmt.Errorf("no finding about %q among %d", name, len(fs))
+	})
+	c, err := client.Connect(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Unescaped, the error never reaches the caller: bound the wait.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = c.Diagnose(ctx)
+	if err == nil {
+		t.Fatal("Diagnose succeeded with a failing encoder")
+	}
+	msg := client.ErrorMessage(err)
+	if client.ErrorName(err) != dbusapi.ErrFailed || !strings.Contains(msg, `of vf\xff\x0a0: unsupported`) {
+		t.Errorf("Diagnose: %s %q, want Failed with the device name escaped", client.ErrorName(err), msg)
+	}
+	if _, err := c.Describe(t.Context()); err != nil {
+		t.Errorf("rdmad stopped answering after the error: %v", err)
 	}
 }

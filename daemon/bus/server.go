@@ -69,6 +69,8 @@ type testHooks struct {
 	afterSnapshot func()
 	// inReport runs in Describe and Diagnose while they hold a report slot.
 	inReport func()
+	// encodeFindings replaces dbusapi.EncodeFindings in Diagnose.
+	encodeFindings func([]dbusapi.Finding) (string, error)
 }
 
 // New exports the root object and every device and port of the current
