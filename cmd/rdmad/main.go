@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/daemon/version"
+	"github.com/rdmad/rdmad/dbusapi"
 )
 
 func main() {
@@ -84,7 +86,7 @@ func run() int {
 			hint = "; talk to it with rdmactl (rdmactl reconcile, rdmactl reload) or stop it first"
 		}
 		fmt.Fprintf(os.Stderr, "rdmad: %v%s\n", err, hint)
-		daemon.SdNotify(false, "STATUS=not started: "+err.Error())
+		notifyStatus("not started: " + err.Error())
 		return 1
 	}
 	defer lock.Release()
@@ -108,7 +110,7 @@ func run() int {
 	}
 	if err := serve(ctx, svc, *bus, hup, log); err != nil {
 		log.Error("rdmad stopped", "err", err)
-		daemon.SdNotify(false, "STATUS=failed: "+err.Error())
+		notifyStatus("failed: " + err.Error())
 		return 1
 	}
 	return 0
@@ -141,7 +143,7 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 	rec := svc.Reconciler()
 	rec.OnChange(func(reconcile.Change) {
 		sum := rec.Summary()
-		daemon.SdNotify(false, fmt.Sprintf("STATUS=%d RDMA devices; last reconcile: %s", len(sum.Devices), reconcile.Summarize(sum.Failures)))
+		notifyStatus(fmt.Sprintf("%d RDMA devices; last reconcile: %s", len(sum.Devices), reconcile.Summarize(sum.Failures)))
 	})
 
 	errc := make(chan error, 1)
@@ -190,6 +192,34 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 	}
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	return nil
+}
+
+// notifyStatus tells systemd what rdmad is doing (systemctl status shows
+// it). The text quotes the host (device names, kernel errors), and
+// sd_notify is one KEY=value per line: a newline in it would end STATUS=
+// and start another assignment (READY=1, MAINPID=...). So it is escaped as
+// everything rdmad publishes (systemd also ignores a STATUS= that is not
+// UTF-8) and cut, keeping the datagram far below systemd's 4 KiB.
+func notifyStatus(text string) {
+	daemon.SdNotify(false, statusAssignment(text))
+}
+
+// maxStatusText is how much of a status text STATUS= carries; the journal
+// has the rest.
+const maxStatusText = 512
+
+func statusAssignment(text string) string {
+	cut := ""
+	if len(text) > maxStatusText {
+		// Not inside a character (a byte that is not UTF-8 is escaped
+		// whole wherever the cut falls).
+		n := maxStatusText
+		for back := 0; back < utf8.UTFMax-1 && !utf8.RuneStart(text[n]); back++ {
+			n--
+		}
+		text, cut = text[:n], "..."
+	}
+	return "STATUS=" + dbusapi.Escape(text) + cut
 }
 
 // shutdownGrace bounds how long rdmad waits at exit for the pass under way
