@@ -1,13 +1,16 @@
 package bus
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/godbus/dbus/v5"
@@ -106,28 +109,66 @@ type pendingBody struct {
 // handler announced with expect: godbus sends that reply with an empty
 // array of the same signature, and the rewriter puts the pre-encoded body
 // in its place. godbus writes each message with one Write.
+//
+// Should that stop being so (a godbus that writes a message in pieces,
+// in another byte order, or with another header), an announced reply goes
+// out as godbus made it: an empty answer. The rewriter then declines: it
+// logs it once, as a warning, and the server lets godbus encode every
+// GetManagedObjects reply from then on (usable).
 type replyRewriter struct {
 	*net.UnixConn
 
 	mu     sync.Mutex
 	bodies map[replyKey]pendingBody
+
+	declined atomic.Bool
+	log      atomic.Pointer[slog.Logger] // nil: slog.Default()
 }
 
-// pendingTTL bounds how long an announced body waits for its reply (a
-// call with NO_REPLY_EXPECTED gets none).
+// pendingTTL bounds how long an announced body waits for its reply. The
+// handler announces none for a call that expects no reply, so a body that
+// waits this long is a reply the rewriter did not recognise.
 const pendingTTL = time.Minute
+
+// setLogger makes the rewriter log through log.
+func (r *replyRewriter) setLogger(log *slog.Logger) { r.log.Store(log) }
+
+// usable reports whether GetManagedObjects may announce its replies: false
+// once an announced reply went out without its body.
+func (r *replyRewriter) usable() bool { return !r.declined.Load() }
 
 // expect announces the body of the reply to call serial from dest.
 func (r *replyRewriter) expect(dest string, serial uint32, body []byte) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := time.Now()
+	var expired []replyKey
 	for k, p := range r.bodies {
 		if now.Sub(p.at) > pendingTTL {
 			delete(r.bodies, k)
+			expired = append(expired, k)
 		}
 	}
 	r.bodies[replyKey{dest, serial}] = pendingBody{body, now}
+	r.mu.Unlock()
+	for _, k := range expired {
+		r.decline(k, fmt.Sprintf("no reply to the call was seen within %s", pendingTTL))
+	}
+}
+
+// decline records that the announced reply to key went out without its
+// body, and stops the announcing (usable). The first one is a warning: a
+// client got an empty GetManagedObjects.
+func (r *replyRewriter) decline(key replyKey, why string) {
+	log := r.log.Load()
+	if log == nil {
+		log = slog.Default()
+	}
+	level := slog.LevelDebug
+	if !r.declined.Swap(true) {
+		level = slog.LevelWarn
+	}
+	log.Log(context.Background(), level, "GetManagedObjects reply was not rewritten: the caller got an empty answer; godbus encodes these replies from now on",
+		"caller", key.dest, "serial", key.serial, "why", why)
 }
 
 // pending reports how many announced bodies wait (tests).
@@ -153,13 +194,12 @@ func (r *replyRewriter) Write(p []byte) (int, error) {
 }
 
 // rewrite returns p with its body replaced when p is the method return
-// announced by expect.
+// announced by expect. An announced reply it cannot fill is declined.
 func (r *replyRewriter) rewrite(p []byte) ([]byte, bool) {
 	h, err := parseHeader(p)
-	// The pre-encoded body is in wireOrder: only a message in that order
-	// (godbus sends in the native one) can take it.
-	if err != nil || h.msgType != 2 || h.signature != managedObjectsSig || h.bodyLen != emptyArrayLen ||
-		h.order.Uint32([]byte{1, 0, 0, 0}) != wireOrder.Uint32([]byte{1, 0, 0, 0}) {
+	// The header fields name the call even when the rest of p is not what
+	// the rewriter can fill.
+	if h.msgType != 2 || h.replySerial == 0 {
 		return nil, false
 	}
 	key := replyKey{h.destination, h.replySerial}
@@ -168,6 +208,24 @@ func (r *replyRewriter) rewrite(p []byte) ([]byte, bool) {
 	delete(r.bodies, key)
 	r.mu.Unlock()
 	if !ok {
+		return nil, false
+	}
+	// The pre-encoded body is in wireOrder: only a message in that order
+	// (godbus sends in the native one) can take it, in place of the empty
+	// array the handler returned.
+	var why string
+	switch {
+	case err != nil:
+		why = err.Error()
+	case h.signature != managedObjectsSig:
+		why = fmt.Sprintf("reply signature %q", h.signature)
+	case h.bodyLen != emptyArrayLen:
+		why = fmt.Sprintf("reply body of %d bytes", h.bodyLen)
+	case h.order.Uint32([]byte{1, 0, 0, 0}) != wireOrder.Uint32([]byte{1, 0, 0, 0}):
+		why = "reply in the other byte order"
+	}
+	if why != "" {
+		r.decline(key, why)
 		return nil, false
 	}
 	out := make([]byte, 0, h.bodyStart+len(pb.body))

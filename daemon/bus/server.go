@@ -83,6 +83,9 @@ func New(conn *Conn, svc *service.Service, auth Authorizer, log *slog.Logger) (*
 	s := &Server{conn: conn, svc: svc, auth: auth, log: log, objects: map[dbus.ObjectPath]*object{},
 		children: map[dbus.ObjectPath]map[string]int{}, ports: map[string][]dbus.ObjectPath{}}
 	s.reports.Store(newReportGate(reportSlots, reportWaiters, reportWait))
+	if conn.rewriter != nil {
+		conn.rewriter.setLogger(log)
+	}
 	m := &manager{s: s}
 	if err := conn.ExportMethodTable(m.methods(), dbusapi.RootPath, dbusapi.ManagerIface); err != nil {
 		return nil, fmt.Errorf("bus: export manager: %w", err)
@@ -272,7 +275,7 @@ func changedProps(old, model any) map[string]dbus.Variant {
 // GetManagedObjects.
 func (s *Server) encode(p dbus.ObjectPath, o *object) {
 	s.managed = nil
-	if p == dbusapi.RootPath || s.conn.rewriter == nil {
+	if p == dbusapi.RootPath || s.conn.rewriter == nil || !s.conn.rewriter.usable() {
 		return
 	}
 	e, err := encodeEntry(p, o.props())
@@ -394,11 +397,15 @@ func (s *Server) getAll(p dbus.ObjectPath, iface string) (map[string]dbus.Varian
 
 // getManagedObjects answers from the pre-encoded objects when the
 // connection can carry them: the reply godbus sends is an empty array that
-// the rewriter fills (conn.go). Otherwise godbus encodes the objects.
+// the rewriter fills (conn.go). Otherwise, and once the rewriter declined
+// a reply, godbus encodes the objects.
 func (s *Server) getManagedObjects(msg dbus.Message) (map[dbus.ObjectPath]props, *dbus.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if rw := s.conn.rewriter; rw != nil {
+	if msg.Flags&dbus.FlagNoReplyExpected != 0 {
+		return map[dbus.ObjectPath]props{}, nil // godbus sends no reply
+	}
+	if rw := s.conn.rewriter; rw != nil && rw.usable() {
 		if s.managed == nil {
 			entries := make(map[dbus.ObjectPath][]byte, len(s.objects))
 			for p, o := range s.objects {
