@@ -92,6 +92,8 @@ func describeError(err error) string {
 		return "configuration error, the last good configuration stays in force:\n" + client.ErrorMessage(err)
 	case dbusapi.ErrFailed, dbusapi.ErrNextBoot:
 		return client.ErrorMessage(err)
+	case dbusapi.ErrBusy:
+		return "rdmad is busy answering other report requests; try again in a moment (" + client.ErrorMessage(err) + ")"
 	case "":
 		return err.Error()
 	}

@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/godbus/dbus/v5"
+	"github.com/rdmad/rdmad/dbusapi"
+	"github.com/rdmad/rdmad/dbusapi/client"
 )
 
 func TestHelpOnlyAsCommand(t *testing.T) {
@@ -32,5 +37,32 @@ func TestRdmactlImportsNoDaemonCode(t *testing.T) {
 				t.Errorf("%s imports %s", pkg, imp)
 			}
 		}
+	}
+}
+
+// Each error rdmad can return reads as a sentence; an unknown one keeps
+// its D-Bus name.
+func TestDescribeError(t *testing.T) {
+	cases := []struct {
+		name, msg, want string
+	}{
+		{dbusapi.ErrAccessDenied, "not allowed", "access denied: not allowed"},
+		{dbusapi.ErrInvalidArgs, "port 9: no such port", "port 9: no such port"},
+		{dbusapi.ErrConfig, "x.toml:3: bad", "configuration error, the last good configuration stays in force:\nx.toml:3: bad"},
+		{dbusapi.ErrNextBoot, "persisted; applies at the next boot", "persisted; applies at the next boot"},
+		{dbusapi.ErrBusy, "64 calls wait", "rdmad is busy answering other report requests; try again in a moment (64 calls wait)"},
+		{"org.example.Other", "why", "org.example.Other: why"},
+	}
+	for _, c := range cases {
+		err := dbus.Error{Name: c.name, Body: []any{c.msg}}
+		if got := describeError(err); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	if got := describeError(errors.New("dial unix: no such file")); got != "dial unix: no such file" {
+		t.Errorf("plain error: %q", got)
+	}
+	if client.ErrorMessage(nil) != "" {
+		t.Error("ErrorMessage(nil) is not empty")
 	}
 }

@@ -196,8 +196,12 @@ func ErrorName(err error) string {
 	return ""
 }
 
-// ErrorMessage returns the message of a D-Bus error without its name.
+// ErrorMessage returns the message of a D-Bus error without its name
+// ("" for no error).
 func ErrorMessage(err error) string {
+	if err == nil {
+		return ""
+	}
 	var de dbus.Error
 	if errors.As(err, &de) && len(de.Body) > 0 {
 		if s, ok := de.Body[0].(string); ok {
