@@ -29,6 +29,13 @@ packages=(
 	linux-image-amd64 initramfs-tools
 	polkitd jq
 )
+# The bookworm guest also runs the Ansible playbook (contrib/ansible) with
+# `ansible-playbook -c local`: ansible-core is the oldest release the role
+# supports (2.14); its apt module needs python3-apt to install a .deb. One
+# suite is enough and keeps the other image and its boots lean (docs/e2e.md).
+if [[ $suite == bookworm ]]; then
+	packages+=(ansible-core python3-apt)
+fi
 
 # Use the apt sources this machine uses for Debian (only the deb.debian.org /
 # security entries, not third-party repositories), with the host's release
