@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -144,10 +145,44 @@ func TestE2EScenariosPerKernel(t *testing.T) {
 			t.Errorf("%s: on trixie %v, on bookworm %v; want trixie only", n, has(tx, n), has(b, n))
 		}
 	}
-	for _, n := range []string{"rdma-monitor", "kernel-events", "rename", "netns-busy", "netns-runtime"} {
+	for _, n := range []string{"rdma-monitor", "kernel-events", "rename", "metrics", "netns-busy", "netns-runtime"} {
 		if !has(b, n) || !has(tx, n) {
 			t.Errorf("%s must run on both kernels", n)
 		}
+	}
+	// The metrics scenario reads the drift of rxe9, which roce-v1-error makes.
+	for _, list := range [][]string{b, tx} {
+		if slices.Index(list, "metrics") < slices.Index(list, "roce-v1-error") {
+			t.Errorf("metrics runs before roce-v1-error: %v", list)
+		}
+	}
+
+	// Boot 2: the package's lifecycle on both kernels, ending with the purge
+	// and a fresh install (nothing of the first install is left to test
+	// after them); the playbook only where ansible-core is in the image.
+	b2, tx2 := scenarios(t, "bookworm", 2), scenarios(t, "trixie", 2)
+	for _, n := range []string{"pkg-upgrade", "pkg-upgrade-prompt", "pkg-purge", "pkg-install"} {
+		if !has(b2, n) || !has(tx2, n) {
+			t.Errorf("%s must run on both kernels", n)
+		}
+	}
+	for _, list := range [][]string{b2, tx2} {
+		if tail := list[len(list)-2:]; tail[0] != "pkg-purge" || tail[1] != "pkg-install" {
+			t.Errorf("boot 2 must end with pkg-purge, pkg-install: %v", list)
+		}
+		if slices.Index(list, "pkg-upgrade") > slices.Index(list, "pkg-upgrade-prompt") {
+			t.Errorf("pkg-upgrade-prompt upgrades from the version pkg-upgrade installs: %v", list)
+		}
+	}
+	if !has(b2, "ansible") || has(tx2, "ansible") {
+		t.Errorf("ansible: on bookworm %v, on trixie %v; want bookworm only (ansible-core is in its image only)", has(b2, "ansible"), has(tx2, "ansible"))
+	}
+	image, err := os.ReadFile("../test/e2e/image.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?s)if \[\[ \$suite == bookworm \]\]; then\s+packages\+=\(ansible-core `).Match(image) {
+		t.Errorf("test/e2e/image.sh does not add ansible-core to the bookworm image only")
 	}
 }
 

@@ -3,7 +3,8 @@
 #
 # For each suite (Debian bookworm, kernel 6.1; Debian trixie, kernel 6.12 with
 # an out-of-tree Soft-iWARP module) it builds (or reuses) a cached rootfs,
-# installs this tree into a copy of it, adds the scenarios of test/e2e/guest,
+# installs the .deb of `make package` into a copy of it with dpkg -i (plus two
+# upgrade packages the guest installs later), adds the scenarios of test/e2e/guest,
 # makes an ext4 disk without mounting anything (mke2fs -d), boots it twice
 # under qemu (TCG, no network) and reads the scenario results the guest
 # prints on its serial console. See docs/e2e.md.
@@ -50,7 +51,7 @@ check_suites() {
 
 install_deps() {
 	local -A want=([qemu-system-x86_64]=qemu-system-x86 [mmdebstrap]=mmdebstrap
-		[mke2fs]=e2fsprogs [systemctl]=systemd [timeout]=coreutils)
+		[mke2fs]=e2fsprogs [systemctl]=systemd [timeout]=coreutils [dpkg-deb]=dpkg [unshare]=util-linux)
 	local cmd pkgs=()
 	for cmd in "${!want[@]}"; do
 		command -v "$cmd" >/dev/null 2>&1 || pkgs+=("${want[$cmd]}")
@@ -64,13 +65,73 @@ install_deps() {
 
 # ------------------------------------------------------------ guest image
 
-# install_product ROOT: put rdmad into the guest tree the way the product is
-# installed on a host. Today `make install`; static so the guest does not
-# depend on this machine's libc.
+# ------------------------------------------------------------ packages
+
+# build_packages: the .debs the guests get, in $work/packages. The product is
+# what `make package` writes for this tree. Two upgrades of it are built from
+# a copy of the tree with a higher version and a different shipped
+# /etc/rdma/rdmad.toml (one comment line more each), so dpkg has a conffile
+# question to ask about the administrator's edit: `fleet` (installed with
+# --force-confold) and then `prompt` (a plain dpkg -i). packages.env tells the
+# guest their file names and versions.
+build_packages() {
+	local pkg=$work/packages deb version binary n name src
+	rm -rf "$pkg"
+	mkdir -p "$pkg/src"
+	make -C "$repo" --no-print-directory package DIST="$pkg/base" >"$pkg/build.log" 2>&1 ||
+		{ tail -n 30 "$pkg/build.log" >&2; die "make package failed (log: $pkg/build.log)"; }
+	rm -rf "$pkg/base/stage"
+	deb=$(ls "$pkg"/base/rdmad_*.deb)
+	version=$(dpkg-deb -f "$deb" Version)
+	binary=$("$pkg/base/bin/rdmad" --version | awk '{print $2}')
+	cp "$deb" "$pkg/"
+	printf 'pkg_install=%q\npkg_install_version=%q\nbin_install_version=%q\n' "${deb##*/}" "$version" "$binary" >"$pkg/packages.env"
+
+	# The tree as `make package` saw it (committed or not), without git.
+	tar -C "$repo" --exclude=./.git --exclude=./.tools --exclude=./dist --exclude=./bin -cf - . | tar -C "$pkg/src" -xf -
+	src=$pkg/src
+	n=1
+	for name in fleet prompt; do
+		n=$((n + 1))
+		printf '\n# Shipped default of e2e upgrade package %d (test/e2e/run.sh): changed so that\n# dpkg asks what to do about the administrator'"'"'s edit.\n' "$n" >>"$src/etc/rdma/rdmad.toml"
+		make -C "$src" --no-print-directory package DIST="$pkg/$name" TOOLS="$repo/.tools" \
+			VERSION="$binary-e2e-upgrade$n" PKG_VERSION="$version+e2e.upgrade$n" \
+			SOURCE_DATE_EPOCH="$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)" >>"$pkg/build.log" 2>&1 ||
+			{ tail -n 30 "$pkg/build.log" >&2; die "make package of upgrade $n failed (log: $pkg/build.log)"; }
+		rm -rf "$pkg/$name/stage"
+		deb=$(ls "$pkg/$name"/rdmad_*.deb)
+		cp "$deb" "$pkg/"
+		printf 'pkg_%s=%q\npkg_%s_version=%q\nbin_%s_version=%q\n' "$name" "${deb##*/}" \
+			"$name" "$(dpkg-deb -f "$deb" Version)" "$name" "$binary-e2e-upgrade$n" >>"$pkg/packages.env"
+	done
+	rm -rf "$src"
+}
+
+# in_root ROOT CMD...: run CMD chrooted into ROOT with /proc and /dev mounted,
+# as image builders (mmdebstrap, debootstrap) run maintainer scripts; the
+# mounts live in a private mount namespace and vanish with it. No systemd
+# runs in ROOT.
+in_root() {
+	local root=$1
+	shift
+	unshare --mount --fork --propagation private -- sh -c \
+		'mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" && root=$1 && shift && exec chroot "$root" "$@"' \
+		sh "$root" "$@"
+}
+
+# install_product ROOT: put rdmad into the guest tree the way a Debian host
+# gets it: `dpkg -i` of the .deb `make package` built, in the image (as an
+# image build or the installer does), so the maintainer scripts run for real
+# (sysusers, tmpfiles, enable; the start waits for the first boot). The
+# guest keeps the packages for the upgrade, purge and reinstall scenarios.
 install_product() {
-	local root=$1 log=$1/../install.log
-	CGO_ENABLED=0 make -C "$repo" --no-print-directory install DESTDIR="$root" PREFIX=/usr >"$log" 2>&1 ||
-		{ tail -n 30 "$log" >&2; die "make install DESTDIR=$root failed (log: $log)"; }
+	local root=$1 log=$1/../install.log dir=/var/lib/rdmad-e2e/packages status
+	install -d "$root$dir"
+	cp "$work"/packages/*.deb "$work/packages/packages.env" "$root$dir/"
+	(. "$work/packages/packages.env" && in_root "$root" dpkg -i "$dir/$pkg_install") >"$log" 2>&1 ||
+		{ tail -n 30 "$log" >&2; die "dpkg -i of the package in $root failed (log: $log)"; }
+	status=$(chroot "$root" dpkg-query -W -f '${Status}' rdmad)
+	[[ $status == "install ok installed" ]] || die "rdmad's dpkg status in $root after dpkg -i: $status"
 }
 
 # install_test_side ROOT SUITE: the scenarios, their unit, the test policy and
@@ -100,7 +161,15 @@ install_test_side() {
 	add_module "$root/etc/rdma/modules/roce.conf" ib_umad
 	add_module "$root/etc/rdma/modules/iwarp.conf" nvme_rdma
 
-	systemctl --root="$root" --quiet enable rdmad.service rdmad-e2e.service systemd-networkd.service
+	# The playbook of contrib/ansible, run in the guest (bookworm has
+	# ansible-core); node_exporter's textfile directory, as
+	# prometheus-node-exporter creates it, for the [metrics] scenario.
+	mkdir -p "$root/usr/lib/rdmad-e2e/ansible"
+	cp -r "$repo/contrib/ansible/site.yml" "$repo/contrib/ansible/roles" "$root/usr/lib/rdmad-e2e/ansible/"
+	install -d -m 0755 "$root/var/lib/prometheus/node-exporter"
+
+	# rdmad.service is enabled by the package's postinst, not here.
+	systemctl --root="$root" --quiet enable rdmad-e2e.service systemd-networkd.service
 	# The serial getty would hang up the console the results come back on;
 	# rdma-core's own module loader must not do rdmad's job in the test.
 	for unit in serial-getty@ttyS0.service \
@@ -211,6 +280,7 @@ main() {
 		step "$s:image" eval 'tarball[$s]=$("$e2e/image.sh" "$s")'
 		echo "e2e: $s rootfs ${tarball[$s]}" >&2
 	done
+	step packages build_packages
 	for s in "${suites[@]}"; do
 		step "$s:install" prepare_rootfs "$s"
 		step "$s:disk" make_disk "$s"

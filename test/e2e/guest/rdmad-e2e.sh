@@ -27,17 +27,31 @@ netns_switched='msg=applied subject=host what="netns mode" from=shared to=exclus
 # Soft-iWARP exists only in the trixie guest (siw built out of tree there).
 boot1_head=(boot rdmad-systemd sandbox-caps link-at-boot)
 boot1_siw=(siw-link-at-boot siw-transport siw-roce-na)
-boot1_tail=(tos-hotadd modules iwarp-modules roce-v1-error memlock-user dbus-denied hotplug rdma-monitor kernel-events rename)
+boot1_tail=(tos-hotadd modules iwarp-modules roce-v1-error metrics memlock-user dbus-denied hotplug rdma-monitor kernel-events rename)
 boot1_siw_late=(siw-hotplug)
 boot1_netns=(netns-busy netns-runtime)
-boot2=(reboot-boot reboot-link reboot-memlock reboot-doctor reboot-netns)
+boot2=(reboot-boot reboot-link reboot-memlock reboot-doctor reboot-netns pkg-upgrade pkg-upgrade-prompt)
+# ansible-core is in the bookworm image only (docs/e2e.md: its cost).
+boot2_ansible=(ansible)
+# Last: nothing of rdmad is left to test after the purge but a fresh install.
+boot2_last=(pkg-purge pkg-install)
 
 scenarios() { # scenarios SUITE BOOT
 	case $1/$2 in
 	bookworm/1) printf '%s\n' "${boot1_head[@]}" "${boot1_tail[@]}" "${boot1_netns[@]}" ;;
 	trixie/1) printf '%s\n' "${boot1_head[@]}" "${boot1_siw[@]}" "${boot1_tail[@]}" "${boot1_siw_late[@]}" "${boot1_netns[@]}" ;;
-	bookworm/2 | trixie/2) printf '%s\n' "${boot2[@]}" ;;
+	bookworm/2) printf '%s\n' "${boot2[@]}" "${boot2_ansible[@]}" "${boot2_last[@]}" ;;
+	trixie/2) printf '%s\n' "${boot2[@]}" "${boot2_last[@]}" ;;
 	*) return 2 ;;
+	esac
+}
+
+# Seconds a scenario may run before the driver kills it: the playbook runs
+# twice, and Python under the emulated CPU is slow.
+scenario_timeout() {
+	case $1 in
+	ansible) echo 480 ;;
+	*) echo 120 ;;
 	esac
 }
 
@@ -87,6 +101,10 @@ s_reboot-boot() { s_boot; }
 
 s_rdmad-systemd() {
 	local en st pid ppid owner
+	# Installed by dpkg from the package (run.sh), enabled by its postinst.
+	load_packages
+	[[ $(pkg_status) == "install ok installed $pkg_install_version" ]] || fail "dpkg status of rdmad: '$(pkg_status)', want $pkg_install_version"
+	[[ $(dpkg -S /usr/sbin/rdmad 2>&1) == "rdmad: /usr/sbin/rdmad" ]] || fail "dpkg -S /usr/sbin/rdmad: $(dpkg -S /usr/sbin/rdmad 2>&1)"
 	en=$(systemctl is-enabled rdmad.service 2>&1)
 	[[ $en == enabled ]] || fail "rdmad.service is-enabled: $en"
 	wait_for 20 bash -c '[[ $(systemctl show -p ActiveState --value rdmad.service) == active ]]'
@@ -98,7 +116,7 @@ s_rdmad-systemd() {
 	[[ $ppid == 1 ]] || fail "rdmad (pid $pid) has parent $ppid, not systemd"
 	owner=$(busctl --system status org.rdmad1 2>/dev/null | sed -n 's/^PID=//p')
 	[[ $owner == "$pid" ]] || fail "org.rdmad1 owned by pid '${owner:-none}', rdmad is $pid"
-	pass "active, pid $pid owns org.rdmad1, restarts $(systemctl show -p NRestarts --value rdmad.service), status: $(systemctl show -p StatusText --value rdmad.service)"
+	pass "package $pkg_install_version, active, pid $pid owns org.rdmad1, restarts $(systemctl show -p NRestarts --value rdmad.service), status: $(systemctl show -p StatusText --value rdmad.service)"
 }
 
 # The declared [[link]] rxe0 on veth0: veth0 is made by systemd-networkd at boot,
@@ -112,6 +130,7 @@ link_declared() {
 		fail "rxe0/1 default_roce_tos is '$(tos_of rxe0)', declared $declared_tos"
 	pass "rxe0 on $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0 2>/dev/null), tos $(tos_of rxe0) after $(elapsed "$t0")s of waiting"
 }
+
 s_link-at-boot() { link_declared; }
 s_reboot-link() { link_declared; }
 
@@ -464,9 +483,17 @@ describe() { rdmactl -o json status 2>/dev/null; }
 dbus_objects() { busctl --system --json=short call org.rdmad1 /org/rdmad1 org.freedesktop.DBus.ObjectManager GetManagedObjects | jq -r '.data[0] | keys[]'; }
 dbus_object() { dbus_objects | matches -x "/org/rdmad1/devices/$1"; }
 rdma_netns_mode() { rdma system show 2>/dev/null | grep -oE 'netns (shared|exclusive)' | cut -d' ' -f2; }
-# journal_since CURSOR: rdmad's journal after a cursor taken with journal_cursor.
+# journal_since CURSOR [FIELD=VALUE]: the messages of rdmad.service (or of
+# the entries with FIELD=VALUE) after a cursor taken with journal_cursor.
+# Filtered by jq, not by a journalctl match: systemd 252's journalctl
+# --after-cursor with a match skips the first matching entry when the
+# cursor's own entry does not match.
 journal_cursor() { journalctl -n 0 --show-cursor --no-pager 2>/dev/null | sed -n 's/^-- cursor: //p'; }
-journal_since() { journalctl -u rdmad.service --no-pager -o cat --after-cursor="$1" 2>/dev/null; }
+journal_since() {
+	local field=${2:-_SYSTEMD_UNIT=rdmad.service}
+	journalctl --after-cursor="$1" --no-pager -o json 2>/dev/null |
+		jq -r --arg k "${field%%=*}" --arg v "${field#*=}" 'select(.[$k] == $v) | .MESSAGE | strings'
+}
 
 # ---------------------------------------------------------------- Soft-iWARP (trixie)
 
@@ -727,12 +754,274 @@ s_reboot-netns() {
 	pass "netns exclusive from boot (ib_core netns_mode=$param, ib_core in initramfs: $initrd); rdmad did not switch"
 }
 
+# ---------------------------------------------------------------- metrics
+
+metrics_file=/var/lib/prometheus/node-exporter/rdmad.prom # a directory the unit may write
+metrics_dropin=/etc/rdma/rdmad.d/70-e2e-metrics.toml
+drift_line() { printf 'rdmad_port_drift{device="%s",port="%s",setting="%s"} %s' "$@"; }
+metrics_have() { # metrics_have LINE...: the file has every LINE
+	local l
+	for l; do grep -qxF "$l" "$metrics_file" 2>/dev/null || return 1; done
+}
+# metrics_invalid: the lines of the file that are not Prometheus text format
+# (comment, or `name{label="value",...} number`, no timestamp).
+metrics_invalid() {
+	grep -vE '^(#.*|[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? -?[0-9.eE+-]+|[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? (NaN|[+-]Inf))$' "$metrics_file"
+}
+
+# [metrics] textfile set by a drop-in and a reload: node_exporter's textfile
+# shows that rxe9 (made by roce-v1-error; rxe is RoCE v2 only) does not hold
+# its declared v1, and that the ports holding their TOS do.
+s_metrics() {
+	local t0 took want bad age out
+	rdma_dev_exists rxe9 || fail "rxe9 missing (roce-v1-error makes it)"
+	[[ -d ${metrics_file%/*} ]] || fail "${metrics_file%/*} missing in the image"
+	[[ ! -e $metrics_file ]] || fail "$metrics_file exists before [metrics] is configured"
+	want=("$(drift_line rxe9 1 roce_mode 1)" "$(drift_line rxe9 1 roce_tos 0)" "$(drift_line rxe0 1 roce_tos 0)")
+	printf '# added by the rdmad e2e test\n[metrics]\ntextfile = "%s"\n' "$metrics_file" >"$metrics_dropin"
+	t0=$(now)
+	# rxe9's refused mode makes the reload's pass fail (exit 1) by design;
+	# the configuration itself must load.
+	out=$(rdmactl reload 2>&1) || matches 'the configuration loaded, but applying it failed' <<<"$out" ||
+		fail "rdmactl reload with [metrics]: $out"
+	wait_for 10 metrics_have "${want[@]}" ||
+		fail "$metrics_file after 10s: $(grep -E '^rdmad_(port_drift|failures)' "$metrics_file" 2>&1 | tr '\n' ';' | cut -c1-300)"
+	took=$(elapsed "$t0")
+	bad=$(metrics_invalid)
+	[[ -z $bad ]] || fail "not Prometheus text format: $(head -n 3 <<<"$bad" | tr '\n' ';')"
+	[[ $(stat -c %a "$metrics_file") == 644 ]] || fail "$metrics_file has mode $(stat -c %a "$metrics_file"), want 644"
+	# Only declared settings have a series: rxe0 declares no mode; siw0's
+	# RoCE rule does not apply to iWARP.
+	! grep -qE '^rdmad_port_drift\{device="(rxe0",port="1",setting="roce_mode|siw0)' "$metrics_file" ||
+		fail "a series for a setting that is not declared or does not apply: $(grep -E 'device="(rxe0|siw0)"' "$metrics_file" | tr '\n' ';')"
+	grep -qE '^rdmad_failures\{subject_kind="port"\} [1-9]' "$metrics_file" || fail "rdmad_failures{subject_kind=\"port\"} is not >= 1 with rxe9 failing"
+	age=$(awk -v now="$(date +%s)" '/^rdmad_last_reconcile_timestamp_seconds / { printf "%.0f", now - $2 }' "$metrics_file")
+	[[ -n $age ]] && ((age >= 0 && age < 60)) || fail "rdmad_last_reconcile_timestamp_seconds is ${age:-missing}s old"
+	awk -v t="$took" 'BEGIN { exit !(t <= 5.0) }' || fail "the drift showed ${took}s after the reload, want within 5s"
+	pass "${took}s after the reload: rxe9/1 roce_mode 1, roce_tos 0; rxe0/1 roce_tos 0; $(grep -c '^rdmad_port_drift' "$metrics_file") drift series, valid text"
+}
+
+# ---------------------------------------------------------------- package lifecycle
+
+pkg_dir=/var/lib/rdmad-e2e/packages # the .debs run.sh built, and packages.env
+conffile=/etc/rdma/rdmad.toml
+conffile_edit="# e2e: the administrator's edit before the upgrade"
+edited_tos=104       # the edit declares it for rxe0
+admin_dropin=/etc/rdma/rdmad.d/55-e2e-admin.toml
+admin_tos=40         # the admin's drop-in declares it for rxe0
+load_packages() { . "$pkg_dir/packages.env" || fail "no $pkg_dir/packages.env"; }
+pkg_status() { dpkg-query -W -f '${Status} ${Version}' rdmad 2>/dev/null; }
+unit_prop() { systemctl show -p "$1" --value rdmad.service 2>/dev/null; }
+set_tos() { echo "$3" >"$cm/$1/ports/$2/default_roce_tos"; } # set_tos DEV PORT TOS: by hand, as drift
+rdmad_running() { pgrep -x rdmad >/dev/null; }
+restarted_from() { # restarted_from PID: rdmad.service is active with another main PID
+	local pid
+	pid=$(unit_prop MainPID)
+	[[ $(unit_prop ActiveState) == active && $pid != 0 && $pid != "$1" ]]
+}
+
+# upgrade_over_edit NAME DPKG-CMD...: upgrade to the package NAME of
+# packages.env with DPKG-CMD (dpkg -i ... PACKAGE appended) over the edited
+# conffile, and check what an administrator relies on: the edit is kept
+# byte for byte, the new shipped default is beside it as .dpkg-dist, the new
+# version runs, rdmad was restarted (new PID, new start time, not a crash
+# restart), and the new process applies the policy (a TOS set by hand is
+# back). Sets upgrade_out (dpkg's output) and upgrade_detail.
+upgrade_over_edit() {
+	local name=$1 file version binary sum pid ts nrestarts cursor newpid newts out json status
+	shift
+	file=pkg_$name version=pkg_${name}_version binary=bin_${name}_version
+	file=$pkg_dir/${!file} version=${!version} binary=${!binary}
+	grep -qxF "$conffile_edit" "$conffile" || fail "$conffile has no edit"
+	wait_for 10 tos_is rxe0 "$edited_tos" || fail "rxe0/1 tos '$(tos_of rxe0)' before the upgrade, the edit declares $edited_tos"
+	set_tos rxe0 1 0 || fail "cannot set rxe0/1 tos by hand"
+	sum=$(sha256sum <"$conffile")
+	pid=$(unit_prop MainPID) ts=$(unit_prop ExecMainStartTimestampMonotonic) nrestarts=$(unit_prop NRestarts)
+	((pid > 0)) || fail "rdmad is not running before the upgrade"
+	cursor=$(journal_cursor)
+	upgrade_out=$("$@" "$file" 2>&1) || fail "$* ${file##*/}: $(tail -n 5 <<<"$upgrade_out" | tr '\n' ' ')"
+	[[ $(pkg_status) == "install ok installed $version" ]] || fail "after the upgrade: $(pkg_status), want $version"
+	# The edit, byte for byte; the new default beside it; no dpkg leftovers.
+	[[ $(sha256sum <"$conffile") == "$sum" ]] || fail "the upgrade changed the edited $conffile: $(diff <(dpkg-deb --fsys-tarfile "$file" | tar -xOf - ./etc/rdma/rdmad.toml) "$conffile" | head -n 5 | tr '\n' ' ')"
+	cmp -s "$conffile.dpkg-dist" <(dpkg-deb --fsys-tarfile "$file" | tar -xOf - ./etc/rdma/rdmad.toml) ||
+		fail "$conffile.dpkg-dist is not the new package's shipped default: $(ls -l "$conffile".* 2>&1 | tr '\n' ' ')"
+	[[ ! -e $conffile.dpkg-new && ! -e $conffile.dpkg-old ]] || fail "the upgrade left $(ls "$conffile".dpkg-* | tr '\n' ' ')"
+	# Restarted by the postinst (try-restart), not by a crash.
+	wait_for 30 restarted_from "$pid" || fail "rdmad.service not restarted: $(unit_prop ActiveState), main PID $(unit_prop MainPID) (was $pid)"
+	newpid=$(unit_prop MainPID) newts=$(unit_prop ExecMainStartTimestampMonotonic)
+	((newts > ts)) || fail "ExecMainStartTimestampMonotonic $newts not after $ts"
+	[[ $(unit_prop NRestarts) == "$nrestarts" ]] || fail "NRestarts went from $nrestarts to $(unit_prop NRestarts): a crash restart"
+	# The new version runs: the binary, and the daemon on the bus.
+	out=$(rdmad --version 2>&1)
+	[[ $out == "rdmad $binary" ]] || fail "rdmad --version: '$out', want 'rdmad $binary'"
+	[[ $(readlink "/proc/$newpid/exe") == /usr/sbin/rdmad ]] || fail "main PID $newpid runs $(readlink "/proc/$newpid/exe")"
+	wait_for 20 bash -c '[[ -n $(rdmactl -o json status 2>/dev/null | jq -r ".last_result // empty") ]]'
+	json=$(rdmactl -o json status 2>&1) || fail "rdmactl -o json status after the upgrade: $json"
+	[[ $(jq -r .version <<<"$json") == "$binary" ]] || fail "rdmactl status version '$(jq -r .version <<<"$json")', want $binary"
+	status=$(rdmactl status 2>&1 | head -n1)
+	[[ $status == "rdmad $binary:"* ]] || fail "rdmactl status: '$status'"
+	# The new process applies the kept edit: the TOS set by hand is back.
+	wait_for 10 tos_is rxe0 "$edited_tos" || fail "rxe0/1 tos '$(tos_of rxe0)' after the upgrade, the kept edit declares $edited_tos"
+	journal_since "$cursor" _PID="$newpid" |
+		matches -E "msg=applied subject=rxe0/1 what=\"roce tos\" from=0 to=$edited_tos" ||
+		fail "the journal of the new rdmad (pid $newpid) has no 'applied' rxe0/1 tos 0 -> $edited_tos"
+	[[ ! -e $metrics_file ]] || wait_for 5 metrics_have "rdmad_info{version=\"$binary\"} 1" ||
+		fail "$metrics_file after the restart: $(grep '^rdmad_info' "$metrics_file")"
+	upgrade_detail="$version, pid $pid -> $newpid, edit kept, .dpkg-dist is the new default, rxe0/1 tos 0 -> $edited_tos by the new rdmad"
+}
+
+# What a fleet does (apt, Ansible's apt module): --force-confold, nothing
+# asked; the conffile carries the administrator's edit (the test policy
+# installed over the shipped one, and one more rule added now).
+s_pkg-upgrade() {
+	load_packages
+	[[ $(pkg_status) == "install ok installed $pkg_install_version" ]] ||
+		fail "before the upgrade: $(pkg_status), want $pkg_install_version installed in the image"
+	[[ $(unit_prop UnitFileState) == enabled ]] || fail "rdmad.service is $(unit_prop UnitFileState) (the postinst enables it)"
+	printf '\n%s\n[[roce]]\ndevice = "rxe0"\ntos = %d\n' "$conffile_edit" "$edited_tos" >>"$conffile"
+	rdmactl reload >/dev/null 2>&1 || fail "rdmactl reload of the edit: $(rdmactl reload 2>&1 | tail -n 2)"
+	upgrade_over_edit fleet dpkg -i --force-confold </dev/null
+	pass "dpkg -i --force-confold: $upgrade_detail"
+}
+
+# An administrator at the terminal: plain dpkg -i asks about the edited
+# conffile; the default answer (Enter) keeps it.
+s_pkg-upgrade-prompt() {
+	load_packages
+	[[ $(pkg_status) == "install ok installed $pkg_fleet_version" ]] || fail "before: $(pkg_status), want $pkg_fleet_version"
+	upgrade_over_edit prompt sh -c 'printf "\n" | dpkg -i "$1"' sh
+	grep -qF "Configuration file '$conffile'" <<<"$upgrade_out" || fail "dpkg did not ask about $conffile: $(tail -n 8 <<<"$upgrade_out" | tr '\n' ' ')"
+	grep -qi 'default action is to keep your current version' <<<"$upgrade_out" || fail "dpkg's question does not default to keeping the edit: $(grep -A8 'Configuration file' <<<"$upgrade_out" | tr '\n' ' ')"
+	pass "plain dpkg -i asked, Enter kept the edit: $upgrade_detail"
+}
+
+# contrib/ansible/site.yml with ansible-playbook -c local (docs/fleet.md):
+# the first run renders the drop-in from variables, rdmad reloads and the TOS
+# reaches configfs; the second run changes nothing.
+ansible_recap() { grep -E '^localhost +: ok=' <<<"$1" | tail -n1 | tr -s ' '; }
+s_ansible() {
+	local args first second t0 t1 t2 recap1 recap2 pid cursor dropin=/etc/rdma/rdmad.d/50-ansible.toml
+	command -v ansible-playbook >/dev/null || fail "ansible-playbook not installed in this image"
+	load_packages
+	[[ ! -e $dropin ]] || fail "$dropin exists before the first run"
+	args=(-c local -i localhost, -e rdmad_hosts=localhost -e ansible_become=false
+		-e "rdmad_package_path=$pkg_dir/$pkg_prompt" -e '{"rdmad_roce": [{"device": "rxe*", "tos": 32}]}'
+		/usr/lib/rdmad-e2e/ansible/site.yml)
+	# Pipelining, as fleets usually configure it (fewer processes per task).
+	export HOME=/root LC_ALL=C.UTF-8 ANSIBLE_NOCOLOR=1 ANSIBLE_RETRY_FILES_ENABLED=0 ANSIBLE_PIPELINING=1
+	pid=$(rdmad_pid) cursor=$(journal_cursor)
+	t0=$(now)
+	first=$(ansible-playbook "${args[@]}" 2>&1) || fail "first run failed: $(grep -E 'FAILED|fatal|ERROR' <<<"$first" | head -n 3 | tr '\n' ' ' | cut -c1-300)"
+	t1=$(now)
+	recap1=$(ansible_recap "$first")
+	info "ansible-core $(dpkg-query -W -f '${Version}' ansible-core), first run $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", b - a }')s: $recap1"
+	[[ $recap1 =~ changed=([0-9]+) ]] && ((BASH_REMATCH[1] > 0)) || fail "first run changed nothing: $recap1"
+	# What the run did, read from the host: the drop-in, rdmad's reload (same
+	# process), the kernel value.
+	grep -qxF 'device = "rxe*"' "$dropin" && grep -qx 'tos = 32' "$dropin" || fail "$dropin: $(tr '\n' ' ' <"$dropin" 2>&1)"
+	reloaded_with_dropin() { journal_since "$cursor" | matches -E 'configuration reloaded.*50-ansible\.toml'; }
+	wait_for 5 reloaded_with_dropin || fail "rdmad's journal has no reload with $dropin after cursor '$cursor': $(journal_since "$cursor" | tail -n 2 | tr '\n' ' ')"
+	describe | jq -e --arg f "$dropin" '.config_files | index($f)' >/dev/null || fail "rdmactl status: $dropin not among the config files in force"
+	[[ $(rdmad_pid) == "$pid" ]] || fail "rdmad restarted (pid $pid -> $(rdmad_pid)); the role reloads"
+	tos_is rxe0 32 || fail "rxe0/1 tos '$(tos_of rxe0)' after the playbook, declared 32 for rxe*"
+	t1=$(now)
+	second=$(ansible-playbook "${args[@]}" 2>&1) || fail "second run failed: $(grep -E 'FAILED|fatal|ERROR' <<<"$second" | head -n 3 | tr '\n' ' ' | cut -c1-300)"
+	t2=$(now)
+	recap2=$(ansible_recap "$second")
+	info "ansible second run $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.0f", b - a }')s: $recap2"
+	[[ $recap2 =~ changed=0\  && $recap2 =~ failed=0 ]] || fail "second run: $recap2; changed: $(grep -E '^changed:' <<<"$second" | tr '\n' ' ')"
+	pass "first: $recap1; second: $recap2; rxe0/1 tos 32"
+}
+
+# Remove, then purge: nothing of rdmad keeps running or comes back (a new
+# RDMA device, a D-Bus call), the package's and rdmad's own files are gone,
+# the administrator's drop-ins stay (docs/decisions/packaging.md).
+rdmad_owned=(/etc/rdma/rdmad.d/zz-rdmad-persist.toml /etc/security/limits.d/90-rdmad-memlock.conf
+	/etc/systemd/system.conf.d/90-rdmad-memlock.conf /etc/modprobe.d/rdmad-netns.conf)
+package_files=(/usr/sbin/rdmad /usr/bin/rdmactl /usr/lib/systemd/system/rdmad.service /usr/lib/udev/rules.d/90-rdmad.rules
+	/usr/share/dbus-1/system.d/org.rdmad1.conf /usr/share/dbus-1/system-services/org.rdmad1.service
+	/usr/share/polkit-1/actions/org.rdmad1.policy /usr/lib/sysusers.d/rdmad.conf /usr/lib/tmpfiles.d/rdmad.conf
+	/etc/rdma/rdmad.toml /etc/rdma/rdmad.toml.dpkg-dist
+	/etc/systemd/system/multi-user.target.wants/rdmad.service /etc/systemd/system/dbus-org.rdmad1.service)
+s_pkg-purge() {
+	local f pid out admin left=() sums other=${metrics_file%/*}/e2e-other.prom
+	load_packages
+	# node_exporter's directory: rdmad's textfile (the metrics scenario) and
+	# a file of another exporter.
+	[[ -f $metrics_file ]] || fail "$metrics_file missing before the purge: the test would prove nothing"
+	printf '# HELP e2e_other Another exporter.\n# TYPE e2e_other gauge\ne2e_other 1\n' >"$other"
+	# Both kinds of /etc/rdma/rdmad.d files: the administrator's and rdmad's.
+	printf '# the administrator'"'"'s (e2e)\n[[roce]]\ndevice = "rxe0"\ntos = %d\n' "$admin_tos" >"$admin_dropin"
+	out=$(rdmactl roce set rxe0/1 --mode v2 --persist 2>&1) || fail "rdmactl roce set --persist: $out"
+	for f in "${rdmad_owned[@]}"; do [[ -e $f ]] || fail "$f missing before the purge: the test would prove nothing"; done
+	admin=$(find /etc/rdma/rdmad.d -type f ! -name zz-rdmad-persist.toml | sort)
+	sums=$(xargs -r sha256sum <<<"$admin")
+	pid=$(rdmad_pid)
+	((pid > 0)) || fail "rdmad not running before the removal"
+
+	out=$(dpkg -r rdmad 2>&1) || fail "dpkg -r rdmad: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
+	[[ $(pkg_status) == "deinstall ok config-files $pkg_prompt_version" ]] || fail "after dpkg -r: $(pkg_status)"
+	wait_for 10 not rdmad_running || fail "rdmad still running after dpkg -r: $(pgrep -ax rdmad)"
+	[[ $(unit_prop ActiveState) == inactive ]] || fail "rdmad.service is $(unit_prop ActiveState) after dpkg -r"
+	[[ -e $conffile && -e ${rdmad_owned[0]} ]] || fail "dpkg -r removed the configuration"
+	[[ ! -e /run/rdmad ]] || fail "/run/rdmad left after dpkg -r"
+
+	out=$(dpkg -P rdmad 2>&1) || fail "dpkg -P rdmad: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
+	! dpkg-query -W -f '${Status}' rdmad 2>/dev/null | matches -v 'not-installed' || fail "after dpkg -P: $(pkg_status)"
+	for f in "${package_files[@]}" "${rdmad_owned[@]}" "$metrics_file"; do
+		[[ -e $f || -L $f ]] && left+=("$f")
+	done
+	# deb-systemd-helper's memory of the enablement goes too.
+	left+=($(find /var/lib/systemd/deb-systemd-helper-enabled /var/lib/systemd/deb-systemd-helper-masked -name '*rdmad*' 2>/dev/null))
+	((${#left[@]} == 0)) || fail "left after the purge: ${left[*]}"
+	[[ $(find /etc/rdma/rdmad.d -type f | sort) == "$admin" ]] && [[ $(xargs -r sha256sum <<<"$admin") == "$sums" ]] ||
+		fail "the administrator's drop-ins changed: before [$(tr '\n' ' ' <<<"$admin")] after [$(find /etc/rdma/rdmad.d -type f | sort | tr '\n' ' ')]"
+	[[ -f $other ]] || fail "the purge removed $other, another exporter's textfile"
+	rm -f "$other"
+
+	# Nothing brings it back: the unit is gone for systemd, a new RDMA device
+	# (udev rule) and a D-Bus call (activation file) start nothing.
+	[[ $(unit_prop LoadState) == not-found && $(unit_prop ActiveState) == inactive ]] ||
+		fail "rdmad.service after the purge: load $(unit_prop LoadState), active $(unit_prop ActiveState)"
+	ensure_veth veth2 veth3 || fail "cannot create veth2/veth3"
+	rdma link add rxe6 type rxe netdev veth2 || fail "rdma link add rxe6 failed"
+	if out=$(busctl --system call org.rdmad1 /org/rdmad1 org.freedesktop.DBus.Peer Ping 2>&1); then
+		fail "org.rdmad1 answered after the purge"
+	fi
+	sleep 2
+	rdma link del rxe6
+	! rdmad_running || fail "rdmad runs again after the purge: $(pgrep -ax rdmad)"
+	pass "removed (stopped, config kept), purged: no process, unit not-found, no activation, textfile gone; $(wc -l <<<"$admin") admin drop-ins kept: $(xargs -n1 basename <<<"$admin" | tr '\n' ' ')"
+}
+
+# A fresh install on a running system (after the purge): the postinst
+# enables and starts rdmad, which applies the administrator's drop-ins kept
+# by the purge.
+s_pkg-install() {
+	local out pid
+	load_packages
+	rdma_dev_exists rxe0 || fail "rxe0 missing"
+	set_tos rxe0 1 0 || fail "cannot set rxe0/1 tos by hand"
+	out=$(dpkg -i "$pkg_dir/$pkg_prompt" </dev/null 2>&1) || fail "dpkg -i: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
+	[[ $(pkg_status) == "install ok installed $pkg_prompt_version" ]] || fail "after dpkg -i: $(pkg_status)"
+	[[ $(unit_prop UnitFileState) == enabled ]] || fail "rdmad.service is $(unit_prop UnitFileState) after a fresh install"
+	wait_for 30 bash -c '[[ $(systemctl show -p ActiveState --value rdmad.service) == active ]]' ||
+		fail "rdmad.service not started by the postinst: $(unit_prop ActiveState)"
+	pid=$(rdmad_pid)
+	[[ $(busctl --system status org.rdmad1 2>/dev/null | sed -n 's/^PID=//p') == "$pid" ]] || fail "org.rdmad1 not owned by rdmad (pid $pid)"
+	cmp -s "$conffile" <(dpkg-deb --fsys-tarfile "$pkg_dir/$pkg_prompt" | tar -xOf - ./etc/rdma/rdmad.toml) ||
+		fail "$conffile is not the shipped default after a purge and a fresh install"
+	wait_for 10 tos_is rxe0 "$admin_tos" || fail "rxe0/1 tos '$(tos_of rxe0)', the kept $admin_dropin declares $admin_tos"
+	wait_for 5 metrics_have "rdmad_info{version=\"$bin_prompt_version\"} 1" || fail "no textfile at $metrics_file from the kept $metrics_dropin"
+	pass "postinst enabled and started rdmad (pid $pid); shipped rdmad.toml; kept drop-ins applied: rxe0/1 tos $admin_tos, textfile written"
+}
+
 # ---------------------------------------------------------------- driver
 
 say() { printf '%s\n' "$*" >"$console"; }
 
 run_all() {
-	local boots names name t0 out rc took detail
+	local boots names name t0 out rc took detail limit
 	mkdir -p "$state_dir"
 	boots=$(($(cat "$state_dir/boots" 2>/dev/null || echo 0) + 1))
 	echo "$boots" >"$state_dir/boots"
@@ -741,7 +1030,8 @@ run_all() {
 	say "E2E-BEGIN boot=$boots suite=$(guest_suite) kernel=$(uname -r) uptime=$(now)"
 	for name in "${names[@]}"; do
 		t0=$(now)
-		out=$(timeout 120 "$0" scenario "$name" 2>&1)
+		limit=$(scenario_timeout "$name")
+		out=$(timeout "$limit" "$0" scenario "$name" 2>&1)
 		rc=$?
 		took=$(elapsed "$t0")
 		grep -a '^E2E-INFO ' <<<"$out" >"$console"
@@ -750,7 +1040,7 @@ run_all() {
 		if ((rc == 0)); then
 			say "E2E $name PASS $took $detail"
 		else
-			((rc == 124)) && detail="timed out after 120s; $detail"
+			((rc == 124)) && detail="timed out after ${limit}s; $detail"
 			say "E2E $name FAIL $took $detail"
 			head -n 40 <<<"$out" | sed "s/^/E2E-LOG $name: /" >"$console"
 			rdmad_journal | tail -n 25 | sed "s/^/E2E-LOG $name journal: /" >"$console"
