@@ -212,7 +212,7 @@ boot() {
 		-accel tcg -m "$memory" -smp 2 -nographic -no-reboot -nic none \
 		-kernel "$dir/vmlinuz" -initrd "$dir/initrd.img" \
 		-drive "file=$dir/disk.img,if=virtio,format=raw" \
-		-append "root=/dev/vda rw console=ttyS0 loglevel=4 panic=-1 systemd.show_status=error systemd.journald.forward_to_console=0" \
+		-append "root=/dev/vda rw console=ttyS0 loglevel=4 panic=-1 systemd.show_status=error systemd.journald.forward_to_console=0 trace_event=module:module_load trace_clock=mono" \
 		</dev/null >"$dir/serial.boot$n.log" 2>&1 || rc=$?
 	if ((rc == 124 || rc == 137)); then
 		echo "e2e: $suite boot $n did not power off within ${boot_timeout}s" >&2

@@ -128,9 +128,37 @@ link_declared() {
 	wait_for 30 rdma_dev_exists rxe0 || fail "declared link rxe0 not created on veth0 within 30s"
 	wait_for 10 tos_is rxe0 "$declared_tos" ||
 		fail "rxe0/1 default_roce_tos is '$(tos_of rxe0)', declared $declared_tos"
-	pass "rxe0 on $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0 2>/dev/null), tos $(tos_of rxe0) after $(elapsed "$t0")s of waiting"
+	boot_timeline
+	pass "rxe0 on $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0 2>/dev/null), tos $(tos_of rxe0) after $(elapsed "$t0")s of waiting; tos ${tos_after_appear:-?}s after rxe0 appeared"
 }
 
+# boot_timeline: when in this boot (seconds since boot) rdmad started, the
+# declared rxe0 appeared (udev's USEC_INITIALIZED) and its TOS was applied
+# (rdmad's "applied" line), as an E2E-INFO line; when the TOS came more than
+# 1 s after the device, also rdmad's journal and the kernel's module loads
+# (tracepoint module:module_load, enabled on the kernel command line by
+# run.sh) up to that moment. Sets tos_after_appear.
+boot_timeline() {
+	local start dev tos created line
+	start=$(awk -v us="$(systemctl show -p ExecMainStartTimestampMonotonic --value rdmad.service)" 'BEGIN { printf "%.2f", us / 1e6 }')
+	dev=$(udevadm info -q property -p /sys/class/infiniband/rxe0 2>/dev/null | sed -n 's/^USEC_INITIALIZED=//p')
+	[[ -n $dev ]] && dev=$(awk -v us="$dev" 'BEGIN { printf "%.2f", us / 1e6 }')
+	# [   12.345678] host rdmad[123]: ... msg=applied subject=rxe0/1 what="roce tos" ...
+	tos=$(rdmad_journal | grep -m1 -E 'msg=applied subject=rxe0/1 what="roce tos"' | sed -E 's/^\[ *([0-9.]+)\].*/\1/')
+	created=$(rdmad_journal | grep -m1 -E 'msg=applied subject="link rxe0"' | sed -E 's/^\[ *([0-9.]+)\].*/\1/')
+	tos_after_appear=
+	[[ -n $dev && -n $tos ]] && tos_after_appear=$(awk -v a="$dev" -v b="$tos" 'BEGIN { printf "%.2f", b - a }')
+	info "boot-timeline $(uname -r): rdmad started ${start}s, rxe0 created by rdmad ${created:-?}s, udev saw rxe0 ${dev:-?}s, rxe0/1 tos applied ${tos:-?}s: ${tos_after_appear:-?}s after rxe0 appeared"
+	[[ -n $tos_after_appear ]] && awk -v t="$tos_after_appear" 'BEGIN { exit !(t > 1.0) }' || return 0
+	while read -r line; do
+		info "boot-timeline module_load $line"
+	done < <(awk '/module_load:/ { for (i = 1; i <= NF; i++) if ($i == "module_load:") { t = $(i-1); sub(":", "", t); print t "s", $(i+1), "(" $1 ")" } }' /sys/kernel/tracing/trace 2>/dev/null |
+		awk -v start="$start" -v end="$tos" '$1 + 0 >= start + 0 && $1 + 0 <= end + 0')
+	while read -r line; do
+		info "boot-timeline journal $line"
+	done < <(rdmad_journal | awk -v end="$tos" 'match($0, /^\[ *[0-9.]+\]/) && substr($0, RSTART + 1, RLENGTH - 2) + 0 > end + 0 { exit } { print }' |
+		sed -E 's/^\[ *([0-9.]+)\] [^ ]+ [^ ]+\[[0-9]+\]:/\1s/' | cut -c1-220 | head -n 40)
+}
 s_link-at-boot() { link_declared; }
 s_reboot-link() { link_declared; }
 
