@@ -148,7 +148,9 @@ boot_timeline() {
 	created=$(rdmad_journal | grep -m1 -E 'msg=applied subject="link rxe0"' | sed -E 's/^\[ *([0-9.]+)\].*/\1/')
 	tos_after_appear=
 	[[ -n $dev && -n $tos ]] && tos_after_appear=$(awk -v a="$dev" -v b="$tos" 'BEGIN { printf "%.2f", b - a }')
-	info "boot-timeline $(uname -r): rdmad started ${start}s, rxe0 created by rdmad ${created:-?}s, udev saw rxe0 ${dev:-?}s, rxe0/1 tos applied ${tos:-?}s: ${tos_after_appear:-?}s after rxe0 appeared"
+	# rdmad logs a pass's actions when the pass ends: "created" is when the
+	# pass that created rxe0 was over, not when rxe0 appeared.
+	info "boot-timeline $(uname -r): rdmad started ${start}s, udev saw rxe0 ${dev:-?}s, rdmad logged creating it ${created:-?}s and its tos ${tos:-?}s: ${tos_after_appear:-?}s after rxe0 appeared"
 	[[ -n $tos_after_appear ]] && awk -v t="$tos_after_appear" 'BEGIN { exit !(t > 1.0) }' || return 0
 	while read -r line; do
 		info "boot-timeline module_load $line"
