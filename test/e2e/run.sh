@@ -16,7 +16,7 @@
 #   E2E_WORKDIR        where each suite's rootfs, disk, kernel and serial logs go,
 #                      one directory per suite (default /var/tmp/rdmad-e2e/run)
 #   E2E_CACHE          rootfs tarball cache (default /var/cache/rdmad-e2e)
-#   E2E_BOOT_TIMEOUT   hard limit per boot in seconds (default 420)
+#   E2E_BOOT_TIMEOUT   hard limit per boot in seconds (default 600)
 #   E2E_MEMORY         guest memory in MiB (default 1024)
 #   E2E_PARALLEL       1: boot the suites' VMs at the same time (default 0)
 set -euo pipefail
@@ -24,7 +24,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 e2e=$repo/test/e2e
 work=${E2E_WORKDIR:-/var/tmp/rdmad-e2e/run}
-boot_timeout=${E2E_BOOT_TIMEOUT:-420}
+boot_timeout=${E2E_BOOT_TIMEOUT:-600}
 memory=${E2E_MEMORY:-1024}
 parallel=${E2E_PARALLEL:-0}
 all_suites=(bookworm trixie)
