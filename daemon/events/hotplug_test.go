@@ -47,6 +47,15 @@ func (c *chanReader) ReadMessage() ([]byte, error) {
 	}
 }
 
+func (c *chanReader) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
 func (c *chanReader) Close() error {
 	c.once.Do(func() { close(c.closed) })
 	return nil

@@ -359,9 +359,15 @@ func TestMonitorWaitsForIBCoreAndADevice(t *testing.T) {
 		t.Fatal("socket kept open without devices")
 	}
 	// A device appears (the uevent source pokes): followed from now on.
+	// The last poke of noSocket may have raced ready above and opened (and
+	// closed) one socket more; the poke here returns only once the source
+	// is done with it, so skipping closed sockets finds the followed one.
 	h.setDevices(map[uint32]string{1: "rxe0"})
 	h.poke()
 	r = h.socket()
+	for r.isClosed() {
+		r = h.socket()
+	}
 	r.msgs <- readResult{b: monRename(1, "rxe5")}
 	h.waitRequests("device:rxe0 device:rxe5")
 	if !strings.Contains(h.log(), "following the RDMA netlink monitor") {
