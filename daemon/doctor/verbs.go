@@ -133,18 +133,6 @@ var providerOf = map[string]string{
 	"siw":        "siw",
 }
 
-// softDriver is the driver of a soft device, which has no parent device
-// in sysfs: siw devices are iWARP RNICs, rxe devices are CAs.
-func softDriver(dev *host.Device) string {
-	if dev.Driver != "" || dev.Parent == "" {
-		return dev.Driver
-	}
-	if strings.HasPrefix(dev.NodeType, "4") {
-		return "siw"
-	}
-	return "rdma_rxe"
-}
-
 // checkProviders: libibverbs has provider configuration, one for every
 // device whose driver doctor knows.
 func (d *diag) checkProviders() {
@@ -175,13 +163,13 @@ func (d *diag) checkProviders() {
 	good := true
 	for i := range d.devs {
 		dev := &d.devs[i]
-		want := providerOf[softDriver(dev)]
+		want := providerOf[dev.Driver]
 		if want == "" || providers[want] {
 			continue
 		}
 		good = false
 		d.fail("verbs-provider-missing", deviceSubject(dev.Name),
-			fmt.Sprintf("no libibverbs provider %q for %s (driver %s) in /%s", want, dev.Name, softDriver(dev), providersDir),
+			fmt.Sprintf("no libibverbs provider %q for %s (driver %s) in /%s", want, dev.Name, dev.Driver, providersDir),
 			d.installFix("ibverbs-providers", "libibverbs"))
 	}
 	if good {

@@ -60,7 +60,7 @@ type Device struct {
 	FWVersion    string
 	HCAType      string
 	BoardID      string
-	Driver       string // kernel driver of the parent device (mlx5_core, hfi1, rdma_rxe...)
+	Driver       string // kernel driver of the parent device (mlx5_core, hfi1), or the soft driver (rdma_rxe, siw)
 	PCIAddress   string // "" for soft devices
 	Parent       string // rxe: the netdev it sits on
 	NodeDesc     string // node_desc; siw is recognised by it
@@ -249,6 +249,9 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 		// "parent", siw says who it is in node_desc.
 		d.Parent = opt("parent")
 		d.NodeDesc = opt("node_desc")
+		if d.Driver == "" {
+			d.Driver = softDriver(d.NodeType, d.Parent, d.NodeDesc)
+		}
 	}
 	if detail&ReadPublished != 0 {
 		d.SysImageGUID = opt("sys_image_guid")
@@ -430,4 +433,29 @@ func (h *Host) ReadPort(dev string, num int, detail Detail) (Port, error) {
 		return Port{}, fmt.Errorf("host: device %s port %d: %w", dev, num, ErrNoDevice)
 	}
 	return h.readPort(dev, num, detail, false), nil
+}
+
+// The soft RDMA drivers. Their devices sit under /sys/devices/virtual with
+// no device link, so sysfs names no driver: rdmad names it, and a
+// driver = "rdma_rxe" selector matches Soft-RoCE devices as it reads.
+const (
+	DriverRXE = "rdma_rxe"
+	DriverSIW = "siw"
+)
+
+// SIWNodeDesc is what siw writes into node_desc (SIW_NODE_DESC_COMMON); no
+// other driver uses it, and siw has no sysfs attribute of its own.
+const SIWNodeDesc = "Software iWARP stack"
+
+// softDriver tells the driver of a device without a parent device: rxe is
+// the only driver with a "parent" attribute (its netdev); siw is told by its
+// node description, or as the one iWARP RNIC (node type 4) without one.
+func softDriver(nodeType, parent, nodeDesc string) string {
+	switch {
+	case nodeDesc == SIWNodeDesc || strings.HasPrefix(nodeType, "4"):
+		return DriverSIW
+	case parent != "":
+		return DriverRXE
+	}
+	return ""
 }

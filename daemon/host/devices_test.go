@@ -93,7 +93,7 @@ func TestDevicesOPAAndSoftRoCE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.PCIAddress != "" || r.Driver != "" || r.Parent != "veth0" || !reflect.DeepEqual(r.Netdevs, []string{"veth0"}) {
+	if r.PCIAddress != "" || r.Driver != host.DriverRXE || r.Parent != "veth0" || !reflect.DeepEqual(r.Netdevs, []string{"veth0"}) {
 		t.Errorf("rxe0 = %+v", r)
 	}
 	if r.Ports[0].RoCEMode != "RoCE v2" || !reflect.DeepEqual(r.Ports[0].GIDTypes, []string{"RoCE v2"}) {
@@ -273,5 +273,36 @@ func TestWriteFileAtomicCreatesPublicDirsUnderUmask(t *testing.T) {
 	hosttest.Write(t, root, "etc/file", "")
 	if err := host.MkdirAllPublic(filepath.Join(root, "etc/file/sub")); err == nil {
 		t.Error("a directory under a regular file: no error")
+	}
+}
+
+// Soft devices have no device link: host names their driver from what
+// each driver shows (rxe its parent netdev, siw its node description).
+func TestSoftDevicesNameTheirDriver(t *testing.T) {
+	root := t.TempDir()
+	virtual := func(name string, files map[string]string) {
+		for rel, data := range files {
+			hosttest.Write(t, root, "sys/devices/virtual/infiniband/"+name+"/"+rel, data)
+		}
+		hosttest.Write(t, root, "sys/devices/virtual/infiniband/"+name+"/ports/1/link_layer", "Ethernet\n")
+		if err := os.MkdirAll(filepath.Join(root, host.ClassInfiniband), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("../../devices/virtual/infiniband/"+name, filepath.Join(root, host.ClassInfiniband, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	virtual("rxe0", map[string]string{"node_type": "1: CA\n", "parent": "eth0\n", "node_desc": "rxe\n"})
+	virtual("siw0", map[string]string{"node_type": "4: RNIC\n", "node_desc": "Software iWARP stack\n"})
+	virtual("odd0", map[string]string{"node_type": "1: CA\n"})
+	h := host.New(root)
+	for name, want := range map[string]string{"rxe0": host.DriverRXE, "siw0": host.DriverSIW, "odd0": ""} {
+		d, err := h.Device(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Driver != want {
+			t.Errorf("%s: driver %q, want %q", name, d.Driver, want)
+		}
 	}
 }

@@ -50,16 +50,12 @@ func (RDMANetlink) LinkDel(name string) error {
 func Module(t config.LinkType) string {
 	switch t {
 	case config.LinkRXE:
-		return "rdma_rxe"
+		return host.DriverRXE
 	case config.LinkSIW:
-		return "siw"
+		return host.DriverSIW
 	}
 	return ""
 }
-
-// siwNodeDesc is what siw writes into node_desc (SIW_NODE_DESC_COMMON); no
-// other driver uses it, and siw has no sysfs attribute of its own.
-const siwNodeDesc = "Software iWARP stack"
 
 // SoftLink is a soft RDMA device as observed on the host.
 type SoftLink struct {
@@ -68,15 +64,13 @@ type SoftLink struct {
 	Netdev string // "" when the kernel does not say
 }
 
-// Classify tells whether the RDMA device d is a soft link and of which type.
-// rxe is the only driver with a "parent" attribute (the netdev name); siw is
-// recognised by its node description. Both also show as driver rdma_rxe /
-// siw in fixture trees that model the driver link.
+// Classify tells whether the RDMA device d is a soft link and of which type,
+// by the driver host names for it (see host.DriverRXE).
 func Classify(d *host.Device) (SoftLink, bool) {
-	switch {
-	case d.Driver == "rdma_rxe" || d.Parent != "":
+	switch d.Driver {
+	case host.DriverRXE:
 		return SoftLink{Name: d.Name, Type: config.LinkRXE, Netdev: d.Parent}, true
-	case d.Driver == "siw" || d.NodeDesc == siwNodeDesc:
+	case host.DriverSIW:
 		sl := SoftLink{Name: d.Name, Type: config.LinkSIW, Netdev: d.Parent}
 		if sl.Netdev == "" && len(d.Netdevs) == 1 {
 			sl.Netdev = d.Netdevs[0]

@@ -225,3 +225,18 @@ func TestHangingRDMACMLoadIsBounded(t *testing.T) {
 		t.Fatalf("acts = %+v", acts)
 	}
 }
+
+// A Soft-RoCE device has no parent device in sysfs (it sits under
+// devices/virtual, as the rxe fixture does); driver = "rdma_rxe" selects
+// it all the same, as the man page and the Ansible role say.
+func TestDriverSelectorMatchesSoftRoCE(t *testing.T) {
+	root := hosttest.Copy(t, "rxe")
+	k := hosttest.NewKernel(root)
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Driver: "rdma_rxe"}, TOS: tos(32)}}}
+	if got, want := statuses(apply(t, k.Host(), pol, "rxe0")), "rxe0/1 roce tos changed"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	if got := hosttest.Read(t, root, host.ConfigfsPortPath("rxe0", 1, "default_roce_tos")); got != "32" {
+		t.Errorf("configfs tos = %q", got)
+	}
+}

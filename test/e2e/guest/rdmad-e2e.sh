@@ -17,7 +17,7 @@ set -uo pipefail
 state_dir=/var/lib/rdmad-e2e
 console=${E2E_CONSOLE:-/dev/ttyS0}
 cm=/sys/kernel/config/rdma_cm
-declared_tos=106          # from the guest's rdmad.toml: every RoCE port
+declared_tos=106          # from the guest's rdmad.toml: every rdma_rxe port
 renamed_tos=72            # from the guest's rdmad.toml: only a device named rxe5
 user=e2euser              # member of @rdma, created when the image is prepared
 netns_dropin=/etc/rdma/rdmad.d/60-e2e-netns.toml
@@ -935,7 +935,7 @@ s_ansible() {
 	load_packages
 	[[ ! -e $dropin ]] || fail "$dropin exists before the first run"
 	args=(-c local -i localhost, -e rdmad_hosts=localhost -e ansible_become=false
-		-e "rdmad_package_path=$pkg_dir/$pkg_prompt" -e '{"rdmad_roce": [{"device": "rxe*", "tos": 32}]}'
+		-e "rdmad_package_path=$pkg_dir/$pkg_prompt" -e '{"rdmad_roce": [{"driver": "rdma_rxe", "tos": 32}]}'
 		/usr/lib/rdmad-e2e/ansible/site.yml)
 	# Pipelining, as fleets usually configure it (fewer processes per task).
 	export HOME=/root LC_ALL=C.UTF-8 ANSIBLE_NOCOLOR=1 ANSIBLE_RETRY_FILES_ENABLED=0 ANSIBLE_PIPELINING=1
@@ -948,12 +948,12 @@ s_ansible() {
 	[[ $recap1 =~ changed=([0-9]+) ]] && ((BASH_REMATCH[1] > 0)) || fail "first run changed nothing: $recap1"
 	# What the run did, read from the host: the drop-in, rdmad's reload (same
 	# process), the kernel value.
-	grep -qxF 'device = "rxe*"' "$dropin" && grep -qx 'tos = 32' "$dropin" || fail "$dropin: $(tr '\n' ' ' <"$dropin" 2>&1)"
+	grep -qxF 'driver = "rdma_rxe"' "$dropin" && grep -qx 'tos = 32' "$dropin" || fail "$dropin: $(tr '\n' ' ' <"$dropin" 2>&1)"
 	reloaded_with_dropin() { journal_since "$cursor" | matches -E 'configuration reloaded.*50-ansible\.toml'; }
 	wait_for 5 reloaded_with_dropin || fail "rdmad's journal has no reload with $dropin after cursor '$cursor': $(journal_since "$cursor" | tail -n 2 | tr '\n' ' ')"
 	describe | jq -e --arg f "$dropin" '.config_files | index($f)' >/dev/null || fail "rdmactl status: $dropin not among the config files in force"
 	[[ $(rdmad_pid) == "$pid" ]] || fail "rdmad restarted (pid $pid -> $(rdmad_pid)); the role reloads"
-	tos_is rxe0 32 || fail "rxe0/1 tos '$(tos_of rxe0)' after the playbook, declared 32 for rxe*"
+	tos_is rxe0 32 || fail "rxe0/1 tos '$(tos_of rxe0)' after the playbook, declared 32 for driver rdma_rxe"
 	t1=$(now)
 	second=$(ansible-playbook "${args[@]}" 2>&1) || fail "second run failed: $(grep -E 'FAILED|fatal|ERROR' <<<"$second" | head -n 3 | tr '\n' ' ' | cut -c1-300)"
 	t2=$(now)
