@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 )
 
 // PersistedHeader opens rdmad's own drop-in, so nobody edits it by mistake.
@@ -133,6 +134,13 @@ func tomlQuote(s string) string {
 // administrator's file, so rdmad never writes a drop-in that breaks the next
 // start. The service writes it with host.WriteManaged (PersistedHeader).
 func (p Persisted) Validate() error {
+	// TOML holds only UTF-8: a name with another byte would be written as
+	// U+FFFD and come back as another name.
+	for _, v := range p.names() {
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("config: persisted settings are invalid: %s is not UTF-8, which a TOML file cannot hold", QuoteName(v))
+		}
+	}
 	decl, err := parseFile(PersistedName, p.Render())
 	if err != nil {
 		return fmt.Errorf("config: persisted settings are invalid: %w", err)
@@ -141,6 +149,18 @@ func (p Persisted) Validate() error {
 		return fmt.Errorf("config: persisted settings are invalid: %w", err)
 	}
 	return nil
+}
+
+// names lists every name p holds (selectors, links).
+func (p Persisted) names() []string {
+	var out []string
+	for _, r := range p.RoCE {
+		out = append(out, r.Selector.Device, r.Selector.GUID, r.Selector.PCI, r.Selector.Netdev, r.Selector.Driver)
+	}
+	for _, l := range p.Links {
+		out = append(out, l.Name, l.Netdev)
+	}
+	return out
 }
 
 // AdminLinkSources returns where the link called name is declared in the

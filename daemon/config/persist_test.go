@@ -193,3 +193,19 @@ func writePersisted(t *testing.T, dir string, p Persisted) {
 		t.Fatal(err)
 	}
 }
+
+func TestPersistedValidateRefusesNamesTOMLCannotHold(t *testing.T) {
+	for _, p := range []Persisted{
+		{Links: []Link{{Name: "rxe\xff", Type: LinkRXE, Netdev: "eth0"}}},
+		{Links: []Link{{Name: "rxe0", Type: LinkRXE, Netdev: "eth\xfe"}}},
+		{RoCE: []RoCERule{{Selector: Selector{Device: "mlx\xc3"}, Port: 1, Mode: RoCEv2}}},
+	} {
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("Validate(%+v) = %v, want an error naming UTF-8", p, err)
+		}
+	}
+	ok := Persisted{Links: []Link{{Name: "rxé0", Type: LinkRXE, Netdev: "eth0"}}}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("Validate(UTF-8 name) = %v", err)
+	}
+}

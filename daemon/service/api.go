@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -119,6 +120,9 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 	defer s.runtime.mutation.Unlock()
 	dev, ports, err := s.validateRoCE(c)
 	if err != nil {
+		return err
+	}
+	if err := storable(c.Persist, "device", dev.Name); err != nil {
 		return err
 	}
 	var tos *int
@@ -295,6 +299,16 @@ func portList(dev host.Device) string {
 	return strings.Join(s, ", ")
 }
 
+// storable refuses, for a persisted change, a name the drop-in cannot hold:
+// TOML is UTF-8 only, and a name with another byte (which the kernel
+// allows, and D-Bus clients send escaped) would come back as another name.
+func storable(persist bool, arg, name string) error {
+	if persist && !utf8.ValidString(name) {
+		return &ArgError{arg, fmt.Sprintf("%s is not UTF-8: it cannot be stored in the TOML drop-in; set it without persist", config.QuoteName(name))}
+	}
+	return nil
+}
+
 // validLinkName applies the config file's rules for link names, so a name
 // D-Bus accepts is one the persisted drop-in can hold.
 func validLinkName(name string) error {
@@ -333,6 +347,12 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 	}
 	if err := config.ValidNetdevName(l.Netdev); err != nil {
 		return &ArgError{"netdev", err.Error()}
+	}
+	if err := storable(persist, "name", l.Name); err != nil {
+		return err
+	}
+	if err := storable(persist, "netdev", l.Netdev); err != nil {
+		return err
 	}
 	if !s.host.NetdevExists(l.Netdev) {
 		return &ArgError{"netdev", fmt.Sprintf("no network interface %q", l.Netdev)}

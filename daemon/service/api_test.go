@@ -550,3 +550,44 @@ func TestConcurrentReloadsAndPersistedCalls(t *testing.T) {
 		t.Errorf("declared tos %v after the last persisted call, want 39", d.TOS)
 	}
 }
+
+// A name with a byte that is not UTF-8 cannot be stored in the TOML
+// drop-in (it would come back as another name): a persisted call is refused
+// naming the argument and nothing is created or written; without persist
+// the same name is accepted.
+func TestPersistRefusesNamesTOMLCannotHold(t *testing.T) {
+	e := newEnv(t, "", nil)
+	if err := linkstest.AddNetdev(e.h, "eth\xff"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		arg  string
+		link config.Link
+	}{
+		{"name", config.Link{Name: "rxe\xff", Type: config.LinkRXE, Netdev: "eth1"}},
+		{"netdev", config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth\xff"}},
+	} {
+		err := e.svc.AddLink(context.Background(), c.link, true)
+		var ae *service.ArgError
+		if !errors.As(err, &ae) || ae.Arg != c.arg || !strings.Contains(ae.Msg, "UTF-8") {
+			t.Errorf("AddLink(%q, %q, persist) = %v, want an ArgError on %s naming UTF-8", c.link.Name, c.link.Netdev, err, c.arg)
+		}
+		if e.h.Exists(host.ClassInfiniband + "/" + c.link.Name) {
+			t.Errorf("%q created by a refused call", c.link.Name)
+		}
+	}
+	if got := e.persisted(); got != "<none>" {
+		t.Errorf("drop-in written by refused calls: %q", got)
+	}
+	if err := e.svc.AddLink(context.Background(), config.Link{Name: "rxe\xff", Type: config.LinkRXE, Netdev: "eth1"}, false); err != nil {
+		t.Errorf("AddLink without persist = %v, want success", err)
+	}
+	err := e.svc.SetRoCE(context.Background(), service.RoCEChange{Device: "rxe\xff", Port: 1, Mode: config.RoCEv2, TOS: -1, Persist: true})
+	var ae *service.ArgError
+	if !errors.As(err, &ae) || ae.Arg != "device" {
+		t.Errorf("SetRoCE(persist) on a non-UTF-8 device = %v, want an ArgError on device", err)
+	}
+	if got := e.persisted(); got != "<none>" {
+		t.Errorf("drop-in written by a refused SetRoCE: %q", got)
+	}
+}
