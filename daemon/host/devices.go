@@ -236,7 +236,11 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 	if detail&ReadGUID != 0 {
 		d.NodeGUID = opt("node_guid")
 	}
-	if dev, err := os.Readlink(h.Path(base, "device")); err == nil {
+	dev, err := os.Readlink(h.Path(base, "device"))
+	// Only a device with no parent device at all is a soft one: a hardware
+	// device whose driver link is missing (being unbound) is not rxe or siw.
+	soft := errors.Is(err, fs.ErrNotExist)
+	if err == nil {
 		if b := filepath.Base(dev); isPCIAddress(b) {
 			d.PCIAddress = b
 		}
@@ -249,7 +253,7 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 		// "parent", siw says who it is in node_desc.
 		d.Parent = opt("parent")
 		d.NodeDesc = opt("node_desc")
-		if d.Driver == "" {
+		if soft {
 			d.Driver = softDriver(d.NodeType, d.Parent, d.NodeDesc)
 		}
 	}

@@ -277,7 +277,8 @@ func TestWriteFileAtomicCreatesPublicDirsUnderUmask(t *testing.T) {
 }
 
 // Soft devices have no device link: host names their driver from what
-// each driver shows (rxe its parent netdev, siw its node description).
+// each driver shows (rxe its parent netdev, siw its node description); a
+// device with a device link but no driver link is not taken for one.
 func TestSoftDevicesNameTheirDriver(t *testing.T) {
 	root := t.TempDir()
 	virtual := func(name string, files map[string]string) {
@@ -295,8 +296,15 @@ func TestSoftDevicesNameTheirDriver(t *testing.T) {
 	virtual("rxe0", map[string]string{"node_type": "1: CA\n", "parent": "eth0\n", "node_desc": "rxe\n"})
 	virtual("siw0", map[string]string{"node_type": "4: RNIC\n", "node_desc": "Software iWARP stack\n"})
 	virtual("odd0", map[string]string{"node_type": "1: CA\n"})
+	// A hardware iWARP RNIC on an auxiliary bus, its driver being unbound:
+	// it has a device link, so it is not siw whatever it looks like.
+	virtual("iwp0", map[string]string{"node_type": "4: RNIC\n"})
+	hosttest.Write(t, root, "sys/devices/aux/irdma.iwarp.0/uevent", "")
+	if err := os.Symlink("../../../aux/irdma.iwarp.0", filepath.Join(root, "sys/devices/virtual/infiniband/iwp0/device")); err != nil {
+		t.Fatal(err)
+	}
 	h := host.New(root)
-	for name, want := range map[string]string{"rxe0": host.DriverRXE, "siw0": host.DriverSIW, "odd0": ""} {
+	for name, want := range map[string]string{"rxe0": host.DriverRXE, "siw0": host.DriverSIW, "odd0": "", "iwp0": ""} {
 		d, err := h.Device(name)
 		if err != nil {
 			t.Fatal(err)
