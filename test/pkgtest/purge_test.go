@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
@@ -17,7 +18,7 @@ import (
 func TestDebPurgeRemovesWhatRdmadWrote(t *testing.T) {
 	root := t.TempDir()
 	bin := t.TempDir()
-	for _, tool := range []string{"sh", "rm", "rmdir", "head", "grep"} {
+	for _, tool := range []string{"sh", "rm", "rmdir", "head"} {
 		p, err := exec.LookPath(tool)
 		if err != nil {
 			t.Skipf("no %s", tool)
@@ -38,8 +39,14 @@ func TestDebPurgeRemovesWhatRdmadWrote(t *testing.T) {
 	for _, f := range theirs {
 		hosttest.Write(t, root, f, "# HELP node_x other exporter\nnode_x 1\n")
 	}
+	// A symlink to a file of rdmad's elsewhere, and a FIFO (which must not
+	// be opened: the purge would hang), are not rdmad's to remove.
+	hosttest.Write(t, root, "srv/rdmad-elsewhere.prom", metrics.Header+"rdmad_up 1\n")
 	link := filepath.Join(root, "var/lib/prometheus/node-exporter/link.prom")
-	if err := os.Symlink("rdmad-elsewhere.prom", link); err != nil {
+	if err := os.Symlink("../../../../srv/rdmad-elsewhere.prom", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "var/lib/prometheus/node-exporter/fifo.prom"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(bin, "sh"), filepath.Join(repo, "packaging/deb/postrm"), "purge")
@@ -52,7 +59,7 @@ func TestDebPurgeRemovesWhatRdmadWrote(t *testing.T) {
 			t.Errorf("/%s left after purge", f)
 		}
 	}
-	for _, f := range append(theirs, "var/lib/prometheus/node-exporter/link.prom") {
+	for _, f := range append(theirs, "var/lib/prometheus/node-exporter/link.prom", "var/lib/prometheus/node-exporter/fifo.prom", "srv/rdmad-elsewhere.prom") {
 		if _, err := os.Lstat(filepath.Join(root, f)); err != nil {
 			t.Errorf("/%s (not rdmad's) removed by purge", f)
 		}

@@ -46,7 +46,7 @@ func TestRPMScriptlets(t *testing.T) {
 			`systemctl daemon-reload`,
 			`if \[ "\$1" -ge 1 \]; then(?s:.*)systemd-update-helper mark-restart-system-units rdmad\.service`,
 			`systemctl try-restart rdmad\.service`,
-			`if \[ "\$1" -eq 0 \]; then(?s:.*)# rdmad textfile metrics'(?s:.*)rm -f "\$f"`,
+			`if \[ "\$1" -eq 0 \]; then(?s:.*)head -c 24 "\$f"\)" = '# rdmad textfile metrics' \](?s:.*)rm -f "\$f"`,
 		},
 	}
 	for name, res := range want {
