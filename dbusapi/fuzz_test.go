@@ -3,17 +3,18 @@ package dbusapi
 import (
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/godbus/dbus/v5"
 )
 
 // FuzzEscape: whatever bytes the host hands over, the published string is
-// valid UTF-8 without NUL or other control characters (D-Bus and JSON
+// valid UTF-8 without NUL or other control characters, C1 included (D-Bus and JSON
 // readers take it), printable text passes unchanged, and Unescape gives
 // back the original bytes. EscapeStrings does the same inside a model.
 func FuzzEscape(f *testing.F) {
-	for _, s := range []string{"16.35.2000", "16.35\xff\x00x\\y\n", `\x41`, `\\`, "é€😀", "\xe2\x82", "\x7f\x1b[31m", `\`, `\x`, `\xZZ`} {
+	for _, s := range []string{"16.35.2000", "16.35\xff\x00x\\y\n", `\x41`, `\\`, "é€😀", "\xe2\x82", "\x7f\x1b[31m", "\u009b31m", "a\u0085b\u00a0c", "\xc2", `\`, `\x`, `\xZZ`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -22,14 +23,14 @@ func FuzzEscape(f *testing.F) {
 			t.Fatalf("Escape(%q) = %q is not UTF-8", s, e)
 		}
 		for _, r := range e {
-			if r < 0x20 || r == 0x7f {
+			if unicode.IsControl(r) {
 				t.Fatalf("Escape(%q) = %q holds control character %U", s, e, r)
 			}
 		}
 		if got := Unescape(e); got != s {
 			t.Fatalf("Unescape(Escape(%q)) = %q", s, got)
 		}
-		plain := utf8.ValidString(s) && !strings.ContainsAny(s, "\\\x7f") && strings.IndexFunc(s, func(r rune) bool { return r < 0x20 }) < 0
+		plain := utf8.ValidString(s) && !strings.ContainsRune(s, '\\') && strings.IndexFunc(s, unicode.IsControl) < 0
 		if plain != (e == s) {
 			t.Fatalf("Escape(%q) = %q: printable text must pass unchanged, anything else not", s, e)
 		}

@@ -10,8 +10,9 @@ import (
 // be valid UTF-8 without NUL, and one bad byte in a firmware version or a
 // device name must not make GetManagedObjects fail for every client. Valid
 // printable text passes unchanged; a backslash becomes `\\`, and every byte
-// that is not valid UTF-8, a NUL or another control character becomes
-// `\xNN`, so nothing is lost: Unescape gives back the original bytes.
+// that is not valid UTF-8, a NUL or another control character (C0, DEL or
+// C1) becomes `\xNN`, so nothing is lost: Unescape gives back the original
+// bytes.
 func Escape(s string) string {
 	if isPlain(s) {
 		return s
@@ -24,10 +25,15 @@ func Escape(s string) string {
 		switch {
 		case r == '\\':
 			b.WriteString(`\\`)
-		case (r == utf8.RuneError && size == 1) || r < 0x20 || r == 0x7f:
-			b.WriteString(`\x`)
-			b.WriteByte(hex[s[i]>>4])
-			b.WriteByte(hex[s[i]&0xf])
+		case (r == utf8.RuneError && size == 1) || r < 0x20 || (r >= 0x7f && r <= 0x9f):
+			// C1 controls (U+0080..U+009F, CSI among them) act on a
+			// terminal as C0 ones do: each of their bytes is escaped.
+			for j := i; j < i+size; j++ {
+				c := s[j]
+				b.WriteString(`\x`)
+				b.WriteByte(hex[c>>4])
+				b.WriteByte(hex[c&0xf])
+			}
 		default:
 			b.WriteString(s[i : i+size])
 		}
@@ -47,6 +53,10 @@ func isPlain(s string) bool {
 		}
 		if c >= 0x80 {
 			ascii = false
+			// 0xc2 0x80..0x9f is a C1 control in UTF-8.
+			if c == 0xc2 && i+1 < len(s) && s[i+1] <= 0x9f {
+				return false
+			}
 		}
 	}
 	return ascii || utf8.ValidString(s)

@@ -74,3 +74,21 @@ func TestMarkdownSectionHeadings(t *testing.T) {
 		t.Error(`reference says "Propertys"`)
 	}
 }
+
+// C1 controls (CSI U+009B among them) are escaped byte by byte, as C0 ones
+// are: a terminal showing `rdmactl status` must not act on them.
+func TestEscapeC1Controls(t *testing.T) {
+	for in, want := range map[string]string{
+		"fw\u009b31m":  `fw\xc2\x9b31m`,
+		"a\u0085b":     `a\xc2\x85b`,
+		"nbsp\u00a0ok": "nbsp\u00a0ok",
+		"\u0080":       `\xc2\x80`,
+	} {
+		if got := Escape(in); got != want {
+			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		}
+		if got := Unescape(Escape(in)); got != in {
+			t.Errorf("Unescape(Escape(%q)) = %q", in, got)
+		}
+	}
+}
