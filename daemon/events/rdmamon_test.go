@@ -222,8 +222,13 @@ type monitorHarness struct {
 	devErr  error
 	logs    *bytes.Buffer
 	logMu   *sync.Mutex
+	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
+
+	// Set by answeredByTest: the test answers each Ready and Devices call.
+	readyAnswers  chan bool
+	deviceAnswers chan map[uint32]string
 }
 
 type lockedWriter struct {
@@ -275,10 +280,56 @@ func startMonitor(t *testing.T, ready, supported bool, devices map[uint32]string
 		o(h)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // failure guard only
-	h.cancel = cancel
+	h.ctx, h.cancel = ctx, cancel
 	go func() { h.src.Run(ctx); close(h.done) }()
 	t.Cleanup(func() { cancel(); <-h.done })
 	return h
+}
+
+// answeredByTest makes Ready and Devices wait for the test's answer
+// (answerReady, answerDevices), so the test knows which step of the source
+// saw which state instead of racing it.
+func answeredByTest(h *monitorHarness) {
+	h.readyAnswers = make(chan bool)
+	h.deviceAnswers = make(chan map[uint32]string)
+	h.src.Ready = func() bool {
+		select {
+		case ready := <-h.readyAnswers:
+			return ready
+		case <-h.ctx.Done():
+			return false
+		}
+	}
+	h.src.Devices = func() (map[uint32]string, error) {
+		select {
+		case d := <-h.deviceAnswers:
+			return d, nil
+		case <-h.ctx.Done():
+			return nil, h.ctx.Err()
+		}
+	}
+}
+
+// answerReady waits for the source to ask whether ib_core is loaded.
+func (h *monitorHarness) answerReady(ready bool) {
+	h.t.Helper()
+	select {
+	case h.readyAnswers <- ready:
+	case r := <-h.opened:
+		h.t.Fatalf("monitor socket opened (%p) instead of asking for ib_core; log:\n%s", r, h.log())
+	case <-time.After(5 * time.Second):
+		h.t.Fatalf("source does not ask whether ib_core is loaded; log:\n%s", h.log())
+	}
+}
+
+// answerDevices waits for the source to list the devices.
+func (h *monitorHarness) answerDevices(d map[uint32]string) {
+	h.t.Helper()
+	select {
+	case h.deviceAnswers <- d:
+	case <-time.After(5 * time.Second):
+		h.t.Fatalf("source does not list the devices; log:\n%s", h.log())
+	}
 }
 
 func (h *monitorHarness) setDevices(d map[uint32]string) {
@@ -319,7 +370,13 @@ func (h *monitorHarness) socket() *chanReader {
 // previous one.
 func (h *monitorHarness) noSocket() {
 	h.t.Helper()
-	h.poke()
+	select {
+	case h.wake <- struct{}{}:
+	case r := <-h.opened:
+		h.t.Fatalf("monitor socket opened (%p); log:\n%s", r, h.log())
+	case <-time.After(5 * time.Second):
+		h.t.Fatalf("source does not take wakes; log:\n%s", h.log())
+	}
 	select {
 	case r := <-h.opened:
 		h.t.Fatalf("monitor socket opened (%p); log:\n%s", r, h.log())
@@ -340,36 +397,41 @@ func (h *monitorHarness) waitRequests(want string) {
 }
 
 func TestMonitorWaitsForIBCoreAndADevice(t *testing.T) {
-	h := startMonitor(t, false, true, map[uint32]string{})
-	// ib_core not loaded: wakes do not open anything (that would load it).
-	h.poke()
-	h.poke()
+	// Lock-step: the source asks the test whether ib_core is loaded and
+	// which devices exist, so every answer reaches a known step.
+	h := startMonitor(t, false, true, nil, answeredByTest)
+	// ib_core not loaded: neither the first look nor wakes open anything
+	// (that would load it). noSocket's wake is taken only once the source
+	// is done with the previous answer.
+	h.answerReady(false)
+	for range 2 {
+		h.noSocket()
+		h.answerReady(false)
+	}
 	h.noSocket()
 	if n := h.probes.Load(); n != 0 {
 		t.Fatalf("probed %d times without ib_core", n)
 	}
 	// ib_core loaded but no device: the socket is opened, finds nothing to
 	// follow and is closed again (it would pin ib_core).
-	h.ready.Store(true)
-	h.poke()
+	h.answerReady(true)
 	r := h.socket()
+	h.answerDevices(map[uint32]string{})
 	select {
 	case <-r.closed:
 	case <-time.After(5 * time.Second):
-		t.Fatal("socket kept open without devices")
+		t.Fatalf("socket kept open without devices; log:\n%s", h.log())
 	}
 	// A device appears (the uevent source pokes): followed from now on.
-	// The last poke of noSocket may have raced ready above and opened (and
-	// closed) one socket more; the poke here returns only once the source
-	// is done with it, so skipping closed sockets finds the followed one.
-	h.setDevices(map[uint32]string{1: "rxe0"})
 	h.poke()
+	h.answerReady(true)
 	r = h.socket()
-	for r.isClosed() {
-		r = h.socket()
-	}
+	h.answerDevices(map[uint32]string{1: "rxe0"})
 	r.msgs <- readResult{b: monRename(1, "rxe5")}
 	h.waitRequests("device:rxe0 device:rxe5")
+	if r.isClosed() {
+		t.Errorf("socket closed although a device exists; log:\n%s", h.log())
+	}
 	if !strings.Contains(h.log(), "following the RDMA netlink monitor") {
 		t.Errorf("no info log when following:\n%s", h.log())
 	}
