@@ -92,13 +92,19 @@ func TestEscapedInvalidLinkNamesAreInvalidArgs(t *testing.T) {
 		method string
 		args   []any
 		arg    string
+		msg    string // in the message, when set
 	}{
-		{"AddLink", []any{`a\x2fb`, "rxe", "ens1f0np0", false}, "name"},
-		{"AddLink", []any{`rxe\x0a`, "rxe", "ens1f0np0", true}, "name"},
-		{"AddLink", []any{"rxe1", "rxe", `ens1\x3a0`, false}, "netdev"},
-		{"AddLink", []any{"rxe1", "rxe", `ens1\x00`, false}, "netdev"},
-		{"DeleteLink", []any{`rxe\x00`, false}, "name"},
-		{"DeleteLink", []any{`..\x2f..`, true}, "name"},
+		{"AddLink", []any{`a\x2fb`, "rxe", "ens1f0np0", false}, "name", ""},
+		{"AddLink", []any{`rxe\x0a`, "rxe", "ens1f0np0", true}, "name", ""},
+		{"AddLink", []any{"rxe1", "rxe", `ens1\x3a0`, false}, "netdev", ""},
+		{"AddLink", []any{"rxe1", "rxe", `ens1\x00`, false}, "netdev", ""},
+		{"DeleteLink", []any{`rxe\x00`, false}, "name", ""},
+		{"DeleteLink", []any{`..\x2f..`, true}, "name", ""},
+		// Not UTF-8: fine at runtime, not in the TOML drop-in. The
+		// message spells the name as it was sent, to be pasted back.
+		{"AddLink", []any{`rxe\xff`, "rxe", "ens1f0np0", true}, "name", `"rxe\xff" is not UTF-8`},
+		{"AddLink", []any{"rxe1", "rxe", `ens1\xfe`, true}, "netdev", `"ens1\xfe" is not UTF-8`},
+		{"AddLink", []any{"rxe1", "rxe", `ens1\xc2\x9b`, false}, "netdev", `no network interface "ens1\xc2\x9b"`},
 	} {
 		err := obj.Call(dbusapi.ManagerIface+"."+tc.method, 0, tc.args...).Err
 		if err == nil {
@@ -107,6 +113,9 @@ func TestEscapedInvalidLinkNamesAreInvalidArgs(t *testing.T) {
 		}
 		if client.ErrorName(err) != dbusapi.ErrInvalidArgs || !strings.Contains(client.ErrorMessage(err), "argument "+tc.arg+":") {
 			t.Errorf("%s%q: %s %q, want InvalidArgs naming %s", tc.method, tc.args, client.ErrorName(err), client.ErrorMessage(err), tc.arg)
+		}
+		if !strings.Contains(client.ErrorMessage(err), tc.msg) {
+			t.Errorf("%s%q: message %q, want it to hold %s", tc.method, tc.args, client.ErrorMessage(err), tc.msg)
 		}
 	}
 	if after := treeDigest(t, root); after != before {

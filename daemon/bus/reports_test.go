@@ -96,9 +96,10 @@ func TestReportCallsAreBounded(t *testing.T) {
 	const conns, perConn = 6, 2 // 12 calls, 3 times the slots
 	calls := conns * perConn
 	errs := make(chan error, calls)
+	ctx := callContext(t)
 	for _, c := range reportClients(t, e, conns) {
-		go func() { _, err := c.Describe(t.Context()); errs <- err }()
-		go func() { _, err := c.Diagnose(t.Context()); errs <- err }()
+		go func() { _, err := c.Describe(ctx); errs <- err }()
+		go func() { _, err := c.Diagnose(ctx); errs <- err }()
 	}
 	until(t, "every call is inside or waiting", func() bool {
 		if n := probe.most.Load(); n > bus.ReportSlots {

@@ -235,7 +235,7 @@ func (s *Service) validateRoCE(c RoCEChange) (host.Device, []int, error) {
 		return host.Device{}, nil, &ArgError{"device", "empty device name"}
 	}
 	if len(c.Device) > host.MaxDeviceNameLen {
-		return host.Device{}, nil, &ArgError{"device", fmt.Sprintf("%s is %d bytes long; RDMA device names have at most %d", config.QuoteName(c.Device), len(c.Device), host.MaxDeviceNameLen)}
+		return host.Device{}, nil, &ArgError{"device", fmt.Sprintf("%s is %d bytes long; RDMA device names have at most %d", argName(c.Device), len(c.Device), host.MaxDeviceNameLen)}
 	}
 	dev, err := s.device(c.Device)
 	if err != nil {
@@ -299,12 +299,24 @@ func portList(dev host.Device) string {
 	return strings.Join(s, ", ")
 }
 
+// argName quotes a name taken from a D-Bus argument for its error message,
+// as the caller spelled it: the bus escapes the whole message once
+// (dbusapi.Escape), so a byte quoted here too would come back as "\\xff"
+// and could not be pasted back. Cut after 64 bytes, as config.QuoteName.
+func argName(s string) string {
+	const keep = 64
+	if len(s) <= keep {
+		return `"` + s + `"`
+	}
+	return `"` + s[:keep] + `"...`
+}
+
 // storable refuses, for a persisted change, a name the drop-in cannot hold:
 // TOML is UTF-8 only, and a name with another byte (which the kernel
 // allows, and D-Bus clients send escaped) would come back as another name.
 func storable(persist bool, arg, name string) error {
 	if persist && !utf8.ValidString(name) {
-		return &ArgError{arg, fmt.Sprintf("%s is not UTF-8: it cannot be stored in the TOML drop-in; set it without persist", config.QuoteName(name))}
+		return &ArgError{arg, fmt.Sprintf("%s is not UTF-8: it cannot be stored in the TOML drop-in; set it without persist", argName(name))}
 	}
 	return nil
 }
@@ -326,7 +338,7 @@ func (s *Service) device(name string) (host.Device, error) {
 	}
 	d, err := s.host.ReadDevice(name, host.DetailPolicy)
 	if errors.Is(err, host.ErrNoDevice) {
-		return host.Device{}, &ArgError{"device", fmt.Sprintf("no RDMA device %q", name)}
+		return host.Device{}, &ArgError{"device", fmt.Sprintf("no RDMA device %s", argName(name))}
 	}
 	if err != nil {
 		return host.Device{}, fmt.Errorf("service: %w", err)
@@ -355,7 +367,7 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 		return err
 	}
 	if !s.host.NetdevExists(l.Netdev) {
-		return &ArgError{"netdev", fmt.Sprintf("no network interface %q", l.Netdev)}
+		return &ArgError{"netdev", fmt.Sprintf("no network interface %s", argName(l.Netdev))}
 	}
 	if s.kernel.Links == nil {
 		return fmt.Errorf("service: add link %s: this rdmad does not manage soft links", l.Name)
@@ -363,11 +375,11 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 	pol := s.PolicyInForce()
 	for _, other := range pol.Links {
 		if other.Name != l.Name && other.Type == l.Type && other.Netdev == l.Netdev {
-			return &ArgError{"netdev", fmt.Sprintf("%s already has %s link %q (%s); the kernel allows one per netdev", l.Netdev, l.Type, other.Name, other.Source)}
+			return &ArgError{"netdev", fmt.Sprintf("%s already has %s link %s (%s); the kernel allows one per netdev", l.Netdev, l.Type, argName(other.Name), other.Source)}
 		}
 	}
 	if _, declared := pol.LinkSource(l.Name); !declared && s.host.Exists(host.ClassInfiniband+"/"+l.Name) {
-		return &ArgError{"name", fmt.Sprintf("an RDMA device %q already exists and is not a link rdmad manages", l.Name)}
+		return &ArgError{"name", fmt.Sprintf("an RDMA device %s already exists and is not a link rdmad manages", argName(l.Name))}
 	}
 	return s.commit(ctx, persist, change{
 		runtime: func(o *Overlay) { o.addLink(l) },
@@ -398,7 +410,7 @@ func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) err
 		return err
 	}
 	if _, declared := s.PolicyInForce().LinkSource(name); !declared {
-		return &ArgError{"name", fmt.Sprintf("no link %q is declared", name)}
+		return &ArgError{"name", fmt.Sprintf("no link %s is declared", argName(name))}
 	}
 	if persist {
 		admin, err := config.AdminLinkSources(host.Files{}, s.configFile, name)
@@ -410,8 +422,8 @@ func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) err
 			for i, pos := range admin {
 				where[i] = pos.String()
 			}
-			return &ArgError{"name", fmt.Sprintf("link %q is declared at %s, which rdmad does not edit: remove it there (without persist, the link is deleted until rdmad restarts)",
-				name, strings.Join(where, " and "))}
+			return &ArgError{"name", fmt.Sprintf("link %s is declared at %s, which rdmad does not edit: remove it there (without persist, the link is deleted until rdmad restarts)",
+				argName(name), strings.Join(where, " and "))}
 		}
 	}
 	exists := s.host.Exists(host.ClassInfiniband + "/" + name)
