@@ -624,17 +624,22 @@ func TestSignalsOnlyForChangedObjects(t *testing.T) {
 }
 
 // rdmactl doctor asks the daemon, which diagnoses its own --root host: a
-// healthy Soft-RoCE host passes (exit 0), the demo host's failures come
-// back with a fix each (exit 1), and -o json is the Diagnose document.
+// healthy Soft-RoCE host passes (exit 0), the demo host's failures (its
+// providers removed) come back with a fix each (exit 1), and -o json is the
+// Diagnose document.
 func TestDoctorThroughTheDaemon(t *testing.T) {
 	ready := newEnv(t, "rxe-ready", "[modules]\nenable = false\n")
 	if code, out, errOut := rdmactl(t, ready.addr, "doctor"); code != 0 {
 		t.Errorf("doctor on rxe-ready: exit %d\n%s%s", code, out, errOut)
 	}
 	e := newEnv(t, "demo", mlx5Config)
+	// Without rdma-core's provider files, libibverbs finds no device.
+	if err := os.RemoveAll(filepath.Join(e.root, "etc/libibverbs.d")); err != nil {
+		t.Fatal(err)
+	}
 	code, out, _ := rdmactl(t, e.addr, "-o", "json", "doctor")
 	if code != 1 {
-		t.Fatalf("doctor on demo: exit %d, want 1 (verbs modules are missing)\n%s", code, out)
+		t.Fatalf("doctor on demo without providers: exit %d, want 1\n%s", code, out)
 	}
 	c, err := client.Connect(e.addr)
 	if err != nil {
@@ -659,7 +664,7 @@ func TestDoctorThroughTheDaemon(t *testing.T) {
 			t.Errorf("%s has no fix", f.ID)
 		}
 	}
-	for _, want := range []string{"verbs-modules-missing", "roce-modes-mixed"} {
+	for _, want := range []string{"verbs-providers-missing", "roce-modes-mixed"} {
 		if !ids[want] {
 			t.Errorf("demo host: no %s finding in %v", want, ids)
 		}

@@ -365,5 +365,15 @@ build rxe eval 'common rxe configfs ib_core rdma_cm rdma_rxe; rxe rxe'
 build sparse eval 'common sparse configfs ib_core rdma_cm; sparse sparse'
 build rxe-ready eval 'common rxe-ready configfs ib_core ib_cm iw_cm rdma_cm ib_uverbs rdma_ucm rdma_rxe; rxe_ready rxe-ready'
 build ib-ready eval 'common ib-ready configfs ib_core ib_cm iw_cm rdma_cm ib_uverbs rdma_ucm ib_umad ib_ipoib mlx4_core mlx4_ib sunrpc nfsd rpcrdma; ib_ready ib-ready'
-build demo eval 'common demo configfs ib_core rdma_cm ib_cm iw_cm mlx5_core mlx5_ib mlx4_core mlx4_ib rdma_rxe; mlx5 demo; mlx4 demo; rxe demo'
+# The demo host has rdma-core's user space, as a host a reader would try
+# rdmad on: what `make demo`'s doctor then reports is what rdmad's policy
+# changes (memlock) and what the demo's drop-in declares (mixed RoCE modes).
+demo_userspace() {
+	local root=$1
+	userspace "$root" "pci0000:3a/0000:3a:00.0/0000:3b:00.0" "uverbs0:mlx5_0" mlx5
+	userspace "$root" "pci0000:3a/0000:3a:00.0/0000:3b:00.1" "uverbs1:mlx5_1" mlx5
+	userspace "$root" "pci0000:00/0000:00:03.0/0000:05:00.0" "uverbs2:mlx4_0" mlx4
+	userspace "$root" virtual "uverbs3:rxe0" rxe
+}
+build demo eval 'common demo configfs ib_core rdma_cm ib_cm iw_cm ib_uverbs rdma_ucm mlx5_core mlx5_ib mlx4_core mlx4_ib rdma_rxe; mlx5 demo; mlx4 demo; rxe demo; demo_userspace demo'
 echo "fixtures written"
