@@ -55,7 +55,8 @@ type Input struct {
 }
 
 // Diagnose runs every check and returns the findings in a fixed order:
-// configuration, devices and ports, RoCE, user-space access, memlock, NFS
+// configuration, devices and ports, RoCE, rules that select nothing,
+// user-space access, memlock, NFS
 // over RDMA, IPoIB, netns. It never fails: what it cannot read becomes a
 // finding or is skipped, and a cancelled ctx ends it with what it has.
 func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
@@ -81,6 +82,7 @@ func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
 		d.checkLinks,
 		d.checkPorts,
 		d.checkRoCE,
+		d.checkRules,
 		d.checkVerbs,
 		d.checkProviders,
 		d.checkMemlock,
