@@ -22,8 +22,10 @@ mkdir -p "$work/bin"
 cat > "$work/bin/modprobe" <<EOS
 #!/bin/sh
 
-shift
-for m in "\$@"; do echo "\$m 16384 0 - Live 0x0" >> "$root/proc/modules"; done
+for m in "\$@"; do
+	case \$m in -*) continue ;; esac # -a, --
+	echo "\$m 16384 0 - Live 0x0" >> "$root/proc/modules"
+done
 EOS
 chmod +x "$work/bin/modprobe"
 export PATH="$work/bin:$PATH"

@@ -24,6 +24,14 @@ type Position struct {
 	Line int // 0 when the parser could not tell
 }
 
+// RuntimeFile is the File of a declaration made over D-Bus without
+// persist (the service's runtime overlay): no file holds it, and it lasts
+// until rdmad stops.
+const RuntimeFile = "runtime"
+
+// IsRuntime reports whether the declaration was made at runtime.
+func (p Position) IsRuntime() bool { return p.File == RuntimeFile }
+
 func (p Position) String() string {
 	if p.Line > 0 {
 		return fmt.Sprintf("%s:%d", p.File, p.Line)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -34,7 +35,22 @@ type = "eth"
 [[vpi]]
 guid = "dead:beef:0000:0001"
 type = "ib"
+
+[[roce]]
+device = "mlx4_0"
+port = 1
+tos = 32
+
+[[vpi]]
+device = "mlx5_*"
+type = "eth"
+
+[[roce]]
+device = 'weird\*'
+tos = 1
 `)
+	// A rule set at runtime for a device that has gone since.
+	pol.RoCE = append(pol.RoCE, config.RoCERule{Source: config.Position{File: config.RuntimeFile}, Selector: config.Selector{Device: "mlx5_9"}, Port: 1, Mode: config.RoCEv2})
 	fs := diagnose(t, root, withPolicy(pol))
 	var unmatched []string
 	for _, f := range fs {
@@ -45,10 +61,16 @@ type = "ib"
 			unmatched = append(unmatched, f.Finding)
 		}
 	}
-	want := []string{
+	want := []string{ // [[roce]] rules in order, then [[vpi]]
 		`[[roce]] rule at /etc/rdma/rdmad.toml:6 (device="mlx5_O") selects no device on this host`,
 		`[[roce]] rule at /etc/rdma/rdmad.toml:10 (pci="0000:3b:00.*" port 2) selects no device with port 2`,
+		// mlx4_0/1 is InfiniBand: the rule selects it and applies to nothing.
+		`[[roce]] rule at /etc/rdma/rdmad.toml:24 (device="mlx4_0" port 1) selects only ports that are not RoCE`,
+		// Escaped once, as published: the backslash is \\, not \\\\.
+		`[[roce]] rule at /etc/rdma/rdmad.toml:33 (device="weird\\*") selects no device`,
+		`[[roce]] rule set at runtime (rdmactl roce set without --persist) (device="mlx5_9" port 1) selects no device on this host`,
 		`[[vpi]] rule at /etc/rdma/rdmad.toml:20 (guid="dead:beef:0000:0001") selects no device on this host`,
+		`[[vpi]] rule at /etc/rdma/rdmad.toml:29 (device="mlx5_*") selects only devices that are not mlx4 VPI adapters`,
 	}
 	if len(unmatched) != len(want) {
 		t.Fatalf("rule-unmatched findings:\n%s\nwant %d", strings.Join(unmatched, "\n"), len(want))
@@ -56,6 +78,12 @@ type = "ib"
 	for i, w := range want {
 		if !strings.Contains(unmatched[i], w) {
 			t.Errorf("finding %q, want it to hold %q", unmatched[i], w)
+		}
+	}
+	for _, f := range fs {
+		if f.ID == "rule-unmatched" && strings.Contains(f.Finding, "at runtime") &&
+			(!strings.Contains(f.Fix, "until rdmad restarts") || strings.Contains(f.Fix, "delete")) {
+			t.Errorf("a runtime rule's fix %q, want no file to edit and how long it lasts", f.Fix)
 		}
 	}
 	if f := find(fs, "rules-matched", "host"); f != nil {

@@ -10,7 +10,7 @@ import (
 
 // RuntimeSource marks declarations that come from the runtime overlay in
 // action reports and D-Bus properties ("declared at runtime").
-const RuntimeSource = "runtime"
+const RuntimeSource = config.RuntimeFile
 
 // Overlay holds changes made over D-Bus without "persist". It is applied on
 // top of the policy loaded from the files, so its entries win, and it lives
