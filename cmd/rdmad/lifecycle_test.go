@@ -16,12 +16,13 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/test/livetest"
 )
 
 // proc is an rdmad started by a test.
 type proc struct {
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *livetest.SyncBuffer
 	done chan struct{}
 	err  error // Wait's, once done is closed
 }
@@ -35,7 +36,7 @@ func startRdmad(t *testing.T, env []string, args ...string) *proc {
 // end of the test, and its log shown if the test failed.
 func startBinary(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), logs: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(bin, args...), logs: &livetest.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = env
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/test/bustest"
+	"github.com/rdmad/rdmad/test/livetest"
 )
 
 // privateBus starts a dbus-daemon with the test bus configuration.
@@ -103,24 +103,6 @@ func TestLiveConfigEdits(t *testing.T) {
 	}
 }
 
-// syncBuffer collects a child's stderr while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLiveOnePassPerCall: a D-Bus Reload and a persisted SetRoCE each cost
 // one pass, visible as one "reconciled" line in the --verbose log, also
 // after the file watcher has seen rdmad's own drop-in write.
@@ -131,7 +113,7 @@ func TestLiveOnePassPerCall(t *testing.T) {
 	defer cancel()
 	daemon := exec.CommandContext(ctx, rdmadBin, "--root", root, "--bus", addr, "--verbose")
 	daemon.Env = env
-	logs := &syncBuffer{}
+	logs := &livetest.SyncBuffer{}
 	daemon.Stderr = logs
 	if err := daemon.Start(); err != nil {
 		t.Fatal(err)
