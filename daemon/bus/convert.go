@@ -9,7 +9,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/daemon/version"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -177,7 +176,7 @@ func (s *Server) describe() ([]byte, error) {
 		rt.RoCE = append(rt.RoCE, dbusapi.RuntimeRoCE{Device: config.UnescapeGlob(r.Device), Port: r.Port, Mode: string(r.Mode), TOS: tos})
 	}
 	for _, l := range ov.Links {
-		rt.Links = append(rt.Links, dbusapi.Link{Name: l.Name, Type: string(l.Type), Netdev: l.Netdev, Source: service.RuntimeSource})
+		rt.Links = append(rt.Links, dbusapi.Link{Name: l.Name, Type: string(l.Type), Netdev: l.Netdev, Source: config.RuntimeFile})
 	}
 	d.Runtime = rt
 	for _, a := range st.Actions() {

@@ -25,8 +25,8 @@ type Position struct {
 }
 
 // RuntimeFile is the File of a declaration made over D-Bus without
-// persist (the service's runtime overlay): no file holds it, and it lasts
-// until rdmad stops.
+// persist (the service's runtime overlay), as action reports and D-Bus
+// properties show it: no file holds it, and it lasts until rdmad stops.
 const RuntimeFile = "runtime"
 
 // IsRuntime reports whether the declaration was made at runtime.

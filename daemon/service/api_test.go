@@ -262,7 +262,7 @@ func TestDeleteLinkPersistRefusesAdminDeclaredLink(t *testing.T) {
 			if err := e.svc.AddLink(context.Background(), config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"}, false); err != nil {
 				t.Fatal(err)
 			}
-			if src, _ := e.svc.PolicyInForce().LinkSource("rxe0"); src.File != service.RuntimeSource {
+			if src, _ := e.svc.PolicyInForce().LinkSource("rxe0"); src.File != config.RuntimeFile {
 				t.Fatalf("setup: rxe0 declared at %s", src)
 			}
 		}},

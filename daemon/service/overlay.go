@@ -8,10 +8,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/config"
 )
 
-// RuntimeSource marks declarations that come from the runtime overlay in
-// action reports and D-Bus properties ("declared at runtime").
-const RuntimeSource = config.RuntimeFile
-
 // Overlay holds changes made over D-Bus without "persist". It is applied on
 // top of the policy loaded from the files, so its entries win, and it lives
 // until rdmad stops: a Reload re-reads the files and re-applies the overlay,
@@ -74,7 +70,7 @@ func (o Overlay) Apply(base *config.Policy) *config.Policy {
 // not pile up rules and the result is the same as appending.
 func (o *Overlay) setRoCE(device string, port int, mode config.RoCEMode, tos *int) {
 	o.RoCE = config.MergeRoCE(o.RoCE, config.RoCERule{
-		Source:   config.Position{File: RuntimeSource},
+		Source:   config.Position{File: config.RuntimeFile},
 		Selector: config.Selector{Device: config.EscapeGlob(device)},
 		Port:     port,
 		Mode:     mode,
@@ -119,7 +115,7 @@ func (o *Overlay) forgetRoCE(device string, port int, ports []int, mode, tos boo
 }
 
 func (o *Overlay) addLink(l config.Link) {
-	l.Source = config.Position{File: RuntimeSource}
+	l.Source = config.Position{File: config.RuntimeFile}
 	o.DeletedLinks = slices.DeleteFunc(o.DeletedLinks, func(n string) bool { return n == l.Name })
 	o.Links = slices.DeleteFunc(o.Links, func(old config.Link) bool { return old.Name == l.Name })
 	o.Links = append(o.Links, l)

@@ -27,10 +27,10 @@ func TestOverlayApplyRoCEPrecedence(t *testing.T) {
 	p := o.Apply(base)
 
 	d := p.RoCEFor(config.Target{Name: "mlx5_0"}, 1)
-	if d.Mode != config.RoCEv2 || d.ModeSource.File != RuntimeSource {
+	if d.Mode != config.RoCEv2 || d.ModeSource.File != config.RuntimeFile {
 		t.Errorf("mlx5_0/1 mode = %s from %s, want v2 from runtime", d.Mode, d.ModeSource)
 	}
-	if d.TOS == nil || *d.TOS != 77 || d.TOSSource.File != RuntimeSource {
+	if d.TOS == nil || *d.TOS != 77 || d.TOSSource.File != config.RuntimeFile {
 		t.Errorf("mlx5_0/1 tos = %v from %s, want 77 from runtime", d.TOS, d.TOSSource)
 	}
 	d = p.RoCEFor(config.Target{Name: "mlx5_0"}, 2)
@@ -98,8 +98,8 @@ func TestOverlayApplyLinks(t *testing.T) {
 	o.addLink(config.Link{Name: "rxe1", Type: config.LinkRXE, Netdev: "eth2"})
 	p := o.Apply(base)
 	want := []config.Link{
-		{Source: config.Position{File: RuntimeSource}, Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"},
-		{Source: config.Position{File: RuntimeSource}, Name: "rxe1", Type: config.LinkRXE, Netdev: "eth2"},
+		{Source: config.Position{File: config.RuntimeFile}, Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"},
+		{Source: config.Position{File: config.RuntimeFile}, Name: "rxe1", Type: config.LinkRXE, Netdev: "eth2"},
 	}
 	if !reflect.DeepEqual(p.Links, want) {
 		t.Errorf("links = %+v\nwant %+v", p.Links, want)
@@ -166,7 +166,7 @@ func TestOverlaySetRoCEReplacesAndStaysSmall(t *testing.T) {
 		}
 		o.setRoCE(dev, port, mode, tos)
 		appended.RoCE = append(appended.RoCE, config.RoCERule{
-			Source: config.Position{File: RuntimeSource}, Selector: config.Selector{Device: config.EscapeGlob(dev)},
+			Source: config.Position{File: config.RuntimeFile}, Selector: config.Selector{Device: config.EscapeGlob(dev)},
 			Port: port, Mode: mode, TOS: tos,
 		})
 		if len(o.RoCE) > len(devices)*4*2 {
