@@ -99,10 +99,14 @@ func unhex(c byte) byte {
 	return c - '0'
 }
 
-// EscapeStrings escapes, in place, every string reachable through pointers,
-// structs, slices and arrays from v: the published model goes through it
-// whole, so no field read from the host can be forgotten. Map entries are
-// not settable and are left alone; the published model has no maps.
+// EscapeStrings escapes every string reachable through pointers, structs,
+// slices and arrays from v: the published model goes through it whole, so no
+// field read from the host can be forgotten. Strings in v's own fields are
+// replaced in place, but every slice is copied before its elements are
+// escaped: a model shares slices with the state it was built from (the
+// policy's file names, a device's netdevs), and escaping those in place
+// would escape them again on every call. Map entries are not settable and
+// are left alone; the published model has no maps.
 func EscapeStrings(v any) {
 	escapeValue(reflect.ValueOf(v))
 }
@@ -120,6 +124,9 @@ func escapeValue(v reflect.Value) {
 			}
 		}
 	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && v.Len() > 0 && v.CanSet() {
+			v.Set(reflect.AppendSlice(reflect.MakeSlice(v.Type(), 0, v.Len()), v))
+		}
 		for i := 0; i < v.Len(); i++ {
 			escapeValue(v.Index(i))
 		}

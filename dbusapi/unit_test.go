@@ -3,6 +3,7 @@ package dbusapi
 import (
 	"bytes"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -90,5 +91,23 @@ func TestEscapeC1Controls(t *testing.T) {
 		if got := Unescape(Escape(in)); got != in {
 			t.Errorf("Unescape(Escape(%q)) = %q", in, got)
 		}
+	}
+}
+
+// A model shares slices with the state it was built from; escaping it must
+// leave that state alone, or every call escapes the same strings again
+// (`\` doubling on each Describe until the daemon runs out of memory).
+func TestEscapeStringsLeavesSharedSlicesAlone(t *testing.T) {
+	shared := []string{`50-a\b.toml`, "eth\x01"}
+	type model struct{ Files []string }
+	for i := 0; i < 3; i++ {
+		m := model{Files: shared}
+		EscapeStrings(&m)
+		if want := []string{`50-a\\b.toml`, `eth\x01`}; !reflect.DeepEqual(m.Files, want) {
+			t.Fatalf("call %d: escaped %q, want %q", i, m.Files, want)
+		}
+	}
+	if want := []string{`50-a\b.toml`, "eth\x01"}; !reflect.DeepEqual(shared, want) {
+		t.Fatalf("the shared slice was changed to %q", shared)
 	}
 }
