@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,6 +74,7 @@ type fileDecl struct {
 	roce  []RoCERule
 	links []Link
 	vpi   []VPIRule
+	qos   []QoSRule
 	// tables names the top-level keys present, for LoadPersisted's check.
 	tables []string
 }
@@ -164,7 +166,7 @@ func (d *decoder) unknown(path, key, what string, fields []field) {
 		names[i] = f.name
 		if path == key { // top level: show how each is written
 			names[i] = "[" + f.name + "]"
-			if f.name == "roce" || f.name == "link" || f.name == "vpi" {
+			if f.name == "roce" || f.name == "link" || f.name == "vpi" || f.name == "qos" {
 				names[i] = "[[" + f.name + "]]"
 			}
 		}
@@ -255,6 +257,13 @@ func (d *decoder) root(decl *fileDecl, raw map[string]any) {
 			for _, e := range d.arrayOfTables(p, v) {
 				if r, ok := d.vpi(e.path, e.m); ok {
 					decl.vpi = append(decl.vpi, r)
+				}
+			}
+		}},
+		{"qos", func(p string, v any) {
+			for _, e := range d.arrayOfTables(p, v) {
+				if r, ok := d.qos(e.path, e.m); ok {
+					decl.qos = append(decl.qos, r)
 				}
 			}
 		}},
@@ -541,6 +550,81 @@ func (d *decoder) vpi(path string, m map[string]any) (VPIRule, bool) {
 		d.failf(path, "missing key type (\"ib\", \"eth\" or \"auto\")")
 	}
 	return r, len(d.errs) == before
+}
+
+func (d *decoder) qos(path string, m map[string]any) (QoSRule, bool) {
+	before := len(d.errs)
+	r := QoSRule{Source: d.pos(path)}
+	fields := append(d.selectorFields(&r.Selector),
+		d.port(&r.Port),
+		stringKey(d, "trust", oneOf(`a QoS trust mode: use "dscp" or "pcp"`, string(TrustDSCP), string(TrustPCP)), &r.Trust),
+		field{"pfc", func(p string, v any) { r.PFC, r.HasPFC = d.pfcList(p, v) }},
+		field{"dscp_prio", func(p string, v any) { r.DSCPPrio = d.dscpPrio(p, v) }},
+	)
+	d.table(path, m, "[[qos]]", fields)
+	if len(d.errs) > before {
+		return r, false
+	}
+	if r.Selector == (Selector{}) {
+		d.failf(path, "no device selector: set at least one of %s (device = \"*\" selects every device)", selectorKeys)
+	}
+	if r.Trust == "" && !r.HasPFC && r.DSCPPrio == nil {
+		d.failf(path, "sets nothing: set trust, pfc, dscp_prio or several")
+	}
+	if r.Trust == TrustPCP && r.DSCPPrio != nil {
+		d.failf(joinPath(path, "dscp_prio"), "applies with trust = \"dscp\" only; this rule sets trust = \"pcp\"")
+	}
+	return r, len(d.errs) == before
+}
+
+// pfcList decodes pfc: an array of distinct priorities 0..7 ([] = off).
+func (d *decoder) pfcList(p string, v any) ([]uint8, bool) {
+	a, ok := v.([]any)
+	if !ok {
+		d.failf(p, "must be an array of priorities 0..7 such as [3] ([] turns PFC off), not %s", describe(v))
+		return nil, false
+	}
+	var seen uint8
+	out := []uint8{}
+	for i, e := range a {
+		n, ok := d.integer(indexPath(p, i), e, 0, 7)
+		if !ok {
+			return nil, false
+		}
+		if seen&(1<<n) != 0 {
+			d.failf(p, "priority %d is listed twice", n)
+			return nil, false
+		}
+		seen |= 1 << n
+	}
+	for n := uint8(0); n < 8; n++ {
+		if seen&(1<<n) != 0 {
+			out = append(out, n)
+		}
+	}
+	return out, true
+}
+
+// dscpPrio decodes dscp_prio: a table of DSCP (0..63) = priority (0..7).
+func (d *decoder) dscpPrio(p string, v any) map[uint8]uint8 {
+	m, ok := v.(map[string]any)
+	if !ok {
+		d.failf(p, "must be a table of DSCP = priority such as { 26 = 3 }, not %s", describe(v))
+		return nil
+	}
+	out := map[uint8]uint8{}
+	for k, e := range m {
+		kp := joinPath(p, k)
+		dscp, err := strconv.ParseUint(k, 10, 8)
+		if err != nil || dscp > 63 {
+			d.failf(kp, "%q is not a DSCP value: use 0..63", k)
+			continue
+		}
+		if n, ok := d.integer(kp, e, 0, 7); ok {
+			out[uint8(dscp)] = uint8(n)
+		}
+	}
+	return out
 }
 
 func (d *decoder) link(path string, m map[string]any) (Link, bool) {

@@ -142,6 +142,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 		textfile.override(d.metrics.textfile)
 		p.RoCE = append(p.RoCE, d.roce...)
 		p.VPI = append(p.VPI, d.vpi...)
+		p.QoS = append(p.QoS, d.qos...)
 		for _, l := range d.links {
 			p.Links = replaceLink(p.Links, l)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"sort"
 	"strings"
 	"unicode/utf8"
 )
@@ -18,6 +19,7 @@ const PersistedHeader = "# Managed by rdmad: changes made with rdmactl --persist
 // administrator's file.
 type Persisted struct {
 	RoCE  []RoCERule
+	QoS   []QoSRule
 	Links []Link
 	Netns NetnsMode // NetnsUnmanaged: not persisted
 }
@@ -49,18 +51,18 @@ func parsePersisted(name string, data []byte) (Persisted, error) {
 	}
 	for _, t := range decl.tables {
 		switch t {
-		case "roce", "link", "netns":
+		case "roce", "qos", "link", "netns":
 		default:
 			return Persisted{}, &Error{Pos: Position{File: name, Line: indexLines(string(data)).lookup(t)}, Key: t,
 				Msg: "rdmad does not persist this table; move it to another drop-in, rdmad rewrites this file"}
 		}
 	}
-	return Persisted{RoCE: decl.roce, Links: decl.links, Netns: decl.netns.mode.Value}, nil
+	return Persisted{RoCE: decl.roce, QoS: decl.qos, Links: decl.links, Netns: decl.netns.mode.Value}, nil
 }
 
 // Empty reports whether nothing is persisted.
 func (p Persisted) Empty() bool {
-	return len(p.RoCE) == 0 && len(p.Links) == 0 && p.Netns == NetnsUnmanaged
+	return len(p.RoCE) == 0 && len(p.QoS) == 0 && len(p.Links) == 0 && p.Netns == NetnsUnmanaged
 }
 
 // Render returns the drop-in's text. The output depends only on p, so an
@@ -83,6 +85,36 @@ func (p Persisted) Render() []byte {
 		}
 		if r.TOS != nil {
 			fmt.Fprintf(&b, "tos = %d\n", *r.TOS)
+		}
+	}
+	for _, r := range p.QoS {
+		b.WriteString("\n[[qos]]\n")
+		writeSelector(&b, r.Selector)
+		if r.Port != 0 {
+			fmt.Fprintf(&b, "port = %d\n", r.Port)
+		}
+		if r.Trust != "" {
+			writeKey(&b, "trust", string(r.Trust))
+		}
+		if r.HasPFC {
+			b.WriteString("pfc = [")
+			for i, n := range r.PFC {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				fmt.Fprintf(&b, "%d", n)
+			}
+			b.WriteString("]\n")
+		}
+		if len(r.DSCPPrio) > 0 {
+			b.WriteString("dscp_prio = {")
+			for i, d := range sortedDSCP(r.DSCPPrio) {
+				if i > 0 {
+					b.WriteString(",")
+				}
+				fmt.Fprintf(&b, " %d = %d", d, r.DSCPPrio[d])
+			}
+			b.WriteString(" }\n")
 		}
 	}
 	for _, l := range p.Links {
@@ -157,10 +189,79 @@ func (p Persisted) names() []string {
 	for _, r := range p.RoCE {
 		out = append(out, r.Selector.Device, r.Selector.GUID, r.Selector.PCI, r.Selector.Netdev, r.Selector.Driver)
 	}
+	for _, r := range p.QoS {
+		out = append(out, r.Selector.Device, r.Selector.GUID, r.Selector.PCI, r.Selector.Netdev, r.Selector.Driver)
+	}
 	for _, l := range p.Links {
 		out = append(out, l.Name, l.Netdev)
 	}
 	return out
+}
+
+func sortedDSCP(m map[uint8]uint8) []uint8 {
+	out := make([]uint8, 0, len(m))
+	for d := range m {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// SetQoS persists trust and/or PFC for one device (port 0: every port),
+// as SetRoCE does for RoCE: trust "" and hasPFC false leave that field to
+// the other rules; pfc empty with hasPFC turns PFC off.
+func (p *Persisted) SetQoS(sel Selector, port int, trust QoSTrust, pfc []uint8, hasPFC bool) {
+	if trust == "" && !hasPFC {
+		return
+	}
+	sel.Device = EscapeGlob(sel.Device)
+	r := QoSRule{Selector: sel, Port: port, Trust: trust, HasPFC: hasPFC}
+	if hasPFC {
+		r.PFC = append([]uint8{}, pfc...)
+	}
+	p.QoS = MergeQoS(p.QoS, r)
+}
+
+// MergeQoS is MergeRoCE for [[qos]] rules: r is added as if appended last,
+// earlier rules of the same selector lose the fields r sets on the ports
+// r covers, and r joins the last rule of its selector and port when
+// nothing between could override it. dscp_prio is not merged (rdmad's own
+// rules never set it).
+func MergeQoS(rules []QoSRule, r QoSRule) []QoSRule {
+	out := make([]QoSRule, 0, len(rules)+1)
+	for _, o := range rules {
+		if o.Selector == r.Selector && (r.Port == 0 || o.Port == r.Port) {
+			if r.Trust != "" {
+				o.Trust = ""
+			}
+			if r.HasPFC {
+				o.PFC, o.HasPFC = nil, false
+			}
+			if o.Trust == "" && !o.HasPFC && len(o.DSCPPrio) == 0 {
+				continue
+			}
+		}
+		out = append(out, o)
+	}
+	for i := len(out) - 1; i >= 0; i-- {
+		o := &out[i]
+		if o.Selector != r.Selector {
+			continue
+		}
+		if o.Port == r.Port {
+			if r.Trust != "" {
+				o.Trust = r.Trust
+			}
+			if r.HasPFC {
+				o.PFC, o.HasPFC = r.PFC, true
+			}
+			return out
+		}
+		if o.Port == 0 && (r.Trust != "" && o.Trust != "" || r.HasPFC && o.HasPFC) {
+			break
+		}
+	}
+	return append(out, r)
 }
 
 // AdminLinkSources returns where the link called name is declared in the

@@ -50,6 +50,7 @@ type Policy struct {
 	RoCE      []RoCERule // in declaration order; later rules win per field
 	Links     []Link
 	VPI       []VPIRule // mlx4 VPI port types; later rules win
+	QoS       []QoSRule // lossless RoCE (PFC, DSCP trust); later rules win per field
 	Metrics   Metrics
 }
 
@@ -306,4 +307,112 @@ func (p *Policy) VPIFor(t Target, port int) (VPIType, Position) {
 		}
 	}
 	return typ, src
+}
+
+// QoSTrust is what a port classifies received traffic by.
+type QoSTrust string
+
+const (
+	TrustDSCP QoSTrust = "dscp" // the DSCP of the IP header, through the APP table
+	TrustPCP  QoSTrust = "pcp"  // the 802.1p priority of the VLAN tag
+)
+
+// QoSRule is one [[qos]] entry: lossless RoCE on the netdev of each
+// selected Ethernet port.
+type QoSRule struct {
+	Source Position
+	Selector
+	Port  int      // 0: every port
+	Trust QoSTrust // "": not declared by this rule
+	// PFC lists the priorities (0..7, ascending, no repeats) with PFC on
+	// when HasPFC; empty with HasPFC turns PFC off. !HasPFC: not declared.
+	PFC    []uint8
+	HasPFC bool
+	// DSCPPrio maps DSCP (0..63) to priority (0..7): entries overlaid on
+	// the default DSCP>>3 table when trust is dscp. nil: none declared.
+	DSCPPrio map[uint8]uint8
+}
+
+// QoSDesired is the resolved [[qos]] policy for one port. Each field
+// (trust, pfc, each dscp_prio entry) is resolved on its own: the last
+// matching rule that sets it wins.
+type QoSDesired struct {
+	Trust       QoSTrust // "" when no rule declares it
+	TrustSource Position
+	PFC         []uint8 // priorities with PFC on, when HasPFC
+	HasPFC      bool
+	PFCSource   Position
+	DSCPPrio    map[uint8]uint8    // nil when no rule declares an entry
+	DSCPSource  map[uint8]Position // where each entry was declared
+}
+
+// Empty reports whether no rule applies to the port.
+func (d QoSDesired) Empty() bool {
+	return d.Trust == "" && !d.HasPFC && len(d.DSCPPrio) == 0
+}
+
+// FirstSource is where the first declared field of d was declared, for an
+// action about the port as a whole.
+func (d QoSDesired) FirstSource() Position {
+	switch {
+	case d.Trust != "":
+		return d.TrustSource
+	case d.HasPFC:
+		return d.PFCSource
+	}
+	for _, p := range d.DSCPSource {
+		return p
+	}
+	return Position{}
+}
+
+// DSCPTable is the full 64-entry DSCP -> priority table trust dscp
+// writes: DSCP>>3 (the kernel's and the switches' default), overlaid by
+// the declared dscp_prio entries.
+func (d QoSDesired) DSCPTable() [64]uint8 {
+	var t [64]uint8
+	for i := range t {
+		t[i] = uint8(i) >> 3
+	}
+	for k, v := range d.DSCPPrio {
+		if k < 64 {
+			t[k] = v
+		}
+	}
+	return t
+}
+
+// PFCMask is the pfc_en bit mask of d.PFC (bit N = priority N).
+func (d QoSDesired) PFCMask() uint8 {
+	var m uint8
+	for _, p := range d.PFC {
+		m |= 1 << (p & 7)
+	}
+	return m
+}
+
+// QoSFor resolves the declared [[qos]] settings of one port.
+func (p *Policy) QoSFor(t Target, port int) QoSDesired {
+	var d QoSDesired
+	for _, r := range p.QoS {
+		if r.Port != 0 && r.Port != port {
+			continue
+		}
+		if !r.Selector.Matches(t) {
+			continue
+		}
+		if r.Trust != "" {
+			d.Trust, d.TrustSource = r.Trust, r.Source
+		}
+		if r.HasPFC {
+			d.PFC, d.HasPFC, d.PFCSource = append([]uint8{}, r.PFC...), true, r.Source
+		}
+		for k, v := range r.DSCPPrio {
+			if d.DSCPPrio == nil {
+				d.DSCPPrio, d.DSCPSource = map[uint8]uint8{}, map[uint8]Position{}
+			}
+			d.DSCPPrio[k], d.DSCPSource[k] = v, r.Source
+		}
+	}
+	return d
 }
