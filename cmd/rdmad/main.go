@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -17,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/coreos/go-systemd/v22/journal"
 
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
@@ -35,6 +37,9 @@ func run() int {
 	root := fs.String("root", "/", "host root `directory`: every sys, etc, proc and run path is read under it")
 	bus := fs.String("bus", "system", "D-Bus to serve on: system, session, none, or a bus `address`")
 	once := fs.Bool("once", false, "reconcile everything once, print what was done, and exit (1 if any action failed)")
+	checkConfig := fs.Bool("check-config", false, "load the configuration, print every error with file and line, and exit 0 (it loads) or 1; touches nothing")
+	with := fs.String("with", "", "with --check-config: check the files as if `FILE` were a drop-in in rdmad.d/ too")
+	as := fs.String("as", "", "with --with: the drop-in's `NAME` in rdmad.d/ (default: FILE's base name)")
 	verbose := fs.Bool("verbose", false, "log debug messages")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -48,7 +53,17 @@ func run() int {
 		fmt.Println("rdmad", version.Version)
 		return 0
 	}
-	log := newLogger(*verbose, *once)
+	if *checkConfig {
+		return checkConfigFiles(os.Stdout, os.Stderr, *root, *configFile, *with, *as)
+	}
+	if *with != "" || *as != "" {
+		fmt.Fprintln(os.Stderr, "rdmad: --with and --as go with --check-config")
+		return 2
+	}
+	// A log or report written to a closed pipe (journald restarted, a
+	// reader gone) must not kill rdmad: the write fails and is dropped.
+	signal.Ignore(syscall.SIGPIPE)
+	log := newLogger(os.Stderr, *verbose, *once)
 	slog.SetDefault(log)
 
 	// Signals are caught before anything else: SIGHUP's default action
@@ -91,6 +106,9 @@ func run() int {
 	}
 	defer lock.Release()
 	svc.RemoveStaleTemps()
+	if !*once {
+		svc.SaveLastGood()
+	}
 	if ctx.Err() != nil {
 		return 0 // stopped while starting
 	}
@@ -141,10 +159,10 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 	}()
 
 	rec := svc.Reconciler()
-	rec.OnChange(func(reconcile.Change) {
-		sum := rec.Summary()
-		notifyStatus(fmt.Sprintf("%d RDMA devices; last reconcile: %s", len(sum.Devices), reconcile.Summarize(sum.Failures)))
-	})
+	status := func() { notifyStatus(statusText(svc)) }
+	rec.OnChange(func(reconcile.Change) { status() })
+	svc.OnConfigChange(status)
+	status()
 
 	errc := make(chan error, 1)
 	ran := make(chan struct{})
@@ -194,6 +212,17 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 	return nil
 }
 
+// statusText is what systemctl status shows: the configuration error
+// first (STATUS= is cut), then devices and the last reconcile.
+func statusText(svc *service.Service) string {
+	sum := svc.Reconciler().Summary()
+	text := fmt.Sprintf("%d RDMA devices; last reconcile: %s", len(sum.Devices), reconcile.Summarize(sum.Failures))
+	if err := svc.ConfigError(); err != nil {
+		text = "config error (last good configuration in force): " + err.Error() + "; " + text
+	}
+	return text
+}
+
 // notifyStatus tells systemd what rdmad is doing (systemctl status shows
 // it). The text quotes the host (device names, kernel errors), and
 // sd_notify is one KEY=value per line: a newline in it would end STATUS=
@@ -236,11 +265,14 @@ func waitShutdown(ran <-chan struct{}, log *slog.Logger) {
 	}
 }
 
-// newLogger logs to stderr; under systemd the journal adds timestamps, so
-// they are left out there.
+// newLogger logs to w (stderr). Under systemd (JOURNAL_STREAM names
+// stderr) every line starts with its sd-daemon priority prefix (<3> error,
+// <4> warning, <6> info, <7> debug), which journald turns into the entry's
+// priority, so `journalctl -p err` shows rdmad's errors; the journal adds
+// timestamps, so they are left out there. Elsewhere lines are slog's text.
 // With --once the printed report is the output, so per-action logs are
 // shown only with --verbose.
-func newLogger(verbose, once bool) *slog.Logger {
+func newLogger(w io.Writer, verbose, once bool) *slog.Logger {
 	level := slog.LevelInfo
 	switch {
 	case verbose:
@@ -249,13 +281,14 @@ func newLogger(verbose, once bool) *slog.Logger {
 		level = slog.LevelError + 4
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	if os.Getenv("JOURNAL_STREAM") != "" {
+	if journalStream, _ := journal.StderrIsJournalStream(); journalStream {
 		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 && a.Key == slog.TimeKey {
 				return slog.Attr{}
 			}
 			return a
 		}
+		return slog.New(newPriorityHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }

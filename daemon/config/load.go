@@ -75,6 +75,17 @@ func Load(r Reader, mainFile string) (*Policy, error) {
 	return p, nil
 }
 
+// NothingDeclared is the policy of a daemon whose files do not load and
+// that has no last good configuration: it declares nothing, not even the
+// modules lists (the administrator may have meant [modules] enable =
+// false), so rdmad changes nothing on the host until the files load.
+func NothingDeclared(mainFile string) *Policy {
+	return &Policy{
+		Files: []string{}, MainFile: mainFile, DropInDir: DropInDirFor(mainFile),
+		Modules: Modules{Enable: false, Directory: DefaultModulesDirectory},
+	}
+}
+
 // dropIns lists dir/*.toml in lexical (byte) order, PersistedName last.
 // Hidden files are skipped: they are editor and atomic-write temporaries.
 func dropIns(r Reader, dir string) ([]string, error) {

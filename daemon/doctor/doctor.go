@@ -192,7 +192,7 @@ func (d *diag) checkConfig() {
 	if err := d.in.ConfigError; err != nil {
 		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
 		d.fail("config-error", hostSubject,
-			"the configuration does not load, the last good one stays in force: "+msg,
+			"the configuration does not load; rdmad applies the last one that loaded (nothing declared if none ever did): "+msg,
 			"correct the file and line named, then: rdmactl reload")
 		return
 	}

@@ -123,7 +123,7 @@ func TestConfigError(t *testing.T) {
 		in.ConfigError = errors.New("/etc/rdma/rdmad.d/50-x.toml:3: roce[0].mode: \"v3\" is not v1 or v2\nsecond problem")
 	})
 	mustFix(t, fs, "config-error", "host", dbusapi.SeverityFail,
-		`the configuration does not load, the last good one stays in force: /etc/rdma/rdmad.d/50-x.toml:3: roce[0].mode: "v3" is not v1 or v2; second problem`,
+		`the configuration does not load; rdmad applies the last one that loaded (nothing declared if none ever did): /etc/rdma/rdmad.d/50-x.toml:3: roce[0].mode: "v3" is not v1 or v2; second problem`,
 		"rdmactl reload")
 	if f := find(fs, "config-loaded", "host"); f != nil {
 		t.Errorf("config-loaded beside config-error: %+v", f)

@@ -543,6 +543,12 @@ func (s *Service) commit(ctx context.Context, persist bool, c change) error {
 		}
 	}
 	if persist {
+		// A persisted change is a drop-in in a set of files that does not
+		// load: it would not be in force, and could not be checked
+		// against the rest. Runtime changes still work.
+		if err := s.ConfigError(); err != nil {
+			return &ConfigError{Err: fmt.Errorf("the configuration files do not load, so nothing can be persisted until they are fixed (runtime changes, without persist, still work): %w", err)}
+		}
 		u, err := s.persistDropIn(c.persist, c.forget)
 		if err != nil {
 			return err

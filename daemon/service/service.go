@@ -55,11 +55,17 @@ type Service struct {
 	kernel     Kernel
 	modules    interface{ Wait() } // the modules part, for shutdown
 	textfile   *metrics.Textfile   // [metrics] textfile; nil with OneShot
+	oneShot    bool
 
 	loadMu     sync.Mutex // serialises reloads: load and setPolicy as one step
 	cfgMu      sync.RWMutex
 	configErr  error // last failed load; nil when the policy in force is current
 	cfgWatches []func()
+
+	// The last configuration that loaded (under loadMu): saved to
+	// config.LastGoodFile by SaveLastGood, applied at start when the files
+	// do not load. saved is what is known to be on disk.
+	snapshot, saved *config.Snapshot
 
 	queue      *Queue
 	runtime    runtime // overlay.go: last good policy + runtime overlay
@@ -67,22 +73,31 @@ type Service struct {
 }
 
 // New loads the configuration and builds the service: reconciler, parts and
-// queue. A config error here is fatal to the caller: at start there is no
-// last good policy to keep.
+// queue. When the files do not load, the daemon starts anyway: the error is
+// kept for ConfigError and logged at error priority, and the last good
+// configuration (config.LastGoodFile) is put in force, or, when none was
+// ever saved, a policy that declares nothing. Only with OneShot (rdmad
+// --once, a tool) is a config error returned.
 func New(o Options) (*Service, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, kernel: o.Kernel, maxRuntime: o.MaxRuntimeEntries}
+	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, kernel: o.Kernel, maxRuntime: o.MaxRuntimeEntries, oneShot: o.OneShot}
 	if s.maxRuntime <= 0 {
 		s.maxRuntime = DefaultMaxRuntimeEntries
 	}
 	if s.configFile == "" {
 		s.configFile = o.Host.Path(config.MainFile)
 	}
-	pol, err := config.Load(host.Files{}, s.configFile)
-	if err != nil {
+	pol, snap, err := config.LoadSnapshot(host.Files{}, s.configFile)
+	switch {
+	case err != nil && o.OneShot:
 		return nil, err
+	case err != nil:
+		s.configErr = err
+		pol = s.lastGood(err)
+	default:
+		s.snapshot = snap
 	}
 	settle := o.Settle
 	if settle == 0 {
@@ -143,7 +158,7 @@ func (s *Service) reload() (changed bool, err error) {
 	// put the older files back in force.
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
-	pol, err := config.Load(host.Files{}, s.configFile)
+	pol, snap, err := config.LoadSnapshot(host.Files{}, s.configFile)
 	s.cfgMu.Lock()
 	hadErr := s.configErr != nil
 	s.configErr = err
@@ -157,6 +172,11 @@ func (s *Service) reload() (changed bool, err error) {
 	if changed {
 		s.log.Info("configuration reloaded", "files", pol.Files)
 	}
+	if hadErr {
+		s.log.Info("the configuration loads again; its error is cleared")
+	}
+	s.snapshot = snap
+	s.saveLastGood()
 	if changed || hadErr {
 		s.configChanged()
 	}

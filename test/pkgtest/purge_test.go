@@ -78,6 +78,7 @@ func TestDebPurgeRemovesWhatRdmadWrote(t *testing.T) {
 	written := []string{
 		"etc/rdma/rdmad.d/zz-rdmad-persist.toml", "etc/security/limits.d/90-rdmad-memlock.conf",
 		"etc/systemd/system.conf.d/90-rdmad-memlock.conf", "etc/modprobe.d/rdmad-netns.conf",
+		"var/lib/rdmad/last-good-config.json",
 	}
 	for _, f := range written {
 		hosttest.Write(t, root, f, "# written by rdmad\n")

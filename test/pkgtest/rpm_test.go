@@ -90,7 +90,8 @@ func TestRPMFiles(t *testing.T) {
 		t.Errorf("/etc/rdma/rdmad.toml flags %q, want cn (%%config(noreplace))", got)
 	}
 	ghosts := []string{"/etc/rdma/rdmad.d/zz-rdmad-persist.toml", "/etc/security/limits.d/90-rdmad-memlock.conf",
-		"/etc/systemd/system.conf.d/90-rdmad-memlock.conf", "/etc/modprobe.d/rdmad-netns.conf"}
+		"/etc/systemd/system.conf.d/90-rdmad-memlock.conf", "/etc/modprobe.d/rdmad-netns.conf",
+		"/var/lib/rdmad/last-good-config.json"}
 	for _, g := range ghosts {
 		if got := rpmFiles[g][0]; got != "g" {
 			t.Errorf("%s flags %q, want g (%%ghost)", g, got)

@@ -1,0 +1,77 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+)
+
+// lastGood is the policy rdmad starts with when the files do not load
+// (loadErr): the last configuration that loaded, parsed again from the
+// copies rdmad saved of its files, or, when there is none, a policy that
+// declares nothing (docs/decisions/last-good.md).
+func (s *Service) lastGood(loadErr error) *config.Policy {
+	s.log.Error("the configuration does not load; rdmad starts with the last good one", "err", loadErr)
+	name := s.host.Path(config.LastGoodFile)
+	snap, err := readLastGood(name)
+	if err == nil {
+		var pol *config.Policy
+		if pol, err = snap.Load(); err == nil {
+			s.saved = snap
+			s.log.Warn("applying the last good configuration until the files load", "saved", snap.Saved.Format(time.RFC3339), "files", pol.Files, "from", name)
+			return pol
+		}
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("no last good configuration was saved; applying nothing declared until the files load", "file", name)
+	} else {
+		s.log.Error("the last good configuration cannot be used; applying nothing declared until the files load", "file", name, "err", err)
+	}
+	return config.NothingDeclared(s.configFile)
+}
+
+func readLastGood(name string) (*config.Snapshot, error) {
+	b, err := host.ReadFileLimit(name, maxLastGood)
+	if err != nil {
+		return nil, err
+	}
+	return config.ParseSnapshot(name, b)
+}
+
+// maxLastGood bounds the last good configuration file: its files are at
+// most host.MaxConfigSize each, base64 in JSON.
+const maxLastGood = 64 << 20
+
+// SaveLastGood saves the configuration in force, if it came from the files,
+// as the last good one. The daemon calls it once it holds the instance
+// lock (nothing is written before), and every successful reload saves
+// again. A failure is logged, never fatal: the files still load.
+func (s *Service) SaveLastGood() {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	s.saveLastGood()
+}
+
+// saveLastGood runs under loadMu.
+func (s *Service) saveLastGood() {
+	if s.oneShot || s.snapshot == nil || s.snapshot.Same(s.saved) {
+		return
+	}
+	name := s.host.Path(config.LastGoodFile)
+	if old, err := readLastGood(name); err == nil && old.Same(s.snapshot) {
+		s.saved = old
+		return
+	}
+	snap := *s.snapshot
+	snap.Saved = time.Now().UTC().Truncate(time.Second)
+	if _, err := host.WriteManaged(name, config.LastGoodHeader, snap.Marshal()); err != nil {
+		s.log.Warn("could not save the last good configuration", "err", fmt.Errorf("service: %w", err))
+		return
+	}
+	s.saved = &snap
+	s.log.Debug("saved the last good configuration", "file", name, "files", len(snap.Files))
+}
