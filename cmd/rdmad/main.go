@@ -20,6 +20,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/coreos/go-systemd/v22/journal"
 
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
@@ -81,13 +82,13 @@ func run() int {
 	defer stop()
 
 	h := host.New(*root)
-	kernel := service.RealKernel()
+	kernel := compose.RealKernel()
 	if h.Root != "/" {
 		// A fixture root has no kernel of its own: RDMA netlink would
 		// create links or switch the netns mode of this machine.
 		kernel.Links, kernel.Netns = offHost{h.Root}, offHost{h.Root}
 	}
-	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Kernel: kernel, Log: log, OneShot: *once})
+	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Parts: compose.Parts(kernel), Log: log, OneShot: *once})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rdmad: %v\n", err)
 		return 1

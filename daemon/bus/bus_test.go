@@ -14,6 +14,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/rdmad/rdmad/daemon/bus"
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
@@ -87,7 +88,7 @@ func startDaemonLinks(t *testing.T, conn *bus.Conn, h *host.Host, nl links.Netli
 	root := h.Root
 	// modprobe is the test stand-in (the real one is tested against a
 	// script in PATH, and for real in the VM test).
-	svc, err := service.New(service.Options{Host: h, Kernel: service.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared), Links: nl}, Log: log})
+	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared), Links: nl}), Log: log})
 	if err != nil {
 		t.Fatalf("service: %v", err)
 	}

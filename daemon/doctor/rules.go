@@ -7,7 +7,6 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/vpi"
 )
 
 // checkRules: every [[roce]] and [[vpi]] rule applies to a port of a
@@ -35,8 +34,8 @@ func (d *diag) checkRules() {
 	}
 	for _, r := range d.pol.VPI {
 		rules = append(rules, rule{"[[vpi]]", r.Source, r.Selector, r.Port,
-			func(dev *host.Device, _ *host.Port) bool { return dev.Driver == vpi.Driver },
-			"only devices that are not mlx4 VPI adapters (driver " + vpi.Driver + ")"})
+			func(dev *host.Device, _ *host.Port) bool { return dev.Driver == host.DriverMLX4 },
+			"only devices that are not mlx4 VPI adapters (driver " + host.DriverMLX4 + ")"})
 	}
 	if len(rules) == 0 {
 		return

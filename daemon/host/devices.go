@@ -447,6 +447,10 @@ const (
 	DriverSIW = "siw"
 )
 
+// DriverMLX4 is the PCI driver of ConnectX-3 (mlx4), whose ports have a
+// VPI type (mlx4_port<N>).
+const DriverMLX4 = "mlx4_core"
+
 // SIWNodeDesc is what siw writes into node_desc (SIW_NODE_DESC_COMMON); no
 // other driver uses it, and siw has no sysfs attribute of its own.
 const SIWNodeDesc = "Software iWARP stack"

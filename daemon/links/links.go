@@ -84,36 +84,76 @@ func Classify(d *host.Device) (SoftLink, bool) {
 // not an rxe or siw link: rdmad never removes hardware devices.
 var ErrNotSoftLink = errors.New("not a soft RDMA link (rxe or siw)")
 
-// Delete removes the soft link name (the D-Bus "DeleteLink" call). It refuses
-// devices that are not rxe/siw links. Deleting a declared link only lasts
-// until the next pass recreates it; callers that mean it remove the
-// declaration too.
-func Delete(ctx context.Context, nl Netlink, h *host.Host, name string) error {
+// Delete removes the soft link name (the D-Bus "DeleteLink" call) and
+// reports it as a Remove action whose Old is the link as it was (a
+// SoftLink), so Undo can create it again. It refuses devices that are not
+// rxe/siw links. Deleting a declared link only lasts until the next pass
+// recreates it; callers that mean it remove the declaration too.
+func (p *Part) Delete(ctx context.Context, name string) reconcile.Action {
+	act := reconcile.Action{Subject: reconcile.LinkSubject(name), Kind: Remove, From: name, To: "deleted", Status: reconcile.Changed}
+	sl, err := remove(ctx, p.Netlink, p.Host, name)
+	if err != nil {
+		act.Status, act.Err = reconcile.Failed, err
+		return act
+	}
+	act.Old = sl
+	return act
+}
+
+func remove(ctx context.Context, nl Netlink, h *host.Host, name string) (SoftLink, error) {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("links: delete %s: %w", name, err)
+		return SoftLink{}, fmt.Errorf("links: delete %s: %w", name, err)
 	}
 	d, err := h.ReadDevice(name, host.DetailPolicy)
 	if err != nil {
-		return fmt.Errorf("links: delete %s: %w", name, err)
+		return SoftLink{}, fmt.Errorf("links: delete %s: %w", name, err)
 	}
-	if _, ok := Classify(&d); !ok {
+	sl, ok := Classify(&d)
+	if !ok {
 		drv := d.Driver
 		if drv == "" {
 			drv = "unknown driver"
 		}
-		return fmt.Errorf("links: delete %s (%s): %w", name, drv, ErrNotSoftLink)
+		return SoftLink{}, fmt.Errorf("links: delete %s (%s): %w", name, drv, ErrNotSoftLink)
 	}
 	if err := nl.LinkDel(name); err != nil {
-		return fmt.Errorf("links: %w", err) // the netlink error names the call
+		return SoftLink{}, fmt.Errorf("links: %w", err) // the netlink error names the call
 	}
-	return nil
+	return sl, nil
 }
 
 // Kinds of the actions on links.
 const (
-	Create reconcile.Kind = "soft link" // a declared link kept in existence
-	Remove reconcile.Kind = "delete"    // a link deleted over D-Bus
+	// Create is a declared link kept in existence; its New is the
+	// config.Link.
+	Create = reconcile.KindLinkCreate
+	// Remove is a link deleted over D-Bus; its Old is the SoftLink deleted.
+	Remove = reconcile.KindLinkRemove
 )
+
+// Kinds implements reconcile.Part.
+func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Create, Remove} }
+
+// Undo implements reconcile.Part: a link this part created is deleted, a
+// link deleted over D-Bus is created again as it was (type and netdev).
+func (p *Part) Undo(ctx context.Context, a reconcile.Action) error {
+	switch a.Kind {
+	case Create:
+		_, err := remove(ctx, p.Netlink, p.Host, a.Subject.Link)
+		return err
+	case Remove:
+		sl, ok := a.Old.(SoftLink)
+		if !ok || sl.Netdev == "" {
+			return fmt.Errorf("links: the type and netdev %s had are not known", a.Subject)
+		}
+		act := ensure(ctx, p.Netlink, p.Loader, p.Host, config.Link{Name: sl.Name, Type: sl.Type, Netdev: sl.Netdev}, nil, map[string]bool{})
+		if act.Status == reconcile.Failed || act.Status == reconcile.NotApplicable {
+			return fmt.Errorf("links: recreate %s: %w", sl.Name, act.Err)
+		}
+		return nil
+	}
+	return fmt.Errorf("links: %s: %w", a.Kind, reconcile.ErrNotUndoable)
+}
 
 // Part is the reconciler's Early host part for [[link]]: it runs before
 // devices are read so a link created here is configured in the same pass.
@@ -148,6 +188,7 @@ func ensure(ctx context.Context, nl Netlink, loader modules.Loader, h *host.Host
 		Subject: reconcile.LinkSubject(l.Name),
 		Kind:    Create,
 		To:      fmt.Sprintf("%s on %s", l.Type, l.Netdev),
+		New:     l,
 		Source:  l.Source.String(),
 	}
 	fail := func(err error) reconcile.Action {

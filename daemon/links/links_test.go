@@ -215,7 +215,7 @@ func TestHardwareDeviceWithDeclaredNameFails(t *testing.T) {
 	if a.Status != reconcile.Failed || !strings.Contains(a.Err.Error(), "is not a soft link") {
 		t.Fatalf("%v", a)
 	}
-	err := links.Delete(context.Background(), f.nl, f.h, "mlx5_0")
+	err := f.part.Delete(context.Background(), "mlx5_0").Err
 	if !errors.Is(err, links.ErrNotSoftLink) {
 		t.Fatalf("Delete(mlx5_0) = %v, want ErrNotSoftLink", err)
 	}
@@ -299,13 +299,58 @@ func TestDelete(t *testing.T) {
 	if a := only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: policy(rxe0)}).Actions); a.Status != reconcile.Changed {
 		t.Fatalf("create: %v", a)
 	}
-	if err := links.Delete(ctx, f.nl, f.h, "rxe0"); err != nil {
-		t.Fatalf("Delete: %v", err)
+	if a := f.part.Delete(ctx, "rxe0"); a.Status != reconcile.Changed || a.Kind != links.Remove || a.Err != nil {
+		t.Fatalf("Delete: %v", a)
 	}
 	if f.h.Exists(filepath.Join(host.ClassInfiniband, "rxe0")) {
 		t.Error("rxe0 still present")
 	}
-	if err := links.Delete(ctx, f.nl, f.h, "rxe0"); !errors.Is(err, host.ErrNoDevice) {
-		t.Errorf("Delete missing = %v, want ErrNoDevice", err)
+	if a := f.part.Delete(ctx, "rxe0"); a.Status != reconcile.Failed || !errors.Is(a.Err, host.ErrNoDevice) {
+		t.Errorf("Delete missing = %v, want ErrNoDevice", a)
+	}
+}
+
+// The links part undoes its own actions: a link it created is deleted, a
+// link deleted over D-Bus comes back as it was (type and netdev).
+func TestUndo(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := linkstest.AddNetdev(f.h, "eth1"); err != nil {
+		t.Fatal(err)
+	}
+	created := only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: policy(rxe0)}).Actions)
+	if created.Status != reconcile.Changed || created.New != rxe0 {
+		t.Fatalf("create: %v, New %#v", created, created.New)
+	}
+	if err := f.part.Undo(ctx, created); err != nil {
+		t.Fatalf("Undo(create): %v", err)
+	}
+	if f.h.Exists(filepath.Join(host.ClassInfiniband, "rxe0")) {
+		t.Fatal("Undo(create) left rxe0")
+	}
+
+	only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: policy(rxe0)}).Actions)
+	removed := f.part.Delete(ctx, "rxe0")
+	if removed.Status != reconcile.Changed {
+		t.Fatalf("Delete: %v", removed)
+	}
+	if want := (links.SoftLink{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"}); removed.Old != want {
+		t.Errorf("Delete's Old = %#v, want %#v", removed.Old, want)
+	}
+	if err := f.part.Undo(ctx, removed); err != nil {
+		t.Fatalf("Undo(delete): %v", err)
+	}
+	d, err := f.h.ReadDevice("rxe0", host.DetailPolicy)
+	if err != nil {
+		t.Fatalf("rxe0 not back: %v", err)
+	}
+	if sl, ok := links.Classify(&d); !ok || sl.Type != config.LinkRXE || sl.Netdev != "eth1" {
+		t.Errorf("rxe0 came back as %+v", sl)
+	}
+
+	// Undoing a creation never deletes a device that is not a soft link.
+	notSoft := reconcile.Action{Subject: reconcile.LinkSubject("mlx5_0"), Kind: links.Create, Status: reconcile.Changed}
+	if err := f.part.Undo(ctx, notSoft); err == nil {
+		t.Error("Undo of a creation of a device that does not exist succeeded")
 	}
 }

@@ -46,11 +46,30 @@ func RenderSystemd(m *config.Memlock) []byte {
 	return b.Bytes()
 }
 
-// Kinds of the actions this part reports, one per file.
+// Kinds of the actions this part reports, one per file. A Changed action's
+// Old is the file before (a host.FileSnapshot).
 const (
-	Limits  reconcile.Kind = "memlock limits.d"
-	Systemd reconcile.Kind = "memlock DefaultLimitMEMLOCK"
+	Limits  = reconcile.KindMemlockLimits
+	Systemd = reconcile.KindMemlockSystemd
 )
+
+// Kinds implements reconcile.Part.
+func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Limits, Systemd} }
+
+// Undo implements reconcile.Part: the file is put back as it was (removed
+// when it did not exist). Sessions and services started in between keep
+// the limits they got.
+func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
+	rel := map[reconcile.Kind]string{Limits: LimitsFile, Systemd: SystemdFile}[a.Kind]
+	snap, ok := a.Old.(host.FileSnapshot)
+	if rel == "" || !ok {
+		return fmt.Errorf("memlock: %s %s: the file before the change is not known", a.Subject, a.Kind)
+	}
+	if err := p.Host.Restore(rel, Header, snap); err != nil {
+		return fmt.Errorf("memlock: %w", err)
+	}
+	return nil
+}
 
 // Part is the memlock host part of the reconciler.
 type Part struct {
@@ -84,6 +103,12 @@ func appendIf(acts []reconcile.Action, a *reconcile.Action) []reconcile.Action {
 
 func (p *Part) write(rel string, kind reconcile.Kind, data []byte) reconcile.Action {
 	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: kind, To: "/" + rel}
+	old, err := p.Host.Snapshot(rel)
+	if err != nil {
+		act.Status, act.Err = reconcile.Failed, fmt.Errorf("memlock: %w", err)
+		return act
+	}
+	act.Old = old
 	changed, err := p.Host.WriteManaged(rel, Header, data)
 	switch {
 	case err != nil:
@@ -98,11 +123,18 @@ func (p *Part) write(rel string, kind reconcile.Kind, data []byte) reconcile.Act
 
 // remove deletes a file rdmad wrote earlier, and nothing else.
 func (p *Part) remove(rel string, kind reconcile.Kind) *reconcile.Action {
-	removed, err := p.Host.RemoveManaged(rel, Header)
+	old, err := p.Host.Snapshot(rel)
+	if err == nil && !old.Exists {
+		return nil
+	}
+	removed := false
+	if err == nil {
+		removed, err = p.Host.RemoveManaged(rel, Header)
+	}
 	if err == nil && !removed {
 		return nil
 	}
-	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: kind, From: "/" + rel, To: "removed", Status: reconcile.Changed}
+	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: kind, From: "/" + rel, To: "removed", Status: reconcile.Changed, Old: old}
 	if err != nil {
 		act.Status, act.Err = reconcile.Failed, fmt.Errorf("memlock: %w", err)
 	}

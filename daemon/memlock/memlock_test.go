@@ -77,3 +77,43 @@ func TestApplyWritesOnceAndRemovesOwnFilesOnly(t *testing.T) {
 		t.Errorf("overwrite of a foreign file: %+v", acts[1])
 	}
 }
+
+// The memlock part undoes its own actions: each file goes back to what it
+// held, a file that did not exist is removed, a removed one comes back.
+func TestUndo(t *testing.T) {
+	h := host.New(t.TempDir())
+	p := &memlock.Part{Host: h}
+	ctx := context.Background()
+	m := &config.Memlock{Group: "rdma", Soft: config.Limit{Unlimited: true}, Hard: config.Limit{Unlimited: true}, Services: true}
+	acts := p.Apply(ctx, &reconcile.Pass{Policy: &config.Policy{Memlock: m}}).Actions
+	for _, a := range acts {
+		if err := p.Undo(ctx, a); err != nil {
+			t.Fatalf("Undo(%v): %v", a, err)
+		}
+	}
+	for _, f := range []string{memlock.LimitsFile, memlock.SystemdFile} {
+		if _, err := os.Stat(h.Path(f)); !os.IsNotExist(err) {
+			t.Errorf("%s after undoing its creation: %v", f, err)
+		}
+	}
+
+	p.Apply(ctx, &reconcile.Pass{Policy: &config.Policy{Memlock: m}})
+	before, err := os.ReadFile(h.Path(memlock.LimitsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := *m
+	m2.Group = "hpc"
+	for _, pol := range []*config.Policy{{Memlock: &m2}, {}} { // a change, then a removal
+		acts := p.Apply(ctx, &reconcile.Pass{Policy: pol}).Actions
+		if acts[0].Kind != memlock.Limits || acts[0].Status != reconcile.Changed {
+			t.Fatalf("apply %+v: %v", pol.Memlock, acts)
+		}
+		if err := p.Undo(ctx, acts[0]); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(h.Path(memlock.LimitsFile)); string(got) != string(before) {
+			t.Errorf("after undo (%+v): %q, want %q", pol.Memlock, got, before)
+		}
+	}
+}

@@ -14,9 +14,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/daemon/roce"
 	"github.com/rdmad/rdmad/daemon/version"
-	"github.com/rdmad/rdmad/daemon/vpi"
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
@@ -55,20 +53,20 @@ func PortDrift(ds *reconcile.DeviceState, p *reconcile.PortState) []Drift {
 	stale := ds.ReadError != nil
 	if p.Transport == host.TransportRoCE && !p.Desired.Empty() {
 		// Without its rdma_cm directory no RoCE value of the device is set.
-		noConfigfs := stale || failed(ds.Failures, roce.Configfs)
+		noConfigfs := stale || failed(ds.Failures, reconcile.KindRoCEConfigfs)
 		if p.Desired.Mode != "" {
-			drifted := noConfigfs || failed(p.Failures, roce.Mode) || !p.RoCEKnown || p.RoCEMode != p.Desired.Mode.Kernel()
+			drifted := noConfigfs || failed(p.Failures, reconcile.KindRoCEMode) || !p.RoCEKnown || p.RoCEMode != p.Desired.Mode.Kernel()
 			out = append(out, Drift{SettingRoCEMode, drifted})
 		}
 		if p.Desired.TOS != nil {
-			drifted := noConfigfs || failed(p.Failures, roce.TOS) || !p.RoCEKnown || p.RoCETOS != *p.Desired.TOS
+			drifted := noConfigfs || failed(p.Failures, reconcile.KindRoCETOS) || !p.RoCEKnown || p.RoCETOS != *p.Desired.TOS
 			out = append(out, Drift{SettingRoCETOS, drifted})
 		}
 	}
-	if p.VPIType != "" && ds.Driver == vpi.Driver {
+	if p.VPIType != "" && ds.Driver == host.DriverMLX4 {
 		// The port type is not kept in the observed state: the last pass's
 		// action on it says whether the kernel showed the declared type.
-		drifted := stale || failed(p.Failures, vpi.PortType) || !verified(ds, p.Number, vpi.PortType)
+		drifted := stale || failed(p.Failures, reconcile.KindVPIPortType) || !verified(ds, p.Number, reconcile.KindVPIPortType)
 		out = append(out, Drift{SettingVPIType, drifted})
 	}
 	return out

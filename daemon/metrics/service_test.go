@@ -17,6 +17,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/metrics"
@@ -65,7 +66,7 @@ func startDaemon(t *testing.T) *daemon {
 	k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
 	k.Refuse("mlx4_port1", "eth", syscall.EINVAL)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Options{Host: k.Host(), Kernel: service.Kernel{Modules: &hosttest.Modprobe{}}, Log: log})
+	svc, err := service.New(service.Options{Host: k.Host(), Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestOneShotWritesNoTextfile(t *testing.T) {
 	root := hosttest.Copy(t, "demo")
 	hosttest.Write(t, root, "etc/rdma/rdmad.toml", policy)
 	h := host.New(root)
-	svc, err := service.New(service.Options{Host: h, Kernel: service.Kernel{Modules: &hosttest.Modprobe{}},
+	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), OneShot: true})
 	if err != nil {
 		t.Fatal(err)

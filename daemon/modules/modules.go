@@ -133,7 +133,18 @@ func ConfFiles(devs []*host.Device) []string {
 }
 
 // Load is the kind of the module batch action.
-const Load reconcile.Kind = "modules"
+const Load = reconcile.KindModules
+
+// Kinds implements reconcile.Part.
+func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Load, ReadList} }
+
+// Undo implements reconcile.Part. Nothing this part does is undone: rdmad
+// never unloads a module (devices, their users and other modules hold it,
+// and a listed module is wanted for every device of its transport), and
+// reading a list changes nothing.
+func (*Part) Undo(_ context.Context, a reconcile.Action) error {
+	return fmt.Errorf("modules: %s %s: rdmad never unloads modules: %w", a.Subject, a.Kind, reconcile.ErrNotUndoable)
+}
 
 // Part is the modules host part of the reconciler.
 type Part struct {
@@ -233,7 +244,7 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 }
 
 // ReadList is the kind of a failure to read a modules list.
-const ReadList reconcile.Kind = "modules list"
+const ReadList = reconcile.KindModulesList
 
 // background starts loading missing unless a load runs already or this
 // very batch was tried and did not make the modules appear: that is not

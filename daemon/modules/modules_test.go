@@ -244,3 +244,15 @@ func TestUntrustedListIsRefused(t *testing.T) {
 		t.Fatalf("world-writable directory: %+v", acts)
 	}
 }
+
+// Loading modules is the one host action that is not undone, and Undo
+// says so for every kind the part reports.
+func TestUndoIsRefused(t *testing.T) {
+	p := &modules.Part{}
+	for _, k := range p.Kinds() {
+		err := p.Undo(context.Background(), reconcile.Action{Subject: reconcile.HostSubject(), Kind: k, Status: reconcile.Changed})
+		if !errors.Is(err, reconcile.ErrNotUndoable) {
+			t.Errorf("Undo(%s) = %v, want ErrNotUndoable", k, err)
+		}
+	}
+}

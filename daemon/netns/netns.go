@@ -83,9 +83,41 @@ func Render(m config.NetnsMode) []byte {
 
 // Kinds of the actions this part reports.
 const (
-	Mode     reconcile.Kind = "netns mode"       // the running kernel's mode
-	Modprobe reconcile.Kind = "netns modprobe.d" // the mode ib_core gets at boot
+	// Mode is the running kernel's mode; Old and New are config.NetnsMode.
+	Mode = reconcile.KindNetnsMode
+	// Modprobe is the mode ib_core gets at boot; Old is the file before (a
+	// host.FileSnapshot).
+	Modprobe = reconcile.KindNetnsModprobe
 )
+
+// Kinds implements reconcile.Part.
+func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Mode, Modprobe} }
+
+// Undo implements reconcile.Part: the running kernel is switched back to
+// the previous mode, or the modprobe.d file put back as it was.
+func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
+	switch a.Kind {
+	case Mode:
+		m, ok := a.Old.(config.NetnsMode)
+		if !ok || m == config.NetnsUnmanaged {
+			return fmt.Errorf("netns: the previous mode is not known")
+		}
+		if err := p.Kernel.SetMode(m); err != nil {
+			return fmt.Errorf("netns: %w", err)
+		}
+		return nil
+	case Modprobe:
+		snap, ok := a.Old.(host.FileSnapshot)
+		if !ok {
+			return fmt.Errorf("netns: /%s before the change is not known", ModprobeFile)
+		}
+		if err := p.Host.Restore(ModprobeFile, header, snap); err != nil {
+			return fmt.Errorf("netns: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("netns: %s: %w", a.Kind, reconcile.ErrNotUndoable)
+}
 
 // Part is the netns host part.
 type Part struct {
@@ -118,8 +150,17 @@ func (p *Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Result {
 }
 
 func (p *Part) persist(m config.NetnsMode) (reconcile.Action, bool) {
-	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: Modprobe, To: "/" + ModprobeFile}
+	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: Modprobe, To: "/" + ModprobeFile, New: m}
+	old, err := p.Host.Snapshot(ModprobeFile)
+	if err != nil {
+		act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: %w", err)
+		return act, true
+	}
+	act.Old = old
 	if m == config.NetnsUnmanaged {
+		if !old.Exists {
+			return act, false
+		}
 		// Only our own file is removed when the declaration goes away.
 		removed, err := p.Host.RemoveManaged(ModprobeFile, header)
 		switch {
@@ -147,7 +188,7 @@ func (p *Part) persist(m config.NetnsMode) (reconcile.Action, bool) {
 // runtime switches the running kernel to m; persisted says whether m is
 // also the mode modprobe.d gives ib_core at the next boot.
 func (p *Part) runtime(m config.NetnsMode, persisted bool) reconcile.Action {
-	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: Mode, To: string(m)}
+	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: Mode, To: string(m), New: m}
 	// Opening NETLINK_RDMA would make the kernel autoload ib_core on a host
 	// without RDMA; only talk to it when it is already there.
 	loaded, err := p.Host.LoadedModules()
@@ -170,7 +211,7 @@ func (p *Part) runtime(m config.NetnsMode, persisted bool) reconcile.Action {
 		act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: %w", err)
 		return act
 	}
-	act.From = string(cur)
+	act.From, act.Old = string(cur), cur
 	if cur == m {
 		act.Status = reconcile.Unchanged
 		return act

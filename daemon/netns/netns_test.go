@@ -238,3 +238,38 @@ func TestRuntimeModeEBUSY(t *testing.T) {
 		t.Errorf("a runtime mode claims to apply at next boot: %v", a.Err)
 	}
 }
+
+// The netns part undoes its own actions: the running kernel goes back to
+// the previous mode, modprobe.d back to what it held (removed when absent).
+func TestUndo(t *testing.T) {
+	h := newHost(t, true)
+	k := &fakeKernel{mode: config.NetnsShared}
+	p := &netns.Part{Host: h, Kernel: k}
+	ctx := context.Background()
+	acts := byWhat(p.Apply(ctx, &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
+	mode, file := acts["netns mode"], acts["netns modprobe.d"]
+	if mode.Old != config.NetnsShared || mode.New != config.NetnsExclusive {
+		t.Errorf("mode values: %#v -> %#v", mode.Old, mode.New)
+	}
+	for _, a := range []reconcile.Action{mode, file} {
+		if err := p.Undo(ctx, a); err != nil {
+			t.Fatalf("Undo(%v): %v", a, err)
+		}
+	}
+	if k.mode != config.NetnsShared {
+		t.Errorf("kernel mode after undo = %s", k.mode)
+	}
+	if _, err := os.Stat(h.Path(netns.ModprobeFile)); !os.IsNotExist(err) {
+		t.Errorf("modprobe.d file after undo: %v, want absent", err)
+	}
+
+	// A file that existed comes back with its content.
+	p.Apply(ctx, &reconcile.Pass{Policy: pol(config.NetnsShared)})
+	acts = byWhat(p.Apply(ctx, &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
+	if err := p.Undo(ctx, acts["netns modprobe.d"]); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(h.Path(netns.ModprobeFile)); string(data) != string(netns.Render(config.NetnsShared)) {
+		t.Errorf("modprobe.d after undo = %q", data)
+	}
+}

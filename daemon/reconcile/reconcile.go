@@ -8,6 +8,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path"
 	"runtime"
@@ -45,9 +46,25 @@ type Result struct {
 	Created []string
 }
 
+// Part is what every part provides besides Apply: the kinds of the actions
+// it reports, and how to undo one of its own changes.
+type Part interface {
+	// Kinds lists the kinds of the actions the part reports; no two parts
+	// of a Reconciler report the same kind.
+	Kinds() []Kind
+	// Undo puts back what one of the part's Changed actions changed (a.Old
+	// in place of a.New). An action that cannot be undone returns an error
+	// wrapping ErrNotUndoable that says why.
+	Undo(ctx context.Context, a Action) error
+}
+
+// ErrNotUndoable is wrapped by Undo for an action that cannot be undone.
+var ErrNotUndoable = errors.New("cannot be undone")
+
 // HostPart is a concern that applies to the host as a whole (modules,
 // memlock, netns, soft links).
 type HostPart interface {
+	Part
 	Apply(ctx context.Context, p *Pass) Result
 }
 
@@ -56,6 +73,7 @@ type HostPart interface {
 // PortSubject, and after a verified change it updates dev's observed
 // values, so the device is never read twice in a pass.
 type DevicePart interface {
+	Part
 	Apply(ctx context.Context, pol *config.Policy, dev *host.Device) []Action
 }
 
@@ -158,6 +176,7 @@ type Reconciler struct {
 	deviceParts []DevicePart
 	detail      host.Detail
 	workers     int
+	owners      map[Kind]Part // the part that reports each kind
 
 	mu sync.Mutex // serialises passes and port-state refreshes
 
@@ -179,12 +198,51 @@ func New(o Options) *Reconciler {
 	if o.Workers <= 0 {
 		o.Workers = min(16, max(2, 2*runtime.GOMAXPROCS(0)))
 	}
+	owners := map[Kind]Part{}
+	var parts []Part
+	for _, p := range o.Early {
+		parts = append(parts, p)
+	}
+	for _, p := range o.HostParts {
+		parts = append(parts, p)
+	}
+	for _, p := range o.DeviceParts {
+		parts = append(parts, p)
+	}
+	for _, p := range parts {
+		for _, k := range p.Kinds() {
+			if other, dup := owners[k]; dup && other != p {
+				panic(fmt.Sprintf("reconcile: two parts (%T, %T) report kind %q", other, p, k))
+			}
+			owners[k] = p
+		}
+	}
 	return &Reconciler{
 		host: o.Host, log: o.Log,
 		early: o.Early, hostParts: o.HostParts, deviceParts: o.DeviceParts,
-		detail: o.Detail, workers: o.Workers,
+		detail: o.Detail, workers: o.Workers, owners: owners,
 		devices: map[string]*DeviceState{}, failing: map[string]bool{},
 	}
+}
+
+// Undo asks the part that reported a to put back what a changed. Only a
+// Changed action can be undone; it runs between passes, never during one.
+// The observed state is not updated: the caller runs a pass afterwards
+// (the service's rollback does), which reads what the undo left.
+func (r *Reconciler) Undo(ctx context.Context, a Action) error {
+	if a.Status != Changed {
+		return fmt.Errorf("reconcile: undo %s %s: only a changed action can be undone, this one is %s", a.Subject, a.Kind, a.Status)
+	}
+	p, ok := r.owners[a.Kind]
+	if !ok {
+		return fmt.Errorf("reconcile: undo %s %s: no part reports this kind", a.Subject, a.Kind)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := p.Undo(ctx, a); err != nil {
+		return fmt.Errorf("reconcile: undo %s %s: %w", a.Subject, a.Kind, err)
+	}
+	return nil
 }
 
 // OnChange registers fn to be called after every pass that changed the

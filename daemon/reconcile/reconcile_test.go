@@ -256,6 +256,12 @@ func BenchmarkFullPassDemoHost(b *testing.B) {
 // type switch does (the driver unregisters and re-adds the RDMA device).
 type reregisteringPart struct{ root string }
 
+func (reregisteringPart) Kinds() []reconcile.Kind { return []reconcile.Kind{"vpi port type"} }
+
+func (reregisteringPart) Undo(context.Context, reconcile.Action) error {
+	return reconcile.ErrNotUndoable
+}
+
 func (reregisteringPart) Reregisters(a reconcile.Action) bool { return a.Kind == "vpi port type" }
 
 func (p reregisteringPart) Apply(_ context.Context, _ *config.Policy, d *host.Device) []reconcile.Action {
@@ -324,4 +330,46 @@ func TestRefreshPortStates(t *testing.T) {
 	if len(changes) != 1 || !reflect.DeepEqual(changes[0].Updated, []string{"mlx4_0"}) {
 		t.Errorf("changes %+v", changes)
 	}
+}
+
+type undoPart struct {
+	reregisteringPart
+	kinds  []reconcile.Kind
+	undone []reconcile.Action
+}
+
+func (p *undoPart) Kinds() []reconcile.Kind { return p.kinds }
+func (p *undoPart) Undo(_ context.Context, a reconcile.Action) error {
+	p.undone = append(p.undone, a)
+	return nil
+}
+
+// Reconciler.Undo hands a changed action to the part that reports its
+// kind, and refuses one that did not change anything or that no part owns.
+func TestUndoGoesToTheOwningPart(t *testing.T) {
+	a, b := &undoPart{kinds: []reconcile.Kind{"a"}}, &undoPart{kinds: []reconcile.Kind{"b"}}
+	r := reconcile.New(reconcile.Options{Host: host.New(t.TempDir()), Log: quiet, DeviceParts: []reconcile.DevicePart{a, b}})
+	ctx := context.Background()
+	act := reconcile.Action{Kind: "b", Status: reconcile.Changed, Old: 1, New: 2}
+	if err := r.Undo(ctx, act); err != nil || len(b.undone) != 1 || len(a.undone) != 0 || b.undone[0].Old != 1 {
+		t.Fatalf("Undo = %v; a got %v, b got %v", err, a.undone, b.undone)
+	}
+	for _, bad := range []reconcile.Action{
+		{Kind: "b", Status: reconcile.Unchanged},
+		{Kind: "b", Status: reconcile.Failed},
+		{Kind: "c", Status: reconcile.Changed},
+	} {
+		if err := r.Undo(ctx, bad); err == nil {
+			t.Errorf("Undo(%v) = nil", bad)
+		}
+	}
+	if len(b.undone) != 1 {
+		t.Errorf("refused undos reached the part: %v", b.undone)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("two parts reporting one kind: no panic")
+		}
+	}()
+	reconcile.New(reconcile.Options{Host: host.New(t.TempDir()), DeviceParts: []reconcile.DevicePart{a, &undoPart{kinds: []reconcile.Kind{"a"}}}})
 }

@@ -93,11 +93,17 @@ type Kind string
 type Action struct {
 	Subject Subject
 	Kind    Kind
-	From    string // observed value before ("" if none)
-	To      string // declared value
-	Status  Status
-	Err     error  // set when Status is Failed; the reason when NotApplicable
-	Source  string // config file:line that declared it, when known
+	From    string // observed value before ("" if none), as reports show it
+	To      string // declared value, as reports show it
+	// Old and New are the same two values in the part's own types (roce:
+	// config.RoCEMode for a mode, int for a TOS; vpi: the mlx4_port text;
+	// files: their content), nil where the part has none. Only the part
+	// interprets them (its Undo puts Old back); callers compare New with
+	// what they asked for, never the text of To.
+	Old, New any
+	Status   Status
+	Err      error  // set when Status is Failed; the reason when NotApplicable
+	Source   string // config file:line that declared it, when known
 }
 
 func (a Action) String() string {

@@ -24,13 +24,50 @@ import (
 
 // Kinds of the actions this part reports.
 const (
-	Mode     reconcile.Kind = "roce mode"        // default_roce_mode of a port
-	TOS      reconcile.Kind = "roce tos"         // default_roce_tos of a port
-	Configfs reconcile.Kind = "configfs rdma_cm" // the device's rdma_cm directory
+	// Mode is default_roce_mode of a port; its Old and New are
+	// config.RoCEMode values.
+	Mode = reconcile.KindRoCEMode
+	// TOS is default_roce_tos of a port; its Old and New are ints.
+	TOS      = reconcile.KindRoCETOS
+	Configfs = reconcile.KindRoCEConfigfs // the device's rdma_cm directory
 	// Settings is a rule that selects a port RoCE settings do not apply
 	// to (InfiniBand, iWARP): reported not applicable.
-	Settings reconcile.Kind = "roce"
+	Settings = reconcile.KindRoCE
 )
+
+// Kinds implements reconcile.Part.
+func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Mode, TOS, Configfs, Settings} }
+
+// Undo implements reconcile.Part: it writes a port's previous mode or TOS
+// back and reads it back. Creating a device's rdma_cm directory is not
+// undone: the directory only shows the kernel's defaults, and the kernel
+// removes it with the device.
+func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
+	if (a.Kind == Mode || a.Kind == TOS) && a.Subject.Kind != reconcile.SubjectPort {
+		return fmt.Errorf("roce: %s is not a port", a.Subject)
+	}
+	var value string
+	switch a.Kind {
+	case Mode:
+		m, ok := a.Old.(config.RoCEMode)
+		if !ok || m.Kernel() == "" {
+			return fmt.Errorf("roce: the previous mode of %s is not known (%q)", a.Subject, a.From)
+		}
+		value = m.Kernel()
+	case TOS:
+		tos, ok := a.Old.(int)
+		if !ok {
+			return fmt.Errorf("roce: the previous TOS of %s is not known (%q)", a.Subject, a.From)
+		}
+		value = strconv.Itoa(tos)
+	case Configfs:
+		return fmt.Errorf("roce: the rdma_cm directory of %s is left in place (it shows the kernel's defaults and goes with the device): %w", a.Subject, reconcile.ErrNotUndoable)
+	default:
+		return fmt.Errorf("roce: %s: %w", a.Kind, reconcile.ErrNotUndoable)
+	}
+	_, err := write(p.Host, a.Subject.Device, a.Subject.Port, a.Kind, value)
+	return err
+}
 
 // CMModule provides configfs rdma_cm.
 const CMModule = "rdma_cm"
@@ -170,11 +207,12 @@ func (p *Part) cmMissing(err error) error {
 func (p *Part) set(dev string, port *host.Port, kind reconcile.Kind, value string, src config.Position) reconcile.Action {
 	act := reconcile.Action{Subject: reconcile.PortSubject(dev, port.Number), Kind: kind, To: value, Source: src.String()}
 	act.From = observed(port, kind)
+	act.Old, act.New = typed(kind, act.From), typed(kind, value)
 	if act.From == value {
 		act.Status = reconcile.Unchanged
 		return act
 	}
-	got, err := Write(p.Host, dev, port.Number, kind, value)
+	got, err := write(p.Host, dev, port.Number, kind, value)
 	if got != "" || err == nil {
 		record(port, kind, got)
 	}
@@ -186,10 +224,25 @@ func (p *Part) set(dev string, port *host.Port, kind reconcile.Kind, value strin
 	return act
 }
 
-// Write sets one RoCE attribute of a port and reads it back; got is what
-// the kernel shows afterwards ("" when it could not be read). The service
-// uses it to put back values a refused call had changed.
-func Write(h *host.Host, dev string, port int, kind reconcile.Kind, value string) (got string, err error) {
+// typed is a kernel value of kind in the type Old and New carry: a
+// config.RoCEMode for a mode, an int for a TOS; nil when there is none (not
+// read, or a text the kernel does not give for either).
+func typed(kind reconcile.Kind, v string) any {
+	if kind == Mode {
+		if m, ok := config.RoCEModeFromKernel(v); ok {
+			return m
+		}
+		return nil
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		return n
+	}
+	return nil
+}
+
+// write sets one RoCE attribute of a port and reads it back; got is what
+// the kernel shows afterwards ("" when it could not be read).
+func write(h *host.Host, dev string, port int, kind reconcile.Kind, value string) (got string, err error) {
 	attr := attrOf(kind)
 	rel := host.ConfigfsPortPath(dev, port, attr)
 	if err := h.WriteString(rel, value); err != nil {

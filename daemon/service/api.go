@@ -5,17 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"unicode/utf8"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/links"
-	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/daemon/roce"
 )
 
 // ArgError is an invalid argument to a mutating operation. It is returned
@@ -130,15 +126,12 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 		v := c.TOS
 		tos = &v
 	}
-	wanted := map[reconcile.Kind]string{} // the kernel value of each requested kind
-	var kinds []reconcile.Kind
+	wanted := map[reconcile.Kind]any{} // the requested value of each kind, typed as the RoCE part's New
 	if c.Mode != "" {
-		kinds = append(kinds, roce.Mode)
-		wanted[roce.Mode] = c.Mode.Kernel()
+		wanted[reconcile.KindRoCEMode] = c.Mode
 	}
 	if tos != nil {
-		kinds = append(kinds, roce.TOS)
-		wanted[roce.TOS] = strconv.Itoa(*tos)
+		wanted[reconcile.KindRoCETOS] = *tos
 	}
 	var targets, all []int // RoCE ports the call sets; every port
 	for _, n := range ports {
@@ -159,8 +152,8 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 		forget:  func(o *Overlay) { o.forgetRoCE(dev.Name, c.Port, all, c.Mode != "", tos != nil) },
 		scope:   reconcile.Scope{Devices: map[string][]int{dev.Name: scopePorts}},
 		failed:  func(rep reconcile.Report) []reconcile.Action { return roceFailures(rep, dev.Name, targets, wanted) },
-		restore: func(rep reconcile.Report) ([]reconcile.Action, error) {
-			return s.restoreRoCE(rep, dev.Name, targets, kinds)
+		restore: func(ctx context.Context, rep reconcile.Report) ([]reconcile.Action, error) {
+			return s.undo(ctx, rep, dev.Name, targets, wanted)
 		},
 	})
 }
@@ -172,9 +165,9 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 // the device or port went away during the call; nor was one whose action
 // set another value than the requested one (the call's rule did not
 // select the port: it must never pass for a success).
-func roceFailures(rep reconcile.Report, dev string, ports []int, wanted map[reconcile.Kind]string) []reconcile.Action {
+func roceFailures(rep reconcile.Report, dev string, ports []int, wanted map[reconcile.Kind]any) []reconcile.Action {
 	kinds := make([]reconcile.Kind, 0, len(wanted))
-	for _, k := range []reconcile.Kind{roce.Mode, roce.TOS} {
+	for _, k := range []reconcile.Kind{reconcile.KindRoCEMode, reconcile.KindRoCETOS} {
 		if _, ok := wanted[k]; ok {
 			kinds = append(kinds, k)
 		}
@@ -193,9 +186,9 @@ func roceFailures(rep reconcile.Report, dev string, ports []int, wanted map[reco
 			switch {
 			case ok && a.Status == reconcile.Failed:
 				out = append(out, a)
-			case ok && a.To != wanted[k]:
+			case ok && a.New != wanted[k]:
 				a.Status = reconcile.Failed
-				a.Err = fmt.Errorf("service: the policy in force sets %q, not the requested %q", a.To, wanted[k])
+				a.Err = fmt.Errorf("service: the policy in force sets %q, not the requested %v", a.To, wanted[k])
 				out = append(out, a)
 			case !ok && !deviceFailed:
 				out = append(out, reconcile.Action{Subject: subject, Kind: k, Status: reconcile.Failed,
@@ -206,25 +199,28 @@ func roceFailures(rep reconcile.Report, dev string, ports []int, wanted map[reco
 	return out
 }
 
-// restoreRoCE writes back the values a refused SetRoCE had changed (the
-// requested kinds on the targeted ports), so the call leaves the kernel as
-// it found it. The pass after the rollback then re-applies what the files
-// declare.
-func (s *Service) restoreRoCE(rep reconcile.Report, dev string, ports []int, kinds []reconcile.Kind) ([]reconcile.Action, error) {
+// undo has the RoCE part put back the values a refused SetRoCE had
+// changed (the requested kinds on the targeted ports), so the call leaves
+// the kernel as it found it. The pass after the rollback then re-applies
+// what the files declare.
+func (s *Service) undo(ctx context.Context, rep reconcile.Report, dev string, ports []int, kinds map[reconcile.Kind]any) ([]reconcile.Action, error) {
 	var done []reconcile.Action
 	var errs []error
 	for _, n := range ports {
 		subject := reconcile.PortSubject(dev, n)
-		for _, k := range kinds {
-			a, ok := rep.Find(subject, k)
-			if !ok || a.Status != reconcile.Changed || a.From == "" {
+		for _, k := range []reconcile.Kind{reconcile.KindRoCEMode, reconcile.KindRoCETOS} {
+			if _, asked := kinds[k]; !asked {
 				continue
 			}
-			if _, err := roce.Write(s.host, dev, n, k, a.From); err != nil {
+			a, ok := rep.Find(subject, k)
+			if !ok || a.Status != reconcile.Changed {
+				continue
+			}
+			if err := s.rec.Undo(ctx, a); err != nil {
 				errs = append(errs, fmt.Errorf("service: put back %s %s %q: %w", subject, k, a.From, err))
 				continue
 			}
-			done = append(done, reconcile.Action{Subject: subject, Kind: k, From: a.To, To: a.From, Status: reconcile.Changed})
+			done = append(done, reconcile.Action{Subject: subject, Kind: k, From: a.To, To: a.From, Old: a.New, New: a.Old, Status: reconcile.Changed})
 		}
 	}
 	return done, errors.Join(errs...)
@@ -369,7 +365,7 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 	if !s.host.NetdevExists(l.Netdev) {
 		return &ArgError{"netdev", fmt.Sprintf("no network interface %s", argName(l.Netdev))}
 	}
-	if s.kernel.Links == nil {
+	if s.parts.Links == nil {
 		return fmt.Errorf("service: add link %s: this rdmad does not manage soft links", l.Name)
 	}
 	pol := s.PolicyInForce()
@@ -386,10 +382,10 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 		persist: func(p *config.Persisted) { p.AddLink(l) },
 		forget:  func(o *Overlay) { o.forgetLink(l.Name) },
 		failed: func(rep reconcile.Report) []reconcile.Action {
-			a, ok := rep.Find(reconcile.LinkSubject(l.Name), links.Create)
+			a, ok := rep.Find(reconcile.LinkSubject(l.Name), reconcile.KindLinkCreate)
 			switch {
 			case !ok:
-				return []reconcile.Action{{Subject: reconcile.LinkSubject(l.Name), Kind: links.Create, Status: reconcile.Failed,
+				return []reconcile.Action{{Subject: reconcile.LinkSubject(l.Name), Kind: reconcile.KindLinkCreate, Status: reconcile.Failed,
 					Err: fmt.Errorf("service: the pass did not consider link %s", l.Name)}}
 			case a.Status == reconcile.Failed:
 				return []reconcile.Action{a}
@@ -427,7 +423,7 @@ func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) err
 		}
 	}
 	exists := s.host.Exists(host.ClassInfiniband + "/" + name)
-	if exists && s.kernel.Links == nil {
+	if exists && s.parts.Links == nil {
 		return fmt.Errorf("service: delete link %s: this rdmad has no RDMA netlink link support", name)
 	}
 	subject := reconcile.LinkSubject(name)
@@ -439,11 +435,7 @@ func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) err
 			if !exists {
 				return nil
 			}
-			act := reconcile.Action{Subject: subject, Kind: links.Remove, From: name, To: "deleted", Status: reconcile.Changed}
-			if err := links.Delete(ctx, s.kernel.Links, s.host, name); err != nil {
-				act.Status, act.Err = reconcile.Failed, err
-			}
-			return []reconcile.Action{act}
+			return []reconcile.Action{s.parts.Links.Delete(ctx, name)}
 		},
 		scope:  reconcile.Scope{Devices: map[string][]int{name: nil}},
 		failed: func(rep reconcile.Report) []reconcile.Action { return failedOn(rep, subject) },
@@ -459,18 +451,18 @@ func (s *Service) SetNetnsMode(ctx context.Context, mode config.NetnsMode, persi
 	if mode != config.NetnsShared && mode != config.NetnsExclusive {
 		return &ArgError{"mode", fmt.Sprintf("%s is not a netns mode: use shared or exclusive", config.QuoteName(string(mode)))}
 	}
-	if s.kernel.Netns == nil {
+	if s.parts.Netns == nil {
 		return fmt.Errorf("service: set netns mode: this rdmad does not manage the RDMA netns mode")
 	}
-	kinds := []reconcile.Kind{netns.Mode}
+	kinds := []reconcile.Kind{reconcile.KindNetnsMode}
 	if persist {
-		kinds = append(kinds, netns.Modprobe)
+		kinds = append(kinds, reconcile.KindNetnsModprobe)
 	}
 	// A persisted mode the running kernel refuses to take now (EBUSY: other
 	// network namespaces exist) still holds for the next boot: the
 	// declaration stays, and the call says the switch waits.
 	busy := func(a reconcile.Action) bool {
-		return persist && a.Kind == netns.Mode && errors.Is(a.Err, syscall.EBUSY)
+		return persist && a.Kind == reconcile.KindNetnsMode && errors.Is(a.Err, syscall.EBUSY)
 	}
 	return s.commit(ctx, persist, change{
 		runtime: func(o *Overlay) { o.Netns = mode },
@@ -480,7 +472,7 @@ func (s *Service) SetNetnsMode(ctx context.Context, mode config.NetnsMode, persi
 			return slices.DeleteFunc(failedOn(rep, reconcile.HostSubject(), kinds...), busy)
 		},
 		after: func(rep reconcile.Report) error {
-			if a, ok := rep.Find(reconcile.HostSubject(), netns.Mode); ok && a.Status == reconcile.Failed && busy(a) {
+			if a, ok := rep.Find(reconcile.HostSubject(), reconcile.KindNetnsMode); ok && a.Status == reconcile.Failed && busy(a) {
 				return &NextBootError{Err: a.Err} // the netns part says what waits for the boot
 			}
 			return nil
@@ -523,7 +515,7 @@ type change struct {
 	scope  reconcile.Scope // what the pass that applies the change reads again
 
 	failed  func(reconcile.Report) []reconcile.Action
-	restore func(reconcile.Report) ([]reconcile.Action, error) // nil: nothing to put back
+	restore func(context.Context, reconcile.Report) ([]reconcile.Action, error) // nil: nothing to put back
 	// after, when set, runs once the change stands and may still say it is
 	// not complete (a NextBootError); nil: done.
 	after func(reconcile.Report) error
@@ -579,7 +571,7 @@ func (s *Service) commit(ctx context.Context, persist bool, c change) error {
 	ae := &ApplyError{Failed: bad}
 	undoErr := undo()
 	if c.restore != nil {
-		restored, err := c.restore(rep)
+		restored, err := c.restore(ctx, rep)
 		ae.Restored = restored
 		undoErr = errors.Join(undoErr, err)
 	}

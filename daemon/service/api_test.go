@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
@@ -56,8 +57,8 @@ func newEnv(t *testing.T, cfg string, setup func(e *env)) *env {
 		setup(e)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	kernel := service.Kernel{Modules: &hosttest.Modprobe{}, Links: e.nl, Netns: e.ns}
-	svc, err := service.New(service.Options{Host: e.h, Kernel: kernel, Log: log})
+	kernel := compose.Kernel{Modules: &hosttest.Modprobe{}, Links: e.nl, Netns: e.ns}
+	svc, err := service.New(service.Options{Host: e.h, Parts: compose.Parts(kernel), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
@@ -133,7 +134,7 @@ func daemonEnv(t *testing.T, cfg string, mp *hosttest.Modprobe) (*service.Servic
 	hosttest.Write(t, root, mainFile, cfg)
 	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "ib_uverbs\nrdma_ucm\n")
 	k := hosttest.NewKernel(root)
-	svc, err := service.New(service.Options{Host: k.Host(), Kernel: service.Kernel{Modules: mp}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	svc, err := service.New(service.Options{Host: k.Host(), Parts: compose.Parts(compose.Kernel{Modules: mp}), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

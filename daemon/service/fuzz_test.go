@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
@@ -36,7 +37,7 @@ func FuzzSetRoCE(f *testing.F) {
 		f.Fatal(err)
 	}
 	k := hosttest.NewKernel(root)
-	svc, err := service.New(service.Options{Host: k.Host(), Kernel: service.Kernel{Modules: &hosttest.Modprobe{}},
+	svc, err := service.New(service.Options{Host: k.Host(), Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		f.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
@@ -115,7 +116,7 @@ func TestRuntimeOverlayIsBounded(t *testing.T) {
 	root := hosttest.Copy(t, "mlx5")
 	hosttest.Write(t, root, mainFile, "[modules]\nenable = false\n")
 	k := hosttest.NewKernel(root)
-	svc, err := service.New(service.Options{Host: k.Host(), Kernel: service.Kernel{Modules: &hosttest.Modprobe{}}, MaxRuntimeEntries: 2,
+	svc, err := service.New(service.Options{Host: k.Host(), Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}), MaxRuntimeEntries: 2,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

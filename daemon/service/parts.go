@@ -1,63 +1,72 @@
 package service
 
 import (
+	"context"
+
+	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/links"
-	"github.com/rdmad/rdmad/daemon/memlock"
-	"github.com/rdmad/rdmad/daemon/modules"
-	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/daemon/roce"
-	"github.com/rdmad/rdmad/daemon/vpi"
 )
 
-// Kernel holds the kernel interfaces that are not files; production uses the
-// real ones, unit tests fakes.
-type Kernel struct {
-	Modules modules.Loader
-	Links   links.Netlink // nil: [[link]] is not managed (tests that do not need it)
-	Netns   netns.Kernel  // nil: [netns] is not managed
+// Parts is what the composition root (daemon/compose) hands the service:
+// the reconciler's parts, in the order a pass runs them, and the few
+// things the mutating calls reach directly, each behind the interface the
+// service uses. The service imports no part: it checks results by
+// reconcile's subjects, kinds and typed values, and a refused call is
+// undone by the parts themselves (reconcile.Reconciler.Undo).
+type Parts struct {
+	// Early parts run before devices are read: they may create devices
+	// (soft links) that the same pass configures.
+	Early  []reconcile.HostPart
+	Host   []reconcile.HostPart
+	Device []reconcile.DevicePart
+	// Background is work a part runs off the pass (module loads), waited
+	// for when the service stops; nil: none.
+	Background interface{ Wait() }
+	// Links deletes a soft link (DeleteLink); nil: [[link]] is not managed.
+	Links LinkDeleter
+	// Netns is the kernel's RDMA netns mode; nil: [netns] is not managed.
+	Netns NetnsKernel
+	// Files are the files the parts write atomically, relative to the
+	// root (see ManagedFiles).
+	Files []string
 }
 
-// RealKernel returns the production kernel interfaces.
-func RealKernel() Kernel {
-	return Kernel{Modules: modules.Modprobe{}, Links: links.RDMANetlink{}, Netns: netns.RDMANetlink{}}
+// LinkDeleter deletes a soft RDMA link, reported as an action the links
+// part can undo.
+type LinkDeleter interface {
+	Delete(ctx context.Context, name string) reconcile.Action
 }
 
-// build assembles the reconciler with every part, in the order a pass
-// needs: soft links first (Early: they create devices the same pass
-// configures), then modules (ib_core must be loaded to switch the netns
-// mode at run time), memlock and netns, then per device VPI before RoCE.
-func (s *Service) build(oneShot bool) *reconcile.Reconciler {
-	h, k := s.host, s.kernel
-	var early []reconcile.HostPart
-	if k.Links != nil {
-		early = append(early, &links.Part{Host: h, Netlink: k.Links, Loader: k.Modules})
+// NetnsKernel reads and sets the kernel's RDMA netns mode.
+type NetnsKernel interface {
+	Mode() (config.NetnsMode, error)
+	SetMode(config.NetnsMode) error
+}
+
+// PartsFunc builds a service's parts. oneShot is Options.OneShot (work
+// runs within the pass: there is no later pass to report it);
+// requestHost queues a host-wide pass, through which work a part ran in
+// the background reports its result.
+type PartsFunc func(h *host.Host, oneShot bool, requestHost func()) Parts
+
+// build assembles the reconciler from the parts.
+func (s *Service) build(parts PartsFunc, oneShot bool) *reconcile.Reconciler {
+	var p Parts
+	if parts != nil {
+		p = parts(s.host, oneShot, s.queue.Host)
 	}
-	mods := &modules.Part{Host: h, Loader: k.Modules}
+	s.parts = p
 	var detail host.Detail // a one-shot run reads what the policy needs
 	if !oneShot {
-		// The daemon never waits for modprobe in a pass: the result of a
-		// background load comes back as a host-wide pass.
-		mods.Done = s.queue.Host
 		detail = host.DetailFull
-		s.modules = mods
-	}
-	hostParts := []reconcile.HostPart{mods, &memlock.Part{Host: h}}
-	if k.Netns != nil {
-		hostParts = append(hostParts, &netns.Part{Host: h, Kernel: k.Netns})
 	}
 	return reconcile.New(reconcile.Options{
-		Host:      h,
-		Log:       s.log,
-		Early:     early,
-		HostParts: hostParts,
-		// VPI first: a port type change re-registers the mlx4 device,
-		// which resets its RoCE settings; the re-add event reapplies them.
-		DeviceParts: []reconcile.DevicePart{
-			&vpi.Part{Host: h},
-			&roce.Part{Host: h, Loader: k.Modules},
-		},
-		Detail: detail,
+		Host:        s.host,
+		Log:         s.log,
+		Early:       p.Early,
+		HostParts:   p.Host,
+		DeviceParts: p.Device,
+		Detail:      detail,
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/links/linkstest"
@@ -41,7 +42,7 @@ func TestDeclaredLinkConfiguredInSamePass(t *testing.T) {
 	}
 	nl := &linkstest.Netlink{Host: h}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Options{Host: h, Kernel: service.Kernel{Modules: &hosttest.Modprobe{}, Links: nl}, Log: log})
+	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}, Links: nl}), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/metrics"
-	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
@@ -32,8 +31,10 @@ const DefaultPortStateInterval = 10 * time.Second
 type Options struct {
 	Host       *host.Host
 	ConfigFile string // "" = <root>/etc/rdma/rdmad.toml
-	Kernel     Kernel // the kernel interfaces that are not files
-	Log        *slog.Logger
+	// Parts builds the reconciler's parts (daemon/compose.Parts); nil:
+	// none.
+	Parts PartsFunc
+	Log   *slog.Logger
 	// OneShot builds the service for `rdmad --once`: devices are read
 	// with the detail policy needs (nothing is published) and modules are
 	// loaded within the pass. Otherwise the daemon reads everything it
@@ -52,9 +53,8 @@ type Service struct {
 	configFile string
 	rec        *reconcile.Reconciler
 	log        *slog.Logger
-	kernel     Kernel
-	modules    interface{ Wait() } // the modules part, for shutdown
-	textfile   *metrics.Textfile   // [metrics] textfile; nil with OneShot
+	parts      Parts
+	textfile   *metrics.Textfile // [metrics] textfile; nil with OneShot
 	oneShot    bool
 
 	loadMu     sync.Mutex // serialises reloads: load and setPolicy as one step
@@ -82,7 +82,7 @@ func New(o Options) (*Service, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, kernel: o.Kernel, maxRuntime: o.MaxRuntimeEntries, oneShot: o.OneShot}
+	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, maxRuntime: o.MaxRuntimeEntries, oneShot: o.OneShot}
 	if s.maxRuntime <= 0 {
 		s.maxRuntime = DefaultMaxRuntimeEntries
 	}
@@ -104,7 +104,7 @@ func New(o Options) (*Service, error) {
 		settle = DefaultSettle
 	}
 	s.queue = NewQueue(max(settle, 0), s.runWork)
-	s.rec = s.build(o.OneShot)
+	s.rec = s.build(o.Parts, o.OneShot)
 	s.setPolicy(pol)
 	if !o.OneShot {
 		s.startMetrics()
@@ -123,7 +123,7 @@ func (s *Service) Host() *host.Host { return s.host }
 
 // NetnsKernel is the kernel's RDMA netns mode, nil when rdmad does not
 // manage it.
-func (s *Service) NetnsKernel() netns.Kernel { return s.kernel.Netns }
+func (s *Service) NetnsKernel() NetnsKernel { return s.parts.Netns }
 
 // Reconciler gives read access to the observed state.
 func (s *Service) Reconciler() *reconcile.Reconciler { return s.rec }
@@ -228,8 +228,8 @@ func (s *Service) Run(ctx context.Context) error {
 		go s.textfile.Run(ctx)
 	}
 	s.queue.Run(ctx)
-	if s.modules != nil {
-		s.modules.Wait()
+	if s.parts.Background != nil {
+		s.parts.Background.Wait()
 	}
 	return ctx.Err()
 }

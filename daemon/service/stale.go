@@ -3,19 +3,15 @@ package service
 import (
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/memlock"
-	"github.com/rdmad/rdmad/daemon/netns"
 )
 
 // ManagedFiles are the files rdmad writes atomically (host.WriteFileAtomic):
-// its drop-in, the memlock files, the netns modprobe.d file and the
-// [metrics] textfile of the policy in force.
+// its drop-in, the parts' files (Parts.Files: memlock, the netns
+// modprobe.d file) and the [metrics] textfile of the policy in force.
 func (s *Service) ManagedFiles() []string {
-	files := []string{
-		config.PersistedPath(s.DropInDir()),
-		s.host.Path(memlock.LimitsFile),
-		s.host.Path(memlock.SystemdFile),
-		s.host.Path(netns.ModprobeFile),
+	files := []string{config.PersistedPath(s.DropInDir())}
+	for _, rel := range s.parts.Files {
+		files = append(files, s.host.Path(rel))
 	}
 	if pol := s.PolicyInForce(); pol != nil && pol.Metrics.Textfile != "" {
 		files = append(files, s.host.Path(pol.Metrics.Textfile))

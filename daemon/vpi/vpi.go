@@ -19,14 +19,45 @@ import (
 )
 
 // Driver is the PCI driver that has VPI ports.
-const Driver = "mlx4_core"
+const Driver = host.DriverMLX4
 
-// PortType is the kind of the action on a port's VPI type.
-const PortType reconcile.Kind = "vpi port type"
+// PortType is the kind of the action on a port's VPI type. Its Old is the
+// text mlx4_port<N> read before ("ib", "eth", "auto (eth)"), its New the
+// declared config.VPIType.
+const PortType = reconcile.KindVPIPortType
 
 // Part is the VPI device part.
 type Part struct {
 	Host *host.Host
+}
+
+// Kinds implements reconcile.Part.
+func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{PortType} }
+
+// Undo implements reconcile.Part: it writes the port's previous type back
+// ("auto" when the port was on automatic sensing) and reads it back. The
+// device re-registers, as it did for the change.
+func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
+	if a.Kind != PortType {
+		return fmt.Errorf("vpi: %s: %w", a.Kind, reconcile.ErrNotUndoable)
+	}
+	old, ok := a.Old.(string)
+	if !ok || old == "" || a.Subject.Kind != reconcile.SubjectPort {
+		return fmt.Errorf("vpi: the previous type of %s is not known", a.Subject)
+	}
+	want := config.VPIType(old)
+	if strings.HasPrefix(old, "auto") {
+		want = config.VPIauto
+	}
+	pciRel, err := p.pciDir(a.Subject.Device)
+	if err != nil {
+		return err
+	}
+	back := p.applyPort(pciRel, a.Subject.Port, want, reconcile.Action{Subject: a.Subject, Kind: PortType})
+	if back.Status == reconcile.Failed {
+		return back.Err
+	}
+	return nil
 }
 
 // Reregisters implements reconcile.Reregisterer: mlx4 unregisters and
@@ -62,6 +93,7 @@ func (p *Part) Apply(ctx context.Context, pol *config.Policy, dev *host.Device) 
 			Subject: reconcile.PortSubject(dev.Name, port.Number),
 			Kind:    PortType,
 			To:      string(want),
+			New:     want,
 			Source:  src.String(),
 		}
 		if dev.Driver != Driver {
@@ -103,7 +135,7 @@ func (p *Part) applyPort(pciRel string, port int, want config.VPIType, act recon
 		return act
 	}
 	cur = strings.TrimSpace(cur)
-	act.From = cur
+	act.From, act.Old = cur, cur
 	if Matches(cur, want) {
 		act.Status = reconcile.Unchanged
 		return act

@@ -26,6 +26,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 	"github.com/rdmad/rdmad/daemon/bus"
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
@@ -169,7 +170,7 @@ type Daemon struct {
 // device, as the daemon does) and connects a client.
 func StartDaemon(h *Host, addr string) (*Daemon, error) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Options{Host: host.New(h.Root), Kernel: service.Kernel{Modules: NoModprobe{}}, Log: log})
+	svc, err := service.New(service.Options{Host: host.New(h.Root), Parts: compose.Parts(compose.Kernel{Modules: NoModprobe{}}), Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +351,7 @@ func Storm(h *Host, spread time.Duration) (StormResult, error) {
 		os.Rename(stash, class)
 	}()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Options{Host: host.New(h.Root), Kernel: service.Kernel{Modules: NoModprobe{}}, Log: log})
+	svc, err := service.New(service.Options{Host: host.New(h.Root), Parts: compose.Parts(compose.Kernel{Modules: NoModprobe{}}), Log: log})
 	if err != nil {
 		return res, err
 	}

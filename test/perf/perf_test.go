@@ -8,6 +8,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
@@ -19,7 +20,7 @@ var sizes = []int{1, 64, 1024}
 
 func newService(b *testing.B, h *Host, oneShot bool) *service.Service {
 	b.Helper()
-	svc, err := service.New(service.Options{Host: host.New(h.Root), Kernel: service.Kernel{Modules: NoModprobe{}},
+	svc, err := service.New(service.Options{Host: host.New(h.Root), Parts: compose.Parts(compose.Kernel{Modules: NoModprobe{}}),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), OneShot: oneShot})
 	if err != nil {
 		b.Fatal(err)

@@ -1,0 +1,109 @@
+package compose_test
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/compose"
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/links/linkstest"
+	"github.com/rdmad/rdmad/daemon/netns/netnstest"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+const module = "github.com/rdmad/rdmad/"
+
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", strings.Join(args, " "), err)
+	}
+	return strings.Fields(string(out))
+}
+
+// The part packages are what the composition root builds from: its
+// imports under daemon/ other than the service and the packages every
+// part shares (reconcile, host, config). daemon/service must not depend on
+// any of them, directly or through another package: it reaches the parts
+// only through the interfaces it is handed.
+func TestServiceImportsNoPart(t *testing.T) {
+	shared := map[string]bool{"daemon/service": true, "daemon/reconcile": true, "daemon/host": true, "daemon/config": true}
+	var parts []string
+	for _, p := range goList(t, "-f", `{{join .Imports "\n"}}`, module+"daemon/compose") {
+		if rel, ok := strings.CutPrefix(p, module); ok && strings.HasPrefix(rel, "daemon/") && !shared[rel] {
+			parts = append(parts, rel)
+		}
+	}
+	for _, want := range []string{"daemon/roce", "daemon/vpi", "daemon/links", "daemon/netns", "daemon/memlock", "daemon/modules"} {
+		if !slices.Contains(parts, want) {
+			t.Fatalf("compose does not import %s: the list of parts (%v) is not what this test assumes", want, parts)
+		}
+	}
+	deps := goList(t, "-deps", module+"daemon/service")
+	for _, p := range parts {
+		if slices.Contains(deps, module+p) {
+			t.Errorf("daemon/service depends on the part %s (go list -deps ./daemon/service)", p)
+		}
+	}
+}
+
+// Every kind of action has exactly one part (reconcile.New panics on two),
+// and every part answers Undo for each of its kinds: either it undoes, or
+// it says the action cannot be undone. Which kinds are not undoable is
+// fixed here, so a new part that forgets its Undo fails this test; and no
+// part guesses an old value it does not have.
+func TestEveryPartUndoesOrSaysWhy(t *testing.T) {
+	root := t.TempDir()
+	h := host.New(root)
+	build := compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}, Links: &linkstest.Netlink{Host: h}, Netns: netnstest.New(config.NetnsShared)})
+	p := build(h, false, func() {})
+	var parts []reconcile.Part
+	for _, x := range p.Early {
+		parts = append(parts, x)
+	}
+	for _, x := range p.Host {
+		parts = append(parts, x)
+	}
+	for _, x := range p.Device {
+		parts = append(parts, x)
+	}
+	reconcile.New(reconcile.Options{Host: h, Early: p.Early, HostParts: p.Host, DeviceParts: p.Device})
+
+	var notUndoable, undoable []string
+	for _, part := range parts {
+		for _, k := range part.Kinds() {
+			// A changed action without an Old value: a part may only
+			// refuse it, never write something it made up.
+			a := reconcile.Action{Subject: reconcile.PortSubject("dev0", 1), Kind: k, Status: reconcile.Changed}
+			if k == reconcile.KindLinkCreate || k == reconcile.KindLinkRemove {
+				a.Subject = reconcile.LinkSubject("dev0")
+			}
+			err := part.Undo(context.Background(), a)
+			switch {
+			case err == nil:
+				t.Errorf("%T.Undo(%s) without an old value succeeded", part, k)
+			case errors.Is(err, reconcile.ErrNotUndoable):
+				notUndoable = append(notUndoable, string(k))
+			default:
+				undoable = append(undoable, string(k))
+			}
+		}
+	}
+	sort.Strings(notUndoable)
+	want := []string{string(reconcile.KindRoCE), string(reconcile.KindRoCEConfigfs), string(reconcile.KindModules), string(reconcile.KindModulesList)}
+	sort.Strings(want)
+	if !slices.Equal(notUndoable, want) {
+		t.Errorf("kinds that cannot be undone: %v, want %v (undoable: %v)", notUndoable, want, undoable)
+	}
+	if len(undoable) != 9 {
+		t.Errorf("undoable kinds: %v (want the 9 of roce mode/tos, vpi, links, netns, memlock)", undoable)
+	}
+}
