@@ -5,11 +5,13 @@
 package compose
 
 import (
+	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/links"
 	"github.com/rdmad/rdmad/daemon/memlock"
 	"github.com/rdmad/rdmad/daemon/modules"
 	"github.com/rdmad/rdmad/daemon/netns"
+	"github.com/rdmad/rdmad/daemon/qos"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/roce"
 	"github.com/rdmad/rdmad/daemon/service"
@@ -22,11 +24,12 @@ type Kernel struct {
 	Modules modules.Loader
 	Links   links.Netlink // nil: [[link]] is not managed (tests that do not need it)
 	Netns   netns.Kernel  // nil: [netns] is not managed
+	DCB     dcb.Kernel    // nil: [[qos]] is not applied through DCB (the mlx4 options file still is)
 }
 
 // RealKernel returns the production kernel interfaces.
 func RealKernel() Kernel {
-	return Kernel{Modules: modules.Modprobe{}, Links: links.RDMANetlink{}, Netns: netns.RDMANetlink{}}
+	return Kernel{Modules: modules.Modprobe{}, Links: links.RDMANetlink{}, Netns: netns.RDMANetlink{}, DCB: dcb.Netlink{}}
 }
 
 // Parts returns the builder of every part on k, in the order a pass
@@ -48,10 +51,10 @@ func Parts(k Kernel) service.PartsFunc {
 			mods.Done = requestHost
 			p.Background = mods
 		}
-		p.Host = []reconcile.HostPart{mods, &memlock.Part{Host: h}}
+		p.Host = []reconcile.HostPart{mods, &memlock.Part{Host: h}, &qos.MLX4Part{Host: h}}
 		// The netns file is listed even when [netns] is not managed: a
 		// temp file left beside it is still rdmad's.
-		p.Files = []string{memlock.LimitsFile, memlock.SystemdFile, netns.ModprobeFile}
+		p.Files = []string{memlock.LimitsFile, memlock.SystemdFile, netns.ModprobeFile, qos.MLX4File}
 		if k.Netns != nil {
 			p.Host = append(p.Host, &netns.Part{Host: h, Kernel: k.Netns})
 			p.Netns = k.Netns
@@ -61,6 +64,11 @@ func Parts(k Kernel) service.PartsFunc {
 		p.Device = []reconcile.DevicePart{
 			&vpi.Part{Host: h},
 			&roce.Part{Host: h, Loader: k.Modules},
+		}
+		// QoS in the same pass as the TOS: a PF whose driver reloaded
+		// gets both back together.
+		if k.DCB != nil {
+			p.Device = append(p.Device, &qos.Part{Host: h, DCB: k.DCB})
 		}
 		return p
 	}

@@ -86,6 +86,12 @@ type Port struct {
 	RoCEMode  string // kernel string, e.g. "RoCE v2"
 	RoCETOS   int    // -1 when unknown
 	RoCEKnown bool   // RoCEMode and RoCETOS were read (DetailFull, or by the RoCE part)
+	// DCB of the port's netdev when QoSKnown (read by the qos part, for
+	// ports a [[qos]] rule selects).
+	QoSKnown bool
+	QoSTrust string          // "dscp" when the APP table holds DSCP entries, else "pcp"
+	QoSPFC   []uint8         // priorities with PFC on
+	QoSDSCP  map[uint8]uint8 // the DSCP entries of the APP table; replaced, never changed in place
 }
 
 // Path of a port in sysfs, relative to the root.

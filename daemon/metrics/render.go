@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/version"
@@ -31,6 +32,8 @@ const (
 	SettingRoCEMode = "roce_mode" // [[roce]] mode: configfs default_roce_mode
 	SettingRoCETOS  = "roce_tos"  // [[roce]] tos: configfs default_roce_tos
 	SettingVPIType  = "vpi_type"  // [[vpi]] type: mlx4_port<N>
+	SettingQoSPFC   = "qos_pfc"   // [[qos]] pfc: the PFC priorities of the port's netdev (DCB)
+	SettingQoSTrust = "qos_trust" // [[qos]] trust: the DSCP entries of its APP table (DCB)
 )
 
 // Drift says whether one declared setting of a port holds after the last
@@ -63,6 +66,7 @@ func PortDrift(ds *reconcile.DeviceState, p *reconcile.PortState) []Drift {
 			out = append(out, Drift{SettingRoCETOS, drifted})
 		}
 	}
+	out = append(out, qosDrift(ds, p)...)
 	if p.VPIType != "" && ds.Driver == host.DriverMLX4 {
 		// The port type is not kept in the observed state: the last pass's
 		// action on it says whether the kernel showed the declared type.
@@ -70,6 +74,65 @@ func PortDrift(ds *reconcile.DeviceState, p *reconcile.PortState) []Drift {
 		out = append(out, Drift{SettingVPIType, drifted})
 	}
 	return out
+}
+
+// qosDrift: [[qos]] settings of an Ethernet port drift when the kernel's
+// value differs or could not be read or written. A virtual function has no
+// DCB (its PF carries it): nothing is listed for it, as for a port QoS
+// does not apply to.
+func qosDrift(ds *reconcile.DeviceState, p *reconcile.PortState) []Drift {
+	if p.Transport != host.TransportRoCE && p.Transport != host.TransportIWARP {
+		return nil
+	}
+	if p.QoS.Empty() || notApplicable(ds, p.Number, reconcile.KindQoSVF) {
+		return nil
+	}
+	stale := ds.ReadError != nil
+	var out []Drift
+	if p.QoS.HasPFC {
+		drifted := stale || failed(p.Failures, reconcile.KindQoSPFC) || !p.QoSKnown || !samePrios(p.QoSPFC, p.QoS.PFC)
+		out = append(out, Drift{SettingQoSPFC, drifted})
+	}
+	if p.QoS.Trust != "" {
+		drifted := stale || failed(p.Failures, reconcile.KindQoSTrust) || !p.QoSKnown || p.QoSTrust != string(p.QoS.Trust) ||
+			(p.QoS.Trust == config.TrustDSCP && !dscpHolds(p.QoSDSCP, p.QoS.DSCPTable()))
+		out = append(out, Drift{SettingQoSTrust, drifted})
+	}
+	return out
+}
+
+func samePrios(a, b []uint8) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func dscpHolds(have map[uint8]uint8, want [64]uint8) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	for d, prio := range want {
+		if v, ok := have[uint8(d)]; !ok || v != prio {
+			return false
+		}
+	}
+	return true
+}
+
+func notApplicable(ds *reconcile.DeviceState, port int, k reconcile.Kind) bool {
+	s := reconcile.PortSubject(ds.Name, port)
+	for _, a := range ds.Actions {
+		if a.Subject == s && a.Kind == k && a.Status == reconcile.NotApplicable {
+			return true
+		}
+	}
+	return false
 }
 
 func failed(acts []reconcile.Action, k reconcile.Kind) bool {

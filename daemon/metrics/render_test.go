@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/qos"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/roce"
 	"github.com/rdmad/rdmad/daemon/vpi"
@@ -26,6 +27,23 @@ func rocePort(mode string, tosv int) reconcile.PortState {
 		Port:      host.Port{Number: 1, State: "ACTIVE", LinkLayer: "Ethernet", RoCEMode: mode, RoCETOS: tosv, RoCEKnown: true},
 		Transport: host.TransportRoCE,
 		Desired:   config.RoCEDesired{Mode: config.RoCEv1, TOS: tos(106)},
+	}
+}
+
+// qosPort declares pfc = [3] and trust dscp with dscp_prio 26 = 4 on a
+// port whose netdev shows exactly that, then applies change.
+func qosPort(change func(p *reconcile.PortState)) func(p *reconcile.PortState) {
+	return func(p *reconcile.PortState) {
+		p.Desired = config.RoCEDesired{}
+		p.QoS = config.QoSDesired{Trust: config.TrustDSCP, PFC: []uint8{3}, HasPFC: true, DSCPPrio: map[uint8]uint8{26: 4}}
+		tab := p.QoS.DSCPTable()
+		p.QoSKnown, p.QoSTrust, p.QoSPFC, p.QoSDSCP = true, "dscp", []uint8{3}, map[uint8]uint8{}
+		for d, prio := range tab {
+			p.QoSDSCP[uint8(d)] = prio
+		}
+		if change != nil {
+			change(p)
+		}
 	}
 }
 
@@ -87,6 +105,24 @@ func TestPortDrift(t *testing.T) {
 			ds.Actions = []reconcile.Action{{Subject: reconcile.PortSubject("dev0", 2), Kind: vpi.PortType, Status: reconcile.Unchanged}}
 		}, func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
 			[]Drift{{SettingVPIType, true}}},
+		{"qos holds", nil, qosPort(nil), []Drift{{SettingQoSPFC, false}, {SettingQoSTrust, false}}},
+		{"qos pfc differs", nil, qosPort(func(p *reconcile.PortState) { p.QoSPFC = []uint8{4} }),
+			[]Drift{{SettingQoSPFC, true}, {SettingQoSTrust, false}}},
+		{"qos dscp entry differs", nil, qosPort(func(p *reconcile.PortState) {
+			p.QoSDSCP = map[uint8]uint8{}
+			for d := uint8(0); d < 64; d++ {
+				p.QoSDSCP[d] = d >> 3
+			}
+		}), []Drift{{SettingQoSPFC, false}, {SettingQoSTrust, true}}},
+		{"qos trust pcp in the kernel", nil, qosPort(func(p *reconcile.PortState) { p.QoSTrust, p.QoSDSCP = "pcp", map[uint8]uint8{} }),
+			[]Drift{{SettingQoSPFC, false}, {SettingQoSTrust, true}}},
+		{"qos netdev without DCB", nil, qosPort(func(p *reconcile.PortState) {
+			p.QoSKnown = false
+			p.Failures = []reconcile.Action{failedAction(port1, qos.PFC), failedAction(port1, qos.Trust)}
+		}), []Drift{{SettingQoSPFC, true}, {SettingQoSTrust, true}}},
+		{"qos on a VF", func(ds *reconcile.DeviceState) {
+			ds.Actions = []reconcile.Action{{Subject: port1, Kind: qos.VF, Status: reconcile.NotApplicable}}
+		}, qosPort(func(p *reconcile.PortState) { p.QoSKnown = false }), nil},
 		{"vpi on a device that is not mlx4", nil,
 			func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth }, nil},
 	}

@@ -22,6 +22,13 @@ const (
 	KindMemlockLimits  Kind = "memlock limits.d"
 	KindMemlockSystemd Kind = "memlock DefaultLimitMEMLOCK"
 
+	KindQoSPFC   Kind = "qos pfc"   // PFC priorities of a port's netdev (DCB)
+	KindQoSTrust Kind = "qos trust" // DSCP trust: the DSCP entries of its APP table (DCB)
+	KindQoS      Kind = "qos"       // a [[qos]] rule on a port it does not apply to
+	KindQoSVF    Kind = "qos vf"    // a [[qos]] rule on a virtual function (DCB lives on the PF)
+	KindQoSOwner Kind = "qos owner" // a netdev whose DCB another agent manages
+	KindQoSMLX4  Kind = "qos mlx4_en modprobe.d"
+
 	KindModules     Kind = "modules"      // the batch of listed modules
 	KindModulesList Kind = "modules list" // reading /etc/rdma/modules
 )

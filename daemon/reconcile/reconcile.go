@@ -635,6 +635,7 @@ func BuildDeviceState(d host.Device, pol *config.Policy, acts []Action) DeviceSt
 		if pol != nil {
 			ps.Desired = pol.RoCEFor(t, p.Number)
 			ps.VPIType, _ = pol.VPIFor(t, p.Number)
+			ps.QoS = pol.QoSFor(t, p.Number)
 		}
 		ds.Ports = append(ds.Ports, ps)
 	}

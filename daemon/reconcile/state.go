@@ -129,8 +129,9 @@ type PortState struct {
 	host.Port
 	Transport host.Transport
 	Desired   config.RoCEDesired
-	VPIType   config.VPIType // declared mlx4 port type, "" if none
-	Failures  []Action       // failed actions of the last pass over this port
+	VPIType   config.VPIType    // declared mlx4 port type, "" if none
+	QoS       config.QoSDesired // declared [[qos]] settings
+	Failures  []Action          // failed actions of the last pass over this port
 }
 
 // DeviceState is a device as the D-Bus view and rdmactl show it.

@@ -1,0 +1,100 @@
+package qos_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/qos"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+func mlx4Pass(t *testing.T, root string, pol *config.Policy, extra ...host.Device) (reconcile.Result, *host.Host) {
+	t.Helper()
+	h := hosttest.NewKernel(root).Host()
+	d, err := h.Device("mlx4_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := []*host.Device{&d}
+	for i := range extra {
+		devs = append(devs, &extra[i])
+	}
+	return (&qos.MLX4Part{Host: h}).Apply(context.Background(), &reconcile.Pass{Policy: pol, Devices: devs}), h
+}
+
+func TestMLX4OptionsFile(t *testing.T) {
+	root := hosttest.Copy(t, "mlx4")
+	res, _ := mlx4Pass(t, root, policy(t, "[[qos]]\ndevice = \"mlx4_*\"\npfc = [3]\n"))
+	if len(res.Actions) != 1 || res.Actions[0].Status != reconcile.Changed {
+		t.Fatalf("actions %v", res.Actions)
+	}
+	got := hosttest.Read(t, root, qos.MLX4File)
+	if !strings.Contains(got, "\noptions mlx4_en pfctx=0x08 pfcrx=0x08") || !strings.Contains(got, "declared at rdmad.toml:1") {
+		t.Errorf("file:\n%s", got)
+	}
+	res, _ = mlx4Pass(t, root, policy(t, "[[qos]]\ndevice = \"mlx4_*\"\npfc = [3]\n"))
+	if res.Actions[0].Status != reconcile.Unchanged {
+		t.Errorf("second pass: %v", res.Actions)
+	}
+	// Absent pfc leaves the file alone.
+	res, _ = mlx4Pass(t, root, policy(t, "[[qos]]\ndevice = \"mlx4_*\"\ntrust = \"pcp\"\n"))
+	if len(res.Actions) != 0 {
+		t.Errorf("absent pfc acted: %v", res.Actions)
+	}
+	// pfc = [] removes it.
+	res, _ = mlx4Pass(t, root, policy(t, "[[qos]]\ndevice = \"mlx4_*\"\npfc = []\n"))
+	if res.Actions[0].Status != reconcile.Changed || res.Actions[0].To != "removed" {
+		t.Errorf("pfc = []: %v", res.Actions)
+	}
+	if _, err := os.Stat(filepath.Join(root, qos.MLX4File)); !os.IsNotExist(err) {
+		t.Errorf("file still there: %v", err)
+	}
+}
+
+func TestMLX4OptionsConflictNamesBothRules(t *testing.T) {
+	root := hosttest.Copy(t, "mlx4")
+	h := hosttest.NewKernel(root).Host()
+	d, _ := h.Device("mlx4_0")
+	other := d
+	other.Name = "mlx4_1"
+	other.Ports = append([]host.Port(nil), d.Ports...)
+	pol := policy(t, "[[qos]]\ndevice = \"mlx4_0\"\npfc = [3]\n\n[[qos]]\ndevice = \"mlx4_1\"\npfc = [4]\n")
+	res, _ := mlx4Pass(t, root, pol, other)
+	if len(res.Actions) != 1 || res.Actions[0].Status != reconcile.Failed {
+		t.Fatalf("actions %v", res.Actions)
+	}
+	msg := res.Actions[0].Err.Error()
+	for _, w := range []string{"host-wide", "mlx4_0/2 asks pfc = [3] (rdmad.toml:1)", "mlx4_1/2 asks pfc = [4] (rdmad.toml:5)"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("%q lacks %q", msg, w)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, qos.MLX4File)); !os.IsNotExist(err) {
+		t.Errorf("file written despite the conflict: %v", err)
+	}
+}
+
+func TestPlanTrustDefaultTable(t *testing.T) {
+	plan := qos.PlanTrust(nil, config.QoSDesired{Trust: config.TrustDSCP, DSCPPrio: map[uint8]uint8{26: 3, 48: 6}})
+	if len(plan.Add) != 64 || len(plan.Del) != 0 {
+		t.Fatalf("plan %+v", plan)
+	}
+	for _, a := range plan.Add {
+		want := uint8(a.Protocol >> 3)
+		if a.Protocol == 48 {
+			want = 6
+		}
+		if a.Priority != want {
+			t.Errorf("DSCP %d -> %d, want %d", a.Protocol, a.Priority, want)
+		}
+	}
+	if again := qos.PlanTrust(plan.Add, config.QoSDesired{Trust: config.TrustDSCP, DSCPPrio: map[uint8]uint8{26: 3, 48: 6}}); !again.Empty() {
+		t.Errorf("plan after writing: %+v", again)
+	}
+}
