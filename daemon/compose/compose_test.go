@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/links/linkstest"
@@ -63,7 +64,7 @@ func TestServiceImportsNoPart(t *testing.T) {
 func TestEveryPartUndoesOrSaysWhy(t *testing.T) {
 	root := t.TempDir()
 	h := host.New(root)
-	build := compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}, Links: &linkstest.Netlink{Host: h}, Netns: netnstest.New(config.NetnsShared)})
+	build := compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}, Links: &linkstest.Netlink{Host: h}, Netns: netnstest.New(config.NetnsShared), DCB: dcbtest.New().Kernel()})
 	p := build(h, false, func() {})
 	var parts []reconcile.Part
 	for _, x := range p.Early {
@@ -98,12 +99,13 @@ func TestEveryPartUndoesOrSaysWhy(t *testing.T) {
 		}
 	}
 	sort.Strings(notUndoable)
-	want := []string{string(reconcile.KindRoCE), string(reconcile.KindRoCEConfigfs), string(reconcile.KindModules), string(reconcile.KindModulesList)}
+	want := []string{string(reconcile.KindRoCE), string(reconcile.KindRoCEConfigfs), string(reconcile.KindModules), string(reconcile.KindModulesList),
+		string(reconcile.KindQoS), string(reconcile.KindQoSVF), string(reconcile.KindQoSOwner)}
 	sort.Strings(want)
 	if !slices.Equal(notUndoable, want) {
 		t.Errorf("kinds that cannot be undone: %v, want %v (undoable: %v)", notUndoable, want, undoable)
 	}
-	if len(undoable) != 9 {
-		t.Errorf("undoable kinds: %v (want the 9 of roce mode/tos, vpi, links, netns, memlock)", undoable)
+	if len(undoable) != 12 {
+		t.Errorf("undoable kinds: %v (want the 12 of roce mode/tos, vpi, links, netns, memlock, qos pfc/trust/mlx4 file)", undoable)
 	}
 }

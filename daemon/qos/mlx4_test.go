@@ -98,3 +98,20 @@ func TestPlanTrustDefaultTable(t *testing.T) {
 		t.Errorf("plan after writing: %+v", again)
 	}
 }
+
+func TestMLX4UndoRestoresTheFile(t *testing.T) {
+	root := hosttest.Copy(t, "mlx4")
+	pol3 := policy(t, "[[qos]]\ndevice = \"mlx4_*\"\npfc = [3]\n")
+	res, h := mlx4Pass(t, root, pol3)
+	first := hosttest.Read(t, root, qos.MLX4File)
+	res, _ = mlx4Pass(t, root, policy(t, "[[qos]]\ndevice = \"mlx4_*\"\npfc = [4]\n"))
+	if res.Actions[0].Status != reconcile.Changed {
+		t.Fatalf("%v", res.Actions)
+	}
+	if err := (&qos.MLX4Part{Host: h}).Undo(context.Background(), res.Actions[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := hosttest.Read(t, root, qos.MLX4File); got != first {
+		t.Errorf("after undo:\n%s\nwant\n%s", got, first)
+	}
+}

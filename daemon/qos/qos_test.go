@@ -255,3 +255,40 @@ func TestMLX4TrustRefusedPFCApplied(t *testing.T) {
 		t.Errorf("writes %q", w)
 	}
 }
+
+func TestUndoPutsBackPFCAndTheDSCPTable(t *testing.T) {
+	e := newEnv(t, "mlx5")
+	n := e.k.Add("ens1f0np0")
+	n.PFC.Enabled = 0x10
+	n.Apps = []dcb.App{dcb.DSCP(46, 5), {Selector: 1, Priority: 3, Protocol: 0x8915}}
+	before, _ := e.k.Netdev("ens1f0np0")
+	acts, _ := e.apply(t, policy(t, mlx5Rule), "mlx5_0")
+	if got, want := statuses(acts), "mlx5_0/1 qos pfc changed, mlx5_0/1 qos trust changed"; got != want {
+		t.Fatalf("apply: %s", got)
+	}
+	for i := len(acts) - 1; i >= 0; i-- {
+		if err := e.part.Undo(context.Background(), acts[i]); err != nil {
+			t.Fatalf("undo %s: %v", acts[i].Kind, err)
+		}
+	}
+	after, _ := e.k.Netdev("ens1f0np0")
+	if after.PFC.Enabled != before.PFC.Enabled {
+		t.Errorf("PFC after undo %#x, want %#x", after.PFC.Enabled, before.PFC.Enabled)
+	}
+	if len(after.Apps) != 2 || !containsApp(after.Apps, dcb.DSCP(46, 5)) || !containsApp(after.Apps, before.Apps[1]) {
+		t.Errorf("APP table after undo %v, want %v", after.Apps, before.Apps)
+	}
+	// An action without its old value is refused, not guessed.
+	if err := e.part.Undo(context.Background(), reconcile.Action{Subject: acts[0].Subject, Kind: qos.PFC, Status: reconcile.Changed}); err == nil {
+		t.Error("undo without Old succeeded")
+	}
+}
+
+func containsApp(apps []dcb.App, a dcb.App) bool {
+	for _, x := range apps {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
