@@ -78,10 +78,9 @@ type MLX4Part struct {
 }
 
 type mlx4Want struct {
-	mask    uint8
-	port    string
-	source  config.Position
-	sources []string
+	mask   uint8
+	port   string
+	source config.Position
 }
 
 // Apply implements reconcile.HostPart.
