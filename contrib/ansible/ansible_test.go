@@ -79,8 +79,9 @@ func renderOnly(etc string) string {
 rdmad_manage_service: false
 rdmad_verify: false
 rdmad_rdmactl: /bin/true
+rdmad_rdmad: %q
 rdmad_config_dir: %q
-`, etc)
+`, bins.Rdmad, etc)
 }
 
 // TestRoleRendersEveryTable renders a drop-in with every table the role
@@ -174,10 +175,11 @@ func TestRoleAppliesPolicyThroughRdmad(t *testing.T) {
 	common := fmt.Sprintf(`rdmad_install: false
 rdmad_manage_service: false
 rdmad_rdmactl: %q
+rdmad_rdmad: %q
 rdmad_bus: %q
 rdmad_config_dir: %q
 rdmad_verify_delay: 0
-`, bins.Rdmactl, addr, etc)
+`, bins.Rdmactl, bins.Rdmad, addr, etc)
 	policy := common + `rdmad_roce:
   - {device: "mlx5_*", mode: v2, tos: 106}
   - {device: mlx5_1, port: 1, mode: v1}
@@ -208,13 +210,35 @@ rdmad_memlock: {soft: 64G, hard: unlimited}
 		t.Errorf("second run is not idempotent: %+v %v\n%s", r, err, out)
 	}
 
-	// A value rdmad rejects: the reload fails the run with rdmad's error.
+	// A check-mode run of another policy: it says what would change and
+	// fails nothing (no reload, no verification of what was not applied).
+	dropin := filepath.Join(etc, "rdmad.d/50-ansible.toml")
+	applied := readFile(t, dropin)
+	r, out, err = playbook(t, common+"rdmad_roce:\n  - {device: \"mlx5_*\", tos: 32}\n", "--check", "--diff")
+	if err != nil || r.failed != 0 || r.changed < 1 {
+		t.Errorf("--check run: %+v %v\n%s", r, err, out)
+	}
+	if readFile(t, dropin) != applied || portFile("mlx5_0", "default_roce_tos") != "106" {
+		t.Errorf("a --check run changed the host")
+	}
+
+	// A value rdmad rejects fails in validate, with rdmad's file:line
+	// error, before the drop-in is replaced: nothing lands, no reload.
 	_, out, err = playbook(t, common+"rdmad_roce:\n  - {device: \"mlx5_*\", tos: 300}\n")
 	if err == nil {
 		t.Errorf("tos 300 was accepted:\n%s", out)
 	}
+	if !strings.Contains(out, "TASK [rdmad : Render the RDMA policy drop-in]") || !strings.Contains(out, "failed to validate") {
+		t.Errorf("the bad value did not fail in validate:\n%s", out)
+	}
 	if !regexp.MustCompile(`50-ansible\.toml:\d+: roce\[0\]\.tos: 300`).MatchString(out) {
 		t.Errorf("the failure does not carry rdmad's file:line error:\n%s", out)
+	}
+	if strings.Contains(out, "RUNNING HANDLER") {
+		t.Errorf("rdmad was reloaded after a failed validation:\n%s", out)
+	}
+	if readFile(t, dropin) != applied {
+		t.Errorf("the rejected drop-in landed:\n%s", readFile(t, dropin))
 	}
 	if got := portFile("mlx5_0", "default_roce_tos"); got != "106" {
 		t.Errorf("a rejected policy changed the kernel: tos %s", got)
