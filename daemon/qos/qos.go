@@ -189,7 +189,7 @@ func (p *Part) Apply(_ context.Context, pol *config.Policy, dev *host.Device) []
 			na(VF, "virtual function: DCB exists only on the physical function, whose traffic class it follows; QoS is set on the PF")
 			continue
 		}
-		netdev := portNetdev(dev, port)
+		netdev := p.portNetdev(dev, port)
 		if netdev == "" {
 			acts = append(acts, failAll(subject, want, "", errors.New("the port has no netdev"))...)
 			continue
@@ -200,13 +200,21 @@ func (p *Part) Apply(_ context.Context, pol *config.Policy, dev *host.Device) []
 }
 
 // portNetdev is the netdev under a port: its own (GID table), else the
-// device's only one.
-func portNetdev(dev *host.Device, port *host.Port) string {
+// device's only one, else the one of the PCI function whose dev_port is
+// the port's index (mlx4_en: one netdev per port of one function).
+func (p *Part) portNetdev(dev *host.Device, port *host.Port) string {
 	if len(port.Netdevs) > 0 {
 		return port.Netdevs[0]
 	}
 	if len(dev.Netdevs) == 1 {
 		return dev.Netdevs[0]
+	}
+	want := strconv.Itoa(port.Number - 1)
+	for _, n := range dev.Netdevs {
+		s, err := p.Host.ReadString(path.Join(host.ClassInfiniband, dev.Name, "device", "net", n, "dev_port"))
+		if err == nil && strings.TrimSpace(s) == want {
+			return n
+		}
 	}
 	return ""
 }

@@ -292,3 +292,24 @@ func containsApp(apps []dcb.App, a dcb.App) bool {
 	}
 	return false
 }
+
+// mlx4_en: one PCI function, one netdev per port; dev_port names the port.
+func TestPortNetdevByDevPort(t *testing.T) {
+	e := newEnv(t, "mlx4")
+	net := filepath.Join(e.root, "sys/class/infiniband/mlx4_0/device/net")
+	for name, devPort := range map[string]string{"ens2": "1", "ens2d1": "0"} {
+		if err := os.MkdirAll(filepath.Join(net, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		hosttest.Write(t, e.root, "sys/class/infiniband/mlx4_0/device/net/"+name+"/dev_port", devPort+"\n")
+	}
+	e.k.Add("ens2")
+	e.k.Add("ens2d1")
+	acts, _ := e.apply(t, policy(t, "[[qos]]\ndevice = \"mlx4_0\"\nport = 2\npfc = [3]\n"), "mlx4_0")
+	if got, want := statuses(acts), "mlx4_0/2 qos pfc changed"; got != want {
+		t.Fatalf("apply: %s", got)
+	}
+	if w := e.k.Writes(); len(w) != 1 || w[0] != "set-pfc ens2 0x08" {
+		t.Errorf("writes %q (port 2 is dev_port 1: ens2)", w)
+	}
+}

@@ -437,6 +437,12 @@ func (r *Reconciler) detailFor(pol *config.Policy) host.Detail {
 	for _, rule := range pol.VPI {
 		sels = append(sels, rule.Selector)
 	}
+	for _, rule := range pol.QoS {
+		sels = append(sels, rule.Selector)
+	}
+	if len(pol.QoS) > 0 {
+		d |= host.ReadNetdevs // [[qos]] applies to the port's netdev
+	}
 	for _, s := range sels {
 		if s.GUID != "" {
 			d |= host.ReadGUID

@@ -27,7 +27,7 @@ netns_switched='msg=applied subject=host what="netns mode" from=shared to=exclus
 # Soft-iWARP exists only in the trixie guest (siw built out of tree there).
 boot1_head=(boot rdmad-systemd sandbox-caps link-at-boot)
 boot1_siw=(siw-link-at-boot siw-transport siw-roce-na)
-boot1_tail=(tos-hotadd modules iwarp-modules roce-v1-error metrics memlock-user dbus-denied hotplug rdma-monitor kernel-events rename)
+boot1_tail=(tos-hotadd modules iwarp-modules roce-v1-error metrics qos-veth qos-mlx4-options memlock-user dbus-denied hotplug rdma-monitor kernel-events rename)
 boot1_siw_late=(siw-hotplug)
 boot1_netns=(netns-busy netns-runtime)
 boot2=(reboot-boot reboot-link reboot-memlock reboot-doctor reboot-netns pkg-upgrade pkg-upgrade-prompt)
@@ -829,6 +829,75 @@ s_metrics() {
 	[[ -n $age ]] && ((age >= 0 && age < 60)) || fail "rdmad_last_reconcile_timestamp_seconds is ${age:-missing}s old"
 	awk -v t="$took" 'BEGIN { exit !(t <= 5.0) }' || fail "the drift showed ${took}s after the reload, want within 5s"
 	pass "${took}s after the reload: rxe9/1 roce_mode 1, roce_tos 0; rxe0/1 roce_tos 0; $(grep -c '^rdmad_port_drift' "$metrics_file") drift series, valid text"
+}
+
+# ---------------------------------------------------------------- lossless RoCE ([[qos]])
+
+qos_dropin=/etc/rdma/rdmad.d/75-e2e-qos.toml
+qos_acts() { # the rxe8/1 qos actions of rdmactl -o json status, one JSON object each
+	describe | jq -c '.actions[] | select(.subject.kind == "port" and .subject.device == "rxe8" and (.kind | startswith("qos")))'
+}
+qos_failed() { # qos_failed KIND: rxe8/1's action of KIND failed
+	qos_acts | jq -e --arg k "$1" 'select(.kind == $k and .status == "failed")' >/dev/null
+}
+
+# A [[qos]] rule on a Soft-RoCE device whose netdev is a veth, which has no
+# DCB: rdmad's DCB GET reaches the kernel and is refused with EOPNOTSUPP
+# (not EINVAL, which a malformed request gets, nor ENODEV, a wrong name),
+# both settings fail with the operator's message and show as drift, and
+# the device's TOS is applied all the same. iproute2's dcb, asked the same,
+# gets the same refusal from the kernel.
+s_qos-veth() {
+	local out err trust
+	ensure_veth veth4 veth5 || fail "cannot create veth4/veth5"
+	rdma link add rxe8 type rxe netdev veth5 || fail "rdma link add rxe8 failed"
+	out=$(dcb pfc show dev veth5 2>&1) && fail "dcb pfc show dev veth5 succeeded on a veth: $out"
+	matches -i 'not supported' <<<"$out" || fail "dcb pfc show dev veth5: $out (want EOPNOTSUPP)"
+	printf '# added by the rdmad e2e test\n[[qos]]\ndevice = "rxe8"\ntrust = "dscp"\npfc = [3]\n' >"$qos_dropin"
+	out=$(rdmactl reload 2>&1) || matches 'the configuration loaded, but applying it failed' <<<"$out" ||
+		fail "rdmactl reload with [[qos]]: $out"
+	wait_for 10 qos_failed "qos pfc" || fail "no failed qos pfc action for rxe8/1: $(qos_acts | tr '\n' ' ' | cut -c1-300)"
+	qos_failed "qos trust" || fail "no failed qos trust action for rxe8/1: $(qos_acts | tr '\n' ' ' | cut -c1-300)"
+	err=$(qos_acts | jq -r 'select(.kind == "qos pfc") | .error')
+	matches -F 'veth5 does not support DCB: PFC and trust cannot be set' <<<"$err" || fail "qos pfc error: $err"
+	matches -i 'operation not supported' <<<"$err" || fail "the kernel's answer is not EOPNOTSUPP: $err"
+	not matches -iE 'invalid argument|no such device' <<<"$err" || fail "EINVAL or ENODEV: $err"
+	wait_for 5 tos_is rxe8 "$declared_tos" || fail "rxe8/1 tos is '$(tos_of rxe8)': the QoS failure must not stop the TOS ($declared_tos)"
+	wait_for 10 metrics_have "$(drift_line rxe8 1 qos_pfc 1)" "$(drift_line rxe8 1 qos_trust 1)" ||
+		fail "no qos drift in $metrics_file: $(grep -E 'rxe8' "$metrics_file" 2>&1 | tr '\n' ';' | cut -c1-300)"
+	rdmad_journal | grep -F rxe8 | matches -F 'does not support DCB' || fail "rdmad's journal does not say veth5 has no DCB"
+	trust=$(qos_acts | jq -r 'select(.kind == "qos trust") | .error' | cut -c1-80)
+	rm -f "$qos_dropin"
+	rdmactl reload >/dev/null 2>&1
+	rdma link del rxe8 2>/dev/null
+	ip link del veth4 2>/dev/null
+	pass "rxe8 tos $declared_tos; qos pfc and trust failed: ${err:0:110}; trust: $trust; drift 1"
+}
+
+# rdmad's mlx4_en options file, as the real kmod reads it: rdmad --once on a
+# fixture host with a ConnectX-3 Ethernet port (sysfs made by hand under a
+# temporary root) renders pfc = [3], and modprobe -C lists the options.
+s_qos-mlx4-options() {
+	local root dev pci out file
+	root=$(mktemp -d) || fail "mktemp"
+	pci=$root/sys/bus/pci/devices/0000:04:00.0
+	dev=$root/sys/class/infiniband/mlx4_0
+	mkdir -p "$pci/net/ens2" "$root/sys/bus/pci/drivers/mlx4_core" "$dev/ports/2" "$root/etc/rdma" || fail "mkdir fixture"
+	ln -s ../../../../bus/pci/drivers/mlx4_core "$pci/driver"
+	ln -s ../../../bus/pci/devices/0000:04:00.0 "$dev/device"
+	echo "1: CA" >"$dev/node_type"
+	echo Ethernet >"$dev/ports/2/link_layer"
+	echo "4: ACTIVE" >"$dev/ports/2/state"
+	printf '[modules]\nenable = false\n\n[[qos]]\ndevice = "mlx4_0"\npfc = [3]\n' >"$root/etc/rdma/rdmad.toml"
+	# The DCB write fails (no ens2 in this guest: ENODEV); the file is host-wide.
+	out=$(rdmad --once --root "$root" --bus none 2>&1)
+	file=$root/etc/modprobe.d/rdmad-mlx4-pfc.conf
+	[[ -f $file ]] || fail "rdmad --once wrote no $file: $(tail -n 5 <<<"$out" | tr '\n' ' ')"
+	out=$(modprobe -C "$root/etc/modprobe.d" -c 2>&1) || fail "modprobe -C refused rdmad's file: $out"
+	matches -x 'options mlx4_en pfctx=0x08 pfcrx=0x08' <<<"$out" ||
+		fail "modprobe -c: $(grep -i mlx4 <<<"$out" | tr '\n' ';'); file: $(tr '\n' ';' <"$file")"
+	rm -rf "$root"
+	pass "modprobe -C lists: options mlx4_en pfctx=0x08 pfcrx=0x08"
 }
 
 # ---------------------------------------------------------------- package lifecycle
