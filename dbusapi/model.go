@@ -8,6 +8,7 @@ package dbusapi
 
 import (
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"reflect"
 
@@ -80,24 +81,30 @@ type Device struct {
 
 // Port is the org.rdmad1.Port properties.
 type Port struct {
-	Device            string   `prop:"Device" json:"device"`
-	Number            uint32   `prop:"Number" json:"port"`
-	Transport         string   `prop:"Transport" json:"transport"`
-	State             string   `prop:"State" json:"state"`
-	PhysState         string   `prop:"PhysState" json:"physical_state"`
-	Rate              string   `prop:"Rate" json:"rate"`
-	LinkLayer         string   `prop:"LinkLayer" json:"link_layer"`
-	LID               string   `prop:"LID" json:"lid"`
-	SMLID             string   `prop:"SMLID" json:"sm_lid"`
-	GIDTypes          []string `prop:"GIDTypes" json:"gid_types"`
-	Netdevs           []string `prop:"Netdevs" json:"netdevs"`
-	RoCEMode          string   `prop:"RoCEMode" json:"roce_mode"`
-	RoCETOS           int32    `prop:"RoCETOS" json:"roce_tos"`
-	DesiredRoCEMode   string   `prop:"DesiredRoCEMode" json:"desired_roce_mode"`
-	DesiredRoCETOS    int32    `prop:"DesiredRoCETOS" json:"desired_roce_tos"`
-	DesiredRoCESource string   `prop:"DesiredRoCESource" json:"desired_roce_source"`
-	VPIType           string   `prop:"VPIType" json:"vpi_type"`
-	Error             string   `prop:"Error" json:"error"`
+	Device            string     `prop:"Device" json:"device"`
+	Number            uint32     `prop:"Number" json:"port"`
+	Transport         string     `prop:"Transport" json:"transport"`
+	State             string     `prop:"State" json:"state"`
+	PhysState         string     `prop:"PhysState" json:"physical_state"`
+	Rate              string     `prop:"Rate" json:"rate"`
+	LinkLayer         string     `prop:"LinkLayer" json:"link_layer"`
+	LID               string     `prop:"LID" json:"lid"`
+	SMLID             string     `prop:"SMLID" json:"sm_lid"`
+	GIDTypes          []string   `prop:"GIDTypes" json:"gid_types"`
+	Netdevs           []string   `prop:"Netdevs" json:"netdevs"`
+	RoCEMode          string     `prop:"RoCEMode" json:"roce_mode"`
+	RoCETOS           int32      `prop:"RoCETOS" json:"roce_tos"`
+	DesiredRoCEMode   string     `prop:"DesiredRoCEMode" json:"desired_roce_mode"`
+	DesiredRoCETOS    int32      `prop:"DesiredRoCETOS" json:"desired_roce_tos"`
+	DesiredRoCESource string     `prop:"DesiredRoCESource" json:"desired_roce_source"`
+	QoSTrust          string     `prop:"QoSTrust" json:"qos_trust"`
+	QoSPFC            Priorities `prop:"QoSPFC" json:"qos_pfc"`
+	DesiredQoSTrust   string     `prop:"DesiredQoSTrust" json:"desired_qos_trust"`
+	DesiredQoSPFC     Priorities `prop:"DesiredQoSPFC" json:"desired_qos_pfc"`
+	DesiredQoSPFCSet  bool       `prop:"DesiredQoSPFCSet" json:"desired_qos_pfc_set"`
+	DesiredQoSSource  string     `prop:"DesiredQoSSource" json:"desired_qos_source"`
+	VPIType           string     `prop:"VPIType" json:"vpi_type"`
+	Error             string     `prop:"Error" json:"error"`
 }
 
 // ToProps turns a model struct into its D-Bus property map. Nil slices
@@ -114,6 +121,9 @@ func ToProps(v any) map[string]dbus.Variant {
 		f := rv.Field(i)
 		if f.Kind() == reflect.Slice && f.IsNil() {
 			f = reflect.MakeSlice(f.Type(), 0, 0)
+		}
+		if f.Type() == reflect.TypeOf(Priorities(nil)) {
+			f = f.Convert(reflect.TypeOf([]byte(nil))) // "ay" comes back as []byte
 		}
 		props[name] = dbus.MakeVariant(f.Interface())
 	}
@@ -139,6 +149,39 @@ func FromProps(props map[string]dbus.Variant, dst any) error {
 	}
 	return nil
 }
+
+// Priorities are 802.1p priorities (0..7): "ay" on D-Bus, an array of
+// numbers in JSON (not the base64 string encoding/json makes of bytes).
+type Priorities []byte
+
+// MarshalJSON implements json.Marshaler.
+func (p Priorities) MarshalJSON() ([]byte, error) {
+	n := make([]int, len(p))
+	for i, v := range p {
+		n[i] = int(v)
+	}
+	return json.Marshal(n)
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (p *Priorities) UnmarshalJSON(b []byte) error {
+	var n []uint8
+	var ints []int
+	if err := json.Unmarshal(b, &ints); err != nil {
+		return err
+	}
+	for _, v := range ints {
+		if v < 0 || v > 255 {
+			return fmt.Errorf("priority %d out of range", v)
+		}
+		n = append(n, uint8(v))
+	}
+	*p = n
+	return nil
+}
+
+// QoSKeepPFC, as the only element of SetQoS's pfc, keeps PFC as declared.
+const QoSKeepPFC = 255
 
 // MaxPort is the largest port number rdmad accepts (the kernel's are u32,
 // real devices have one or two).

@@ -81,14 +81,20 @@ func startDaemonWith(t *testing.T, conn *bus.Conn, h *host.Host) *daemon {
 // through nl (nil: links are not managed).
 func startDaemonLinks(t *testing.T, conn *bus.Conn, h *host.Host, nl links.Netlink) *daemon {
 	t.Helper()
+	return startDaemonKernel(t, conn, h, compose.Kernel{Modules: &hosttest.Modprobe{Root: h.Root}, Netns: netnstest.New(config.NetnsShared), Links: nl})
+}
+
+// startDaemonKernel starts rdmad on conn over h with the kernel
+// interfaces k (fakes).
+func startDaemonKernel(t *testing.T, conn *bus.Conn, h *host.Host, k compose.Kernel) *daemon {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	root := h.Root
 	// modprobe is the test stand-in (the real one is tested against a
 	// script in PATH, and for real in the VM test).
-	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared), Links: nl}), Log: log})
+	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(k), Log: log})
 	if err != nil {
 		t.Fatalf("service: %v", err)
 	}

@@ -104,6 +104,22 @@ func portModel(dev string, p reconcile.PortState) dbusapi.Port {
 		}
 	}
 	pm.DesiredRoCESource = strings.Join(src, ", ")
+	if p.QoSKnown {
+		pm.QoSTrust, pm.QoSPFC = p.QoSTrust, dbusapi.Priorities(p.QoSPFC)
+	}
+	pm.DesiredQoSTrust = string(p.QoS.Trust)
+	pm.DesiredQoSPFCSet = p.QoS.HasPFC
+	pm.DesiredQoSPFC = dbusapi.Priorities(p.QoS.PFC)
+	var qsrc []string
+	if p.QoS.Trust != "" {
+		qsrc = append(qsrc, p.QoS.TrustSource.String())
+	}
+	if p.QoS.HasPFC {
+		if s := p.QoS.PFCSource.String(); len(qsrc) == 0 || qsrc[0] != s {
+			qsrc = append(qsrc, s)
+		}
+	}
+	pm.DesiredQoSSource = strings.Join(qsrc, ", ")
 	return pm
 }
 

@@ -31,6 +31,7 @@ func (m *manager) methods() map[string]any {
 		"Reconcile":    m.Reconcile,
 		"Reload":       m.Reload,
 		"SetRoCE":      m.SetRoCE,
+		"SetQoS":       m.SetQoS,
 		"AddLink":      m.AddLink,
 		"DeleteLink":   m.DeleteLink,
 		"SetNetnsMode": m.SetNetnsMode,
@@ -135,6 +136,22 @@ func (m *manager) SetRoCE(msg dbus.Message, device string, port uint32, mode str
 	return busError(m.s.svc.SetRoCE(context.Background(), service.RoCEChange{
 		Device: dbusapi.Unescape(device), Port: int(port), Mode: config.RoCEMode(mode), TOS: int(tos), Persist: persist,
 	}))
+}
+
+// SetQoS is authorized by the same polkit action as SetRoCE: both set the
+// RoCE traffic of a port.
+func (m *manager) SetQoS(msg dbus.Message, device string, port uint32, trust string, pfc []byte, persist bool) *dbus.Error {
+	if e := m.checkCall(msg, "SetQoS", ActionSetRoCE); e != nil {
+		return e
+	}
+	if port > dbusapi.MaxPort {
+		return busError(&service.ArgError{Arg: "port", Msg: fmt.Sprintf("%d is not a port number (1..%d, or 0 for every port)", port, dbusapi.MaxPort)})
+	}
+	c := service.QoSChange{Device: dbusapi.Unescape(device), Port: int(port), Trust: config.QoSTrust(trust), Persist: persist}
+	if len(pfc) != 1 || pfc[0] != dbusapi.QoSKeepPFC {
+		c.PFC, c.HasPFC = append([]uint8{}, pfc...), true
+	}
+	return busError(m.s.svc.SetQoS(context.Background(), c))
 }
 
 func (m *manager) AddLink(msg dbus.Message, name, typ, netdev string, persist bool) *dbus.Error {

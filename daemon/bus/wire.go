@@ -102,6 +102,8 @@ func (w *wireBuf) value(v any) error {
 				w.str(string(s))
 			}
 		})
+	case []byte:
+		w.array(1, func() { w.b = append(w.b, x...) })
 	default:
 		return w.structs(v)
 	}

@@ -51,6 +51,13 @@ type PFCState struct {
 	PFC    dcb.PFC
 }
 
+// Priorities lists the priorities with PFC on (the service compares it
+// with what a SetQoS call asked for).
+func (s PFCState) Priorities() []uint8 { return s.PFC.Priorities() }
+
+// TrustMode is the trust the entries amount to.
+func (s TrustState) TrustMode() config.QoSTrust { return s.Trust }
+
 // TrustState is the DSCP entries of a netdev's APP table, the Old and New
 // of a trust action.
 type TrustState struct {

@@ -153,7 +153,7 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 		scope:   reconcile.Scope{Devices: map[string][]int{dev.Name: scopePorts}},
 		failed:  func(rep reconcile.Report) []reconcile.Action { return roceFailures(rep, dev.Name, targets, wanted) },
 		restore: func(ctx context.Context, rep reconcile.Report) ([]reconcile.Action, error) {
-			return s.undo(ctx, rep, dev.Name, targets, wanted)
+			return s.undo(ctx, rep, dev.Name, targets, []reconcile.Kind{reconcile.KindRoCEMode, reconcile.KindRoCETOS}, wanted)
 		},
 	})
 }
@@ -199,16 +199,16 @@ func roceFailures(rep reconcile.Report, dev string, ports []int, wanted map[reco
 	return out
 }
 
-// undo has the RoCE part put back the values a refused SetRoCE had
-// changed (the requested kinds on the targeted ports), so the call leaves
-// the kernel as it found it. The pass after the rollback then re-applies
-// what the files declare.
-func (s *Service) undo(ctx context.Context, rep reconcile.Report, dev string, ports []int, kinds map[reconcile.Kind]any) ([]reconcile.Action, error) {
+// undo has the parts put back the values a refused SetRoCE or SetQoS had
+// changed (the requested kinds, in order, on the targeted ports), so the
+// call leaves the kernel as it found it. The pass after the rollback then
+// re-applies what the files declare.
+func (s *Service) undo(ctx context.Context, rep reconcile.Report, dev string, ports []int, order []reconcile.Kind, kinds map[reconcile.Kind]any) ([]reconcile.Action, error) {
 	var done []reconcile.Action
 	var errs []error
 	for _, n := range ports {
 		subject := reconcile.PortSubject(dev, n)
-		for _, k := range []reconcile.Kind{reconcile.KindRoCEMode, reconcile.KindRoCETOS} {
+		for _, k := range order {
 			if _, asked := kinds[k]; !asked {
 				continue
 			}
@@ -530,8 +530,8 @@ func (s *Service) commit(ctx context.Context, persist bool, c change) error {
 	if !persist {
 		next := s.RuntimeOverlay()
 		c.runtime(&next)
-		if len(next.RoCE) > s.maxRuntime || len(next.Links)+len(next.DeletedLinks) > s.maxRuntime {
-			return fmt.Errorf("service: rdmad keeps at most %d runtime RoCE settings and %d runtime links; persist the change or restart rdmad to drop the runtime ones", s.maxRuntime, s.maxRuntime)
+		if len(next.RoCE) > s.maxRuntime || len(next.QoS) > s.maxRuntime || len(next.Links)+len(next.DeletedLinks) > s.maxRuntime {
+			return fmt.Errorf("service: rdmad keeps at most %d runtime RoCE settings, %d runtime QoS settings and %d runtime links; persist the change or restart rdmad to drop the runtime ones", s.maxRuntime, s.maxRuntime, s.maxRuntime)
 		}
 	}
 	if persist {

@@ -14,6 +14,7 @@ import (
 // as `networkctl reload` keeps runtime-only changes of networkd.
 type Overlay struct {
 	RoCE         []config.RoCERule // appended after the files' rules
+	QoS          []config.QoSRule  // appended after the files' rules
 	Links        []config.Link     // added at runtime; replace a declared link of the same name
 	DeletedLinks []string          // declared links removed at runtime
 	Netns        config.NetnsMode  // NetnsUnmanaged: no runtime override
@@ -28,12 +29,13 @@ const DefaultMaxRuntimeEntries = 1024
 
 // Empty reports whether there are no runtime changes.
 func (o Overlay) Empty() bool {
-	return len(o.RoCE) == 0 && len(o.Links) == 0 && len(o.DeletedLinks) == 0 && o.Netns == config.NetnsUnmanaged
+	return len(o.RoCE) == 0 && len(o.QoS) == 0 && len(o.Links) == 0 && len(o.DeletedLinks) == 0 && o.Netns == config.NetnsUnmanaged
 }
 
 func (o Overlay) clone() Overlay {
 	c := Overlay{Netns: o.Netns}
 	c.RoCE = slices.Clone(o.RoCE)
+	c.QoS = slices.Clone(o.QoS)
 	c.Links = slices.Clone(o.Links)
 	c.DeletedLinks = slices.Clone(o.DeletedLinks)
 	return c
@@ -46,6 +48,7 @@ func (o Overlay) Apply(base *config.Policy) *config.Policy {
 	}
 	p := *base
 	p.RoCE = append(slices.Clone(base.RoCE), o.RoCE...)
+	p.QoS = append(slices.Clone(base.QoS), o.QoS...)
 	var links []config.Link
 	for _, l := range base.Links {
 		if !slices.Contains(o.DeletedLinks, l.Name) {
@@ -112,6 +115,56 @@ func (o *Overlay) forgetRoCE(device string, port int, ports []int, mode, tos boo
 		}
 	}
 	o.RoCE = out
+}
+
+// setQoS records a runtime [[qos]] setting for one device (port 0: all),
+// merged as setRoCE merges RoCE settings.
+func (o *Overlay) setQoS(device string, port int, trust config.QoSTrust, pfc []uint8, hasPFC bool) {
+	r := config.QoSRule{
+		Source:   config.Position{File: config.RuntimeFile},
+		Selector: config.Selector{Device: config.EscapeGlob(device)},
+		Port:     port, Trust: trust, HasPFC: hasPFC,
+	}
+	if hasPFC {
+		r.PFC = slices.Clone(pfc)
+		if r.PFC == nil {
+			r.PFC = []uint8{}
+		}
+	}
+	o.QoS = config.MergeQoS(o.QoS, r)
+}
+
+// forgetQoS removes the runtime trust and/or PFC of a port (port 0: all
+// ports), as forgetRoCE does for RoCE settings.
+func (o *Overlay) forgetQoS(device string, port int, ports []int, trust, pfc bool) {
+	sel := config.Selector{Device: config.EscapeGlob(device)}
+	var out []config.QoSRule
+	for _, r := range o.QoS {
+		if r.Selector != sel || (port != 0 && r.Port != 0 && r.Port != port) {
+			out = append(out, r)
+			continue
+		}
+		if r.Port == 0 && port != 0 {
+			for _, n := range ports {
+				if n != port {
+					k := r
+					k.Port = n
+					out = append(out, k)
+				}
+			}
+			r.Port = port
+		}
+		if trust {
+			r.Trust = ""
+		}
+		if pfc {
+			r.PFC, r.HasPFC = nil, false
+		}
+		if r.Trust != "" || r.HasPFC || len(r.DSCPPrio) > 0 {
+			out = append(out, r)
+		}
+	}
+	o.QoS = out
 }
 
 func (o *Overlay) addLink(l config.Link) {

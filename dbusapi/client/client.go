@@ -148,6 +148,16 @@ func (c *Client) Reload(ctx context.Context) (string, error) {
 	return summary, err
 }
 
+// SetQoS sets trust ("" keeps) and the PFC priorities on a port (0: all
+// Ethernet ports); keepPFC leaves PFC as declared, pfc empty turns it off.
+func (c *Client) SetQoS(ctx context.Context, device string, port uint32, trust string, pfc []uint8, keepPFC bool, persist bool) error {
+	arg := append([]byte{}, pfc...)
+	if keepPFC {
+		arg = []byte{dbusapi.QoSKeepPFC}
+	}
+	return c.call(ctx, "SetQoS", device, port, trust, arg, persist).Err
+}
+
 // SetRoCE sets mode ("" keeps) and tos (-1 keeps) on a port (0: all).
 func (c *Client) SetRoCE(ctx context.Context, device string, port uint32, mode string, tos int32, persist bool) error {
 	return c.call(ctx, "SetRoCE", device, port, mode, tos, persist).Err

@@ -1,0 +1,138 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/compose"
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/service"
+)
+
+// qosEnv is the mlx5 fixture host with a fake DCB kernel holding both
+// netdevs, and rdmad's service on it.
+func qosEnv(t *testing.T, cfg string, setup func(k *dcbtest.Fake)) (*service.Service, *dcbtest.Fake, string) {
+	t.Helper()
+	root := hosttest.Copy(t, "mlx5")
+	hosttest.Write(t, root, mainFile, "[modules]\nenable = false\n"+cfg)
+	k := dcbtest.New()
+	k.Add("ens1f0np0")
+	k.Add("ens1f1np1")
+	if setup != nil {
+		setup(k)
+	}
+	h := hosttest.NewKernel(root).Host()
+	kernel := compose.Kernel{Modules: &hosttest.Modprobe{}, DCB: k.Kernel()}
+	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(kernel), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.ReconcileNow(context.Background())
+	return svc, k, root
+}
+
+func TestSetQoSPersistedRoundTrip(t *testing.T) {
+	svc, k, root := qosEnv(t, "", nil)
+	err := svc.SetQoS(context.Background(), service.QoSChange{Device: "mlx5_0", Port: 1, Trust: config.TrustDSCP, PFC: []uint8{4, 3}, HasPFC: true, Persist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := k.Netdev("ens1f0np0")
+	if n.PFC.Enabled != 0x18 || len(n.Apps) != 64 {
+		t.Errorf("kernel: PFC %#x, %d APP entries", n.PFC.Enabled, len(n.Apps))
+	}
+	drop := hosttest.Read(t, root, config.DropInDir+"/"+config.PersistedName)
+	if !strings.Contains(drop, "[[qos]]\ndevice = \"mlx5_0\"\nport = 1\ntrust = \"dscp\"\npfc = [3, 4]") {
+		t.Errorf("drop-in:\n%s", drop)
+	}
+	// The persisted declaration is in force after a restart: a new
+	// service on the same files sets a PFC changed behind its back again.
+	k.Update("ens1f0np0", func(n *dcbtest.Netdev) { n.PFC.Enabled = 0 })
+	h := hosttest.NewKernel(root).Host()
+	svc2, err := service.New(service.Options{Host: h, Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}, DCB: k.Kernel()}),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := svc2.ReconcileNow(context.Background())
+	if a, ok := rep.Find(reconcile.PortSubject("mlx5_0", 1), reconcile.KindQoSPFC); !ok || a.Status != reconcile.Changed || !strings.Contains(a.Source, config.PersistedName) {
+		t.Errorf("after restart: %+v", a)
+	}
+	snap := svc2.Reconciler().Snapshot()
+	ds := snap.Device("mlx5_0")
+	if ds == nil || ds.Ports[0].QoS.PFCSource.File == "" || ds.Ports[0].QoSTrust != "dscp" {
+		t.Errorf("state after restart: %+v", ds)
+	}
+	// Runtime only: kept in the overlay, not in the drop-in.
+	if err := svc.SetQoS(context.Background(), service.QoSChange{Device: "mlx5_1", Trust: config.TrustPCP}); err != nil {
+		t.Fatal(err)
+	}
+	if ov := svc.RuntimeOverlay(); len(ov.QoS) != 1 || ov.QoS[0].Trust != config.TrustPCP {
+		t.Errorf("overlay %+v", ov.QoS)
+	}
+}
+
+func TestSetQoSRefusalRollsBack(t *testing.T) {
+	// The driver refuses the DSCP entries: the PFC the same call set is
+	// put back, and the declaration withdrawn.
+	svc, k, root := qosEnv(t, "", func(k *dcbtest.Fake) {
+		k.Update("ens1f0np0", func(n *dcbtest.Netdev) { n.PFC.Enabled = 0x01; n.RefuseApps = syscall.EINVAL })
+	})
+	err := svc.SetQoS(context.Background(), service.QoSChange{Device: "mlx5_0", Trust: config.TrustDSCP, PFC: []uint8{3}, HasPFC: true, Persist: true})
+	var ae *service.ApplyError
+	if !errors.As(err, &ae) {
+		t.Fatalf("SetQoS = %v, want an ApplyError", err)
+	}
+	if len(ae.Failed) != 1 || ae.Failed[0].Kind != reconcile.KindQoSTrust || !errors.Is(ae.Failed[0].Err, syscall.EINVAL) {
+		t.Errorf("failed %+v", ae.Failed)
+	}
+	if len(ae.Restored) != 1 || ae.Restored[0].Kind != reconcile.KindQoSPFC {
+		t.Errorf("restored %+v", ae.Restored)
+	}
+	if n, _ := k.Netdev("ens1f0np0"); n.PFC.Enabled != 0x01 {
+		t.Errorf("PFC after rollback %#x, want 0x01", n.PFC.Enabled)
+	}
+	if drop, _ := os.ReadFile(filepath.Join(root, config.DropInDir, config.PersistedName)); strings.Contains(string(drop), "qos") {
+		t.Errorf("refused declaration persisted:\n%s", drop)
+	}
+}
+
+func TestSetQoSNoDCBAndOwnerFailTheCall(t *testing.T) {
+	svc, _, _ := qosEnv(t, "", func(k *dcbtest.Fake) {
+		k.AddNoDCB("ens1f0np0")
+		k.Update("ens1f1np1", func(n *dcbtest.Netdev) { n.DCBX = 0x0a }) // LLD managed
+	})
+	err := svc.SetQoS(context.Background(), service.QoSChange{Device: "mlx5_0", PFC: []uint8{3}, HasPFC: true})
+	if err == nil || !strings.Contains(err.Error(), "ens1f0np0 does not support DCB") {
+		t.Errorf("no DCB: %v", err)
+	}
+	err = svc.SetQoS(context.Background(), service.QoSChange{Device: "mlx5_1", PFC: []uint8{3}, HasPFC: true})
+	if err == nil || !strings.Contains(err.Error(), "managed by the adapter's firmware") {
+		t.Errorf("owner: %v", err)
+	}
+	if ov := svc.RuntimeOverlay(); !ov.Empty() {
+		t.Errorf("overlay after refusals: %+v", ov)
+	}
+	for _, c := range []service.QoSChange{
+		{Device: "mlx5_0", PFC: []uint8{8}, HasPFC: true},
+		{Device: "mlx5_0", PFC: []uint8{3, 3}, HasPFC: true},
+		{Device: "mlx5_0", Trust: "ip"},
+		{Device: "mlx5_0"},
+		{Device: "mlx5_0", Port: 2, Trust: config.TrustPCP},
+	} {
+		var arg *service.ArgError
+		if err := svc.SetQoS(context.Background(), c); !errors.As(err, &arg) {
+			t.Errorf("%+v: %v, want an ArgError", c, err)
+		}
+	}
+}
