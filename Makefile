@@ -6,7 +6,7 @@ BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)
 LDFLAGS   := -X github.com/rdmad/rdmad/daemon/version.Version=$(VERSION)
 
-.PHONY: all build test vet fmt-check staticcheck bench bench-go demo install e2e clean deps-test package
+.PHONY: all build test vet fmt-check staticcheck bench bench-go demo install e2e clean deps-test package completions
 
 # Pinned tools, installed from the Go module proxy into .tools/.
 TOOLS       := $(CURDIR)/.tools
@@ -18,6 +18,15 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/rdmad ./cmd/rdmad
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/rdmactl ./cmd/rdmactl
+
+# rdmactl's shell completions, generated from its command tree and
+# committed (docs/decisions/cli.md); dbusapi/cli's tests fail when they are
+# not current. They ask rdmactl itself (rdmactl __complete) for the words,
+# so adding a command does not change them.
+completions:
+	$(GO) run ./cmd/rdmactl completion bash >contrib/completion/rdmactl.bash
+	$(GO) run ./cmd/rdmactl completion zsh  >contrib/completion/_rdmactl
+	$(GO) run ./cmd/rdmactl completion fish >contrib/completion/rdmactl.fish
 
 # Tools the tests need (dbus-daemon, busctl, systemd-analyze); installs them
 # with apt-get when missing so a fresh Debian machine passes.

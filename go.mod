@@ -9,12 +9,15 @@ require (
 	github.com/godbus/dbus/v5 v5.2.4
 	github.com/prometheus/client_model v0.6.1
 	github.com/prometheus/common v0.60.1
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.9
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
 	golang.org/x/sys v0.27.0
 )
 
 require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	google.golang.org/protobuf v1.34.2 // indirect
 )

@@ -249,3 +249,54 @@ type Action struct {
 	Error   string  `json:"error,omitempty"`
 	Source  string  `json:"source,omitempty"`
 }
+
+// The model's lists are JSON arrays, never null: an empty list is [] for
+// every client (jq's .devices[] on null fails), in rdmad's Describe and in
+// rdmactl's output alike. Each type with list fields marshals a copy whose
+// nil lists are empty ones (the value marshalled is not changed).
+
+// MarshalJSON writes nil lists as [].
+func (d Description) MarshalJSON() ([]byte, error) {
+	type plain Description
+	c := plain(d)
+	emptyLists(reflect.ValueOf(&c).Elem())
+	return json.Marshal(c)
+}
+
+// MarshalJSON writes nil lists as [].
+func (d Device) MarshalJSON() ([]byte, error) {
+	type plain Device
+	c := plain(d)
+	emptyLists(reflect.ValueOf(&c).Elem())
+	return json.Marshal(c)
+}
+
+// MarshalJSON writes nil lists as [].
+func (p Port) MarshalJSON() ([]byte, error) {
+	type plain Port
+	c := plain(p)
+	emptyLists(reflect.ValueOf(&c).Elem())
+	return json.Marshal(c)
+}
+
+// MarshalJSON writes nil lists as [].
+func (r RuntimeState) MarshalJSON() ([]byte, error) {
+	type plain RuntimeState
+	c := plain(r)
+	emptyLists(reflect.ValueOf(&c).Elem())
+	return json.Marshal(c)
+}
+
+// emptyLists sets the nil slice fields of the struct v (and of the structs
+// it embeds) to empty slices.
+func emptyLists(v reflect.Value) {
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		switch {
+		case f.Kind() == reflect.Slice && f.IsNil() && f.CanSet():
+			f.Set(reflect.MakeSlice(f.Type(), 0, 0))
+		case f.Kind() == reflect.Struct && v.Type().Field(i).Anonymous:
+			emptyLists(f)
+		}
+	}
+}

@@ -13,6 +13,8 @@ DBUSPOLICYDIR  ?= $(PREFIX)/share/dbus-1/system.d
 DBUSSERVICEDIR ?= $(PREFIX)/share/dbus-1/system-services
 POLKITDIR      ?= $(PREFIX)/share/polkit-1/actions
 BASHCOMPDIR    ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR     ?= $(PREFIX)/share/zsh/vendor-completions
+FISHCOMPDIR    ?= $(PREFIX)/share/fish/vendor_completions.d
 MANDIR         ?= $(PREFIX)/share/man
 
 INSTALL        ?= install
@@ -22,7 +24,9 @@ INSTALL        ?= install
 OPTIONAL_DATA := \
 	units/org.rdmad1.conf:$(DBUSPOLICYDIR)/org.rdmad1.conf \
 	units/org.rdmad1.policy:$(POLKITDIR)/org.rdmad1.policy \
-	contrib/completion/rdmactl.bash:$(BASHCOMPDIR)/rdmactl
+	contrib/completion/rdmactl.bash:$(BASHCOMPDIR)/rdmactl \
+	contrib/completion/_rdmactl:$(ZSHCOMPDIR)/_rdmactl \
+	contrib/completion/rdmactl.fish:$(FISHCOMPDIR)/rdmactl.fish
 
 # Units name the binary by absolute path; rewrite it when PREFIX is not /usr.
 fix_sbin = sed -e 's|/usr/sbin/rdmad|$(SBINDIR)/rdmad|g'

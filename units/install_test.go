@@ -70,6 +70,8 @@ func expectedFiles(t *testing.T) map[string]fs.FileMode {
 		"org.rdmad1.service":                 "usr/share/dbus-1/system-services/org.rdmad1.service",
 		"org.rdmad1.policy":                  "usr/share/polkit-1/actions/org.rdmad1.policy",
 		"../contrib/completion/rdmactl.bash": "usr/share/bash-completion/completions/rdmactl",
+		"../contrib/completion/_rdmactl":     "usr/share/zsh/vendor-completions/_rdmactl",
+		"../contrib/completion/rdmactl.fish": "usr/share/fish/vendor_completions.d/rdmactl.fish",
 		"../etc/rdma/rdmad.toml":             "etc/rdma/rdmad.toml",
 	}
 	for src, dst := range optional {

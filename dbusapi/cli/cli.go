@@ -1,20 +1,31 @@
-// Package cli is rdmactl: argument parsing, output tables and JSON, and
-// exit codes (0 ok, 1 failure, 2 usage).
+// Package cli is rdmactl: one command tree (spf13/cobra) with per-command
+// help, output as text tables or JSON, and exit codes (0 ok, 1 failure,
+// 2 usage).
+//
+// Adding a command is one file: it registers a builder for its parent in an
+// init function,
+//
+//	func init() { register("qos", qosShowCommand) }
+//
+// where the parent is "" for a top-level command or the name of a group
+// ("device", "roce", "qos", "link", "netns"), itself registered with
+// register("", groupCommand(...)).
 package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
+	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/rdmad/rdmad/dbusapi"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/rdmad/rdmad/daemon/version"
 	"github.com/rdmad/rdmad/dbusapi/client"
 )
 
@@ -25,239 +36,270 @@ const (
 	ExitUsage   = 2
 )
 
-const usage = `usage: rdmactl [--bus system|session|ADDRESS] [-o text|json] COMMAND
+// Timeouts of a call to rdmad. A read answers at once or rdmad is stuck:
+// 25 s is D-Bus's (and sd-bus's) default method timeout. A change may wait
+// for a polkit agent asking for a password, and a reconcile may run long.
+const (
+	ReadTimeout   = 25 * time.Second
+	ChangeTimeout = 5 * time.Minute
+)
 
-  status                                   devices, ports, last reconcile, problems
-  device list                              RDMA devices
-  device show DEV                          one device and its ports
-  roce show [DEV[/PORT]]                   RoCE mode and TOS, current and declared
-  roce set DEV[/PORT] [--mode v1|v2] [--tos N] [--persist]
-  link list                                declared soft RDMA links
-  link add NAME --type rxe|siw --netdev IF [--persist]
-  link del NAME [--persist]
-  netns set shared|exclusive [--persist]   RDMA network namespace mode
-  reload                                   re-read the configuration and apply it
-  reconcile                                apply the configuration again now
-  doctor                                   check that RDMA is usable
-`
-
-type usageError struct{ msg string }
+// usageError is a wrong command line: rdmactl prints it in one line, points
+// at the command's --help, and exits 2.
+type usageError struct {
+	cmd *cobra.Command
+	msg string
+}
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+func usagef(cmd *cobra.Command, format string, args ...any) error {
+	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
+}
+
+// silentFailure exits 1 after the command said all there was to say
+// (doctor's failing findings, a reload that did not apply).
+type silentFailure struct{}
+
+func (silentFailure) Error() string { return "failed" }
 
 type env struct {
 	stdout, stderr io.Writer
-	bus            string
-	json           bool
-	interactive    bool
-	connect        func(bus string) (*client.Client, error)
+
+	bus, host         string // --bus, -H
+	output            string // -o text|json
+	jsonFlag          string // -j/--json[=short|pretty]
+	noLegend, noPager bool
+	noAsk             bool
+	interactive       bool
+
+	loc                        *time.Location // times are shown in it (local time)
+	readTimeout, changeTimeout time.Duration
+	connect                    func(t client.Target) (*client.Client, error)
+}
+
+func newEnv(stdout, stderr io.Writer) *env {
+	e := &env{stdout: stdout, stderr: stderr, bus: "system", output: "text", loc: time.Local,
+		readTimeout: ReadTimeout, changeTimeout: ChangeTimeout, connect: client.ConnectTarget}
+	if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		e.interactive = true // a polkit agent on this terminal may ask
+	}
+	return e
 }
 
 // Main runs rdmactl with args (without the program name).
 func Main(args []string, stdout, stderr io.Writer) int {
-	e := &env{stdout: stdout, stderr: stderr, bus: "system", connect: client.Connect}
-	if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-		e.interactive = true // a polkit agent on this terminal may ask
-	}
-	rest, err := e.globals(args)
-	if err == nil {
-		err = e.dispatch(rest)
-	}
+	return newEnv(stdout, stderr).run(args)
+}
+
+func (e *env) run(args []string) int {
+	root := e.tree()
+	root.SetArgs(args)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	return e.exit(root.Execute())
+}
+
+// exit prints err as rdmactl's users read it and returns the exit code.
+func (e *env) exit(err error) int {
 	var ue *usageError
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.Is(err, errHelp):
-		fmt.Fprint(stdout, usage)
-		return ExitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "rdmactl: %s\n%s", ue.msg, usage)
+		path := "rdmactl"
+		if ue.cmd != nil {
+			path = ue.cmd.CommandPath()
+		}
+		fmt.Fprintf(e.stderr, "%s: %s\nSee '%s --help'.\n", path, escapeText(ue.msg), path)
 		return ExitUsage
+	case errors.Is(err, silentFailure{}):
+		return ExitFailure
 	}
-	fmt.Fprintf(stderr, "rdmactl: %s\n", describeError(err))
+	fmt.Fprintf(e.stderr, "rdmactl: %s\n", escapeText(describeError(err)))
 	return ExitFailure
 }
 
-var errHelp = errors.New("help")
+// builder makes one command of the tree; it sees the flags through e.
+type builder func(e *env) *cobra.Command
 
-func describeError(err error) string {
-	switch client.ErrorName(err) {
-	case dbusapi.ErrAccessDenied:
-		return "access denied: " + client.ErrorMessage(err)
-	case dbusapi.ErrInvalidArgs:
-		return client.ErrorMessage(err)
-	case dbusapi.ErrConfig:
-		return "configuration error, the last good configuration stays in force:\n" + client.ErrorMessage(err)
-	case dbusapi.ErrFailed, dbusapi.ErrNextBoot:
-		return client.ErrorMessage(err)
-	case dbusapi.ErrBusy:
-		return "rdmad is busy answering other report requests; try again in a moment (" + client.ErrorMessage(err) + ")"
-	case "":
-		return err.Error()
-	}
-	return client.ErrorName(err) + ": " + client.ErrorMessage(err)
+type entry struct {
+	parent string
+	build  builder
 }
 
-// globals takes --bus and -o from anywhere in args.
-func (e *env) globals(args []string) ([]string, error) {
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasVal := strings.Cut(a, "=")
-		switch name {
-		case "-h", "--help":
-			return nil, errHelp
-		case "help":
-			if len(rest) == 0 { // only as the command: "link add help ..." names a link
-				return nil, errHelp
-			}
-			rest = append(rest, a)
-		case "--bus", "-o", "--output":
-			if !hasVal {
-				if i+1 >= len(args) {
-					return nil, usagef("%s needs a value", name)
-				}
-				i++
-				val = args[i]
-			}
-			if name == "--bus" {
-				if val == "" {
-					return nil, usagef("--bus needs a value")
-				}
-				e.bus = val
-				continue
-			}
-			switch val {
-			case "json":
-				e.json = true
-			case "text":
-				e.json = false
-			default:
-				return nil, usagef("-o %q: want text or json", val)
-			}
-		case "--no-ask-password":
-			e.interactive = false
-		default:
-			rest = append(rest, a)
-		}
+var registry []entry
+
+// register adds a command under parent ("" for the top level, or a
+// group's name).
+func register(parent string, b builder) { registry = append(registry, entry{parent, b}) }
+
+// tree builds the whole command tree: the root with its global flags,
+// then every registered command under its parent.
+func (e *env) tree() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "rdmactl [OPTIONS] [COMMAND]",
+		Short: "Show and change the RDMA policy that rdmad applies",
+		Long: `rdmactl shows and changes what rdmad manages (RDMA devices and ports, RoCE
+mode and TOS, soft RDMA links, the RDMA netns mode) over D-Bus. Without a
+command it runs "status".`,
+		Version:       version.Version,
+		Args:          noArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE:          func(cmd *cobra.Command, _ []string) error { return e.status(cmd) },
 	}
-	return rest, nil
+	root.DisableFlagsInUseLine = true
+	root.SuggestionsMinimumDistance = 2
+	root.SetVersionTemplate("rdmactl {{.Version}}\n")
+	root.SetFlagErrorFunc(flagError)
+	e.globalFlags(root)
+
+	built := map[string]*cobra.Command{"": root}
+	var pending []struct {
+		parent string
+		cmd    *cobra.Command
+	}
+	for _, r := range registry {
+		c := r.build(e)
+		if c.Args == nil {
+			c.Args = noArgs
+		}
+		if r.parent == "" {
+			built[c.Name()] = c
+		}
+		pending = append(pending, struct {
+			parent string
+			cmd    *cobra.Command
+		}{r.parent, c})
+	}
+	for _, p := range pending {
+		p.cmd.DisableFlagsInUseLine = true
+		p.cmd.SuggestionsMinimumDistance = 2
+		parent, ok := built[p.parent]
+		if !ok {
+			panic("rdmactl: command " + p.cmd.Name() + " registered under unknown group " + p.parent)
+		}
+		parent.AddCommand(p.cmd)
+	}
+	return root
 }
 
-// opts splits command arguments into positionals and --flags; boolean
-// flags are named in bools, the others take a value.
-func opts(args []string, valued, bools []string) (pos []string, o map[string]string, err error) {
-	o = map[string]string{}
-	is := func(list []string, n string) bool {
-		for _, x := range list {
-			if x == n {
-				return true
-			}
+// flagError words a flag pflag could not parse without its Go error text
+// (strconv's "invalid syntax").
+func flagError(c *cobra.Command, err error) error {
+	var ive *pflag.InvalidValueError
+	if errors.As(err, &ive) {
+		want := ive.GetFlag().Value.Type()
+		switch want {
+		case "int":
+			want = "a number"
+		case "bool":
+			want = "true or false"
 		}
-		return false
+		return usagef(c, "--%s %q: want %s", ive.GetFlag().Name, ive.GetValue(), want)
 	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if !strings.HasPrefix(a, "--") {
-			pos = append(pos, a)
-			continue
-		}
-		name, val, hasVal := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		switch {
-		case is(bools, name):
-			if hasVal {
-				return nil, nil, usagef("--%s takes no value", name)
-			}
-			o[name] = "true"
-		case is(valued, name):
-			if !hasVal {
-				if i+1 >= len(args) {
-					return nil, nil, usagef("--%s needs a value", name)
-				}
-				i++
-				val = args[i]
-			}
-			o[name] = val
-		default:
-			return nil, nil, usagef("unknown option %s", a)
-		}
-	}
-	return pos, o, nil
+	return usagef(c, "%s", err)
 }
 
-func (e *env) dispatch(args []string) error {
+// noArgs refuses positional arguments; on a command with subcommands the
+// first one is an unknown command.
+func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
-		return usagef("no command")
+		return nil
 	}
-	cmd, sub := args[0], ""
-	if len(args) > 1 {
-		sub = args[1]
+	if cmd.HasSubCommands() {
+		msg := fmt.Sprintf("unknown command %q", args[0])
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+		}
+		return &usageError{cmd: cmd, msg: msg}
 	}
-	switch cmd {
-	case "status":
-		return e.withNoArgs(args[1:], e.status)
-	case "reload":
-		return e.withNoArgs(args[1:], e.reload)
-	case "reconcile":
-		return e.withNoArgs(args[1:], e.reconcile)
-	case "netns":
-		if sub == "set" {
-			return e.netnsSet(args[2:])
-		}
-		return usagef("netns: want set")
-	case "doctor":
-		return e.withNoArgs(args[1:], e.doctor)
-	case "device":
-		switch sub {
-		case "list":
-			return e.withNoArgs(args[2:], e.deviceList)
-		case "show":
-			if len(args) != 3 {
-				return usagef("device show takes one device name")
-			}
-			return e.deviceShow(args[2])
-		}
-		return usagef("device: want list or show")
-	case "roce":
-		switch sub {
-		case "show":
-			if len(args) > 3 {
-				return usagef("roce show takes at most one DEV[/PORT]")
-			}
-			target := ""
-			if len(args) == 3 {
-				target = args[2]
-			}
-			return e.roceShow(target)
-		case "set":
-			return e.roceSet(args[2:])
-		}
-		return usagef("roce: want show or set")
-	case "link":
-		switch sub {
-		case "list", "show":
-			return e.withNoArgs(args[2:], e.linkList)
-		case "add":
-			return e.linkAdd(args[2:])
-		case "del", "delete":
-			return e.linkDel(args[2:])
-		}
-		return usagef("link: want list, add or del")
-	}
-	return usagef("unknown command %q", cmd)
+	return usagef(cmd, "unexpected argument %q", args[0])
 }
 
-func (e *env) withNoArgs(args []string, fn func() error) error {
-	if len(args) > 0 {
-		return usagef("unexpected argument %q", args[0])
+// exactArgs wants n positional arguments, named in what ("DEV", "NAME").
+func exactArgs(what string) cobra.PositionalArgs {
+	n := len(strings.Fields(what))
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) < n:
+			return usagef(cmd, "missing %s", what)
+		case len(args) > n:
+			return usagef(cmd, "unexpected argument %q", args[n])
+		}
+		return nil
 	}
-	return fn()
 }
+
+// groupCommand is a command that groups others (`rdmactl roce`); run alone
+// it runs its default one, as `ip link` shows links.
+func groupCommand(name, short, def string) builder {
+	return func(e *env) *cobra.Command {
+		g := &cobra.Command{Use: name + " COMMAND", Short: short, Args: noArgs}
+		g.Long = short + ". Without a command: " + name + " " + def + "."
+		g.RunE = func(cmd *cobra.Command, args []string) error {
+			for _, c := range cmd.Commands() {
+				if c.Name() == def {
+					return c.RunE(c, nil)
+				}
+			}
+			return usagef(cmd, "missing command")
+		}
+		return g
+	}
+}
+
+func (e *env) globalFlags(root *cobra.Command) {
+	f := root.PersistentFlags()
+	f.StringVar(&e.bus, "bus", "system", "D-Bus bus: system, session or an address (unix:path=...)")
+	f.StringVarP(&e.host, "host", "H", "", "run the command on `[USER@]HOST[:PORT]`'s rdmad, over ssh")
+	f.StringVarP(&e.output, "output", "o", "text", "output `FORMAT`: text or json")
+	f.StringVarP(&e.jsonFlag, "json", "j", "", "print JSON: short (one line, the default of -j) or pretty")
+	f.Lookup("json").NoOptDefVal = "short"
+	f.BoolVar(&e.noLegend, "no-legend", false, "print no column headers and no footer")
+	f.BoolVar(&e.noPager, "no-pager", false, "accepted for systemd compatibility (rdmactl never pages)")
+	f.BoolVar(&e.noAsk, "no-ask-password", false, "do not let polkit ask for a password")
+	root.Flags().BoolP("version", "", false, "print rdmactl's version")
+	_ = root.RegisterFlagCompletionFunc("output", fixed("text", "json"))
+	_ = root.RegisterFlagCompletionFunc("json", fixed("short", "pretty"))
+	_ = root.RegisterFlagCompletionFunc("bus", fixed("system", "session"))
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return e.checkGlobals(cmd) }
+}
+
+func (e *env) checkGlobals(cmd *cobra.Command) error {
+	if e.output != "text" && e.output != "json" {
+		return usagef(cmd, "-o %q: want text or json", e.output)
+	}
+	if cmd.Flags().Changed("json") && e.jsonFlag != "short" && e.jsonFlag != "pretty" {
+		return usagef(cmd, "--json=%q: want short or pretty", e.jsonFlag)
+	}
+	if e.bus == "" {
+		return usagef(cmd, "--bus needs a value: system, session or an address")
+	}
+	if e.noAsk {
+		e.interactive = false
+	}
+	return nil
+}
+
+// jsonMode is how to print JSON: "" (text), "short", "pretty", or
+// "output" (-o json: the documents of status and doctor as rdmad returns
+// them, other commands indented, as rdmactl always printed them).
+func (e *env) jsonMode() string {
+	switch {
+	case e.jsonFlag != "":
+		return e.jsonFlag
+	case e.output == "json":
+		return "output"
+	}
+	return ""
+}
+
+func (e *env) target() client.Target { return client.Target{Bus: e.bus, Host: e.host} }
 
 func (e *env) client() (*client.Client, error) {
-	c, err := e.connect(e.bus)
+	c, err := e.connect(e.target())
 	if err != nil {
 		return nil, err
 	}
@@ -265,424 +307,44 @@ func (e *env) client() (*client.Client, error) {
 	return c, nil
 }
 
-func ctx() (context.Context, context.CancelFunc) {
-	// Long enough for an interactive polkit prompt and a reconcile.
-	return context.WithTimeout(context.Background(), 5*time.Minute)
+// read runs a read-only call with a connected client: rdmad answers it
+// within ReadTimeout or rdmactl says it is stuck.
+func (e *env) read(fn func(c *client.Client, cx context.Context) error) error {
+	return e.callWithin(e.readTimeout, fn)
 }
 
-// call runs fn with a connected client and a bounded context.
-func (e *env) call(fn func(c *client.Client, cx context.Context) error) error {
+// change runs a call that changes the host (polkit may ask first).
+func (e *env) change(fn func(c *client.Client, cx context.Context) error) error {
+	return e.callWithin(e.changeTimeout, fn)
+}
+
+func (e *env) callWithin(d time.Duration, fn func(c *client.Client, cx context.Context) error) error {
 	c, err := e.client()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	cx, cancel := ctx()
+	cx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	return fn(c, cx)
-}
-
-func (e *env) snapshot() (*client.Snapshot, error) {
-	var s *client.Snapshot
-	err := e.call(func(c *client.Client, cx context.Context) (err error) {
-		s, err = c.Snapshot(cx)
-		return err
-	})
-	return s, err
-}
-
-func (e *env) printJSON(v any) error {
-	enc := json.NewEncoder(e.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// describe reads the Describe document: the raw JSON rdmad returned and
-// its decoding.
-func (e *env) describe() (string, *dbusapi.Description, error) {
-	var raw string
-	if err := e.call(func(c *client.Client, cx context.Context) (err error) {
-		raw, err = c.Describe(cx)
-		return err
-	}); err != nil {
-		return "", nil, err
-	}
-	var d dbusapi.Description
-	if err := json.Unmarshal([]byte(raw), &d); err != nil {
-		return "", nil, fmt.Errorf("rdmad's Describe document does not decode: %w", err)
-	}
-	return raw, &d, nil
-}
-
-// status prints the Describe document: as is with -o json (as hostnamectl
-// --json prints hostnamed's), as text otherwise.
-func (e *env) status() error {
-	raw, d, err := e.describe()
-	if err != nil {
-		return err
-	}
-	if e.json {
-		_, err := fmt.Fprintln(e.stdout, raw)
-		return err
-	}
-	w := e.stdout
-	last := "never"
-	if d.LastReconcile != 0 {
-		last = time.UnixMicro(int64(d.LastReconcile)).Format(time.RFC3339)
-	}
-	nports := 0
-	for _, dev := range d.Devices {
-		nports += len(dev.Ports)
-	}
-	fmt.Fprintf(w, "rdmad %s: %d devices, %d ports\n", d.Version, len(d.Devices), nports)
-	fmt.Fprintf(w, "last reconcile: %s (%s)\n", last, d.LastResult)
-	if d.ConfigError != "" {
-		fmt.Fprintf(w, "config error (last good configuration in force):\n  %s\n", strings.ReplaceAll(d.ConfigError, "\n", "\n  "))
-	}
-	if len(d.ConfigFiles) > 0 {
-		fmt.Fprintf(w, "config files: %s\n", strings.Join(d.ConfigFiles, " "))
-	}
-	if len(d.Devices) > 0 {
-		fmt.Fprintln(w)
-		e.portTable(d.Devices, "")
-	}
-	var failed []string
-	for _, dev := range d.Devices {
-		for _, p := range dev.Ports {
-			if p.Error != "" {
-				failed = append(failed, fmt.Sprintf("%s/%d: %s", dev.Name, p.Number, p.Error))
-			}
+	if err := fn(c, cx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(cx.Err(), context.DeadlineExceeded) {
+			return &timeoutError{after: d, where: e.where()}
 		}
-	}
-	if len(failed) > 0 {
-		fmt.Fprintf(w, "\nfailed ports:\n  %s\n", strings.Join(failed, "\n  "))
-	}
-	for _, dev := range d.Devices {
-		if dev.Error != "" {
-			fmt.Fprintf(w, "device %s: %s\n", dev.Name, dev.Error)
-		}
-	}
-	for _, a := range d.Actions {
-		if a.Status == "failed" && a.Subject.Kind != "device" && a.Subject.Kind != "port" {
-			fmt.Fprintf(w, "%s %s: %s\n", a.Subject, a.Kind, a.Error)
-		}
+		return err
 	}
 	return nil
 }
 
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
+// where names the rdmad being talked to, for messages.
+func (e *env) where() string {
+	if e.host != "" {
+		return "on " + e.host
 	}
-	return s
+	return ""
 }
 
-func dash(s string) string {
-	if s == "" {
-		return "-"
+func fixed(words ...string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return slices.Clone(words), cobra.ShellCompDirectiveNoFileComp
 	}
-	return s
-}
-
-// portTable prints one line per port, like `rdma link show`.
-func (e *env) portTable(devs []dbusapi.Device, only string) {
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	for _, d := range devs {
-		for _, p := range d.Ports {
-			name := fmt.Sprintf("%s/%d", d.Name, p.Number)
-			if only != "" && only != d.Name && only != name {
-				continue
-			}
-			line := fmt.Sprintf("%s\tstate %s\tphysical_state %s\tnetdev %s", name, dash(p.State), dash(p.PhysState), dash(strings.Join(p.Netdevs, ",")))
-			if p.Transport == "roce" {
-				line += fmt.Sprintf("\troce_mode %q\ttos %s", p.RoCEMode, tosString(p.RoCETOS))
-			} else {
-				line += fmt.Sprintf("\tlink_layer %s\tsm_lid %s", dash(p.LinkLayer), dash(p.SMLID))
-			}
-			fmt.Fprintln(tw, line)
-		}
-	}
-	tw.Flush()
-}
-
-func tosString(v int32) string {
-	if v < 0 {
-		return "-"
-	}
-	return strconv.Itoa(int(v))
-}
-
-func (e *env) deviceList() error {
-	s, err := e.snapshot()
-	if err != nil {
-		return err
-	}
-	if e.json {
-		return e.printJSON(nonNil(s.Devices))
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	for _, d := range s.Devices {
-		fmt.Fprintf(tw, "%s\ttransport %s\tdriver %s\tnode_guid %s\tports %d\tnetdev %s\n", d.Name,
-			dash(strings.Join(d.Transports, ",")), dash(d.Driver), dash(d.NodeGUID), len(d.Ports), dash(strings.Join(d.Netdevs, ",")))
-	}
-	return tw.Flush()
-}
-
-func (e *env) deviceShow(name string) error {
-	s, err := e.snapshot()
-	if err != nil {
-		return err
-	}
-	d := s.Device(name)
-	if d == nil {
-		return fmt.Errorf("no RDMA device %q", name)
-	}
-	if e.json {
-		return e.printJSON(d)
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	kv := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, dash(v)) }
-	kv("name", d.Name)
-	kv("transport", strings.Join(d.Transports, ","))
-	kv("node_type", d.NodeType)
-	kv("node_guid", d.NodeGUID)
-	kv("sys_image_guid", d.SysImageGUID)
-	kv("fw_ver", d.FirmwareVersion)
-	kv("hca_type", d.HCAType)
-	kv("board_id", d.BoardID)
-	kv("driver", d.Driver)
-	kv("pci_address", d.PCIAddress)
-	kv("parent", d.Parent)
-	kv("netdevs", strings.Join(d.Netdevs, ","))
-	kv("error", d.Error)
-	tw.Flush()
-	for _, p := range d.Ports {
-		fmt.Fprintf(e.stdout, "\nport %d\n", p.Number)
-		tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-		kv := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, dash(v)) }
-		kv("transport", p.Transport)
-		kv("state", p.State)
-		kv("physical_state", p.PhysState)
-		kv("rate", p.Rate)
-		kv("link_layer", p.LinkLayer)
-		kv("lid", p.LID)
-		kv("sm_lid", p.SMLID)
-		kv("gid_types", strings.Join(p.GIDTypes, ","))
-		kv("netdevs", strings.Join(p.Netdevs, ","))
-		kv("roce_mode", p.RoCEMode)
-		kv("roce_tos", tosString(p.RoCETOS))
-		kv("desired_roce_mode", p.DesiredRoCEMode)
-		kv("desired_roce_tos", tosString(p.DesiredRoCETOS))
-		kv("desired_roce_source", p.DesiredRoCESource)
-		kv("vpi_type", p.VPIType)
-		kv("error", p.Error)
-		tw.Flush()
-	}
-	return nil
-}
-
-// RoCEJSON is one line of `rdmactl -o json roce show`.
-type RoCEJSON struct {
-	Port        string `json:"port"`
-	Mode        string `json:"mode"`
-	TOS         int32  `json:"tos"`
-	DesiredMode string `json:"desired_mode"`
-	DesiredTOS  int32  `json:"desired_tos"`
-	Source      string `json:"source"`
-	Error       string `json:"error"`
-}
-
-func (e *env) roceShow(target string) error {
-	s, err := e.snapshot()
-	if err != nil {
-		return err
-	}
-	dev, port, err := splitTarget(target)
-	if err != nil {
-		return err
-	}
-	if dev != "" && s.Device(dev) == nil {
-		return fmt.Errorf("no RDMA device %q", dev)
-	}
-	rows := []RoCEJSON{}
-	for _, d := range s.Devices {
-		if dev != "" && d.Name != dev {
-			continue
-		}
-		for _, p := range d.Ports {
-			if (port != 0 && int(p.Number) != port) || p.Transport != "roce" {
-				continue
-			}
-			rows = append(rows, RoCEJSON{Port: fmt.Sprintf("%s/%d", d.Name, p.Number), Mode: p.RoCEMode, TOS: p.RoCETOS,
-				DesiredMode: p.DesiredRoCEMode, DesiredTOS: p.DesiredRoCETOS, Source: p.DesiredRoCESource, Error: p.Error})
-		}
-	}
-	if e.json {
-		return e.printJSON(rows)
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	for _, r := range rows {
-		line := fmt.Sprintf("%s\troce_mode %q\ttos %s\tdesired %s/%s", r.Port, r.Mode, tosString(r.TOS), dash(r.DesiredMode), tosString(r.DesiredTOS))
-		if r.Source != "" {
-			line += "\t(" + r.Source + ")"
-		}
-		if r.Error != "" {
-			line += "\terror: " + r.Error
-		}
-		fmt.Fprintln(tw, line)
-	}
-	return tw.Flush()
-}
-
-// splitTarget parses DEV[/PORT]; port 0 means every port.
-func splitTarget(t string) (string, int, error) {
-	dev, ps, has := strings.Cut(t, "/")
-	if !has {
-		return dev, 0, nil
-	}
-	n, err := strconv.ParseUint(ps, 10, 32)
-	if err != nil || n == 0 || n > dbusapi.MaxPort {
-		return "", 0, usagef("%q: port must be a number from 1 to %d", t, dbusapi.MaxPort)
-	}
-	return dev, int(n), nil
-}
-
-func (e *env) roceSet(args []string) error {
-	pos, o, err := opts(args, []string{"mode", "tos"}, []string{"persist"})
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("roce set takes one DEV[/PORT]")
-	}
-	dev, port, err := splitTarget(pos[0])
-	if err != nil {
-		return err
-	}
-	mode, hasMode := o["mode"]
-	if hasMode && mode != "v1" && mode != "v2" {
-		return usagef("--mode %q: want v1 or v2", mode)
-	}
-	tos := int64(-1)
-	if v, ok := o["tos"]; ok {
-		tos, err = strconv.ParseInt(v, 10, 32)
-		if err != nil || tos < 0 || tos > 255 {
-			return usagef("--tos %q: want a number 0..255", v)
-		}
-	}
-	if !hasMode && tos < 0 {
-		return usagef("roce set needs --mode, --tos or both")
-	}
-	return e.call(func(c *client.Client, cx context.Context) error {
-		return c.SetRoCE(cx, dev, uint32(port), mode, int32(tos), o["persist"] == "true")
-	})
-}
-
-func (e *env) linkList() error {
-	s, err := e.snapshot()
-	if err != nil {
-		return err
-	}
-	if e.json {
-		return e.printJSON(nonNil(s.Manager.Links))
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	for _, l := range s.Manager.Links {
-		state := "absent"
-		if d := s.Device(l.Name); d != nil {
-			state = "present"
-			for _, p := range d.Ports {
-				state = p.State
-			}
-		}
-		fmt.Fprintf(tw, "link %s\ttype %s\tnetdev %s\tstate %s\t(%s)\n", l.Name, l.Type, l.Netdev, state, l.Source)
-	}
-	return tw.Flush()
-}
-
-func (e *env) linkAdd(args []string) error {
-	pos, o, err := opts(args, []string{"type", "netdev"}, []string{"persist"})
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("link add takes one NAME")
-	}
-	if o["type"] == "" || o["netdev"] == "" {
-		return usagef("link add needs --type rxe|siw and --netdev IF")
-	}
-	return e.call(func(c *client.Client, cx context.Context) error {
-		return c.AddLink(cx, pos[0], o["type"], o["netdev"], o["persist"] == "true")
-	})
-}
-
-func (e *env) linkDel(args []string) error {
-	pos, o, err := opts(args, nil, []string{"persist"})
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("link del takes one NAME")
-	}
-	return e.call(func(c *client.Client, cx context.Context) error {
-		return c.DeleteLink(cx, pos[0], o["persist"] == "true")
-	})
-}
-
-// reload exits 1 when the configuration loads but the pass that applies it
-// fails: the operator asked for the files to take effect, and they did not.
-func (e *env) reload() error {
-	var summary string
-	if err := e.call(func(c *client.Client, cx context.Context) (err error) {
-		summary, err = c.Reload(cx)
-		return err
-	}); err != nil {
-		return err
-	}
-	if e.json {
-		if err := e.printJSON(map[string]string{"summary": summary}); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintf(e.stdout, "reloaded: %s\n", summary)
-	}
-	if summary != "ok" {
-		return fmt.Errorf("reload: the configuration loaded, but applying it failed: %s", summary)
-	}
-	return nil
-}
-
-// reconcile runs a full pass and exits 1 when something failed.
-func (e *env) reconcile() error {
-	var r client.ReconcileResult
-	if err := e.call(func(c *client.Client, cx context.Context) (err error) {
-		r, err = c.Reconcile(cx)
-		return err
-	}); err != nil {
-		return err
-	}
-	if e.json {
-		if err := e.printJSON(r); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintf(e.stdout, "reconciled: %d changed, %d failed: %s\n", r.Changed, r.Failed, r.Summary)
-	}
-	if r.Failed > 0 {
-		return fmt.Errorf("reconcile: %s", r.Summary)
-	}
-	return nil
-}
-
-func (e *env) netnsSet(args []string) error {
-	pos, o, err := opts(args, nil, []string{"persist"})
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 || (pos[0] != "shared" && pos[0] != "exclusive") {
-		return usagef("netns set takes shared or exclusive")
-	}
-	return e.call(func(c *client.Client, cx context.Context) error {
-		return c.SetNetnsMode(cx, pos[0], o["persist"] == "true")
-	})
 }

@@ -11,17 +11,6 @@ import (
 	"github.com/rdmad/rdmad/dbusapi/client"
 )
 
-func TestHelpOnlyAsCommand(t *testing.T) {
-	e := &env{}
-	if _, err := e.globals([]string{"help"}); err != errHelp {
-		t.Errorf("help as the command: %v", err)
-	}
-	rest, err := e.globals([]string{"link", "add", "help", "--type", "rxe", "--bus", "session"})
-	if err != nil || strings.Join(rest, " ") != "link add help --type rxe" || e.bus != "session" {
-		t.Errorf("link named help: rest %q err %v bus %q", rest, err, e.bus)
-	}
-}
-
 // rdmactl reads the host only through rdmad: neither the CLI nor the
 // client imports a daemon package (version, the build stamp, aside).
 func TestRdmactlImportsNoDaemonCode(t *testing.T) {
@@ -41,16 +30,18 @@ func TestRdmactlImportsNoDaemonCode(t *testing.T) {
 }
 
 // Each error rdmad can return reads as a sentence; an unknown one keeps
-// its D-Bus name.
+// its D-Bus name; internal error text is not shown.
 func TestDescribeError(t *testing.T) {
 	cases := []struct {
 		name, msg, want string
 	}{
-		{dbusapi.ErrAccessDenied, "not allowed", "access denied: not allowed"},
+		{dbusapi.ErrAccessDenied, "not allowed", "access denied: not allowed (run it as root, or ask for the polkit action in rdmactl(8))"},
 		{dbusapi.ErrInvalidArgs, "port 9: no such port", "port 9: no such port"},
+		{"org.rdmad1.Error.NoSuchPort", "mlx5_0/9: no such port", "mlx5_0/9: no such port"},
 		{dbusapi.ErrConfig, "x.toml:3: bad", "configuration error, the last good configuration stays in force:\nx.toml:3: bad"},
 		{dbusapi.ErrNextBoot, "persisted; applies at the next boot", "persisted; applies at the next boot"},
 		{dbusapi.ErrBusy, "64 calls wait", "rdmad is busy answering other report requests; try again in a moment (64 calls wait)"},
+		{"org.freedesktop.DBus.Error.UnknownMethod", "no Diagnose", "this rdmad does not have what rdmactl asked for (no Diagnose): it is older than rdmactl; upgrade rdmad and restart it"},
 		{"org.example.Other", "why", "org.example.Other: why"},
 	}
 	for _, c := range cases {
@@ -59,8 +50,12 @@ func TestDescribeError(t *testing.T) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
-	if got := describeError(errors.New("dial unix: no such file")); got != "dial unix: no such file" {
-		t.Errorf("plain error: %q", got)
+	if got := describeError(errors.New(`exec: "dbus-launch": executable file not found in $PATH`)); strings.Contains(got, "dbus-launch") {
+		t.Errorf("internal error text reaches the user: %q", got)
+	}
+	be := &client.BusError{Bus: "session", Reason: "DBUS_SESSION_BUS_ADDRESS is not set", Err: errors.New(`exec: "dbus-launch": executable file not found`)}
+	if got := describeError(be); got != "cannot reach the session bus (DBUS_SESSION_BUS_ADDRESS is not set): rdmad runs on the system bus: leave out --bus session" {
+		t.Errorf("bus error: %q", got)
 	}
 	if client.ErrorMessage(nil) != "" {
 		t.Error("ErrorMessage(nil) is not empty")

@@ -2,49 +2,67 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
 
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
 )
 
-var errDoctorFailed = errors.New("RDMA is not usable as it should be")
+func init() { register("", doctorCommand) }
+
+func doctorCommand(e *env) *cobra.Command {
+	var quiet bool
+	c := &cobra.Command{
+		Use:   "doctor [--quiet]",
+		Short: "Check that RDMA is usable on the host",
+		Long: `Ask rdmad whether RDMA is usable on this host (org.rdmad1.Manager.Diagnose)
+and print its findings: severity (ok, warn, fail), subject and finding, with
+its fix on the line below. Exits 0 when no finding is fail, 1 otherwise.
+With --quiet nothing is printed (a readiness probe): only the exit status
+tells.`,
+		RunE: func(*cobra.Command, []string) error { return e.doctor(quiet) },
+	}
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing; exit 1 if a finding fails, 0 otherwise")
+	return c
+}
 
 // doctor renders what rdmad's Diagnose finds. rdmactl reads nothing of the
 // host itself: rdmad checks the host it manages (under its --root), with
 // the rights to read what an RDMA host's health depends on.
-func (e *env) doctor() error {
+func (e *env) doctor(quiet bool) error {
 	var doc string
-	err := e.call(func(c *client.Client, cx context.Context) (err error) {
+	err := e.read(func(c *client.Client, cx context.Context) (err error) {
 		doc, err = c.Diagnose(cx)
 		return err
 	})
 	if client.ErrorName(err) == "org.freedesktop.DBus.Error.UnknownMethod" {
-		return fmt.Errorf("doctor: this rdmad has no Diagnose method (it is older than rdmactl; upgrade and restart rdmad)")
+		return failf("doctor: this rdmad has no Diagnose method (it is older than rdmactl; upgrade and restart rdmad)")
 	}
 	if err != nil {
 		return err
 	}
 	findings, err := dbusapi.DecodeFindings(doc)
 	if err != nil {
-		return fmt.Errorf("doctor: %w", err)
+		return &documentError{what: "Diagnose", err: err}
 	}
-	if e.json {
-		if !strings.HasSuffix(doc, "\n") {
-			doc += "\n"
-		}
-		if _, err := io.WriteString(e.stdout, doc); err != nil {
+	switch {
+	case quiet:
+	case e.jsonMode() != "":
+		if err := e.printDoc("Diagnose", []byte(doc)); err != nil {
 			return err
 		}
-	} else {
-		printFindings(e.stdout, findings)
+	default:
+		e.printFindings(e.stdout, escaped(findings))
 	}
 	if n := dbusapi.CountFailed(findings); n > 0 {
-		return fmt.Errorf("doctor: %d of %d findings fail: %w", n, len(findings), errDoctorFailed)
+		if quiet {
+			return silentFailure{}
+		}
+		return failf("doctor: %d of %d findings fail", n, len(findings))
 	}
 	return nil
 }
@@ -53,9 +71,11 @@ func (e *env) doctor() error {
 // the fix on a line of its own under the finding (findings and fixes are
 // long; four columns side by side would not fit a terminal), then a count
 // by severity.
-func printFindings(w io.Writer, findings []dbusapi.Finding) {
+func (e *env) printFindings(w io.Writer, findings []dbusapi.Finding) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEVERITY\tSUBJECT\tFINDING")
+	if !e.noLegend {
+		fmt.Fprintln(tw, "SEVERITY\tSUBJECT\tFINDING")
+	}
 	count := map[dbusapi.Severity]int{}
 	for _, f := range findings {
 		count[f.Severity]++
@@ -65,5 +85,7 @@ func printFindings(w io.Writer, findings []dbusapi.Finding) {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\n%d ok, %d warn, %d fail\n", count[dbusapi.SeverityOK], count[dbusapi.SeverityWarn], count[dbusapi.SeverityFail])
+	if !e.noLegend {
+		fmt.Fprintf(w, "\n%d ok, %d warn, %d fail\n", count[dbusapi.SeverityOK], count[dbusapi.SeverityWarn], count[dbusapi.SeverityFail])
+	}
 }

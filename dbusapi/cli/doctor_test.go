@@ -141,7 +141,7 @@ func TestDoctorAgainstAnOlderOrBrokenDaemon(t *testing.T) {
 	}
 	addr = serve(t, &manager{doc: `{"not": "findings"}`})
 	code, _, errs = rdmactl(addr, "doctor")
-	if code != cli.ExitFailure || !strings.Contains(errs, "Diagnose returned no list of findings") {
+	if code != cli.ExitFailure || !strings.Contains(errs, "rdmad's Diagnose answer is not a document this rdmactl reads") {
 		t.Errorf("garbage: exit %d, %q", code, errs)
 	}
 	if code, _, errs := rdmactl(addr, "doctor", "extra"); code != cli.ExitUsage {

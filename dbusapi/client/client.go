@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
+	"strings"
+	"syscall"
 
 	"github.com/godbus/dbus/v5"
 
@@ -19,32 +22,123 @@ var ErrNotRunning = errors.New("rdmad is not running")
 // Client is a connection to rdmad.
 type Client struct {
 	conn        *dbus.Conn
-	bus         string
 	Interactive bool // allow polkit to ask the user (ALLOW_INTERACTIVE_AUTHORIZATION)
+}
+
+// Target says which rdmad to talk to: the one on Bus ("system",
+// "session" or an address), on this host or, with Host ("[USER@]HOST[:PORT]"),
+// on another host reached over ssh.
+type Target struct {
+	Bus  string
+	Host string
+}
+
+// BusError says the bus could not be reached, and what to do.
+type BusError struct {
+	Bus    string // "system", "session" or an address
+	Reason string // why, in words ("" when nothing more is known)
+	Err    error
+}
+
+func (e *BusError) Error() string {
+	var where, hint string
+	switch e.Bus {
+	case "system":
+		where, hint = "the system bus", "is dbus running? (systemctl status dbus)"
+	case "session":
+		where, hint = "the session bus", "rdmad runs on the system bus: leave out --bus session"
+	default:
+		where, hint = "the bus at "+e.Bus, "check the address given to --bus"
+	}
+	msg := "cannot reach " + where
+	if e.Reason != "" {
+		msg += " (" + e.Reason + ")"
+	}
+	return msg + ": " + hint
+}
+
+func (e *BusError) Unwrap() error { return e.Err }
+
+// reason says in words why a connection failed, for the errors a user can
+// act on; "" for the others.
+func reason(err error) string {
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return "no such socket"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return "permission denied"
+	}
+	return ""
 }
 
 // Connect dials bus ("system", "session" or an address) and checks that
 // rdmad owns its name, so callers get one clear error instead of a timeout.
-func Connect(bus string) (*Client, error) {
-	conn, err := dbusapi.Dial(bus)
+func Connect(bus string) (*Client, error) { return ConnectTarget(Target{Bus: bus}) }
+
+// ConnectTarget connects to the rdmad t names.
+func ConnectTarget(t Target) (*Client, error) {
+	if t.Bus == "" {
+		t.Bus = "system"
+	}
+	var conn *dbus.Conn
+	var err error
+	if t.Host != "" {
+		conn, err = dialSSH(t.Host, t.Bus)
+	} else {
+		conn, err = dial(t.Bus)
+	}
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{conn: conn, bus: bus}
+	c := &Client{conn: conn}
 	var has bool
 	if err := conn.BusObject().Call("org.freedesktop.DBus.NameHasOwner", 0, dbusapi.BusName).Store(&has); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("client: NameHasOwner: %w", err)
+		if t.Host != "" {
+			return nil, &SSHError{Host: t.Host, Err: err}
+		}
+		return nil, &BusError{Bus: t.Bus, Reason: "it does not answer", Err: err}
 	}
 	if !has {
 		conn.Close()
-		where := bus + " bus"
-		if bus != "system" && bus != "session" {
-			where = "bus " + bus
+		where := "the " + t.Bus + " bus"
+		if t.Bus != "system" && t.Bus != "session" {
+			where = "the bus at " + t.Bus
 		}
-		return nil, fmt.Errorf("%w on the %s (%s has no owner)", ErrNotRunning, where, dbusapi.BusName)
+		if t.Host != "" {
+			where += " of " + t.Host
+		}
+		return nil, fmt.Errorf("%w on %s (%s has no owner): see systemctl status rdmad", ErrNotRunning, where, dbusapi.BusName)
 	}
 	return c, nil
+}
+
+// systemBusSocket is where the system bus listens (the D-Bus
+// specification's default address).
+const systemBusSocket = "/run/dbus/system_bus_socket"
+
+// dial connects to a local bus.
+func dial(bus string) (*dbus.Conn, error) {
+	if bus == "session" && os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" {
+		// godbus would start dbus-launch to make one up.
+		return nil, &BusError{Bus: bus, Reason: "DBUS_SESSION_BUS_ADDRESS is not set"}
+	}
+	if bus != "system" && bus != "session" && !strings.Contains(bus, ":") {
+		return nil, &BusError{Bus: bus, Reason: "want system, session or an address like unix:path=/run/bus"}
+	}
+	conn, err := dbusapi.Dial(bus)
+	if err != nil {
+		why := reason(err)
+		if bus == "system" && os.Getenv("DBUS_SYSTEM_BUS_ADDRESS") == "" {
+			if _, serr := os.Stat(systemBusSocket); serr != nil {
+				why = reason(serr) + " at " + systemBusSocket
+			}
+		}
+		return nil, &BusError{Bus: bus, Reason: why, Err: err}
+	}
+	return conn, nil
 }
 
 // Close closes the connection.

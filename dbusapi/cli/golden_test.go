@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden with what rdmactl prints now")
+
+// golden compares what rdmactl printed with testdata/NAME.golden.
+func golden(t *testing.T, name, args string, code int, stdout, stderr string) {
+	t.Helper()
+	got := fmt.Sprintf("$ rdmactl %s\nexit %d\n--- stdout\n%s--- stderr\n%s", args, code, stdout, stderr)
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test ./dbusapi/cli -update writes it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("rdmactl %s differs from %s (go test ./dbusapi/cli -update rewrites it):\n--- got\n%s\n--- want\n%s", args, path, got, want)
+	}
+}
+
+func goldenName(args string) string {
+	r := strings.NewReplacer(" ", "_", "/", "_", "=", "_", "--", "", "\"", "")
+	return r.Replace(args)
+}
+
+// Every command's help is its own (rdmactl roce set --help shows that
+// command only).
+func TestGoldenHelp(t *testing.T) {
+	var walk func(c *cobra.Command)
+	var paths [][]string
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" && c.Parent() != nil && c.Parent().Parent() != nil {
+			return
+		}
+		paths = append(paths, strings.Fields(c.CommandPath())[1:])
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(newEnv(nil, nil).tree())
+	if len(paths) < 16 {
+		t.Fatalf("%d commands in the tree", len(paths))
+	}
+	for _, p := range paths {
+		args := strings.Join(append(p, "--help"), " ")
+		var out, errb bytes.Buffer
+		code := newEnv(&out, &errb).run(append(p, "--help"))
+		if code != ExitOK || errb.Len() > 0 {
+			t.Errorf("%s: exit %d, %s", args, code, errb.String())
+		}
+		if len(p) > 0 && !strings.Contains(out.String(), "rdmactl "+strings.Join(p, " ")) {
+			t.Errorf("%s: help names another command:\n%s", args, out.String())
+		}
+		golden(t, "help_"+goldenName(strings.Join(append([]string{"rdmactl"}, p...), " ")), args, code, out.String(), errb.String())
+	}
+}
+
+// A wrong command line: one line saying what is wrong, then where the
+// help is; exit 2. Nothing is asked of rdmad.
+func TestGoldenUsageErrors(t *testing.T) {
+	f := fixture()
+	addr := serveFake(t, f)
+	for _, args := range []string{
+		"stauts",
+		"roce frob",
+		"roce set",
+		"roce set mlx5_0/x --tos 1",
+		"roce set mlx5_0/1 --tos 300",
+		"roce set mlx5_0 --mode v3",
+		"roce set mlx5_0",
+		"roce show mlx5_0 mlx5_1",
+		"--frob status",
+		"-o yaml status",
+		"--json=long status",
+		"device show",
+		"device show mlx5_0 mlx5_1",
+		"link add rxe0 type rxe",
+		"link add rxe0 type foo netdev eth1",
+		"link add rxe0 type rxe netdev eth1 netdev eth2",
+		"link add rxe0 kind rxe",
+		"link del",
+		"netns set private",
+		"status now",
+		"doctor --quiet=maybe",
+		"roce set mlx5_0 --tos abc",
+		"link add",
+	} {
+		code, out, errs := runCLI(addr, strings.Fields(args)...)
+		if code != ExitUsage || out != "" || strings.Count(errs, "\n") != 2 {
+			t.Errorf("%s: exit %d, want 2 and two lines on stderr:\n%s%s", args, code, out, errs)
+		}
+		golden(t, "usage_"+goldenName(args), args, code, out, errs)
+	}
+	if calls := f.callLog(); len(calls) > 0 {
+		t.Errorf("usage errors reached rdmad: %v", calls)
+	}
+}
+
+// Each command's output on the fixture, as text and in each JSON spelling.
+func TestGoldenOutput(t *testing.T) {
+	f := fixture()
+	addr := serveFake(t, f)
+	var cases []string
+	for _, cmd := range []string{"status", "device list", "device show mlx5_0", "roce show", "roce show mlx5_0/1",
+		"link list", "netns show", "doctor", "reload", "reconcile"} {
+		for _, format := range []string{"", "-j ", "--json=pretty ", "-o json "} {
+			cases = append(cases, format+cmd)
+		}
+	}
+	cases = append(cases, "", "device", "roce", "link", "netns", "--no-legend device list", "--no-legend roce show",
+		"--no-legend link list", "--no-legend doctor", "doctor --quiet", "-q doctor", "--no-pager status", "--json status",
+		"-j=pretty link list", "--version",
+		"roce set mlx5_0/1 --mode v1 --tos 96 --persist", "link add rxe2 type rxe netdev eth3",
+		"link add rxe2 --type siw --netdev eth3 --persist", "link del rxe1", "netns set exclusive --persist",
+		"device show mlx9_0", "roce show mlx9_0")
+	for _, args := range cases {
+		code, out, errs := runCLI(addr, strings.Fields(args)...)
+		golden(t, "out_"+goldenName(args), args, code, out, errs)
+	}
+	// The changes reached rdmad with their arguments, both spellings of
+	// link add alike.
+	want := []string{
+		`AddLink ["rxe2","rxe","eth3",false]`,
+		`AddLink ["rxe2","siw","eth3",true]`,
+		`DeleteLink ["rxe1",false]`,
+		"Reconcile", "Reconcile", "Reconcile", "Reconcile",
+		"Reload", "Reload", "Reload", "Reload",
+		`SetNetnsMode ["exclusive",true]`,
+		`SetRoCE ["mlx5_0",1,"v1",96,true]`,
+	}
+	if got := f.callLog(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// An empty host: lists are [] in JSON and say so in text.
+func TestGoldenEmpty(t *testing.T) {
+	addr := serveFake(t, empty())
+	for _, args := range []string{"status", "device list", "roce show", "link list", "doctor", "-j device list",
+		"-j roce show", "-j link list", "-j doctor", "-j status", "--no-legend link list"} {
+		code, out, errs := runCLI(addr, strings.Fields(args)...)
+		if strings.Contains(out, "null") {
+			t.Errorf("%s prints null:\n%s", args, out)
+		}
+		golden(t, "empty_"+goldenName(args), args, code, out, errs)
+	}
+}

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rdmad/rdmad/dbusapi"
+	"github.com/rdmad/rdmad/dbusapi/client"
+)
+
+func init() { register("", statusCommand) }
+
+func statusCommand(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Devices, ports, the last reconcile and problems",
+		Long: `Devices and ports, the last reconcile and its result, the configuration
+error if the files do not load, and the ports whose policy failed. As JSON
+it prints the document of org.rdmad1.Manager.Describe.`,
+		RunE: func(cmd *cobra.Command, _ []string) error { return e.status(cmd) },
+	}
+}
+
+// describe reads the Describe document: the raw JSON rdmad returned and
+// its decoding.
+func (e *env) describe() (string, *dbusapi.Description, error) {
+	var raw string
+	if err := e.read(func(c *client.Client, cx context.Context) (err error) {
+		raw, err = c.Describe(cx)
+		return err
+	}); err != nil {
+		return "", nil, err
+	}
+	var d dbusapi.Description
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		return "", nil, &documentError{what: "Describe", err: err}
+	}
+	return raw, &d, nil
+}
+
+// status prints the Describe document: as is with -o json (as hostnamectl
+// --json prints hostnamed's), as text otherwise.
+func (e *env) status(*cobra.Command) error {
+	raw, d, err := e.describe()
+	if err != nil {
+		return err
+	}
+	if e.jsonMode() != "" {
+		return e.printDoc("Describe", []byte(raw))
+	}
+	*d = escaped(*d)
+	w := e.stdout
+	nports := 0
+	for _, dev := range d.Devices {
+		nports += len(dev.Ports)
+	}
+	fmt.Fprintf(w, "rdmad %s: %s, %s\n", d.Version, plural(len(d.Devices), "device", "devices"), plural(nports, "port", "ports"))
+	fmt.Fprintf(w, "last reconcile: %s (%s)\n", e.timestamp(d.LastReconcile), dash(d.LastResult))
+	if d.ConfigError != "" {
+		fmt.Fprintf(w, "config error (last good configuration in force):\n  %s\n", d.ConfigError)
+	}
+	if len(d.ConfigFiles) > 0 {
+		fmt.Fprintf(w, "config files: %s\n", strings.Join(d.ConfigFiles, " "))
+	}
+	if len(d.Devices) > 0 {
+		fmt.Fprintln(w)
+		e.portTable(d.Devices)
+	}
+	var failed []string
+	for _, dev := range d.Devices {
+		for _, p := range dev.Ports {
+			if p.Error != "" {
+				failed = append(failed, fmt.Sprintf("%s/%d: %s", dev.Name, p.Number, p.Error))
+			}
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(w, "\nfailed ports:\n  %s\n", strings.Join(failed, "\n  "))
+	}
+	for _, dev := range d.Devices {
+		if dev.Error != "" {
+			fmt.Fprintf(w, "device %s: %s\n", dev.Name, dev.Error)
+		}
+	}
+	for _, a := range d.Actions {
+		if a.Status == "failed" && a.Subject.Kind != "device" && a.Subject.Kind != "port" {
+			fmt.Fprintf(w, "%s %s: %s\n", a.Subject, a.Kind, a.Error)
+		}
+	}
+	return nil
+}
