@@ -20,6 +20,7 @@ test)
 	want dbus-daemon dbus-daemon
 	want dbus-send dbus-bin
 	want busctl systemd
+	want systemd-stdio-bridge systemd # rdmactl -H: the fake ssh runs the real bridge
 	want systemd-analyze systemd
 	want gdbus libglib2.0-bin
 	want ip iproute2

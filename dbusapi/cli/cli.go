@@ -277,6 +277,11 @@ func (e *env) checkGlobals(cmd *cobra.Command) error {
 	if e.bus == "" {
 		return usagef(cmd, "--bus needs a value: system, session or an address")
 	}
+	if e.host != "" {
+		if _, err := client.SSHCommand(e.host, e.bus); err != nil {
+			return usagef(cmd, "%s", err)
+		}
+	}
 	if e.noAsk {
 		e.interactive = false
 	}
