@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden with what rdmactl prints now")
@@ -163,4 +166,32 @@ func TestGoldenEmpty(t *testing.T) {
 		}
 		golden(t, "empty_"+goldenName(args), args, code, out, errs)
 	}
+}
+
+// Every command of the tree is in rdmactl(8), and every global flag.
+func TestManPageHasEveryCommand(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(hosttest.RepoRoot(), "docs/rdmactl.8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	man := strings.ReplaceAll(string(b), `\-`, "-")
+	root := newEnv(nil, nil).tree()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" || c.Parent() != nil && c.Parent().Name() == "completion" {
+			return
+		}
+		if path := strings.TrimPrefix(c.CommandPath(), "rdmactl "); c != root && !strings.Contains(man, path) {
+			t.Errorf("docs/rdmactl.8 does not describe rdmactl %s", path)
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(root)
+	root.PersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if !strings.Contains(man, "--"+f.Name) {
+			t.Errorf("docs/rdmactl.8 does not describe --%s", f.Name)
+		}
+	})
 }
