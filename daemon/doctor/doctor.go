@@ -84,6 +84,7 @@ func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
 		d.checkRoCE,
 		d.checkRules,
 		d.checkVerbs,
+		d.checkModuleLists,
 		d.checkProviders,
 		d.checkMemlock,
 		d.checkNFS,

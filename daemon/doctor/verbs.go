@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 )
 
@@ -92,20 +93,56 @@ func (d *diag) moduleFix(missing []string) string {
 	return fix
 }
 
-// modulesListed reads a modules list (/etc/rdma/modules/*.conf format: one
-// name a line, # and ; comments).
+// modulesListed reads a modules list with the loader's own parser
+// (host.ParseModuleList: comments only at the start of a line): the valid
+// module names it lists. A line the loader skips lists nothing here either.
 func (d *diag) modulesListed(rel string) map[string]bool {
 	listed := map[string]bool{}
-	_ = boundedLines(d.h, rel, capConfig, func(line string) bool {
-		if i := strings.IndexAny(line, "#;"); i >= 0 {
-			line = line[:i]
+	data, err := boundedRead(d.h, rel, capConfig)
+	if err != nil {
+		return listed
+	}
+	for _, l := range host.ParseModuleList(data) {
+		if l.Valid() {
+			listed[host.NormalizeModule(l.Name)] = true
 		}
-		if f := strings.Fields(line); len(f) > 0 {
-			listed[host.NormalizeModule(f[0])] = true
-		}
-		return true
-	})
+	}
 	return listed
+}
+
+// checkModuleLists reports, in every list of the modules directory rdmad
+// loads, the lines that are not a module name, as the loader treats them:
+// skipped (with systemd-modules-load's rules, "mlx5_ib # x" names the
+// module "mlx5_ib # x": a comment only starts a line).
+func (d *diag) checkModuleLists() {
+	if !d.pol.Modules.Enable {
+		return
+	}
+	dir := d.pol.Modules.Directory
+	if dir == "" {
+		dir = "/etc/rdma/modules"
+	}
+	for _, list := range []string{"rdma", "infiniband", "roce", "iwarp", "opa"} {
+		rel := path.Join(strings.TrimPrefix(dir, "/"), list+".conf")
+		data, err := boundedRead(d.h, rel, capConfig)
+		if err != nil {
+			continue // missing is normal; the loader reports what it cannot read
+		}
+		for _, l := range host.ParseModuleList(data) {
+			if l.Valid() {
+				continue
+			}
+			fix := "put the module alone on the line"
+			if i := strings.IndexAny(l.Name, "#;"); i > 0 {
+				if m := strings.TrimSpace(l.Name[:i]); host.ValidModuleName(m) {
+					fix = fmt.Sprintf("write %q on line %d and move the comment to a line of its own (a line starting with # or ;)", m, l.Line)
+				}
+			}
+			d.warn("modules-list-invalid", hostSubject,
+				fmt.Sprintf("/%s:%d: %s is not a module name: rdmad skips this line when it loads the list, as systemd-modules-load does (a comment only starts a line)", rel, l.Line, config.QuoteName(l.Name)),
+				fix)
+		}
+	}
 }
 
 // providerOf maps the kernel driver of a device's parent (or the soft

@@ -73,3 +73,18 @@ func TestProviders(t *testing.T) {
 	ib := diagnose(t, readyIB(t))
 	mustFix(t, ib, "verbs-providers", "host", dbusapi.SeverityOK, "mlx4 mlx5 rxe", "")
 }
+
+// A modules list is read with the loader's parser: an inline comment makes
+// the line no module name, so the module counts as unlisted, and the line
+// is reported as the loader treats it (skipped), with file and line.
+func TestModuleListInlineCommentIsNotAComment(t *testing.T) {
+	root := hosttest.Copy(t, "demo")
+	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "# user space\nib_uverbs # verbs\nrdma_ucm\n")
+	hosttest.Write(t, root, "proc/modules", "ib_core 1 0 - Live 0x0\n")
+	fs := diagnose(t, root)
+	mustFix(t, fs, "modules-list-invalid", "host", dbusapi.SeverityWarn,
+		`/etc/rdma/modules/rdma.conf:2: "ib_uverbs # verbs" is not a module name: rdmad skips this line`,
+		`write "ib_uverbs" on line 2 and move the comment to a line of its own`)
+	mustFix(t, fs, "verbs-modules-missing", "host", dbusapi.SeverityFail,
+		"not loaded", "for every boot: add ib_uverbs to /etc/rdma/modules/rdma.conf")
+}

@@ -54,7 +54,7 @@ func (m Modprobe) Load(ctx context.Context, names []string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// "--": a name can never be taken for an option (the lists are also
-	// checked, see validModuleName).
+	// checked, see host.ValidModuleName).
 	cmd := exec.CommandContext(ctx, bin, append([]string{"-a", "--"}, names...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -70,23 +70,6 @@ func (m Modprobe) Load(ctx context.Context, names []string) error {
 		return fmt.Errorf("modules: modprobe -a %s: %w", strings.Join(names, " "), err)
 	}
 	return nil
-}
-
-// ParseConf reads a modules list the way systemd-modules-load (which
-// rdma-core's units run) does: one module per line, surrounding white space
-// ignored, lines starting with '#' or ';' are comments.
-// Lines are split by hand: a bufio.Scanner stops at a line over 64 KiB and
-// would silently drop the modules after it.
-func ParseConf(data []byte) []string {
-	var mods []string
-	for _, l := range strings.Split(string(data), "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || l[0] == '#' || l[0] == ';' {
-			continue
-		}
-		mods = append(mods, l)
-	}
-	return mods
 }
 
 // driverTransports mirrors rdma-core's rdma-description.rules: it decides by
@@ -182,7 +165,7 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 	fail := func(kind reconcile.Kind, err error) reconcile.Result {
 		return reconcile.Result{Actions: []reconcile.Action{{Subject: reconcile.HostSubject(), Kind: kind, Status: reconcile.Failed, Err: err}}}
 	}
-	var wanted, sources []string
+	var wanted, sources, invalid []string
 	seen := map[string]bool{}
 	for _, l := range lists {
 		rel := filepath.Join(dir, l+".conf")
@@ -199,15 +182,33 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 			return fail(ReadList, fmt.Errorf("modules: %w", err))
 		}
 		sources = append(sources, rel)
-		for _, m := range ParseConf(data) {
-			if !validModuleName(m) {
-				return fail(ReadList, fmt.Errorf("modules: %s: %q is not a module name", rel, sanitizeName(m)))
+		for _, l := range host.ParseModuleList(data) {
+			if !l.Valid() {
+				// As systemd-modules-load: the line is reported and
+				// skipped, the list's other modules still load.
+				invalid = append(invalid, fmt.Sprintf("/%s:%d: %q is not a module name (a comment only starts a line)", strings.TrimPrefix(rel, "/"), l.Line, sanitizeName(l.Name)))
+				continue
 			}
-			if n := host.NormalizeModule(m); !seen[n] {
+			if n := host.NormalizeModule(l.Name); !seen[n] {
 				seen[n] = true
-				wanted = append(wanted, m)
+				wanted = append(wanted, l.Name)
 			}
 		}
+	}
+	var bad []reconcile.Action
+	if len(invalid) > 0 {
+		bad = []reconcile.Action{{Subject: reconcile.HostSubject(), Kind: ReadList, Status: reconcile.Failed,
+			Err: fmt.Errorf("modules: skipped %s", strings.Join(invalid, "; "))}}
+	}
+	res := p.load(ctx, pass, wanted, sources)
+	res.Actions = append(bad, res.Actions...)
+	return res
+}
+
+// load loads the wanted modules that are missing, in one call.
+func (p *Part) load(ctx context.Context, pass *reconcile.Pass, wanted, sources []string) reconcile.Result {
+	fail := func(kind reconcile.Kind, err error) reconcile.Result {
+		return reconcile.Result{Actions: []reconcile.Action{{Subject: reconcile.HostSubject(), Kind: kind, Status: reconcile.Failed, Err: err}}}
 	}
 	if len(wanted) == 0 {
 		return reconcile.Result{Modules: []string{}}
@@ -277,20 +278,6 @@ func (p *Part) background(ctx context.Context, missing []string, forced bool) (r
 
 // Wait blocks until no background load runs (tests, shutdown).
 func (p *Part) Wait() { p.loads.Wait() }
-
-// validModuleName accepts what modprobe accepts as a module name and
-// nothing that could be taken for an option or a path.
-func validModuleName(m string) bool {
-	if m == "" || len(m) > 64 || m[0] == '-' {
-		return false
-	}
-	for _, c := range m {
-		if !(c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return false
-		}
-	}
-	return true
-}
 
 // sanitizeName keeps an invalid name printable in an error message.
 func sanitizeName(s string) string {

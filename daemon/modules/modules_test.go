@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,15 +17,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/modules"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
-
-func TestParseConf(t *testing.T) {
-	in := "# comment\n; also a comment\n\n  ib_uverbs  \nrdma_ucm\n\t# indented comment\nxprtrdma\r\n"
-	got := modules.ParseConf([]byte(in))
-	want := []string{"ib_uverbs", "rdma_ucm", "xprtrdma"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("ParseConf = %q, want %q", got, want)
-	}
-}
 
 func TestConfFilesByTransport(t *testing.T) {
 	for _, tc := range []struct {
@@ -169,8 +161,34 @@ func TestPartDisabledNoDevicesAndFailures(t *testing.T) {
 	}
 	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "-v\n")
 	acts = p.Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
-	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), `"-v" is not a module name`) {
+	if len(acts) != 2 || acts[0].Kind != modules.ReadList || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), `rdma.conf:1: "-v" is not a module name`) {
 		t.Fatalf("option smuggled as module: %+v", acts)
+	}
+	for _, c := range l.Calls() {
+		if slices.Contains(c, "-v") {
+			t.Errorf("modprobe was given -v: %q", l.Calls())
+		}
+	}
+}
+
+// An invalid line of a list (an inline comment: comments only start a
+// line) is skipped and named with its file and line, as
+// systemd-modules-load does; the list's other modules still load.
+func TestInvalidLineSkippedOthersLoad(t *testing.T) {
+	root := hosttest.Copy(t, "rxe")
+	h := host.New(root)
+	devs, _ := h.Devices()
+	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "# ok\nib_uverbs # user verbs\nrdma_ucm\n")
+	hosttest.Write(t, root, "etc/rdma/modules/roce.conf", "")
+	l := &hosttest.Modprobe{}
+	p := &modules.Part{Host: h, Loader: l}
+	acts := p.Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
+	if len(acts) != 2 || acts[0].Kind != modules.ReadList || acts[0].Status != reconcile.Failed ||
+		!strings.Contains(acts[0].Err.Error(), `/etc/rdma/modules/rdma.conf:2: "ib_uverbs # user verbs" is not a module name`) {
+		t.Fatalf("acts = %v", acts)
+	}
+	if acts[1].Kind != modules.Load || acts[1].Status != reconcile.Changed || !reflect.DeepEqual(l.Calls(), [][]string{{"rdma_ucm"}}) {
+		t.Errorf("load: %v, modprobe calls %q; want rdma_ucm loaded alone", acts[1], l.Calls())
 	}
 }
 
