@@ -28,6 +28,9 @@ func (w Work) Empty() bool { return !w.Full && len(w.Devices) == 0 && len(w.Netd
 type Queue struct {
 	run    func(ctx context.Context, w Work)
 	settle time.Duration
+	// after is the settle timer: time.After, a fake clock in tests (since
+	// Go 1.23 an unfired time.After timer is collected with its channel).
+	after func(time.Duration) <-chan time.Time
 
 	mu      sync.Mutex
 	pending Work
@@ -39,7 +42,7 @@ type Queue struct {
 
 // NewQueue returns a queue that hands coalesced work to run.
 func NewQueue(settle time.Duration, run func(ctx context.Context, w Work)) *Queue {
-	q := &Queue{run: run, settle: settle, wake: make(chan struct{}, 1)}
+	q := &Queue{run: run, settle: settle, after: time.After, wake: make(chan struct{}, 1)}
 	q.idle = sync.NewCond(&q.mu)
 	return q
 }
@@ -108,6 +111,12 @@ func (q *Queue) Run(ctx context.Context) {
 		if q.settle > 0 && !q.wait(ctx) {
 			return
 		}
+		// Requests made during the settle are taken below: their wake-up
+		// must not start another, empty, settle afterwards.
+		select {
+		case <-q.wake:
+		default:
+		}
 		for {
 			w, ok := q.take()
 			if !ok {
@@ -119,12 +128,10 @@ func (q *Queue) Run(ctx context.Context) {
 }
 
 func (q *Queue) wait(ctx context.Context) bool {
-	t := time.NewTimer(q.settle)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-q.after(q.settle):
 		return true
 	}
 }

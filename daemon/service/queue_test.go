@@ -159,8 +159,38 @@ func TestQueueIdle(t *testing.T) {
 	}
 }
 
+// fakeClock is the queue's settle timer under the test's control: each
+// timer started shows on started, and fires when the test says.
+type fakeClock struct {
+	started chan time.Duration
+	fire    chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{started: make(chan time.Duration, 16), fire: make(chan time.Time)}
+}
+
+func (c *fakeClock) after(d time.Duration) <-chan time.Time {
+	c.started <- d
+	return c.fire
+}
+
+// waitStarted returns the duration of the next timer started; a queue that
+// never starts one fails the test instead of hanging it.
+func (c *fakeClock) waitStarted(t *testing.T) time.Duration {
+	t.Helper()
+	select {
+	case d := <-c.started:
+		return d
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queue started no settle timer")
+		return 0
+	}
+}
+
 // The settle time gathers the events of one change that arrive a moment
-// apart (a uevent and its RDMA netlink message) into one pass.
+// apart (a uevent and its RDMA netlink message) into one pass: requests
+// made while the settle timer runs join the first one.
 func TestQueueSettleGathersNearEvents(t *testing.T) {
 	var mu sync.Mutex
 	var passes []pass
@@ -169,21 +199,41 @@ func TestQueueSettleGathersNearEvents(t *testing.T) {
 		passes = append(passes, passOf(w))
 		mu.Unlock()
 	})
+	clock := newFakeClock()
+	q.after = clock.after
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { q.Run(ctx); close(stopped) }()
 	t.Cleanup(func() { cancel(); <-stopped })
 	q.Device("rxe1")
-	time.Sleep(5 * time.Millisecond)
-	q.Device("rxe1")
+	if d := clock.waitStarted(t); d != 50*time.Millisecond {
+		t.Fatalf("settle timer of %v, want 50ms", d)
+	}
+	q.Device("rxe1") // the same change, a moment later
 	q.Device("rxe2")
-	if err := q.Idle(context.Background()); err != nil {
+	clock.fire <- time.Now()
+	idle, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	if err := q.Idle(idle); err != nil {
+		t.Fatalf("queue not idle after the pass (a settle started for requests the pass took?): %v", err)
+	}
+	mu.Lock()
+	if len(passes) != 1 || !reflect.DeepEqual(passes[0], pass{false, []string{"rxe1", "rxe2"}}) {
+		t.Errorf("passes %+v, want one over rxe1 and rxe2", passes)
+	}
+	mu.Unlock()
+
+	// A request after the pass starts a new settle and a pass of its own.
+	q.Device("rxe3")
+	clock.waitStarted(t)
+	clock.fire <- time.Now()
+	if err := q.Idle(idle); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(passes) != 1 || !reflect.DeepEqual(passes[0], pass{false, []string{"rxe1", "rxe2"}}) {
-		t.Errorf("passes %+v, want one over rxe1 and rxe2", passes)
+	if len(passes) != 2 || !reflect.DeepEqual(passes[1], pass{false, []string{"rxe3"}}) {
+		t.Errorf("passes %+v, want a second one over rxe3", passes)
 	}
 }
 
