@@ -47,6 +47,9 @@ func diagnoseInput(svc *service.Service) doctor.Input {
 	if k := svc.NetnsKernel(); k != nil {
 		in.Netns = k
 	}
+	if r := svc.DCB(); r != nil {
+		in.DCB = r
+	}
 	for i := range st.Devices {
 		d := &st.Devices[i]
 		in.Devices = append(in.Devices, d.Device)

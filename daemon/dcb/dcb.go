@@ -368,6 +368,11 @@ func EncodeSetReply(cmd uint8, driverErr int) []byte {
 	return replyMsg(cmd, "", nl.NewRtAttr(attrIEEE, []byte{byte(int8(driverErr))}))
 }
 
+// Reader reads the IEEE DCB state of a netdev: what doctor needs.
+type Reader interface {
+	Get(ifname string) (IEEE, error)
+}
+
 // Kernel is the DCB side of the kernel as the qos part uses it. Netlink is
 // the real one; dcbtest.Fake the unit tests'.
 type Kernel interface {

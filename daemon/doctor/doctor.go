@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -49,6 +50,9 @@ type Input struct {
 	// (nil: unknown). It is asked only when ib_core is loaded, because
 	// opening RDMA netlink would load ib_core on a host without RDMA.
 	Netns NetnsReader
+	// DCB reads the DCB state of a RoCE port's netdev that the qos part
+	// has not read (nil: such ports are not checked for lossless RoCE).
+	DCB dcb.Reader
 	// ConfigError is the error of the last reload, nil when the files on
 	// disk are in force.
 	ConfigError error
@@ -82,6 +86,7 @@ func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
 		d.checkLinks,
 		d.checkPorts,
 		d.checkRoCE,
+		d.checkLossless,
 		d.checkRules,
 		d.checkVerbs,
 		d.checkModuleLists,

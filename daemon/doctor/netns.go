@@ -128,7 +128,10 @@ func (d *diag) checkNetns() {
 		d.ok("netns-mode", hostSubject, fmt.Sprintf("RDMA netns mode %s as declared, at boot too (%s)", running, bootWhere))
 	}
 	if bootFile != "" {
-		d.checkInitramfs(bootFile)
+		d.checkInitramfs(bootFile, initramfsCheck{
+			id: "netns-initramfs-stale", module: "ib_core", needs: d.needsIBCore, rdmaModule: true,
+			consequence: "the next boot starts ib_core with the old netns_mode",
+		})
 	}
 }
 
@@ -148,7 +151,16 @@ func (d *diag) runningText(m config.NetnsMode, known bool) string {
 // are not there under --root): it tells from the generator's configuration
 // whether ib_core is in it, and from file times whether the image predates
 // the option.
-func (d *diag) checkInitramfs(optionFile string) {
+// initramfsCheck says which module's options checkInitramfs is about.
+type initramfsCheck struct {
+	id          string                   // the finding's id
+	module      string                   // the module the option is for
+	needs       func(module string) bool // whether a module listed for the initramfs brings it
+	rdmaModule  bool                     // dracut's rdma module brings it too
+	consequence string                   // what a stale image means at the next boot
+}
+
+func (d *diag) checkInitramfs(optionFile string, c initramfsCheck) {
 	rel := readAttr(d.h, host.ProcOSRelease)
 	if rel == "" {
 		return
@@ -157,10 +169,10 @@ func (d *diag) checkInitramfs(optionFile string) {
 	switch {
 	case isDir(d.h, "etc/initramfs-tools"):
 		image, fix = "boot/initrd.img-"+rel, "update-initramfs -u -k "+rel
-		why = d.initramfsToolsHasIBCore()
+		why = d.initramfsToolsHas(c.needs)
 	case exists(d.h, "etc/dracut.conf") || isDir(d.h, "etc/dracut.conf.d") || isDir(d.h, "usr/lib/dracut"):
 		image, fix = "boot/initramfs-"+rel+".img", "dracut -f --kver "+rel
-		why = d.dracutHasIBCore()
+		why = d.dracutHas(c.needs, c.rdmaModule)
 	default:
 		return
 	}
@@ -172,22 +184,22 @@ func (d *diag) checkInitramfs(optionFile string) {
 	if err1 != nil || err2 != nil || !opt.ModTime().After(img.ModTime()) {
 		return
 	}
-	d.warn("netns-initramfs-stale", hostSubject,
-		fmt.Sprintf("ib_core loads from the initramfs (%s), and /%s was built before /%s changed: the next boot starts ib_core with the old netns_mode", why, image, optionFile),
+	d.warn(c.id, hostSubject,
+		fmt.Sprintf("%s loads from the initramfs (%s), and /%s was built before /%s changed: %s", c.module, why, image, optionFile, c.consequence),
 		fix)
 }
 
-// initramfsToolsHasIBCore: /etc/initramfs-tools/modules lists ib_core or a
-// module that needs it. Debian's MODULES=most takes no InfiniBand driver
-// on its own.
-func (d *diag) initramfsToolsHasIBCore() string {
+// initramfsToolsHas: /etc/initramfs-tools/modules lists a module for which
+// needs holds (for ib_core: ib_core or a module that needs it; Debian's
+// MODULES=most takes no InfiniBand driver on its own).
+func (d *diag) initramfsToolsHas(needs func(string) bool) string {
 	var why string
 	_ = boundedLines(d.h, "etc/initramfs-tools/modules", capConfig, func(line string) bool {
 		f := strings.Fields(line)
 		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
 			return true
 		}
-		if d.needsIBCore(f[0]) {
+		if needs(f[0]) {
 			why = "/etc/initramfs-tools/modules lists " + f[0]
 			return false
 		}
@@ -196,9 +208,9 @@ func (d *diag) initramfsToolsHasIBCore() string {
 	return why
 }
 
-// dracutHasIBCore: dracut.conf(.d) adds ib_core or a driver that needs it,
-// or the rdma dracut module.
-func (d *diag) dracutHasIBCore() string {
+// dracutHas: dracut.conf(.d) adds a driver for which needs holds, or (with
+// rdmaModule) the rdma dracut module.
+func (d *diag) dracutHas(needs func(string) bool, rdmaModule bool) string {
 	files := []string{}
 	if exists(d.h, "etc/dracut.conf") {
 		files = append(files, "etc/dracut.conf")
@@ -216,9 +228,9 @@ func (d *diag) dracutHasIBCore() string {
 			key := strings.TrimSuffix(strings.TrimSpace(k), "+")
 			for _, item := range strings.Fields(strings.Trim(strings.TrimSpace(v), `"'`)) {
 				switch {
-				case (key == "add_drivers" || key == "force_drivers" || key == "drivers") && d.needsIBCore(item):
+				case (key == "add_drivers" || key == "force_drivers" || key == "drivers") && needs(item):
 					why = fmt.Sprintf("%s at /%s:%d adds %s", key, f, n, item)
-				case (key == "add_dracutmodules" || key == "dracutmodules") && item == "rdma":
+				case rdmaModule && (key == "add_dracutmodules" || key == "dracutmodules") && item == "rdma":
 					why = fmt.Sprintf("%s at /%s:%d adds the rdma module", key, f, n)
 				}
 			}

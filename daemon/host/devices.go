@@ -104,6 +104,33 @@ func ConfigfsPortPath(dev string, port int, attr ...string) string {
 	return path.Join(append([]string{ConfigfsRdmaCM, dev, "ports", strconv.Itoa(port)}, attr...)...)
 }
 
+// PortNetdev is the netdev under port p of d: the port's own (its GID
+// table), else the device's only one, else the one of the PCI function
+// whose dev_port is the port's index (mlx4_en: one netdev per port of one
+// function); "" when none is known.
+func (h *Host) PortNetdev(d *Device, p *Port) string {
+	if len(p.Netdevs) > 0 {
+		return p.Netdevs[0]
+	}
+	if len(d.Netdevs) == 1 {
+		return d.Netdevs[0]
+	}
+	want := strconv.Itoa(p.Number - 1)
+	for _, n := range d.Netdevs {
+		s, err := h.ReadString(path.Join(ClassInfiniband, d.Name, "device", "net", n, "dev_port"))
+		if err == nil && strings.TrimSpace(s) == want {
+			return n
+		}
+	}
+	return ""
+}
+
+// IsVF reports whether d is on a PCI virtual function (its PCI device has
+// a physfn link).
+func (h *Host) IsVF(d *Device) bool {
+	return d.PCIAddress != "" && h.Exists(path.Join(ClassInfiniband, d.Name, "device", "physfn"))
+}
+
 // PortTransport is the transport of port p of d.
 func (d *Device) PortTransport(p *Port) Transport {
 	switch {

@@ -170,7 +170,7 @@ func (p *Part) Apply(_ context.Context, pol *config.Policy, dev *host.Device) []
 	target := reconcile.TargetOf(dev)
 	var acts []reconcile.Action
 	pf := ""
-	vf := p.isVF(dev)
+	vf := p.Host.IsVF(dev)
 	if vf {
 		pf = p.pfNetdev(dev)
 	}
@@ -196,7 +196,7 @@ func (p *Part) Apply(_ context.Context, pol *config.Policy, dev *host.Device) []
 			na(VF, "virtual function: DCB exists only on the physical function, whose traffic class it follows; QoS is set on the PF")
 			continue
 		}
-		netdev := p.portNetdev(dev, port)
+		netdev := p.Host.PortNetdev(dev, port)
 		if netdev == "" {
 			acts = append(acts, failAll(subject, want, "", errors.New("the port has no netdev"))...)
 			continue
@@ -204,30 +204,6 @@ func (p *Part) Apply(_ context.Context, pol *config.Policy, dev *host.Device) []
 		acts = append(acts, p.applyPort(dev, port, subject, netdev, want)...)
 	}
 	return acts
-}
-
-// portNetdev is the netdev under a port: its own (GID table), else the
-// device's only one, else the one of the PCI function whose dev_port is
-// the port's index (mlx4_en: one netdev per port of one function).
-func (p *Part) portNetdev(dev *host.Device, port *host.Port) string {
-	if len(port.Netdevs) > 0 {
-		return port.Netdevs[0]
-	}
-	if len(dev.Netdevs) == 1 {
-		return dev.Netdevs[0]
-	}
-	want := strconv.Itoa(port.Number - 1)
-	for _, n := range dev.Netdevs {
-		s, err := p.Host.ReadString(path.Join(host.ClassInfiniband, dev.Name, "device", "net", n, "dev_port"))
-		if err == nil && strings.TrimSpace(s) == want {
-			return n
-		}
-	}
-	return ""
-}
-
-func (p *Part) isVF(dev *host.Device) bool {
-	return dev.PCIAddress != "" && p.Host.Exists(path.Join(host.ClassInfiniband, dev.Name, "device", "physfn"))
 }
 
 // pfNetdev names the netdevs of a VF's physical function ("" when sysfs

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
@@ -27,6 +28,8 @@ type Parts struct {
 	Links LinkDeleter
 	// Netns is the kernel's RDMA netns mode; nil: [netns] is not managed.
 	Netns NetnsKernel
+	// DCB reads netdevs' DCB state for doctor; nil: not read.
+	DCB dcb.Reader
 	// Files are the files the parts write atomically, relative to the
 	// root (see ManagedFiles).
 	Files []string
