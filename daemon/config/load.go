@@ -168,7 +168,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 			Group:    memGroup.or(DefaultMemlockGroup),
 			Soft:     memSoft.or(Limit{Unlimited: true}),
 			Hard:     memHard.or(Limit{Unlimited: true}),
-			Services: memServices.or(true),
+			Services: memServices.or(false),
 		}
 		if err := checkSoftHard(memSoft, memHard, p.Memlock); err != nil {
 			errs = append(errs, err)

@@ -45,7 +45,7 @@ func TestShippedConfigLoads(t *testing.T) {
 	if len(p.Files) != 1 || p.Files[0] != shipped {
 		t.Errorf("Files = %v", p.Files)
 	}
-	want := &Memlock{Group: "rdma", Soft: Limit{Unlimited: true}, Hard: Limit{Unlimited: true}, Services: true}
+	want := &Memlock{Group: "rdma", Soft: Limit{Unlimited: true}, Hard: Limit{Unlimited: true}, Services: false}
 	if !reflect.DeepEqual(p.Memlock, want) {
 		t.Errorf("Memlock = %+v, want %+v", p.Memlock, want)
 	}
@@ -147,7 +147,7 @@ func TestMemlockEnableFalseAndEmptyTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Memlock{Group: "rdma", Soft: Limit{Unlimited: true}, Hard: Limit{Unlimited: true}, Services: true}
+	want := &Memlock{Group: "rdma", Soft: Limit{Unlimited: true}, Hard: Limit{Unlimited: true}, Services: false}
 	if !reflect.DeepEqual(p.Memlock, want) {
 		t.Errorf("empty [memlock] = %+v, want defaults %+v", p.Memlock, want)
 	}

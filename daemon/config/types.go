@@ -73,7 +73,7 @@ type Memlock struct {
 	Group    string // default "rdma"
 	Soft     Limit  // default unlimited
 	Hard     Limit  // default unlimited
-	Services bool   // also render DefaultLimitMEMLOCK= for systemd services; default true
+	Services bool   // also render DefaultLimitMEMLOCK= for systemd services; default false
 }
 
 // Limit is a memlock limit: unlimited, or a number of bytes.

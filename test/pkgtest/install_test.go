@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/memlock"
 )
 
 // debianRoot extracts the e2e guest's Debian rootfs (test/e2e/image.sh
@@ -67,12 +71,13 @@ func appendRoot(t *testing.T, root, p, text string) {
 }
 
 const (
-	wantsLink = "etc/systemd/system/multi-user.target.wants/rdmad.service"
-	aliasLink = "etc/systemd/system/dbus-org.rdmad1.service"
-	conffile  = "etc/rdma/rdmad.toml"
-	persisted = "etc/rdma/rdmad.d/zz-rdmad-persist.toml"
-	operators = "etc/rdma/rdmad.d/50-operator.toml"
-	adminEdit = "\n# edited by the administrator\n"
+	wantsLink   = "etc/systemd/system/multi-user.target.wants/rdmad.service"
+	aliasLink   = "etc/systemd/system/dbus-org.rdmad1.service"
+	conffile    = "etc/rdma/rdmad.toml"
+	persisted   = "etc/rdma/rdmad.d/zz-rdmad-persist.toml"
+	operators   = "etc/rdma/rdmad.d/50-operator.toml"
+	adminEdit   = "\n# edited by the administrator\n"
+	handWritten = "etc/modprobe.d/rdmad-netns.conf"
 )
 
 // TestPackagesInDebianRoot installs, upgrades and removes the real packages
@@ -129,7 +134,17 @@ func debLifecycle(t *testing.T, root string) {
 	// unit: the edit and the choice both survive.
 	appendRoot(t, root, conffile, adminEdit)
 	chroot(t, root, "systemctl disable rdmad.service")
-	chroot(t, root, "dpkg -i /tmp/v2.deb")
+	// The host as an earlier version left it: rdmad's DefaultLimitMEMLOCK=
+	// drop-in, and no file of the administrator's setting services. The
+	// preinst keeps services on, and says so.
+	hosttest.Write(t, root, memlock.SystemdFile, string(memlock.RenderSystemd(&config.Memlock{Group: "rdma", Soft: config.Limit{Unlimited: true}, Hard: config.Limit{Unlimited: true}, Services: true})))
+	out := chroot(t, root, "dpkg -i /tmp/v2.deb 2>&1")
+	must(t, strings.Contains(out, "wrote /etc/rdma/rdmad.d/00-upgrade-memlock.toml (services = true)"), "the upgrade did not say it kept services on:\n%s", out)
+	must(t, strings.HasPrefix(readRoot(t, root, upgradeKeep), "# Managed by rdmad"), "upgrade did not write a headed /%s", upgradeKeep)
+	// rdmad, with the files as the upgrade left them, keeps the drop-in.
+	chroot(t, root, "mkdir -p /srv/up/etc && cp -a /etc/rdma /srv/up/etc/ && rdmad --config /srv/up/etc/rdma/rdmad.toml --root /srv/up --once")
+	must(t, rootHas(root, "srv/up/"+memlock.SystemdFile), "rdmad after the upgrade does not write the services drop-in")
+	chroot(t, root, "rm -rf /srv/up")
 	if got := debStatus(t, root); got != "install ok installed "+version2 {
 		t.Fatalf("after upgrade: status %q", got)
 	}
@@ -142,8 +157,11 @@ func debLifecycle(t *testing.T, root string) {
 
 	// Remove keeps the configuration; purge takes what the package and rdmad
 	// wrote, and leaves the operator's own drop-in.
-	appendRoot(t, root, persisted, "[netns]\nmode = \"exclusive\"\n")
+	hosttest.Write(t, root, persisted, config.PersistedHeader+"[netns]\nmode = \"exclusive\"\n")
 	appendRoot(t, root, operators, "# the operator's\n")
+	// A file the administrator wrote by hand at a path rdmad writes: not
+	// rdmad's (no header), kept by the purge as rdmad itself keeps it.
+	hosttest.Write(t, root, handWritten, "options ib_core netns_mode=0\n")
 	chroot(t, root, "dpkg -r rdmad")
 	if got := debStatus(t, root); got != "deinstall ok config-files "+version2 {
 		t.Errorf("after dpkg -r: status %q", got)
@@ -154,10 +172,12 @@ func debLifecycle(t *testing.T, root string) {
 	if got := debStatus(t, root); !strings.Contains(got, "no packages found") && !strings.HasPrefix(got, "unknown ok not-installed") {
 		t.Errorf("after purge: status %q", got)
 	}
-	for _, gone := range []string{conffile, persisted, wantsLink, aliasLink} {
+	for _, gone := range []string{conffile, persisted, upgradeKeep, memlock.SystemdFile, wantsLink, aliasLink} {
 		must(t, !rootHas(root, gone), "purge left /%s", gone)
 	}
 	must(t, rootHas(root, operators), "purge removed the operator's drop-in /%s", operators)
+	must(t, rootHas(root, handWritten), "purge removed /%s, written by hand without rdmad's header", handWritten)
+	mustf(t, os.Remove(filepath.Join(root, handWritten)), "remove the hand-written file")
 	if out := chroot(t, root, "grep -rl rdmad /var/lib/systemd/deb-systemd-helper-enabled || true"); strings.TrimSpace(out) != "" {
 		t.Errorf("purge left deb-systemd-helper state:\n%s", out)
 	}
@@ -192,7 +212,10 @@ func rpmLifecycle(t *testing.T, root string) {
 	// An upgrade neither presets again nor loses the edit (noreplace).
 	setPreset(t, root, "disable rdmad.service")
 	appendRoot(t, root, conffile, adminEdit)
-	rpm(t, root, "-U", "--nodeps", filepath.Join(root, "tmp/v2.rpm"))
+	hosttest.Write(t, root, memlock.SystemdFile, string(memlock.RenderSystemd(&config.Memlock{Group: "rdma", Soft: config.Limit{Unlimited: true}, Hard: config.Limit{Unlimited: true}, Services: true})))
+	out := rpm(t, root, "-U", "--nodeps", filepath.Join(root, "tmp/v2.rpm"))
+	must(t, strings.Contains(out, "wrote /etc/rdma/rdmad.d/00-upgrade-memlock.toml (services = true)"), "rpm -U did not say it kept services on:\n%s", out)
+	must(t, strings.HasPrefix(readRoot(t, root, upgradeKeep), "# Managed by rdmad"), "rpm -U did not write a headed /%s", upgradeKeep)
 	if got := strings.TrimSpace(rpm(t, root, "-q", "--qf", "%{VERSION}", "rdmad")); got != version2 {
 		t.Errorf("after rpm -U: version %q", got)
 	}
@@ -201,11 +224,16 @@ func rpmLifecycle(t *testing.T, root string) {
 	must(t, !rootHas(root, conffile+".rpmnew"), "rpm -U wrote %s.rpmnew for an unchanged default", conffile)
 
 	// Erase: %preun disables, the edited config is saved, ghosts go.
-	appendRoot(t, root, persisted, "[netns]\nmode = \"exclusive\"\n")
+	hosttest.Write(t, root, persisted, config.PersistedHeader+"[netns]\nmode = \"exclusive\"\n")
+	hosttest.Write(t, root, handWritten, "options ib_core netns_mode=0\n")
 	rpm(t, root, "-e", "rdmad")
 	must(t, !rootHas(root, wantsLink), "%%preun did not disable rdmad.service")
 	must(t, !rootHas(root, "usr/sbin/rdmad"), "rpm -e left /usr/sbin/rdmad")
-	must(t, !rootHas(root, persisted), "rpm -e left the %%ghost /%s", persisted)
+	for _, gone := range []string{persisted, upgradeKeep, memlock.SystemdFile} {
+		must(t, !rootHas(root, gone), "rpm -e left rdmad's /%s", gone)
+	}
+	must(t, rootHas(root, handWritten), "rpm -e removed /%s, written by hand without rdmad's header", handWritten)
+	mustf(t, os.Remove(filepath.Join(root, handWritten)), "remove the hand-written file")
 	must(t, rootHas(root, conffile+".rpmsave"), "rpm -e did not save the edited config as .rpmsave")
 
 	// A first install under the RHEL default (disabled) stays disabled.

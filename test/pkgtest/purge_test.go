@@ -18,7 +18,7 @@ import (
 func removalTools(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
-	for _, tool := range []string{"sh", "rm", "rmdir", "head"} {
+	for _, tool := range []string{"sh", "rm", "rmdir", "head", "grep", "mkdir", "mv", "cat"} {
 		p, err := exec.LookPath(tool)
 		if err != nil {
 			t.Skipf("no %s", tool)
@@ -67,61 +67,107 @@ func checkRemoved(t *testing.T, root, script string, ours, theirs []string) {
 	}
 }
 
-// The .deb's purge deletes what rdmad wrote, its node_exporter textfile
-// included (found by its first bytes, metrics.Header), and nothing of the
-// operator's: another exporter's .prom, a symlink, a FIFO, their drop-ins.
-// It runs the real postrm against a DPKG_ROOT.
-func TestDebPurgeRemovesWhatRdmadWrote(t *testing.T) {
-	root := t.TempDir()
-	bin := removalTools(t)
-	ours, theirs := textfiles(t, root)
-	written := []string{
-		"etc/rdma/rdmad.d/zz-rdmad-persist.toml", "etc/security/limits.d/90-rdmad-memlock.conf",
-		"etc/systemd/system.conf.d/90-rdmad-memlock.conf", "etc/modprobe.d/rdmad-netns.conf",
-		"var/lib/rdmad/last-good-config.json",
-	}
-	for _, f := range written {
-		hosttest.Write(t, root, f, "# written by rdmad\n")
-	}
-	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-site.toml", "[modules]\n")
-	cmd := exec.Command(filepath.Join(bin, "sh"), filepath.Join(repo, "packaging/deb/postrm"), "purge")
-	cmd.Env = []string{"PATH=" + bin, "DPKG_ROOT=" + root}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("postrm purge: %v\n%s", err, out)
-	}
-	checkRemoved(t, root, "postrm purge", append(ours, written...), append(theirs, "etc/rdma/rdmad.d/50-site.toml"))
+// rdmadWrites are the files rdmad (or the package's preinst/%pre) writes
+// under /etc, each starting with rdmad's header ("# Managed by rdmad").
+var rdmadWrites = []string{
+	"etc/rdma/rdmad.d/zz-rdmad-persist.toml", "etc/rdma/rdmad.d/00-upgrade-memlock.toml",
+	"etc/security/limits.d/90-rdmad-memlock.conf", "etc/systemd/system.conf.d/90-rdmad-memlock.conf",
+	"etc/modprobe.d/rdmad-netns.conf", "etc/modprobe.d/rdmad-mlx4-pfc.conf",
 }
 
-// The .rpm's erase (postun 0) removes rdmad's textfiles as the .deb's
-// purge does (the files under /etc are %ghost: rpm removes those), and an
-// upgrade (postun 1) removes nothing. rpm has no DPKG_ROOT: the test runs
-// the real script with its /var/lib/ paths moved under a temporary root.
-func TestRPMEraseRemovesRdmadTextfiles(t *testing.T) {
-	script, err := os.ReadFile(filepath.Join(repo, "packaging/rpm/postun"))
+// rdmadFiles lays out rdmadWrites under root, with rdmad's header when
+// headed, else as an administrator would write them by hand (no header: not
+// rdmad's, rdmad(8) promises never to touch them).
+func rdmadFiles(t *testing.T, root string, headed bool) {
+	t.Helper()
+	for _, f := range rdmadWrites {
+		if headed {
+			hosttest.Write(t, root, f, "# Managed by rdmad from its configuration; local changes are overwritten.\n")
+		} else {
+			hosttest.Write(t, root, f, "# written by hand\n@hpc soft memlock unlimited\n")
+		}
+	}
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-site.toml", "[modules]\n")
+}
+
+// removal runs a removal script against root for both kinds of rdmad's
+// files: headed ones go, hand-written ones at the same paths stay, as do
+// the textfiles and drop-ins that are not rdmad's. script runs the real
+// script on root with the given arguments.
+func removal(t *testing.T, name string, script func(t *testing.T, root string)) {
+	for _, headed := range []bool{true, false} {
+		root := t.TempDir()
+		ours, theirs := textfiles(t, root)
+		rdmadFiles(t, root, headed)
+		script(t, root)
+		theirs = append(theirs, "etc/rdma/rdmad.d/50-site.toml")
+		if headed {
+			checkRemoved(t, root, name, append(ours, rdmadWrites...), theirs)
+		} else {
+			checkRemoved(t, root, name+" (hand-written files at rdmad's paths)", ours, append(theirs, rdmadWrites...))
+		}
+	}
+}
+
+// The .deb's purge deletes what rdmad wrote (its header first), its
+// node_exporter textfile included (found by its first bytes,
+// metrics.Header), and nothing of the operator's: another exporter's .prom,
+// a symlink, a FIFO, their drop-ins, a hand-written file at one of rdmad's
+// paths. It runs the real postrm against a DPKG_ROOT.
+func TestDebPurgeRemovesWhatRdmadWrote(t *testing.T) {
+	bin := removalTools(t)
+	removal(t, "postrm purge", func(t *testing.T, root string) {
+		hosttest.Write(t, root, "var/lib/rdmad/last-good-config.json", "{}\n")
+		cmd := exec.Command(filepath.Join(bin, "sh"), filepath.Join(repo, "packaging/deb/postrm"), "purge")
+		cmd.Env = []string{"PATH=" + bin, "DPKG_ROOT=" + root}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("postrm purge: %v\n%s", err, out)
+		}
+		if _, err := os.Lstat(filepath.Join(root, "var/lib/rdmad")); err == nil {
+			t.Errorf("postrm purge left /var/lib/rdmad")
+		}
+	})
+}
+
+// rpmScript writes packaging/rpm/NAME with its root= set to root (rpm has
+// no DPKG_ROOT: the scripts name their root once, empty).
+func rpmScript(t *testing.T, name, root string) string {
+	t.Helper()
+	script, err := os.ReadFile(filepath.Join(repo, "packaging/rpm", name))
 	if err != nil {
 		t.Fatal(err)
 	}
+	moved := strings.Replace(string(script), "\nroot=\n", "\nroot='"+root+"'\n", 1)
+	if moved == string(script) {
+		t.Fatalf("packaging/rpm/%s has no root= line", name)
+	}
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The .rpm's erase (postun 0) removes rdmad's files and textfiles as the
+// .deb's purge does, only when they carry rdmad's header (they are not
+// %ghost: rpm would remove those whatever they hold), and an upgrade
+// (postun 1) removes nothing.
+func TestRPMEraseRemovesRdmadFiles(t *testing.T) {
 	bin := removalTools(t)
-	for _, arg := range []string{"1", "0"} {
-		root := t.TempDir()
-		ours, theirs := textfiles(t, root)
-		moved := strings.ReplaceAll(string(script), " /var/lib/", " "+root+"/var/lib/")
-		if moved == string(script) {
-			t.Fatal("postun names no /var/lib/ path")
-		}
-		name := filepath.Join(t.TempDir(), "postun")
-		if err := os.WriteFile(name, []byte(moved), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(filepath.Join(bin, "sh"), name, arg)
+	removal(t, "postun 0 (erase)", func(t *testing.T, root string) {
+		cmd := exec.Command(filepath.Join(bin, "sh"), rpmScript(t, "postun", root), "0")
 		cmd.Env = []string{"PATH=" + bin}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("postun %s: %v\n%s", arg, err, out)
+			t.Fatalf("postun 0: %v\n%s", err, out)
 		}
-		if arg == "1" {
-			checkRemoved(t, root, "postun 1 (upgrade)", nil, append(ours, theirs...))
-		} else {
-			checkRemoved(t, root, "postun 0 (erase)", ours, theirs)
-		}
+	})
+	root := t.TempDir()
+	ours, theirs := textfiles(t, root)
+	rdmadFiles(t, root, true)
+	cmd := exec.Command(filepath.Join(bin, "sh"), rpmScript(t, "postun", root), "1")
+	cmd.Env = []string{"PATH=" + bin}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("postun 1: %v\n%s", err, out)
 	}
+	checkRemoved(t, root, "postun 1 (upgrade)", nil, append(append(ours, theirs...), rdmadWrites...))
 }

@@ -78,8 +78,9 @@ func TestRPMScriptlets(t *testing.T) {
 // site-functions on Fedora and RHEL.
 var rpmPath = map[string]string{"/usr/share/zsh/vendor-completions/_rdmactl": "/usr/share/zsh/site-functions/_rdmactl"}
 
-// TestRPMFiles: the conffile is %config(noreplace), the files rdmad writes
-// itself are %ghost, and the rpm ships the same files as the .deb.
+// TestRPMFiles: the conffile is %config(noreplace), rdmad's state file is
+// %ghost, the files rdmad writes under /etc are not the package's, and the
+// rpm ships the same files as the .deb.
 func TestRPMFiles(t *testing.T) {
 	p := build(t, version1)
 	out := run(t, requireTool(t, "rpm"), "-qp", "--qf", `[%{FILENAMES}\t%{FILEFLAGS:fflags}\t%{FILEMODES:perms}\n]`, p.rpm)
@@ -94,12 +95,17 @@ func TestRPMFiles(t *testing.T) {
 	if got := rpmFiles["/etc/rdma/rdmad.toml"][0]; got != "cn" {
 		t.Errorf("/etc/rdma/rdmad.toml flags %q, want cn (%%config(noreplace))", got)
 	}
-	ghosts := []string{"/etc/rdma/rdmad.d/zz-rdmad-persist.toml", "/etc/security/limits.d/90-rdmad-memlock.conf",
-		"/etc/systemd/system.conf.d/90-rdmad-memlock.conf", "/etc/modprobe.d/rdmad-netns.conf",
-		"/var/lib/rdmad/last-good-config.json"}
-	for _, g := range ghosts {
-		if got := rpmFiles[g][0]; got != "g" {
-			t.Errorf("%s flags %q, want g (%%ghost)", g, got)
+	if got := rpmFiles["/var/lib/rdmad/last-good-config.json"][0]; got != "g" {
+		t.Errorf("/var/lib/rdmad/last-good-config.json flags %q, want g (%%ghost)", got)
+	}
+	// Files rdmad writes under /etc are not the package's: rpm -e would
+	// remove a %ghost whatever it holds, an administrator's file included;
+	// %postun removes them only when they carry rdmad's header.
+	for _, f := range []string{"/etc/rdma/rdmad.d/zz-rdmad-persist.toml", "/etc/rdma/rdmad.d/00-upgrade-memlock.toml",
+		"/etc/security/limits.d/90-rdmad-memlock.conf", "/etc/systemd/system.conf.d/90-rdmad-memlock.conf",
+		"/etc/modprobe.d/rdmad-netns.conf", "/etc/modprobe.d/rdmad-mlx4-pfc.conf"} {
+		if _, ok := rpmFiles[f]; ok {
+			t.Errorf("%s is in the .rpm (flags %q): rpm -e would remove it even when an administrator wrote it", f, rpmFiles[f][0])
 		}
 	}
 	if got := rpmFiles["/etc/rdma/rdmad.d"][1]; got != "drwxr-xr-x" {

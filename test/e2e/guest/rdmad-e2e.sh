@@ -906,6 +906,8 @@ pkg_dir=/var/lib/rdmad-e2e/packages # the .debs run.sh built, and packages.env
 conffile=/etc/rdma/rdmad.toml
 conffile_edit="# e2e: the administrator's edit before the upgrade"
 edited_tos=104       # the edit declares it for rxe0
+memlock_dropin=/etc/systemd/system.conf.d/90-rdmad-memlock.conf
+upgrade_memlock=/etc/rdma/rdmad.d/00-upgrade-memlock.toml # the preinst's (docs/decisions/packaging.md)
 admin_dropin=/etc/rdma/rdmad.d/55-e2e-admin.toml
 admin_tos=40         # the admin's drop-in declares it for rxe0
 load_packages() { . "$pkg_dir/packages.env" || fail "no $pkg_dir/packages.env"; }
@@ -979,8 +981,17 @@ s_pkg-upgrade() {
 	[[ $(unit_prop UnitFileState) == enabled ]] || fail "rdmad.service is $(unit_prop UnitFileState) (the postinst enables it)"
 	printf '\n%s\n[[roce]]\ndevice = "rxe0"\ntos = %d\n' "$conffile_edit" "$edited_tos" >>"$conffile"
 	rdmactl reload >/dev/null 2>&1 || fail "rdmactl reload of the edit: $(rdmactl reload 2>&1 | tail -n 2)"
+	[[ -f $memlock_dropin && ! -e $upgrade_memlock ]] || fail "before the upgrade: $memlock_dropin $(ls "$memlock_dropin" 2>&1), $upgrade_memlock $(ls "$upgrade_memlock" 2>&1)"
 	upgrade_over_edit fleet dpkg -i --force-confold </dev/null
-	pass "dpkg -i --force-confold: $upgrade_detail"
+	# rdmad's DefaultLimitMEMLOCK= drop-in was there and no drop-in sets
+	# services: the preinst keeps services on (rdmad.toml(5)), says so, and
+	# the new rdmad keeps its drop-in.
+	grep -qF "wrote $upgrade_memlock (services = true)" <<<"$upgrade_out" || fail "the upgrade did not say it kept services on: $(tail -n 5 <<<"$upgrade_out" | tr '\n' ' ')"
+	[[ $(head -c 18 "$upgrade_memlock" 2>/dev/null) == '# Managed by rdmad' ]] && grep -qx 'services = true' "$upgrade_memlock" ||
+		fail "$upgrade_memlock: $(tr '\n' ' ' <"$upgrade_memlock" 2>&1)"
+	describe | jq -e --arg f "$upgrade_memlock" '.config_files | index($f)' >/dev/null || fail "rdmactl status: $upgrade_memlock not among the config files in force"
+	[[ $(head -c 18 "$memlock_dropin" 2>/dev/null) == '# Managed by rdmad' ]] || fail "$memlock_dropin gone after the upgrade"
+	pass "dpkg -i --force-confold: $upgrade_detail; services kept on by ${upgrade_memlock##*/}"
 }
 
 # An administrator at the terminal: plain dpkg -i asks about the edited
@@ -989,6 +1000,7 @@ s_pkg-upgrade-prompt() {
 	load_packages
 	[[ $(pkg_status) == "install ok installed $pkg_fleet_version" ]] || fail "before: $(pkg_status), want $pkg_fleet_version"
 	upgrade_over_edit prompt sh -c 'printf "\n" | dpkg -i "$1"' sh
+	! grep -qF "$upgrade_memlock" <<<"$upgrade_out" || fail "the second upgrade wrote $upgrade_memlock again: $(grep -F "$upgrade_memlock" <<<"$upgrade_out")"
 	grep -qF "Configuration file '$conffile'" <<<"$upgrade_out" || fail "dpkg did not ask about $conffile: $(tail -n 8 <<<"$upgrade_out" | tr '\n' ' ')"
 	grep -qi 'default action is to keep your current version' <<<"$upgrade_out" || fail "dpkg's question does not default to keeping the edit: $(grep -A8 'Configuration file' <<<"$upgrade_out" | tr '\n' ' ')"
 	pass "plain dpkg -i asked, Enter kept the edit: $upgrade_detail"
@@ -1036,7 +1048,9 @@ s_ansible() {
 # RDMA device, a D-Bus call), the package's and rdmad's own files are gone,
 # the administrator's drop-ins stay (docs/decisions/packaging.md).
 rdmad_owned=(/etc/rdma/rdmad.d/zz-rdmad-persist.toml /etc/security/limits.d/90-rdmad-memlock.conf
-	/etc/systemd/system.conf.d/90-rdmad-memlock.conf /etc/modprobe.d/rdmad-netns.conf)
+	/etc/systemd/system.conf.d/90-rdmad-memlock.conf /etc/modprobe.d/rdmad-netns.conf
+	/etc/rdma/rdmad.d/00-upgrade-memlock.toml)
+hand_written=/etc/modprobe.d/rdmad-mlx4-pfc.conf # a path rdmad writes, here written by hand (no header)
 package_files=(/usr/sbin/rdmad /usr/bin/rdmactl /usr/lib/systemd/system/rdmad.service /usr/lib/udev/rules.d/90-rdmad.rules
 	/usr/share/dbus-1/system.d/org.rdmad1.conf /usr/share/dbus-1/system-services/org.rdmad1.service
 	/usr/share/polkit-1/actions/org.rdmad1.policy /usr/lib/sysusers.d/rdmad.conf /usr/lib/tmpfiles.d/rdmad.conf
@@ -1053,7 +1067,7 @@ s_pkg-purge() {
 	printf '# the administrator'"'"'s (e2e)\n[[roce]]\ndevice = "rxe0"\ntos = %d\n' "$admin_tos" >"$admin_dropin"
 	out=$(rdmactl roce set rxe0/1 --mode v2 --persist 2>&1) || fail "rdmactl roce set --persist: $out"
 	for f in "${rdmad_owned[@]}"; do [[ -e $f ]] || fail "$f missing before the purge: the test would prove nothing"; done
-	admin=$(find /etc/rdma/rdmad.d -type f ! -name zz-rdmad-persist.toml | sort)
+	admin=$(find /etc/rdma/rdmad.d -type f ! -name zz-rdmad-persist.toml ! -name 00-upgrade-memlock.toml | sort)
 	sums=$(xargs -r sha256sum <<<"$admin")
 	pid=$(rdmad_pid)
 	((pid > 0)) || fail "rdmad not running before the removal"
@@ -1064,6 +1078,7 @@ s_pkg-purge() {
 	[[ $(unit_prop ActiveState) == inactive ]] || fail "rdmad.service is $(unit_prop ActiveState) after dpkg -r"
 	[[ -e $conffile && -e ${rdmad_owned[0]} ]] || fail "dpkg -r removed the configuration"
 	[[ ! -e /run/rdmad ]] || fail "/run/rdmad left after dpkg -r"
+	printf 'options mlx4_en pfctx=0x08 pfcrx=0x08 # by hand\n' >"$hand_written"
 
 	out=$(dpkg -P rdmad 2>&1) || fail "dpkg -P rdmad: $(tail -n 3 <<<"$out" | tr '\n' ' ')"
 	! dpkg-query -W -f '${Status}' rdmad 2>/dev/null | matches -v 'not-installed' || fail "after dpkg -P: $(pkg_status)"
@@ -1077,6 +1092,8 @@ s_pkg-purge() {
 		fail "the administrator's drop-ins changed: before [$(tr '\n' ' ' <<<"$admin")] after [$(find /etc/rdma/rdmad.d -type f | sort | tr '\n' ' ')]"
 	[[ -f $other ]] || fail "the purge removed $other, another exporter's textfile"
 	rm -f "$other"
+	[[ -f $hand_written ]] || fail "the purge removed $hand_written, written by hand without rdmad's header"
+	rm -f "$hand_written"
 
 	# Nothing brings it back: the unit is gone for systemd, a new RDMA device
 	# (udev rule) and a D-Bus call (activation file) start nothing.
@@ -1090,7 +1107,7 @@ s_pkg-purge() {
 	sleep 2
 	rdma link del rxe6
 	! rdmad_running || fail "rdmad runs again after the purge: $(pgrep -ax rdmad)"
-	pass "removed (stopped, config kept), purged: no process, unit not-found, no activation, textfile gone; $(wc -l <<<"$admin") admin drop-ins kept: $(xargs -n1 basename <<<"$admin" | tr '\n' ' ')"
+	pass "removed (stopped, config kept), purged: no process, unit not-found, no activation, textfile gone, a hand-written ${hand_written##*/} kept; $(wc -l <<<"$admin") admin drop-ins kept: $(xargs -n1 basename <<<"$admin" | tr '\n' ' ')"
 }
 
 # A fresh install on a running system (after the purge): the postinst
