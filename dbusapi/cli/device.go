@@ -57,6 +57,9 @@ func (e *env) portTable(devs []dbusapi.Device) {
 			line := fmt.Sprintf("%s/%d\tstate %s\tphysical_state %s\tnetdev %s", d.Name, p.Number, dash(p.State), dash(p.PhysState), dash(strings.Join(p.Netdevs, ",")))
 			if p.Transport == "roce" {
 				line += fmt.Sprintf("\troce_mode %q\ttos %s", p.RoCEMode, tosString(p.RoCETOS))
+				if p.QoSTrust != "" {
+					line += fmt.Sprintf("\ttrust %s\tpfc %s", p.QoSTrust, prioText(p.QoSPFC))
+				}
 			} else {
 				line += fmt.Sprintf("\tlink_layer %s\tsm_lid %s", dash(p.LinkLayer), dash(p.SMLID))
 			}
@@ -138,6 +141,17 @@ func (e *env) deviceShow(name string) error {
 		kv("desired_roce_mode", p.DesiredRoCEMode)
 		kv("desired_roce_tos", tosString(p.DesiredRoCETOS))
 		kv("desired_roce_source", p.DesiredRoCESource)
+		if p.QoSTrust != "" {
+			kv("qos_trust", p.QoSTrust)
+			kv("qos_pfc", prioText(p.QoSPFC))
+		}
+		if p.DesiredQoSTrust != "" || p.DesiredQoSPFCSet {
+			kv("desired_qos_trust", p.DesiredQoSTrust)
+			if p.DesiredQoSPFCSet {
+				kv("desired_qos_pfc", prioText(p.DesiredQoSPFC))
+			}
+			kv("desired_qos_source", p.DesiredQoSSource)
+		}
 		kv("vpi_type", p.VPIType)
 		kv("error", p.Error)
 		tw.Flush()

@@ -76,6 +76,11 @@ func (m fakeManager) SetRoCE(dev string, port uint32, mode string, tos int32, pe
 	return m.f.record("SetRoCE " + string(b))
 }
 
+func (m fakeManager) SetQoS(dev string, port uint32, trust string, pfc []byte, persist bool) *dbus.Error {
+	b, _ := json.Marshal([]any{dev, port, trust, dbusapi.Priorities(pfc), persist})
+	return m.f.record("SetQoS " + string(b))
+}
+
 func (m fakeManager) AddLink(name, typ, netdev string, persist bool) *dbus.Error {
 	b, _ := json.Marshal([]any{name, typ, netdev, persist})
 	return m.f.record("AddLink " + string(b))
@@ -176,7 +181,9 @@ func fixture() *fakeRdmad {
 				HCAType: "MT4119", BoardID: "MT_0000000008", Driver: "mlx5_core", PCIAddress: "0000:3b:00.0", Netdevs: []string{"ens1f0"}, RoCEConfigfs: true,
 				Ports: []dbusapi.Port{{Device: "mlx5_0", Number: 1, Transport: "roce", State: "ACTIVE", PhysState: "LinkUp", Rate: "25 Gb/sec (1X EDR)",
 					LinkLayer: "Ethernet", GIDTypes: []string{"IB/RoCE v1", "RoCE v2"}, Netdevs: []string{"ens1f0"}, RoCEMode: "RoCE v2", RoCETOS: 106,
-					DesiredRoCEMode: "v2", DesiredRoCETOS: 106, DesiredRoCESource: "/etc/rdma/rdmad.d/50-roce.toml:3"}}},
+					DesiredRoCEMode: "v2", DesiredRoCETOS: 106, DesiredRoCESource: "/etc/rdma/rdmad.d/50-roce.toml:3",
+					QoSTrust: "dscp", QoSPFC: dbusapi.Priorities{3}, DesiredQoSTrust: "dscp", DesiredQoSPFC: dbusapi.Priorities{3}, DesiredQoSPFCSet: true,
+					DesiredQoSSource: "/etc/rdma/rdmad.d/60-qos.toml:1"}}},
 			{Name: "rxe0", Transports: []string{"roce"}, NodeType: "1: CA", NodeGUID: "5054:00ff:fe12:3456", Driver: "rdma_rxe", Netdevs: []string{"eth1"}, RoCEConfigfs: true,
 				Ports: []dbusapi.Port{{Device: "rxe0", Number: 1, Transport: "roce", State: "DOWN", PhysState: "Disabled", LinkLayer: "Ethernet",
 					GIDTypes: []string{"RoCE v2"}, Netdevs: []string{"eth1"}, RoCEMode: "RoCE v2", RoCETOS: 0, DesiredRoCEMode: "v1", DesiredRoCETOS: -1,

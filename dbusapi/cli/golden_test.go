@@ -106,6 +106,11 @@ func TestGoldenUsageErrors(t *testing.T) {
 		"doctor --quiet=maybe",
 		"roce set mlx5_0 --tos abc",
 		"link add",
+		"qos set mlx5_0",
+		"qos set mlx5_0/1 --trust ip",
+		"qos set mlx5_0/1 --pfc 8",
+		"qos set mlx5_0/1 --pfc 3,3",
+		"qos show mlx5_0 mlx5_1",
 	} {
 		code, out, errs := runCLI(addr, strings.Fields(args)...)
 		if code != ExitUsage || out != "" || strings.Count(errs, "\n") != 2 {
@@ -123,7 +128,7 @@ func TestGoldenOutput(t *testing.T) {
 	f := fixture()
 	addr := serveFake(t, f)
 	var cases []string
-	for _, cmd := range []string{"status", "device list", "device show mlx5_0", "roce show", "roce show mlx5_0/1",
+	for _, cmd := range []string{"status", "device list", "device show mlx5_0", "roce show", "roce show mlx5_0/1", "qos show", "qos show rxe0",
 		"link list", "netns show", "doctor", "reload", "reconcile"} {
 		for _, format := range []string{"", "-j ", "--json=pretty ", "-o json "} {
 			cases = append(cases, format+cmd)
@@ -134,7 +139,8 @@ func TestGoldenOutput(t *testing.T) {
 		"-j=pretty link list", "--version",
 		"roce set mlx5_0/1 --mode v1 --tos 96 --persist", "link add rxe2 type rxe netdev eth3",
 		"link add rxe2 --type siw --netdev eth3 --persist", "link del rxe1", "netns set exclusive --persist",
-		"device show mlx9_0", "roce show mlx9_0")
+		"device show mlx9_0", "roce show mlx9_0", "qos", "qos set mlx5_0/1 --trust dscp --pfc 3,4 --persist",
+		"qos set mlx5_0 --pfc none", "qos set mlx5_0/1 --trust pcp", "qos show mlx9_0")
 	for _, args := range cases {
 		code, out, errs := runCLI(addr, strings.Fields(args)...)
 		golden(t, "out_"+goldenName(args), args, code, out, errs)
@@ -148,6 +154,9 @@ func TestGoldenOutput(t *testing.T) {
 		"Reconcile", "Reconcile", "Reconcile", "Reconcile",
 		"Reload", "Reload", "Reload", "Reload",
 		`SetNetnsMode ["exclusive",true]`,
+		`SetQoS ["mlx5_0",0,"",[],false]`,
+		`SetQoS ["mlx5_0",1,"dscp",[3,4],true]`,
+		`SetQoS ["mlx5_0",1,"pcp",[255],false]`,
 		`SetRoCE ["mlx5_0",1,"v1",96,true]`,
 	}
 	if got := f.callLog(); strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -158,8 +167,8 @@ func TestGoldenOutput(t *testing.T) {
 // An empty host: lists are [] in JSON and say so in text.
 func TestGoldenEmpty(t *testing.T) {
 	addr := serveFake(t, empty())
-	for _, args := range []string{"status", "device list", "roce show", "link list", "doctor", "-j device list",
-		"-j roce show", "-j link list", "-j doctor", "-j status", "--no-legend link list"} {
+	for _, args := range []string{"status", "device list", "roce show", "qos show", "link list", "doctor", "-j device list",
+		"-j roce show", "-j qos show", "-j link list", "-j doctor", "-j status", "--no-legend link list"} {
 		code, out, errs := runCLI(addr, strings.Fields(args)...)
 		if strings.Contains(out, "null") {
 			t.Errorf("%s prints null:\n%s", args, out)
