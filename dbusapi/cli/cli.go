@@ -116,7 +116,7 @@ func (e *env) exit(err error) int {
 	case errors.Is(err, silentFailure{}):
 		return ExitFailure
 	}
-	fmt.Fprintf(e.stderr, "rdmactl: %s\n", escapeText(describeError(err)))
+	fmt.Fprintf(e.stderr, "rdmactl: %s\n", describeError(err))
 	return ExitFailure
 }
 

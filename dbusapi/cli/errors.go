@@ -44,8 +44,28 @@ func (e *documentError) Error() string {
 func (e *documentError) Unwrap() error { return e.err }
 
 // describeError is the sentence rdmactl prints for err: what went wrong
-// and what to do. Internal error text (Go's, godbus's) is not shown.
+// and what to do, its control characters escaped. Internal error text
+// (Go's, godbus's) is not shown.
 func describeError(err error) string {
+	name, msg := client.ErrorName(err), client.ErrorMessage(err)
+	if name == dbusapi.ErrConfig {
+		// One error per line, file:line first (rdmad escapes newlines).
+		return "configuration error, the last good configuration stays in force:\n  " + indentLines(msg, "  ")
+	}
+	return escapeText(sentence(err))
+}
+
+// indentLines escapes a message of several lines for a terminal: each line
+// on its own (rdmad publishes a newline as \x0a), indented after the first.
+func indentLines(s, indent string) string {
+	lines := strings.Split(strings.ReplaceAll(s, `\x0a`, "\n"), "\n")
+	for i := range lines {
+		lines[i] = escapeText(lines[i])
+	}
+	return strings.Join(lines, "\n"+indent)
+}
+
+func sentence(err error) string {
 	var te *timeoutError
 	var de *documentError
 	var be *client.BusError
@@ -69,8 +89,6 @@ func describeError(err error) string {
 	switch {
 	case name == dbusapi.ErrAccessDenied:
 		return "access denied: " + msg + " (run it as root, or ask for the polkit action in rdmactl(8))"
-	case name == dbusapi.ErrConfig:
-		return "configuration error, the last good configuration stays in force:\n" + msg
 	case name == dbusapi.ErrBusy:
 		return "rdmad is busy answering other report requests; try again in a moment (" + msg + ")"
 	case name == dbusapi.ErrInvalidArgs, strings.HasPrefix(name, "org.rdmad1.Error."):

@@ -9,10 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/godbus/dbus/v5"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/dbusapi"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden with what rdmactl prints now")
@@ -203,4 +205,17 @@ func TestManPageHasEveryCommand(t *testing.T) {
 			t.Errorf("docs/rdmactl.8 does not describe --%s", f.Name)
 		}
 	})
+}
+
+// Configuration errors, one per line with its file:line, in status and in
+// a refused reload.
+func TestGoldenConfigError(t *testing.T) {
+	f := fixture()
+	f.manager.ConfigError = `/etc/rdma/rdmad.d/50-roce.toml:3: mode "v3": want "v1" or "v2"\x0a/etc/rdma/rdmad.toml:9: tos 900: want 0..255`
+	f.callErr = &dbus.Error{Name: dbusapi.ErrConfig, Body: []any{"/etc/rdma/rdmad.d/50-roce.toml:3: mode \"v3\": want \"v1\" or \"v2\"\n/etc/rdma/rdmad.toml:9: tos 900: want 0..255"}}
+	addr := serveFake(t, f)
+	for _, args := range []string{"status", "reload", "roce set mlx5_0 --tos 1 --persist"} {
+		code, out, errs := runCLI(addr, strings.Fields(args)...)
+		golden(t, "configerror_"+goldenName(args), args, code, out, errs)
+	}
 }

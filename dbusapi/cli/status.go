@@ -45,13 +45,14 @@ func (e *env) describe() (string, *dbusapi.Description, error) {
 // status prints the Describe document: as is with -o json (as hostnamectl
 // --json prints hostnamed's), as text otherwise.
 func (e *env) status(*cobra.Command) error {
-	raw, d, err := e.describe()
+	doc, d, err := e.describe()
 	if err != nil {
 		return err
 	}
 	if e.jsonMode() != "" {
-		return e.printDoc("Describe", []byte(raw))
+		return e.printDoc("Describe", []byte(doc))
 	}
+	raw := *d
 	*d = escaped(*d)
 	w := e.stdout
 	nports := 0
@@ -61,7 +62,7 @@ func (e *env) status(*cobra.Command) error {
 	fmt.Fprintf(w, "rdmad %s: %s, %s\n", d.Version, plural(len(d.Devices), "device", "devices"), plural(nports, "port", "ports"))
 	fmt.Fprintf(w, "last reconcile: %s (%s)\n", e.timestamp(d.LastReconcile), dash(d.LastResult))
 	if d.ConfigError != "" {
-		fmt.Fprintf(w, "config error (last good configuration in force):\n  %s\n", d.ConfigError)
+		fmt.Fprintf(w, "config error (last good configuration in force):\n  %s\n", indentLines(raw.ConfigError, "  "))
 	}
 	if len(d.ConfigFiles) > 0 {
 		fmt.Fprintf(w, "config files: %s\n", strings.Join(d.ConfigFiles, " "))
