@@ -113,15 +113,16 @@ func (e *env) linkList() error {
 		return e.printJSON(nonNil(s.Manager.Links))
 	}
 	var rows [][]string
-	for _, l := range escaped(s.Manager.Links) {
+	for _, l := range s.Manager.Links {
 		state := "absent"
 		if d := s.Device(l.Name); d != nil {
 			state = "present"
 			for _, p := range d.Ports {
-				state = escapeText(p.State)
+				state = p.State
 			}
 		}
-		rows = append(rows, []string{l.Name, l.Type, l.Netdev, state, dash(l.Source)})
+		l = escaped(l)
+		rows = append(rows, []string{l.Name, l.Type, l.Netdev, escapeText(state), dash(l.Source)})
 	}
 	return e.table([]string{"LINK", "TYPE", "NETDEV", "STATE", "SOURCE"}, rows,
 		plural(len(rows), "link listed.", "links listed."), "No declared links.")
