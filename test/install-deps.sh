@@ -21,6 +21,7 @@ test)
 	want dbus-send dbus-bin
 	want busctl systemd
 	want systemd-stdio-bridge systemd # rdmactl -H: the fake ssh runs the real bridge
+	[ -f /usr/share/bash-completion/bash_completion ] || need+=(bash-completion) # rdmactl's completion, run in bash
 	want systemd-analyze systemd
 	want gdbus libglib2.0-bin
 	want ip iproute2
