@@ -153,6 +153,7 @@ command it runs "status".`,
 	root.SuggestionsMinimumDistance = 2
 	root.SetVersionTemplate("rdmactl {{.Version}}\n")
 	root.SetFlagErrorFunc(flagError)
+	root.SetHelpCommand(helpCommand())
 	e.globalFlags(root)
 
 	built := map[string]*cobra.Command{"": root}
@@ -183,6 +184,37 @@ command it runs "status".`,
 		parent.AddCommand(p.cmd)
 	}
 	return root
+}
+
+// helpCommand is `rdmactl help [COMMAND]`: the command's help, or a usage
+// error for a command that does not exist (cobra's own prints the whole
+// help and exits 0).
+func helpCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [COMMAND]",
+		Short: "Help about any command",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			target, rest, err := c.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return usagef(c, "unknown command %q", strings.Join(args, " "))
+			}
+			return target.Help()
+		},
+		ValidArgsFunction: func(c *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			target, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []string
+			for _, s := range target.Commands() {
+				if s.IsAvailableCommand() {
+					names = append(names, s.Name())
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+	}
 }
 
 // flagError words a flag pflag could not parse without its Go error text
