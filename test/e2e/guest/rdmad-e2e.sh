@@ -834,44 +834,44 @@ s_metrics() {
 # ---------------------------------------------------------------- lossless RoCE ([[qos]])
 
 qos_dropin=/etc/rdma/rdmad.d/75-e2e-qos.toml
-qos_acts() { # the rxe8/1 qos actions of rdmactl -o json status, one JSON object each
-	describe | jq -c '.actions[] | select(.subject.kind == "port" and .subject.device == "rxe8" and (.kind | startswith("qos")))'
+qos_acts() { # the rxe9/1 qos actions of rdmactl -o json status, as one JSON array
+	describe | jq -c '[.actions[] | select(.subject.kind == "port" and .subject.device == "rxe9" and (.kind | startswith("qos")))]'
 }
-qos_failed() { # qos_failed KIND: rxe8/1's action of KIND failed
-	qos_acts | jq -e --arg k "$1" 'select(.kind == $k and .status == "failed")' >/dev/null
+qos_failed() { # qos_failed KIND: rxe9/1's action of KIND failed
+	qos_acts | jq -e --arg k "$1" 'any(.[]; .kind == $k and .status == "failed")' >/dev/null
+}
+qos_cleanup() {
+	rm -f "$qos_dropin"
+	rdmactl reload >/dev/null 2>&1
 }
 
 # A [[qos]] rule on a Soft-RoCE device whose netdev is a veth, which has no
-# DCB: rdmad's DCB GET reaches the kernel and is refused with EOPNOTSUPP
-# (not EINVAL, which a malformed request gets, nor ENODEV, a wrong name),
-# both settings fail with the operator's message and show as drift, and
-# the device's TOS is applied all the same. iproute2's dcb, asked the same,
-# gets the same refusal from the kernel.
+# DCB (rxe9 on veth3, made by roce-v1-error): rdmad's DCB GET reaches the
+# kernel and is refused with EOPNOTSUPP (not EINVAL, which a malformed
+# request gets, nor ENODEV, a wrong name), both settings fail with the
+# operator's message and show as drift, and the device's TOS is applied all
+# the same. iproute2's dcb, asked the same, gets the same refusal.
 s_qos-veth() {
 	local out err trust
-	ensure_veth veth4 veth5 || fail "cannot create veth4/veth5"
-	rdma link add rxe8 type rxe netdev veth5 || fail "rdma link add rxe8 failed"
-	out=$(dcb pfc show dev veth5 2>&1) && fail "dcb pfc show dev veth5 succeeded on a veth: $out"
-	matches -i 'not supported' <<<"$out" || fail "dcb pfc show dev veth5: $out (want EOPNOTSUPP)"
-	printf '# added by the rdmad e2e test\n[[qos]]\ndevice = "rxe8"\ntrust = "dscp"\npfc = [3]\n' >"$qos_dropin"
+	rdma_dev_exists rxe9 || fail "rxe9 missing (roce-v1-error makes it)"
+	trap qos_cleanup EXIT
+	out=$(dcb pfc show dev veth3 2>&1) && fail "dcb pfc show dev veth3 succeeded on a veth: $out"
+	matches -i 'not supported' <<<"$out" || fail "dcb pfc show dev veth3: $out (want EOPNOTSUPP)"
+	printf '# added by the rdmad e2e test\n[[qos]]\ndevice = "rxe9"\ntrust = "dscp"\npfc = [3]\n' >"$qos_dropin"
 	out=$(rdmactl reload 2>&1) || matches 'the configuration loaded, but applying it failed' <<<"$out" ||
 		fail "rdmactl reload with [[qos]]: $out"
-	wait_for 10 qos_failed "qos pfc" || fail "no failed qos pfc action for rxe8/1: $(qos_acts | tr '\n' ' ' | cut -c1-300)"
-	qos_failed "qos trust" || fail "no failed qos trust action for rxe8/1: $(qos_acts | tr '\n' ' ' | cut -c1-300)"
-	err=$(qos_acts | jq -r 'select(.kind == "qos pfc") | .error')
-	matches -F 'veth5 does not support DCB: PFC and trust cannot be set' <<<"$err" || fail "qos pfc error: $err"
+	wait_for 10 qos_failed "qos pfc" || fail "no failed qos pfc action for rxe9/1: $(qos_acts | cut -c1-300)"
+	qos_failed "qos trust" || fail "no failed qos trust action for rxe9/1: $(qos_acts | cut -c1-300)"
+	err=$(qos_acts | jq -r '.[] | select(.kind == "qos pfc") | .error')
+	matches -F 'veth3 does not support DCB: PFC and trust cannot be set' <<<"$err" || fail "qos pfc error: $err"
 	matches -i 'operation not supported' <<<"$err" || fail "the kernel's answer is not EOPNOTSUPP: $err"
 	not matches -iE 'invalid argument|no such device' <<<"$err" || fail "EINVAL or ENODEV: $err"
-	wait_for 5 tos_is rxe8 "$declared_tos" || fail "rxe8/1 tos is '$(tos_of rxe8)': the QoS failure must not stop the TOS ($declared_tos)"
-	wait_for 10 metrics_have "$(drift_line rxe8 1 qos_pfc 1)" "$(drift_line rxe8 1 qos_trust 1)" ||
-		fail "no qos drift in $metrics_file: $(grep -E 'rxe8' "$metrics_file" 2>&1 | tr '\n' ';' | cut -c1-300)"
-	rdmad_journal | grep -F rxe8 | matches -F 'does not support DCB' || fail "rdmad's journal does not say veth5 has no DCB"
-	trust=$(qos_acts | jq -r 'select(.kind == "qos trust") | .error' | cut -c1-80)
-	rm -f "$qos_dropin"
-	rdmactl reload >/dev/null 2>&1
-	rdma link del rxe8 2>/dev/null
-	ip link del veth4 2>/dev/null
-	pass "rxe8 tos $declared_tos; qos pfc and trust failed: ${err:0:110}; trust: $trust; drift 1"
+	tos_is rxe9 "$declared_tos" || fail "rxe9/1 tos is '$(tos_of rxe9)': the QoS failure must not stop the TOS ($declared_tos)"
+	wait_for 10 metrics_have "$(drift_line rxe9 1 qos_pfc 1)" "$(drift_line rxe9 1 qos_trust 1)" ||
+		fail "no qos drift in $metrics_file: $(grep -E 'rxe9' "$metrics_file" 2>&1 | tr '\n' ';' | cut -c1-300)"
+	rdmad_journal | grep -F rxe9 | matches -F 'does not support DCB' || fail "rdmad's journal does not say veth3 has no DCB"
+	trust=$(qos_acts | jq -r '.[] | select(.kind == "qos trust") | .status')
+	pass "rxe9 tos $declared_tos; qos pfc failed: ${err:0:120}; qos trust $trust; drift 1 for both"
 }
 
 # rdmad's mlx4_en options file, as the real kmod reads it: rdmad --once on a
