@@ -44,6 +44,8 @@ func hostile() *fakeRdmad {
 	p.RoCEMode = "RoCE v2" + c1
 	p.DesiredRoCESource = "/etc/x.toml:1" + forged
 	p.Error = "eio" + osc
+	p.QoSTrust = "dscp" + csi
+	p.DesiredQoSSource = "/etc/q.toml:2" + forged
 	f.devices[2].Ports[0].Error = "eio" + forged
 	f.actions[1].Error = "failed" + csi
 	f.findings[0].Finding = "fine" + forged
@@ -66,7 +68,7 @@ func TestHostileServiceCannotReachTheTerminal(t *testing.T) {
 	addr := serveFake(t, f)
 	dev := "mlx5_0\x1b[2J\x1b[31m"
 	for _, cmd := range [][]string{{"status"}, {"device", "list"}, {"device", "show", dev}, {"roce", "show"},
-		{"roce", "show", dev + "/1"}, {"link", "list"}, {"netns", "show"}, {"doctor"}, {"reload"}, {"reconcile"},
+		{"roce", "show", dev + "/1"}, {"qos", "show"}, {"qos", "set", "mlx5_0/1", "--trust", "pcp"}, {"link", "list"}, {"netns", "show"}, {"doctor"}, {"reload"}, {"reconcile"},
 		{"roce", "set", "mlx5_0/1", "--tos", "1"}, {"link", "del", "rxe0"}, {"__complete", "device", "show", ""}} {
 		for _, format := range [][]string{nil, {"-j"}, {"--json=pretty"}, {"-o", "json"}} {
 			args := append(append([]string{}, format...), cmd...)
@@ -80,7 +82,7 @@ func TestHostileServiceCannotReachTheTerminal(t *testing.T) {
 					t.Errorf("rdmactl %q prints a forged line:\n%s", name, out)
 				}
 			}
-			if format != nil && code == 0 && cmd[0] != "__complete" && cmd[0] != "roce" && cmd[0] != "link" || cmd[0] == "doctor" && format != nil {
+			if format != nil && code == 0 && cmd[0] != "__complete" && cmd[0] != "roce" && cmd[0] != "link" && cmd[0] != "qos" || cmd[0] == "doctor" && format != nil {
 				if !json.Valid([]byte(out)) {
 					t.Errorf("rdmactl %q: not JSON:\n%s", name, out)
 				}
