@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
@@ -73,6 +74,10 @@ func reason(err error) string {
 	return ""
 }
 
+// busTimeout bounds the question to the bus daemon whether rdmad runs: a
+// bus that does not answer it in D-Bus's default method timeout is stuck.
+const busTimeout = 25 * time.Second
+
 // Connect dials bus ("system", "session" or an address) and checks that
 // rdmad owns its name, so callers get one clear error instead of a timeout.
 func Connect(bus string) (*Client, error) { return ConnectTarget(Target{Bus: bus}) }
@@ -94,7 +99,9 @@ func ConnectTarget(t Target) (*Client, error) {
 	}
 	c := &Client{conn: conn}
 	var has bool
-	if err := conn.BusObject().Call("org.freedesktop.DBus.NameHasOwner", 0, dbusapi.BusName).Store(&has); err != nil {
+	cx, cancel := context.WithTimeout(context.Background(), busTimeout)
+	defer cancel()
+	if err := conn.BusObject().CallWithContext(cx, "org.freedesktop.DBus.NameHasOwner", 0, dbusapi.BusName).Store(&has); err != nil {
 		conn.Close()
 		if t.Host != "" {
 			return nil, &SSHError{Host: t.Host, Err: err}
