@@ -109,12 +109,12 @@ rdmad_modules: {enable: false, directory: /etc/rdma/modules}
 	if err != nil {
 		t.Fatalf("rdmad rejects the rendered drop-in: %v\n%s", err, readFile(t, filepath.Join(etc, "rdmad.d/50-ansible.toml")))
 	}
-	if len(p.RoCE) != 3 || p.RoCE[0].Device != "mlx5_*" || p.RoCE[0].Mode != config.RoCEv2 || *p.RoCE[0].TOS != 106 ||
+	if len(p.RoCE) != 3 || p.RoCE[0].Device.Name != "mlx5_*" || p.RoCE[0].Mode != config.RoCEv2 || *p.RoCE[0].TOS != 106 ||
 		p.RoCE[1].PCI != "0000:3b:00.1" || p.RoCE[1].Port != 1 || p.RoCE[1].Mode != config.RoCEv1 || p.RoCE[1].TOS != nil ||
 		p.RoCE[2].Netdev != "ens*" || p.RoCE[2].Driver != "mlx5_core" || p.RoCE[2].TOS == nil || *p.RoCE[2].TOS != 0 {
 		t.Errorf("roce rules = %+v", p.RoCE)
 	}
-	if len(p.VPI) != 1 || p.VPI[0].Device != "mlx4_0" || p.VPI[0].Port != 2 || p.VPI[0].Type != config.VPIeth {
+	if len(p.VPI) != 1 || p.VPI[0].Device.Name != "mlx4_0" || p.VPI[0].Port != 2 || p.VPI[0].Type != config.VPIeth {
 		t.Errorf("vpi rules = %+v", p.VPI)
 	}
 	if len(p.Links) != 1 || p.Links[0].Name != "rxe0" || p.Links[0].Type != "rxe" || p.Links[0].Netdev != "eth1" {

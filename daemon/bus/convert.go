@@ -189,7 +189,7 @@ func (s *Server) describe() ([]byte, error) {
 		if r.TOS != nil {
 			tos = *r.TOS
 		}
-		rt.RoCE = append(rt.RoCE, dbusapi.RuntimeRoCE{Device: config.UnescapeGlob(r.Device), Port: r.Port, Mode: string(r.Mode), TOS: tos})
+		rt.RoCE = append(rt.RoCE, dbusapi.RuntimeRoCE{Device: r.Device.Name, Port: r.Port, Mode: string(r.Mode), TOS: tos})
 	}
 	for _, l := range ov.Links {
 		rt.Links = append(rt.Links, dbusapi.Link{Name: l.Name, Type: string(l.Type), Netdev: l.Netdev, Source: config.RuntimeFile})

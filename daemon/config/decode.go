@@ -483,7 +483,11 @@ func (d *decoder) metrics(decl *fileDecl, path string, v any) {
 // selectorFields decodes the device-selecting keys shared by [[roce]] and [[vpi]].
 func (d *decoder) selectorFields(sel *Selector) []field {
 	return []field{
-		stringKey(d, "device", is(validGlob), &sel.Device),
+		{"device", func(p string, v any) {
+			if s, ok := d.stringValue(p, v, is(validGlob)); ok {
+				sel.Device = Glob(s)
+			}
+		}},
 		stringKey(d, "guid", normalizeGUID, &sel.GUID),
 		stringKey(d, "pci", normalizePCI, &sel.PCI),
 		stringKey(d, "netdev", is(validGlob), &sel.Netdev),

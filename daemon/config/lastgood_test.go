@@ -66,11 +66,11 @@ func TestWithFileChecksTheSetAsIfInstalled(t *testing.T) {
 	}
 	writeFile(t, root, "tmp/ansible.xyz", "[[roce]]\ndevice = \"b\"\nmode = \"v2\"\n")
 	p, err := Load(WithFile(files, dir, tmp, "60-new.toml"), main)
-	if err != nil || len(p.RoCE) != 3 || p.RoCE[2].Selector.Device != "b" {
+	if err != nil || len(p.RoCE) != 3 || p.RoCE[2].Selector.Device.Name != "b" {
 		t.Errorf("added drop-in: %+v, %v", p, err)
 	}
 	p, err = Load(WithFile(files, dir, tmp, "50-ansible.toml"), main)
-	if err != nil || len(p.RoCE) != 2 || p.RoCE[1].Selector.Device != "b" {
+	if err != nil || len(p.RoCE) != 2 || p.RoCE[1].Selector.Device.Name != "b" {
 		t.Errorf("replaced drop-in: %+v, %v", p, err)
 	}
 	// No rdmad.d yet: the file is the only drop-in.

@@ -127,7 +127,7 @@ func (p Persisted) Render() []byte {
 }
 
 func writeSelector(b *bytes.Buffer, s Selector) {
-	for _, kv := range [][2]string{{"device", s.Device}, {"guid", s.GUID}, {"pci", s.PCI}, {"netdev", s.Netdev}, {"driver", s.Driver}} {
+	for _, kv := range [][2]string{{"device", s.Device.Text()}, {"guid", s.GUID}, {"pci", s.PCI}, {"netdev", s.Netdev}, {"driver", s.Driver}} {
 		if kv[1] != "" {
 			writeKey(b, kv[0], kv[1])
 		}
@@ -187,10 +187,10 @@ func (p Persisted) Validate() error {
 func (p Persisted) names() []string {
 	var out []string
 	for _, r := range p.RoCE {
-		out = append(out, r.Selector.Device, r.Selector.GUID, r.Selector.PCI, r.Selector.Netdev, r.Selector.Driver)
+		out = append(out, r.Selector.Device.Name, r.Selector.GUID, r.Selector.PCI, r.Selector.Netdev, r.Selector.Driver)
 	}
 	for _, r := range p.QoS {
-		out = append(out, r.Selector.Device, r.Selector.GUID, r.Selector.PCI, r.Selector.Netdev, r.Selector.Driver)
+		out = append(out, r.Selector.Device.Name, r.Selector.GUID, r.Selector.PCI, r.Selector.Netdev, r.Selector.Driver)
 	}
 	for _, l := range p.Links {
 		out = append(out, l.Name, l.Netdev)
@@ -214,7 +214,6 @@ func (p *Persisted) SetQoS(sel Selector, port int, trust QoSTrust, pfc []uint8, 
 	if trust == "" && !hasPFC {
 		return
 	}
-	sel.Device = EscapeGlob(sel.Device)
 	r := QoSRule{Selector: sel, Port: port, Trust: trust, HasPFC: hasPFC}
 	if hasPFC {
 		r.PFC = append([]uint8{}, pfc...)
@@ -300,15 +299,14 @@ func AdminLinkSources(r Reader, mainFile, name string) ([]Position, error) {
 }
 
 // SetRoCE persists mode and/or TOS for one device (port 0: every port).
-// sel.Device is a literal device name; glob characters in it are escaped so
-// the rule selects exactly that device. The entry for the same selector and
+// sel.Device is typically one exact device name (Exact); Render escapes
+// its glob characters, so the rule selects exactly that device. The entry for the same selector and
 // port is updated in place where that gives the same result, keeping what
 // is not given (mode "" or tos nil); see MergeRoCE.
 func (p *Persisted) SetRoCE(sel Selector, port int, mode RoCEMode, tos *int) {
 	if mode == "" && tos == nil {
 		return
 	}
-	sel.Device = EscapeGlob(sel.Device)
 	var tosCopy *int
 	if tos != nil {
 		v := *tos

@@ -13,9 +13,9 @@ func intp(n int) *int { return &n }
 func samplePersisted() Persisted {
 	var p Persisted
 	p.Netns = NetnsExclusive
-	p.SetRoCE(Selector{Device: "mlx5_0"}, 1, RoCEv2, intp(106))
-	p.SetRoCE(Selector{Device: "weird*[dev]"}, 0, RoCEv1, nil)
-	p.SetRoCE(Selector{Device: "mlx5_1", GUID: "248a:0703:00aa:5f60"}, 2, "", intp(0))
+	p.SetRoCE(Selector{Device: Exact("mlx5_0")}, 1, RoCEv2, intp(106))
+	p.SetRoCE(Selector{Device: Exact("weird*[dev]")}, 0, RoCEv1, nil)
+	p.SetRoCE(Selector{Device: Exact("mlx5_1"), GUID: "248a:0703:00aa:5f60"}, 2, "", intp(0))
 	p.AddLink(Link{Name: "rxe0", Type: LinkRXE, Netdev: "eth1"})
 	p.AddLink(Link{Name: "siw0", Type: LinkSIW, Netdev: "eth1"})
 	return p
@@ -69,8 +69,15 @@ func TestPersistedRoundTrip(t *testing.T) {
 func TestPersistedEscapedDeviceMatchesOnlyThatDevice(t *testing.T) {
 	p := samplePersisted()
 	rule := p.RoCE[1]
-	if rule.Device != `weird\*\[dev\]` {
-		t.Fatalf("Device = %q, want glob characters escaped", rule.Device)
+	if rule.Device != Exact("weird*[dev]") {
+		t.Fatalf("Device = %+v, want the exact name", rule.Device)
+	}
+	// The file holds it escaped, and reads back as the same exact name.
+	if text := string(p.Render()); !strings.Contains(text, `device = "weird\\*\\[dev\\]"`) {
+		t.Errorf("rendered:\n%s", text)
+	}
+	if got := Glob(rule.Device.Text()); got != rule.Device {
+		t.Errorf("Glob(Text()) = %+v, want %+v", got, rule.Device)
 	}
 	if !rule.Matches(Target{Name: "weird*[dev]"}) || rule.Matches(Target{Name: "weirdXd"}) {
 		t.Errorf("escaped selector matches the wrong devices")
@@ -79,20 +86,20 @@ func TestPersistedEscapedDeviceMatchesOnlyThatDevice(t *testing.T) {
 
 func TestPersistedSetRoCEUpdatesInPlace(t *testing.T) {
 	var p Persisted
-	p.SetRoCE(Selector{Device: "mlx5_0"}, 1, RoCEv2, nil)
-	p.SetRoCE(Selector{Device: "mlx5_0"}, 2, RoCEv1, nil)
-	p.SetRoCE(Selector{Device: "mlx5_0"}, 1, "", intp(32)) // keeps mode v2
-	p.SetRoCE(Selector{Device: "mlx5_0"}, 1, RoCEv1, nil)  // keeps tos 32
-	p.SetRoCE(Selector{Device: "mlx5_0"}, 1, "", nil)      // nothing to set
+	p.SetRoCE(Selector{Device: Exact("mlx5_0")}, 1, RoCEv2, nil)
+	p.SetRoCE(Selector{Device: Exact("mlx5_0")}, 2, RoCEv1, nil)
+	p.SetRoCE(Selector{Device: Exact("mlx5_0")}, 1, "", intp(32)) // keeps mode v2
+	p.SetRoCE(Selector{Device: Exact("mlx5_0")}, 1, RoCEv1, nil)  // keeps tos 32
+	p.SetRoCE(Selector{Device: Exact("mlx5_0")}, 1, "", nil)      // nothing to set
 	want := []RoCERule{
-		{Selector: Selector{Device: "mlx5_0"}, Port: 1, Mode: RoCEv1, TOS: intp(32)},
-		{Selector: Selector{Device: "mlx5_0"}, Port: 2, Mode: RoCEv1},
+		{Selector: Selector{Device: Glob("mlx5_0")}, Port: 1, Mode: RoCEv1, TOS: intp(32)},
+		{Selector: Selector{Device: Glob("mlx5_0")}, Port: 2, Mode: RoCEv1},
 	}
 	if !reflect.DeepEqual(p.RoCE, want) {
 		t.Errorf("RoCE = %+v, want %+v", p.RoCE, want)
 	}
 	tos := 7
-	p.SetRoCE(Selector{Device: "mlx5_0"}, 2, "", &tos)
+	p.SetRoCE(Selector{Device: Exact("mlx5_0")}, 2, "", &tos)
 	tos = 8 // the caller's variable must not alias the stored value
 	if *p.RoCE[1].TOS != 7 {
 		t.Errorf("stored TOS follows the caller's variable: %d", *p.RoCE[1].TOS)
@@ -117,7 +124,7 @@ func TestValidateRefusesInvalidSettings(t *testing.T) {
 	bad := []Persisted{
 		{Links: []Link{{Name: "rxe0", Type: "roce", Netdev: "eth0"}}},
 		{Links: []Link{{Name: "rxe0", Type: LinkRXE, Netdev: "eth0"}, {Name: "rxe1", Type: LinkRXE, Netdev: "eth0"}}},
-		{RoCE: []RoCERule{{Selector: Selector{Device: "mlx5_0"}, TOS: intp(256)}}},
+		{RoCE: []RoCERule{{Selector: Selector{Device: Glob("mlx5_0")}, TOS: intp(256)}}},
 		{Netns: "private"},
 	}
 	for _, p := range bad {
@@ -198,7 +205,7 @@ func TestPersistedValidateRefusesNamesTOMLCannotHold(t *testing.T) {
 	for _, p := range []Persisted{
 		{Links: []Link{{Name: "rxe\xff", Type: LinkRXE, Netdev: "eth0"}}},
 		{Links: []Link{{Name: "rxe0", Type: LinkRXE, Netdev: "eth\xfe"}}},
-		{RoCE: []RoCERule{{Selector: Selector{Device: "mlx\xc3"}, Port: 1, Mode: RoCEv2}}},
+		{RoCE: []RoCERule{{Selector: Selector{Device: Glob("mlx\xc3")}, Port: 1, Mode: RoCEv2}}},
 	} {
 		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "UTF-8") {
 			t.Errorf("Validate(%+v) = %v, want an error naming UTF-8", p, err)

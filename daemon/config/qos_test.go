@@ -65,9 +65,9 @@ func TestQoSAbsentPFCLeavesItAlone(t *testing.T) {
 
 func TestPersistedQoSRoundTrip(t *testing.T) {
 	var p Persisted
-	p.SetQoS(Selector{Device: "mlx5_0"}, 1, TrustDSCP, []uint8{3}, true)
-	p.SetQoS(Selector{Device: "mlx5_0"}, 1, "", []uint8{3, 4}, true)
-	p.SetQoS(Selector{Device: "mlx5_[1]"}, 2, TrustPCP, nil, false)
+	p.SetQoS(Selector{Device: Exact("mlx5_0")}, 1, TrustDSCP, []uint8{3}, true)
+	p.SetQoS(Selector{Device: Exact("mlx5_0")}, 1, "", []uint8{3, 4}, true)
+	p.SetQoS(Selector{Device: Exact("mlx5_[1]")}, 2, TrustPCP, nil, false)
 	if len(p.QoS) != 2 {
 		t.Fatalf("rules pile up: %+v", p.QoS)
 	}
@@ -92,7 +92,7 @@ func TestPersistedQoSRoundTrip(t *testing.T) {
 	}
 	// pfc = [] persists as PFC off, not as absent.
 	var off Persisted
-	off.SetQoS(Selector{Device: "mlx5_0"}, 0, "", []uint8{}, true)
+	off.SetQoS(Selector{Device: Exact("mlx5_0")}, 0, "", []uint8{}, true)
 	if !strings.Contains(string(off.Render()), "pfc = []\n") {
 		t.Errorf("PFC off not rendered:\n%s", off.Render())
 	}

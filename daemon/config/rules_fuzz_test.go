@@ -5,25 +5,48 @@ import (
 	"testing"
 )
 
-// FuzzEscapeGlob: a runtime rule for one device (EscapeGlob of its name)
-// selects that device, whatever bytes the kernel let its name hold, and
-// UnescapeGlob gives the name back (Describe shows it).
-func FuzzEscapeGlob(f *testing.F) {
+// FuzzExactName: a rule for one device (Exact: a device named over D-Bus)
+// selects that device and no other, whatever bytes the kernel let its name
+// hold; written to a file (Text) and read back (Glob) it is the same exact
+// name, and the text is a valid pattern that matches the name.
+func FuzzExactName(f *testing.F) {
 	for _, s := range []string{"mlx5_0", "dev[1]", `a\b`, "*", "vf\xff \n*[..]$x", "\xe2\x82", "x?y]"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		pat := EscapeGlob(name)
+		n := Exact(name)
+		if !n.Match(name) || n.Match(name+"x") {
+			t.Fatalf("Exact(%q) does not select exactly its name", name)
+		}
+		pat := n.Text()
 		if ok, err := path.Match(pat, name); !ok || err != nil {
-			t.Fatalf("EscapeGlob(%q) = %q does not match the name (%v)", name, pat, err)
+			t.Fatalf("Exact(%q).Text() = %q does not match the name (%v)", name, pat, err)
 		}
 		if validGlob(pat) != nil && !containsSlash(name) && name != "" {
-			t.Fatalf("EscapeGlob(%q) = %q is not a valid pattern", name, pat)
+			t.Fatalf("Exact(%q).Text() = %q is not a valid pattern", name, pat)
 		}
-		if got := UnescapeGlob(pat); got != name {
-			t.Fatalf("UnescapeGlob(EscapeGlob(%q)) = %q", name, got)
+		if got := Glob(pat); got != n {
+			t.Fatalf("Glob(Exact(%q).Text()) = %+v", name, got)
 		}
 	})
+}
+
+// Glob keeps a pattern a pattern and makes a name without glob characters
+// (escaped ones aside) the exact name it selects.
+func TestGlob(t *testing.T) {
+	for in, want := range map[string]Name{
+		"mlx5_*":  {Name: "mlx5_*", Pattern: true},
+		"rxe?":    {Name: "rxe?", Pattern: true},
+		"dev[12]": {Name: "dev[12]", Pattern: true},
+		"mlx5_0":  {Name: "mlx5_0"},
+		`mlx5\*`:  {Name: "mlx5*"},
+		`a\[1\]`:  {Name: "a[1]"},
+		`a\[1\]*`: {Name: `a\[1\]*`, Pattern: true},
+	} {
+		if got := Glob(in); got != want {
+			t.Errorf("Glob(%q) = %+v, want %+v", in, got, want)
+		}
+	}
 }
 
 func containsSlash(s string) bool {
@@ -40,9 +63,9 @@ func containsSlash(s string) bool {
 // after it kept its old TOS).
 func TestPersistedSetRoCEForEveryPortOverridesPortEntries(t *testing.T) {
 	var p Persisted
-	p.SetRoCE(Selector{Device: "mlx5_0"}, 0, "", intp(0))
-	p.SetRoCE(Selector{Device: "mlx5_0"}, 1, RoCEv2, intp(106))
-	p.SetRoCE(Selector{Device: "mlx5_0"}, 0, "", intp(99))
+	p.SetRoCE(Selector{Device: Exact("mlx5_0")}, 0, "", intp(0))
+	p.SetRoCE(Selector{Device: Exact("mlx5_0")}, 1, RoCEv2, intp(106))
+	p.SetRoCE(Selector{Device: Exact("mlx5_0")}, 0, "", intp(99))
 	pol := Policy{RoCE: p.RoCE}
 	if d := pol.RoCEFor(Target{Name: "mlx5_0"}, 1); d.TOS == nil || *d.TOS != 99 || d.Mode != RoCEv2 {
 		t.Errorf("port 1 = %+v, want tos 99 (the last call) and mode v2", d)
@@ -70,12 +93,12 @@ func FuzzMergeRoCE(f *testing.F) {
 				tos = &v
 			}
 			ops = ops[3:]
-			r := RoCERule{Selector: Selector{Device: EscapeGlob(dev)}, Port: port, Mode: mode, TOS: tos}
+			r := RoCERule{Selector: Selector{Device: Exact(dev)}, Port: port, Mode: mode, TOS: tos}
 			merged = MergeRoCE(merged, r)
 			appended = append(appended, r)
 			count := map[string]int{}
 			for _, m := range merged {
-				count[m.Device+"/"+string(rune('0'+m.Port))]++
+				count[m.Device.Name+"/"+string(rune('0'+m.Port))]++
 			}
 			for k, n := range count {
 				if n > 2 {

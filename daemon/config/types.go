@@ -155,9 +155,59 @@ func RoCEModeFromKernel(s string) (RoCEMode, bool) {
 	return "", false
 }
 
+// Name selects RDMA devices by name, typed: a glob (path.Match syntax, as
+// the files write it) when Pattern is set, else exactly one name, whatever
+// bytes it holds (a device named over D-Bus, "mlx5_*" included). A name
+// is never stored escaped: Text writes a literal name's glob characters
+// escaped where a file needs them, and the files' parser gives a pattern
+// without glob characters back as the exact name it selects.
+type Name struct {
+	Name    string
+	Pattern bool
+}
+
+// Exact selects the device named name and no other.
+func Exact(name string) Name { return Name{Name: name} }
+
+// Glob is a device name as the files write it: a pattern, or, when it has
+// no glob character that is not escaped, the one exact name it selects
+// (so "mlx5_0" and "mlx5\\*" are the names mlx5_0 and mlx5*).
+func Glob(pattern string) Name {
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			i++
+		case '*', '?', '[':
+			return Name{Name: pattern, Pattern: true}
+		}
+	}
+	return Exact(unescapeGlob(pattern))
+}
+
+// Empty reports whether n selects by name at all.
+func (n Name) Empty() bool { return n.Name == "" && !n.Pattern }
+
+// Match reports whether n selects the device named s.
+func (n Name) Match(s string) bool {
+	if !n.Pattern {
+		return n.Name == s
+	}
+	ok, _ := path.Match(n.Name, s)
+	return ok
+}
+
+// Text is n as the files write it: the pattern, or the exact name with its
+// glob characters escaped.
+func (n Name) Text() string {
+	if n.Pattern {
+		return n.Name
+	}
+	return escapeGlob(n.Name)
+}
+
 // Selector picks RDMA devices. Every non-empty field must match.
 type Selector struct {
-	Device string // glob on the RDMA device name (path.Match syntax)
+	Device Name   // the RDMA device name
 	GUID   string // node GUID, as in sysfs node_guid (xxxx:xxxx:xxxx:xxxx), case-insensitive
 	PCI    string // PCI address, glob (e.g. "0000:3b:00.*")
 	Netdev string // glob on a netdev name attached to the device
@@ -175,10 +225,8 @@ type Target struct {
 
 // Matches reports whether the selector picks the target.
 func (s Selector) Matches(t Target) bool {
-	if s.Device != "" {
-		if ok, _ := path.Match(s.Device, t.Name); !ok {
-			return false
-		}
+	if !s.Device.Empty() && !s.Device.Match(t.Name) {
+		return false
 	}
 	if s.GUID != "" && !strings.EqualFold(s.GUID, t.NodeGUID) {
 		return false
@@ -213,7 +261,7 @@ func (s Selector) String() string {
 			parts = append(parts, fmt.Sprintf("%s=%q", k, v))
 		}
 	}
-	add("device", s.Device)
+	add("device", s.Device.Text())
 	add("guid", s.GUID)
 	add("pci", s.PCI)
 	add("netdev", s.Netdev)

@@ -247,9 +247,9 @@ func validGroupName(s string) error {
 	return nil
 }
 
-// EscapeGlob quotes the path.Match metacharacters of a literal name, so a
+// escapeGlob quotes the path.Match metacharacters of a literal name, so a
 // rule written for one device matches exactly that device.
-func EscapeGlob(name string) string {
+func escapeGlob(name string) string {
 	var b strings.Builder
 	// Byte by byte: the metacharacters are ASCII, and a device name may
 	// hold bytes that are not UTF-8, which must stay as they are.
@@ -262,8 +262,8 @@ func EscapeGlob(name string) string {
 	return b.String()
 }
 
-// UnescapeGlob reverses EscapeGlob.
-func UnescapeGlob(pattern string) string {
+// unescapeGlob reverses escapeGlob.
+func unescapeGlob(pattern string) string {
 	var b strings.Builder
 	for i := 0; i < len(pattern); i++ {
 		if pattern[i] == '\\' && i+1 < len(pattern) {

@@ -180,5 +180,5 @@ func qosFix(dev string, port int, pfc []uint8) string {
 		args = append(args, fmt.Sprint(p))
 	}
 	return fmt.Sprintf("declare the [[qos]] rule in a drop-in such as /etc/rdma/rdmad.d/50-qos.toml: qos = [{ device = %q, port = %d, trust = \"dscp\", pfc = [%s] }] (or: rdmactl qos set %s/%d --trust dscp --pfc %s --persist), and the same no-drop priority on the switch",
-		config.EscapeGlob(dev), port, strings.Join(list, ", "), dev, port, strings.Join(args, ","))
+		config.Exact(dev).Text(), port, strings.Join(list, ", "), dev, port, strings.Join(args, ","))
 }

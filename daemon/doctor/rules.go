@@ -91,7 +91,7 @@ func (d *diag) checkRules() {
 // are not quoted here: the finding is escaped once, when published.
 func selectorText(sel config.Selector, port int) string {
 	var parts []string
-	for _, kv := range [][2]string{{"device", sel.Device}, {"guid", sel.GUID}, {"pci", sel.PCI}, {"netdev", sel.Netdev}, {"driver", sel.Driver}} {
+	for _, kv := range [][2]string{{"device", sel.Device.Text()}, {"guid", sel.GUID}, {"pci", sel.PCI}, {"netdev", sel.Netdev}, {"driver", sel.Driver}} {
 		if kv[1] != "" {
 			parts = append(parts, kv[0]+`="`+kv[1]+`"`)
 		}

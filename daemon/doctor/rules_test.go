@@ -50,7 +50,7 @@ device = 'weird\*'
 tos = 1
 `)
 	// A rule set at runtime for a device that has gone since.
-	pol.RoCE = append(pol.RoCE, config.RoCERule{Source: config.Position{File: config.RuntimeFile}, Selector: config.Selector{Device: "mlx5_9"}, Port: 1, Mode: config.RoCEv2})
+	pol.RoCE = append(pol.RoCE, config.RoCERule{Source: config.Position{File: config.RuntimeFile}, Selector: config.Selector{Device: config.Glob("mlx5_9")}, Port: 1, Mode: config.RoCEv2})
 	fs := diagnose(t, root, withPolicy(pol))
 	var unmatched []string
 	for _, f := range fs {

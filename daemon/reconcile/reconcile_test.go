@@ -29,9 +29,9 @@ func demoPolicy() *config.Policy {
 		Modules: config.Modules{Enable: true, Directory: "/etc/rdma/modules"},
 		Memlock: &config.Memlock{Group: "rdma", Soft: config.Limit{Unlimited: true}, Hard: config.Limit{Unlimited: true}, Services: true},
 		RoCE: []config.RoCERule{
-			{Selector: config.Selector{Device: "*"}, TOS: tos(106)},
-			{Selector: config.Selector{Device: "mlx5_*"}, Mode: config.RoCEv1},
-			{Selector: config.Selector{Device: "rxe0"}, Mode: config.RoCEv1}, // rxe refuses v1
+			{Selector: config.Selector{Device: config.Glob("*")}, TOS: tos(106)},
+			{Selector: config.Selector{Device: config.Glob("mlx5_*")}, Mode: config.RoCEv1},
+			{Selector: config.Selector{Device: config.Glob("rxe0")}, Mode: config.RoCEv1}, // rxe refuses v1
 		},
 	}
 }

@@ -38,7 +38,7 @@ func TestApplyWritesVerifiesAndIsIdempotent(t *testing.T) {
 	k := hosttest.NewKernel(root)
 	h := k.Host()
 	pol := &config.Policy{RoCE: []config.RoCERule{
-		{Selector: config.Selector{Device: "mlx5_*"}, Mode: config.RoCEv1, TOS: tos(106), Source: config.Position{File: "rdmad.toml", Line: 3}},
+		{Selector: config.Selector{Device: config.Glob("mlx5_*")}, Mode: config.RoCEv1, TOS: tos(106), Source: config.Position{File: "rdmad.toml", Line: 3}},
 	}}
 	acts := apply(t, h, pol, "mlx5_0")
 	if got, want := statuses(acts), "mlx5_0/1 roce mode changed, mlx5_0/1 roce tos changed"; got != want {
@@ -69,7 +69,7 @@ func TestApplyCreatesConfigfsDirWhenMissing(t *testing.T) {
 	if err := removeAll(root, host.ConfigfsRdmaCM+"/rxe0"); err != nil {
 		t.Fatal(err)
 	}
-	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "rxe0"}, TOS: tos(32)}}}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("rxe0")}, TOS: tos(32)}}}
 	acts := apply(t, k.Host(), pol, "rxe0")
 	if got, want := statuses(acts), "rxe0 configfs rdma_cm changed, rxe0/1 roce tos changed"; got != want {
 		t.Fatalf("%s, want %s", got, want)
@@ -84,7 +84,7 @@ func TestPortRefusalIsPerPortAndNamed(t *testing.T) {
 	k := hosttest.NewKernel(root)
 	// Soft-RoCE supports only RoCE v2 and answers EIO to v1.
 	k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
-	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "*"}, Mode: config.RoCEv1, TOS: tos(96)}}}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("*")}, Mode: config.RoCEv1, TOS: tos(96)}}}
 	acts := apply(t, k.Host(), pol, "rxe0")
 	if got, want := statuses(acts), "rxe0/1 roce mode failed, rxe0/1 roce tos changed"; got != want {
 		t.Fatalf("%s, want %s", got, want)
@@ -105,7 +105,7 @@ func TestWriteThatDoesNotStickFails(t *testing.T) {
 	root := hosttest.Copy(t, "mlx5")
 	k := hosttest.NewKernel(root)
 	k.Ignore("mlx5_0/ports/1/default_roce_tos", "7")
-	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "mlx5_0"}, TOS: tos(7)}}}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("mlx5_0")}, TOS: tos(7)}}}
 	acts := apply(t, k.Host(), pol, "mlx5_0")
 	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), `kernel kept "0"`) {
 		t.Fatalf("acts = %+v", acts)
@@ -129,7 +129,7 @@ func TestPortSelectorAndPrecedence(t *testing.T) {
 	root := hosttest.Copy(t, "mlx4")
 	k := hosttest.NewKernel(root)
 	pol := &config.Policy{RoCE: []config.RoCERule{
-		{Selector: config.Selector{Device: "mlx4_*"}, Port: 2, Mode: config.RoCEv2, TOS: tos(1)},
+		{Selector: config.Selector{Device: config.Glob("mlx4_*")}, Port: 2, Mode: config.RoCEv2, TOS: tos(1)},
 		{Selector: config.Selector{Netdev: "ens2"}, Port: 2, TOS: tos(2)}, // later rule wins for tos only
 	}}
 	apply(t, k.Host(), pol, "mlx4_0")
@@ -145,7 +145,7 @@ func TestMissingConfigfsAndVanishedDevice(t *testing.T) {
 	root := hosttest.Copy(t, "mlx5")
 	k := hosttest.NewKernel(root)
 	h := k.Host()
-	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "mlx5_0"}, TOS: tos(3)}}}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("mlx5_0")}, TOS: tos(3)}}}
 	// rdma_cm not loaded, and nothing to load it with: no configfs tree.
 	if err := removeAll(root, host.ConfigfsRdmaCM); err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestLoadsRDMACMWhenConfigfsIsMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "mlx5_0"}, TOS: tos(3)}}}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("mlx5_0")}, TOS: tos(3)}}}
 	acts := (&roce.Part{Host: h, Loader: loader}).Apply(context.Background(), pol, &d)
 	if got, want := statuses(acts), "mlx5_0 configfs rdma_cm changed, mlx5_0/1 roce tos changed"; got != want {
 		t.Fatalf("%s, want %s", got, want)
@@ -219,7 +219,7 @@ func TestHangingRDMACMLoadIsBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond) // stands in for CMLoadTimeout
 	defer cancel()
 	loader := &hosttest.Modprobe{Block: make(chan struct{})}
-	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "mlx5_0"}, TOS: tos(3)}}}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("mlx5_0")}, TOS: tos(3)}}}
 	acts := (&roce.Part{Host: h, Loader: loader}).Apply(ctx, pol, &d)
 	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "loading rdma_cm failed") {
 		t.Fatalf("acts = %+v", acts)

@@ -18,7 +18,7 @@ func TestUndoPutsBackModeAndTOS(t *testing.T) {
 	root := hosttest.Copy(t, "mlx5")
 	k := hosttest.NewKernel(root)
 	h := k.Host()
-	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "mlx5_0"}, Mode: config.RoCEv1, TOS: tos(106)}}}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("mlx5_0")}, Mode: config.RoCEv1, TOS: tos(106)}}}
 	modeAttr := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_mode")
 	tosAttr := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")
 	before := [2]string{hosttest.Read(t, root, modeAttr), hosttest.Read(t, root, tosAttr)}
@@ -71,7 +71,7 @@ func TestUndoConfigfsDirIsNotUndoable(t *testing.T) {
 	if err := removeAll(root, host.ConfigfsRdmaCM+"/rxe0"); err != nil {
 		t.Fatal(err)
 	}
-	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: "rxe0"}, TOS: tos(32)}}}
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("rxe0")}, TOS: tos(32)}}}
 	acts := apply(t, k.Host(), pol, "rxe0")
 	if acts[0].Kind != roce.Configfs || acts[0].Status != reconcile.Changed {
 		t.Fatalf("apply: %s", statuses(acts))

@@ -148,10 +148,12 @@ func (s *Service) SetRoCE(ctx context.Context, c RoCEChange) error {
 	}
 	return s.commit(ctx, c.Persist, change{
 		runtime: func(o *Overlay) { o.setRoCE(dev.Name, c.Port, c.Mode, tos) },
-		persist: func(p *config.Persisted) { p.SetRoCE(config.Selector{Device: dev.Name}, c.Port, c.Mode, tos) },
-		forget:  func(o *Overlay) { o.forgetRoCE(dev.Name, c.Port, all, c.Mode != "", tos != nil) },
-		scope:   reconcile.Scope{Devices: map[string][]int{dev.Name: scopePorts}},
-		failed:  func(rep reconcile.Report) []reconcile.Action { return roceFailures(rep, dev.Name, targets, wanted) },
+		persist: func(p *config.Persisted) {
+			p.SetRoCE(config.Selector{Device: config.Exact(dev.Name)}, c.Port, c.Mode, tos)
+		},
+		forget: func(o *Overlay) { o.forgetRoCE(dev.Name, c.Port, all, c.Mode != "", tos != nil) },
+		scope:  reconcile.Scope{Devices: map[string][]int{dev.Name: scopePorts}},
+		failed: func(rep reconcile.Report) []reconcile.Action { return roceFailures(rep, dev.Name, targets, wanted) },
 		restore: func(ctx context.Context, rep reconcile.Report) ([]reconcile.Action, error) {
 			return s.undo(ctx, rep, dev.Name, targets, []reconcile.Kind{reconcile.KindRoCEMode, reconcile.KindRoCETOS}, wanted)
 		},

@@ -74,7 +74,7 @@ func (o Overlay) Apply(base *config.Policy) *config.Policy {
 func (o *Overlay) setRoCE(device string, port int, mode config.RoCEMode, tos *int) {
 	o.RoCE = config.MergeRoCE(o.RoCE, config.RoCERule{
 		Source:   config.Position{File: config.RuntimeFile},
-		Selector: config.Selector{Device: config.EscapeGlob(device)},
+		Selector: config.Selector{Device: config.Exact(device)},
 		Port:     port,
 		Mode:     mode,
 		TOS:      tos,
@@ -86,7 +86,7 @@ func (o *Overlay) setRoCE(device string, port int, mode config.RoCEMode, tos *in
 // A runtime rule for every port that is partly forgotten is split into
 // per-port rules for the ports it still covers.
 func (o *Overlay) forgetRoCE(device string, port int, ports []int, mode, tos bool) {
-	sel := config.Selector{Device: config.EscapeGlob(device)}
+	sel := config.Selector{Device: config.Exact(device)}
 	var out []config.RoCERule
 	for _, r := range o.RoCE {
 		if r.Selector != sel || (port != 0 && r.Port != 0 && r.Port != port) {
@@ -122,7 +122,7 @@ func (o *Overlay) forgetRoCE(device string, port int, ports []int, mode, tos boo
 func (o *Overlay) setQoS(device string, port int, trust config.QoSTrust, pfc []uint8, hasPFC bool) {
 	r := config.QoSRule{
 		Source:   config.Position{File: config.RuntimeFile},
-		Selector: config.Selector{Device: config.EscapeGlob(device)},
+		Selector: config.Selector{Device: config.Exact(device)},
 		Port:     port, Trust: trust, HasPFC: hasPFC,
 	}
 	if hasPFC {
@@ -137,7 +137,7 @@ func (o *Overlay) setQoS(device string, port int, trust config.QoSTrust, pfc []u
 // forgetQoS removes the runtime trust and/or PFC of a port (port 0: all
 // ports), as forgetRoCE does for RoCE settings.
 func (o *Overlay) forgetQoS(device string, port int, ports []int, trust, pfc bool) {
-	sel := config.Selector{Device: config.EscapeGlob(device)}
+	sel := config.Selector{Device: config.Exact(device)}
 	var out []config.QoSRule
 	for _, r := range o.QoS {
 		if r.Selector != sel || (port != 0 && r.Port != 0 && r.Port != port) {

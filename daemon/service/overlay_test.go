@@ -19,7 +19,7 @@ func filePos(line int) config.Position {
 // is not modified.
 func TestOverlayApplyRoCEPrecedence(t *testing.T) {
 	base := &config.Policy{RoCE: []config.RoCERule{
-		{Source: filePos(3), Selector: config.Selector{Device: "mlx5_*"}, Mode: config.RoCEv1, TOS: intp(5)},
+		{Source: filePos(3), Selector: config.Selector{Device: config.Glob("mlx5_*")}, Mode: config.RoCEv1, TOS: intp(5)},
 	}}
 	var o Overlay
 	o.setRoCE("mlx5_0", 1, "", intp(77))
@@ -166,7 +166,7 @@ func TestOverlaySetRoCEReplacesAndStaysSmall(t *testing.T) {
 		}
 		o.setRoCE(dev, port, mode, tos)
 		appended.RoCE = append(appended.RoCE, config.RoCERule{
-			Source: config.Position{File: config.RuntimeFile}, Selector: config.Selector{Device: config.EscapeGlob(dev)},
+			Source: config.Position{File: config.RuntimeFile}, Selector: config.Selector{Device: config.Exact(dev)},
 			Port: port, Mode: mode, TOS: tos,
 		})
 		if len(o.RoCE) > len(devices)*4*2 {

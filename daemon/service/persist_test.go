@@ -16,7 +16,7 @@ func samplePersisted() config.Persisted {
 	tos := 106
 	var p config.Persisted
 	p.Netns = config.NetnsExclusive
-	p.SetRoCE(config.Selector{Device: "mlx5_0"}, 1, config.RoCEv2, &tos)
+	p.SetRoCE(config.Selector{Device: config.Exact("mlx5_0")}, 1, config.RoCEv2, &tos)
 	p.AddLink(config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"})
 	return p
 }
@@ -53,7 +53,7 @@ func TestWritePersistedSkipsUnchangedAndReplacesAtomically(t *testing.T) {
 		t.Errorf("unchanged content was rewritten")
 	}
 	zero := 0
-	p.SetRoCE(config.Selector{Device: "mlx5_0"}, 1, "", &zero)
+	p.SetRoCE(config.Selector{Device: config.Exact("mlx5_0")}, 1, "", &zero)
 	if err := writePersisted(name, p); err != nil {
 		t.Fatal(err)
 	}

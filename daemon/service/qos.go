@@ -70,7 +70,7 @@ func (s *Service) SetQoS(ctx context.Context, c QoSChange) error {
 	return s.commit(ctx, c.Persist, change{
 		runtime: func(o *Overlay) { o.setQoS(dev.Name, c.Port, c.Trust, pfc, c.HasPFC) },
 		persist: func(p *config.Persisted) {
-			p.SetQoS(config.Selector{Device: dev.Name}, c.Port, c.Trust, pfc, c.HasPFC)
+			p.SetQoS(config.Selector{Device: config.Exact(dev.Name)}, c.Port, c.Trust, pfc, c.HasPFC)
 		},
 		forget: func(o *Overlay) { o.forgetQoS(dev.Name, c.Port, all, c.Trust != "", c.HasPFC) },
 		scope:  reconcile.Scope{Devices: map[string][]int{dev.Name: scopePorts}},

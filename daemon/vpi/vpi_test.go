@@ -52,7 +52,7 @@ func mlx4Host(t *testing.T, driver string, ports map[int]string) *host.Host {
 func rules(rs ...config.VPIRule) *config.Policy { return &config.Policy{VPI: rs} }
 
 func rule(port int, typ config.VPIType) config.VPIRule {
-	return config.VPIRule{Selector: config.Selector{Device: "mlx4_*"}, Port: port, Type: typ, Source: config.Position{File: "/etc/rdma/rdmad.toml", Line: 3}}
+	return config.VPIRule{Selector: config.Selector{Device: config.Glob("mlx4_*")}, Port: port, Type: typ, Source: config.Position{File: "/etc/rdma/rdmad.toml", Line: 3}}
 }
 
 func device(t *testing.T, h *host.Host) *host.Device {
@@ -145,7 +145,7 @@ func TestNonMlx4NotApplicable(t *testing.T) {
 
 func TestNoRuleNoAction(t *testing.T) {
 	h := mlx4Host(t, "mlx4_core", map[int]string{1: "ib"})
-	other := config.VPIRule{Selector: config.Selector{Device: "mlx4_9"}, Type: config.VPIeth}
+	other := config.VPIRule{Selector: config.Selector{Device: config.Glob("mlx4_9")}, Type: config.VPIeth}
 	if acts := (&vpi.Part{Host: h}).Apply(context.Background(), rules(other), device(t, h)); len(acts) != 0 {
 		t.Fatalf("%v", acts)
 	}
