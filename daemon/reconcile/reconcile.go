@@ -77,6 +77,14 @@ type DevicePart interface {
 	Apply(ctx context.Context, pol *config.Policy, dev *host.Device) []Action
 }
 
+// Preloader is a part that can prepare, before any device needs it, what
+// the policy will need (a kernel module): the service calls it in the
+// background at start and after a policy change, never within a pass.
+// loaded says whether it had anything to do.
+type Preloader interface {
+	Preload(ctx context.Context, pol *config.Policy) (loaded bool, err error)
+}
+
 // Reregisterer is a device part whose changes can make the kernel
 // unregister and register the device again (an mlx4 port type switch):
 // after such a change the reconciler looks whether the device is still
@@ -223,6 +231,27 @@ func New(o Options) *Reconciler {
 		detail: o.Detail, workers: o.Workers, owners: owners,
 		devices: map[string]*DeviceState{}, failing: map[string]bool{},
 	}
+}
+
+// Preloaders are the parts that implement Preloader.
+func (r *Reconciler) Preloaders() []Preloader {
+	var out []Preloader
+	for _, p := range r.early {
+		if pl, ok := p.(Preloader); ok {
+			out = append(out, pl)
+		}
+	}
+	for _, p := range r.hostParts {
+		if pl, ok := p.(Preloader); ok {
+			out = append(out, pl)
+		}
+	}
+	for _, p := range r.deviceParts {
+		if pl, ok := p.(Preloader); ok {
+			out = append(out, pl)
+		}
+	}
+	return out
 }
 
 // Undo asks the part that reported a to put back what a changed. Only a

@@ -167,6 +167,20 @@ func (p *Part) ensureDir(ctx context.Context, dev *host.Device) (reconcile.Actio
 	return act, true
 }
 
+// Preload implements reconcile.Preloader: when pol has [[roce]] rules and
+// configfs rdma_cm is missing, it loads rdma_cm now, so the first RoCE
+// device of a boot does not wait for modprobe (ib_cm, iw_cm and rdma_cm are
+// xz-compressed on 6.12 kernels: about a second under an emulated CPU). A
+// device pass that needs rdma_cm meanwhile waits for this load rather than
+// start its own. It returns nothing to do (false) when the policy declares
+// no RoCE setting, rdma_cm is there, or the part has no loader.
+func (p *Part) Preload(ctx context.Context, pol *config.Policy) (bool, error) {
+	if pol == nil || len(pol.RoCE) == 0 || p.Loader == nil || p.Host.Exists(host.ConfigfsRdmaCM) {
+		return false, nil
+	}
+	return true, p.ensureCM(ctx)
+}
+
 // ensureCM makes configfs rdma_cm exist, loading rdma_cm if need be.
 func (p *Part) ensureCM(ctx context.Context) error {
 	if p.Host.Exists(host.ConfigfsRdmaCM) {

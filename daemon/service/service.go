@@ -55,6 +55,9 @@ type Service struct {
 	rec        *reconcile.Reconciler
 	log        *slog.Logger
 	parts      Parts
+	preloadMu  sync.Mutex
+	runCtx     context.Context // Run's; nil before Run
+	preloads   sync.WaitGroup
 	textfile   *metrics.Textfile // [metrics] textfile; nil with OneShot
 	oneShot    bool
 
@@ -150,6 +153,7 @@ func (s *Service) Reload() error {
 		return err
 	}
 	if changed {
+		s.preload()
 		s.queue.All(true)
 	}
 	return nil
@@ -227,6 +231,10 @@ func (s *Service) ReconcileNow(ctx context.Context) reconcile.Report {
 // Run processes queued work, refreshes port states and keeps the metrics
 // textfile until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
+	s.preloadMu.Lock()
+	s.runCtx = ctx
+	s.preloadMu.Unlock()
+	s.preload()
 	go s.refreshPortStates(ctx, DefaultPortStateInterval)
 	if s.textfile != nil {
 		go s.textfile.Run(ctx)
@@ -235,7 +243,41 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.parts.Background != nil {
 		s.parts.Background.Wait()
 	}
+	s.preloadMu.Lock()
+	s.runCtx = nil // no preload starts after this
+	s.preloadMu.Unlock()
+	s.preloads.Wait()
 	return ctx.Err()
+}
+
+// preload has the parts load, in the background, what the policy in force
+// will need when a device comes (reconcile.Preloader: rdma_cm for
+// [[roce]]), so the first device of a boot gets its policy without waiting
+// for modprobe. It never delays a pass or READY: a pass that needs the same
+// module waits for this load instead of starting another. Run calls it at
+// start and Reload after a change of policy; before Run it does nothing.
+func (s *Service) preload() {
+	s.preloadMu.Lock()
+	defer s.preloadMu.Unlock()
+	ctx := s.runCtx
+	if ctx == nil || ctx.Err() != nil {
+		return
+	}
+	pol := s.PolicyInForce()
+	for _, pl := range s.rec.Preloaders() {
+		s.preloads.Add(1)
+		go func() {
+			defer s.preloads.Done()
+			start := time.Now()
+			did, err := pl.Preload(ctx, pol)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				s.log.Warn("could not load ahead of the devices what the policy needs; each device's pass tries again", "err", err)
+			case did && err == nil:
+				s.log.Info("loaded ahead of the devices what the policy needs", "part", fmt.Sprintf("%T", pl), "took", time.Since(start).Round(time.Millisecond))
+			}
+		}()
+	}
 }
 
 // Idle waits until the queue is empty and no pass is running, or ctx ends.
