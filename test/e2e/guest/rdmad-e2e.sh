@@ -30,7 +30,9 @@ boot1_siw=(siw-link-at-boot siw-transport siw-roce-na)
 boot1_tail=(tos-hotadd modules iwarp-modules roce-v1-error metrics qos-veth qos-mlx4-options memlock-user dbus-denied hotplug rdma-monitor kernel-events rename)
 boot1_siw_late=(siw-hotplug)
 boot1_netns=(netns-busy netns-runtime)
-boot2=(reboot-boot reboot-link reboot-memlock reboot-doctor reboot-netns pkg-upgrade pkg-upgrade-prompt)
+# Last of boot 1: a drop-in made bad, for the second boot (last-good-boot).
+boot1_last=(last-good-break)
+boot2=(reboot-boot reboot-link last-good-boot reboot-memlock reboot-doctor reboot-netns pkg-upgrade pkg-upgrade-prompt)
 # ansible-core is in the bookworm image only (docs/e2e.md: its cost).
 boot2_ansible=(ansible)
 # Last: nothing of rdmad is left to test after the purge but a fresh install.
@@ -38,8 +40,8 @@ boot2_last=(pkg-purge pkg-install)
 
 scenarios() { # scenarios SUITE BOOT
 	case $1/$2 in
-	bookworm/1) printf '%s\n' "${boot1_head[@]}" "${boot1_tail[@]}" "${boot1_netns[@]}" ;;
-	trixie/1) printf '%s\n' "${boot1_head[@]}" "${boot1_siw[@]}" "${boot1_tail[@]}" "${boot1_siw_late[@]}" "${boot1_netns[@]}" ;;
+	bookworm/1) printf '%s\n' "${boot1_head[@]}" "${boot1_tail[@]}" "${boot1_netns[@]}" "${boot1_last[@]}" ;;
+	trixie/1) printf '%s\n' "${boot1_head[@]}" "${boot1_siw[@]}" "${boot1_tail[@]}" "${boot1_siw_late[@]}" "${boot1_netns[@]}" "${boot1_last[@]}" ;;
 	bookworm/2) printf '%s\n' "${boot2[@]}" "${boot2_ansible[@]}" "${boot2_last[@]}" ;;
 	trixie/2) printf '%s\n' "${boot2[@]}" "${boot2_last[@]}" ;;
 	*) return 2 ;;
@@ -455,6 +457,65 @@ s_reboot-doctor() {
 	[[ -n $mode ]] && { jq -e --arg m "$mode" 'any(.[]; .id == "netns-mode" and (.finding | contains("mode " + $m)))' >/dev/null <<<"$json" ||
 		fail "rdma system show says netns $mode, doctor: $(jq -r '.[] | select(.id | startswith("netns")) | .finding' <<<"$json")"; }
 	pass "$(jq -r 'group_by(.severity) | map("\(length) \(.[0].severity)") | join(", ")' <<<"$json"), exit $rc; not ok: $(jq -r '[.[] | select(.severity != "ok") | .id] | join(" ")' <<<"$json")"
+}
+
+# A drop-in made bad between two boots (issue 19 item 1). It also declares a
+# TOS for every Soft-RoCE port, so a policy applied in part would show.
+bad_dropin=/etc/rdma/rdmad.d/70-e2e-bad.toml
+bad_tos=40
+last_good=/var/lib/rdmad/last-good-config.json
+config_error() { describe | jq -r '.config_error'; }
+s_last-good-break() {
+	local pid err
+	pid=$(rdmad_pid)
+	[[ -s $last_good ]] || fail "$last_good missing: rdmad saved no last good configuration"
+	printf '# made bad by the e2e test between the boots
+[[roce]]
+driver = "rdma_rxe"
+tos = %d
+mode = "v3"
+' "$bad_tos" >"$bad_dropin"
+	has_error() { [[ $(config_error) == *"$bad_dropin:5"* ]]; }
+	wait_for 10 has_error || fail "rdmad did not report $bad_dropin:5 after the edit: '$(config_error)'"
+	[[ $(rdmad_pid) == "$pid" ]] || fail "rdmad restarted on a bad edit (pid $pid -> $(rdmad_pid))"
+	tos_is rxe0 "$declared_tos" || fail "rxe0/1 tos '$(tos_of rxe0)' after a bad edit, the last good is $declared_tos"
+	err=$(config_error)
+	pass "bad drop-in in place for the next boot; running rdmad keeps tos $declared_tos and reports: ${err:0:120}"
+}
+
+# The second boot with that drop-in: rdmad runs (no restart loop), applied
+# the last good configuration (rxe0 recreated with TOS 106, not the bad
+# file's 40), and the error with file:line is in the journal at error
+# priority, rdmactl status, a failing rdmactl doctor and STATUS=; a persisted
+# call is refused, a runtime one works; removing the file clears it all.
+s_last-good-boot() {
+	local where=$bad_dropin:5 errs doc rc out restarts
+	[[ -e $bad_dropin ]] || fail "$bad_dropin is gone: boot 1's last-good-break did not run"
+	wait_for 30 rdma_dev_exists rxe0 || fail "rxe0 (declared in the last good configuration) not created"
+	wait_for 10 tos_is rxe0 "$declared_tos" || fail "rxe0/1 tos '$(tos_of rxe0)', want the last good $declared_tos (the bad file says $bad_tos)"
+	restarts=$(unit_prop NRestarts)
+	[[ $(unit_prop ActiveState) == active && $restarts == 0 ]] || fail "rdmad.service $(unit_prop ActiveState), $restarts restarts"
+	errs=$(journalctl -b -u rdmad.service -p err --no-pager -o cat 2>&1)
+	matches -F "$where" <<<"$errs" || fail "journalctl -u rdmad -p err has no line naming $where: $(head -c 300 <<<"$errs")"
+	[[ $(config_error) == *"$where"* ]] || fail "rdmactl status config_error '$(config_error)', want $where"
+	[[ $(unit_prop StatusText) == *"$where"* ]] || fail "systemctl status text '$(unit_prop StatusText)' does not name $where"
+	doc=$(rdmactl -o json doctor 2>/dev/null)
+	rc=$?
+	((rc == 1)) || fail "rdmactl doctor exit $rc with a configuration that does not load"
+	jq -e --arg w "$where" 'any(.[]; .severity == "fail" and (.finding | contains($w)) and (.fix | length > 0))' >/dev/null <<<"$doc" ||
+		fail "rdmactl doctor has no fail with a fix naming $where: $(jq -c '[.[] | select(.severity == "fail")]' <<<"$doc" | cut -c1-300)"
+	out=$(rdmactl roce set rxe0/1 --tos 50 --persist 2>&1) && fail "a persisted call was accepted while the files do not load: $out"
+	[[ $out == *persist* ]] || fail "a refused persisted call does not say why: $out"
+	out=$(rdmactl roce set rxe0/1 --tos 50 2>&1) || fail "a runtime call failed while the files do not load: $out"
+	tos_is rxe0 50 || fail "runtime tos 50 not applied: $(tos_of rxe0)"
+	rm -f "$bad_dropin"
+	cleared() { [[ -z $(config_error) ]]; }
+	wait_for 10 cleared || fail "the error stayed after $bad_dropin was removed: $(config_error)"
+	# The runtime 50 lasts until rdmad restarts: restart it, so the later
+	# scenarios see the files' policy alone.
+	systemctl restart rdmad.service || fail "systemctl restart rdmad"
+	wait_for 30 tos_is rxe0 "$declared_tos" || fail "rxe0/1 tos '$(tos_of rxe0)' after the restart, want $declared_tos"
+	pass "last good tos $declared_tos applied at boot, 0 restarts; journal -p err, status, STATUS= and doctor name $where; persist refused; cleared when fixed"
 }
 
 # Reading is open to all, changing needs authorization: a plain member of
@@ -1041,7 +1102,17 @@ s_ansible() {
 	recap2=$(ansible_recap "$second")
 	info "ansible second run $(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.0f", b - a }')s: $recap2"
 	[[ $recap2 =~ changed=0\  && $recap2 =~ failed=0 ]] || fail "second run: $recap2; changed: $(grep -E '^changed:' <<<"$second" | tr '\n' ' ')"
-	pass "first: $recap1; second: $recap2; rxe0/1 tos 32"
+	# A value rdmad rejects fails in validate (rdmad --check-config): the
+	# drop-in does not change, rdmad is not reloaded.
+	local before bad
+	before=$(sha256sum <"$dropin")
+	args=("${args[@]/\"tos\": 32/\"tos\": 300}")
+	bad=$(ansible-playbook "${args[@]}" 2>&1) && fail "a run with tos 300 succeeded"
+	matches -F 'failed to validate' <<<"$bad" && matches -E '50-ansible\.toml:[0-9]+: roce\[0\]\.tos: 300' <<<"$bad" ||
+		fail "tos 300 did not fail in validate with rdmad's file:line: $(grep -E 'fatal|FAILED' <<<"$bad" | head -n 2 | cut -c1-300)"
+	[[ $(sha256sum <"$dropin") == "$before" ]] || fail "the rejected drop-in landed: $(tr '\n' ' ' <"$dropin")"
+	[[ -z $(config_error) ]] || fail "rdmad reports a config error after a validated run: $(config_error)"
+	pass "first: $recap1; second: $recap2; rxe0/1 tos 32; tos 300 refused in validate, nothing landed"
 }
 
 # Remove, then purge: nothing of rdmad keeps running or comes back (a new
@@ -1049,7 +1120,7 @@ s_ansible() {
 # the administrator's drop-ins stay (docs/decisions/packaging.md).
 rdmad_owned=(/etc/rdma/rdmad.d/zz-rdmad-persist.toml /etc/security/limits.d/90-rdmad-memlock.conf
 	/etc/systemd/system.conf.d/90-rdmad-memlock.conf /etc/modprobe.d/rdmad-netns.conf
-	/etc/rdma/rdmad.d/00-upgrade-memlock.toml)
+	/etc/rdma/rdmad.d/00-upgrade-memlock.toml /var/lib/rdmad/last-good-config.json)
 hand_written=/etc/modprobe.d/rdmad-mlx4-pfc.conf # a path rdmad writes, here written by hand (no header)
 package_files=(/usr/sbin/rdmad /usr/bin/rdmactl /usr/lib/systemd/system/rdmad.service /usr/lib/udev/rules.d/90-rdmad.rules
 	/usr/share/dbus-1/system.d/org.rdmad1.conf /usr/share/dbus-1/system-services/org.rdmad1.service
