@@ -92,3 +92,43 @@ func RunAll(ctx context.Context, log *slog.Logger, sources map[string]Source) er
 	}
 	return errors.Join(errs...)
 }
+
+// ErrForeignSender is returned (wrapped, as a *ForeignSenderError) for a
+// netlink message that did not come from the kernel: any root process can
+// multicast to the uevent and rtnetlink groups, and rdmad follows the
+// kernel only (as udev does). Such a message is dropped; it never means
+// that events were lost.
+var ErrForeignSender = errors.New("netlink message not from the kernel")
+
+// ForeignSenderError names the port id a dropped message came from.
+type ForeignSenderError struct{ Pid uint32 }
+
+func (e *ForeignSenderError) Error() string {
+	return fmt.Sprintf("events: %v (sender port id %d, the kernel's is 0): dropped", ErrForeignSender, e.Pid)
+}
+
+func (e *ForeignSenderError) Is(target error) bool { return target == ErrForeignSender }
+
+// dropLog logs dropped foreign messages at debug level at most once per
+// interval, with how many were dropped since: a flood of them must not
+// flood the journal.
+type dropLog struct {
+	mu       sync.Mutex
+	last     time.Time
+	dropped  int
+	interval time.Duration // 0: 10 s
+}
+
+func (d *dropLog) note(log *slog.Logger, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.dropped++
+	interval := d.interval
+	if interval == 0 {
+		interval = 10 * time.Second
+	}
+	if now := time.Now(); now.Sub(d.last) >= interval {
+		log.Debug("dropped netlink messages not sent by the kernel", "dropped", d.dropped, "last", err)
+		d.last, d.dropped = now, 0
+	}
+}

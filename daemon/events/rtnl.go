@@ -2,45 +2,97 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
 // LinkSubscriber delivers rtnetlink link updates on ch until done is
 // closed, then closes ch; it also closes ch when the subscription fails
-// (after reporting the cause to onError). RTNetlink is the real one.
+// (after reporting the cause to onError). onError also reports, while the
+// subscription goes on, messages that were lost (ErrOverflow: the kernel
+// dropped some, rescan) or dropped (ErrForeignSender: not the kernel's,
+// ignore). RTNetlink is the real one.
 type LinkSubscriber interface {
 	Subscribe(ch chan<- netlink.LinkUpdate, done <-chan struct{}, onError func(error)) error
 }
 
-// RTNetlink subscribes to RTNLGRP_LINK through vishvananda/netlink.
+// RTNetlink subscribes to RTNLGRP_LINK. It reads the socket itself rather
+// than through netlink.LinkSubscribeWithOptions, whose error callback
+// reports a message from another sender and a receive error alike, as
+// text: a root process multicasting link messages would then pass for
+// lost events and a rescan of everything each time.
 type RTNetlink struct {
 	Namespace *netns.NsHandle // nil: the daemon's own namespace
 }
 
 // Subscribe implements LinkSubscriber.
 func (r RTNetlink) Subscribe(ch chan<- netlink.LinkUpdate, done <-chan struct{}, onError func(error)) error {
-	opts := netlink.LinkSubscribeOptions{
-		Namespace:         r.Namespace,
-		ErrorCallback:     onError,
-		ListExisting:      false, // the first pass reads the host; only changes matter
-		ReceiveBufferSize: RecvBuffer,
-		// Forcing past rmem_max needs CAP_NET_ADMIN, which rdmad has as root.
-		ReceiveBufferForceSize: os.Geteuid() == 0,
+	newNs := netns.None()
+	if r.Namespace != nil {
+		newNs = *r.Namespace
 	}
-	err := netlink.LinkSubscribeWithOptions(ch, done, opts)
-	if err != nil && opts.ReceiveBufferForceSize {
-		opts.ReceiveBufferForceSize = false
-		err = netlink.LinkSubscribeWithOptions(ch, done, opts)
-	}
+	sock, err := nl.SubscribeAt(newNs, netns.None(), unix.NETLINK_ROUTE, unix.RTNLGRP_LINK)
 	if err != nil {
 		return fmt.Errorf("events: rtnetlink link subscription: %w", err)
 	}
+	// Forcing past rmem_max needs CAP_NET_ADMIN, which rdmad has as root.
+	if err := sock.SetReceiveBufferSize(RecvBuffer, os.Geteuid() == 0); err != nil {
+		if err := sock.SetReceiveBufferSize(RecvBuffer, false); err != nil {
+			sock.Close()
+			return fmt.Errorf("events: rtnetlink receive buffer: %w", err)
+		}
+	}
+	go func() {
+		<-done
+		sock.Close()
+	}()
+	go func() {
+		defer close(ch)
+		for {
+			msgs, from, err := sock.Receive()
+			switch {
+			case errors.Is(err, unix.ENOBUFS):
+				// The socket goes on; what it dropped must be re-read.
+				onError(fmt.Errorf("events: rtnetlink: %w", ErrOverflow))
+				continue
+			case err != nil:
+				select {
+				case <-done: // closed on purpose
+				default:
+					onError(fmt.Errorf("events: rtnetlink receive: %w", err))
+				}
+				return
+			case from.Pid != nl.PidKernel:
+				onError(&ForeignSenderError{Pid: from.Pid})
+				continue
+			}
+			for _, m := range msgs {
+				if m.Header.Type != unix.RTM_NEWLINK && m.Header.Type != unix.RTM_DELLINK {
+					continue // NLMSG_DONE, NLMSG_ERROR: not link changes
+				}
+				header := unix.NlMsghdr(m.Header)
+				link, err := netlink.LinkDeserialize(&header, m.Data)
+				if err != nil {
+					// A link change the kernel sent and we cannot read:
+					// as good as lost.
+					onError(fmt.Errorf("events: rtnetlink: %w: %w", ErrOverflow, err))
+					continue
+				}
+				select {
+				case ch <- netlink.LinkUpdate{IfInfomsg: *nl.DeserializeIfInfomsg(m.Data), Header: header, Link: link}:
+				case <-done:
+					return
+				}
+			}
+		}
+	}()
 	return nil
 }
 
@@ -62,6 +114,7 @@ type LinkSource struct {
 	Retry func(ctx context.Context) bool // nil: fixed back-off
 
 	links map[int]linkView
+	drops dropLog
 }
 
 // Run subscribes until ctx ends, resubscribing (and rescanning) whenever
@@ -75,6 +128,10 @@ func (s *LinkSource) Run(ctx context.Context) error {
 		done := make(chan struct{})
 		lost := make(chan error, 1)
 		onError := func(err error) {
+			if errors.Is(err, ErrForeignSender) {
+				s.drops.note(log, err) // not the kernel's: nothing was lost
+				return
+			}
 			select {
 			case lost <- err:
 			default:

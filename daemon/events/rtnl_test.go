@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"reflect"
@@ -115,8 +116,15 @@ func TestLinkSourceRescansOnLossAndResubscribes(t *testing.T) {
 	if r1, r2 := next(t, ctx, req), next(t, ctx, req); r1 != "netdev:eth1" || r2 != "netdev:eth9" {
 		t.Fatalf("rename: %q %q", r1, r2)
 	}
-	// Lost events reported by the subscription: rescan.
-	s1.onError(errors.New("Receive failed: no buffer space available"))
+	// A message from another sender, dropped by the subscription: nothing
+	// was lost, no rescan (the next request is the link change after it).
+	s1.onError(&ForeignSenderError{Pid: 4242})
+	s1.ch <- linkUpdate(unix.RTM_NEWLINK, 5, "eth9", netlink.OperDown, unix.IFF_UP)
+	if r := next(t, ctx, req); r != "netdev:eth9" {
+		t.Fatalf("a foreign message made request %q", r)
+	}
+	// Lost events reported by the subscription (ENOBUFS): rescan.
+	s1.onError(fmt.Errorf("events: rtnetlink: %w", ErrOverflow))
 	if r := next(t, ctx, req); r != "*" {
 		t.Fatalf("after error: %q", r)
 	}

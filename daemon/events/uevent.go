@@ -175,14 +175,38 @@ func OpenUeventSocket() (*UeventSocket, error) {
 }
 
 // ReadMessage implements MessageReader. The returned slice is only valid
-// until the next call.
+// until the next call. It reads with the sender's address (recvfrom) and
+// refuses a datagram that does not come from the kernel (port id 0) with a
+// *ForeignSenderError.
 func (s *UeventSocket) ReadMessage() ([]byte, error) {
-	n, err := s.f.Read(s.buf)
+	raw, err := s.f.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("events: uevent read: %w", err)
+	}
+	var (
+		n    int
+		from unix.Sockaddr
+		rerr error
+	)
+	err = raw.Read(func(fd uintptr) bool {
+		n, from, rerr = unix.Recvfrom(int(fd), s.buf, 0)
+		return rerr != unix.EAGAIN
+	})
+	if err == nil {
+		err = rerr
+	}
 	if err != nil {
 		if errors.Is(err, syscall.ENOBUFS) {
 			return nil, fmt.Errorf("events: uevent: %w", ErrOverflow)
 		}
 		return nil, fmt.Errorf("events: uevent read: %w", err)
+	}
+	if nl, ok := from.(*unix.SockaddrNetlink); !ok || nl.Pid != 0 {
+		var pid uint32
+		if ok {
+			pid = nl.Pid
+		}
+		return nil, &ForeignSenderError{Pid: pid}
 	}
 	return s.buf[:n], nil
 }
@@ -198,6 +222,8 @@ type UeventSource struct {
 	// Retry waits before reopening a failed socket; it returns false when
 	// ctx ended. nil: a fixed back-off.
 	Retry func(ctx context.Context) bool
+
+	drops dropLog
 }
 
 // Run reads until ctx ends. A lost event (overflow) or a reopened socket is
@@ -236,6 +262,10 @@ func (s *UeventSource) read(ctx context.Context, r MessageReader, log *slog.Logg
 	defer stop()
 	for {
 		msg, err := r.ReadMessage()
+		if errors.Is(err, ErrForeignSender) {
+			s.drops.note(log, err)
+			continue
+		}
 		if errors.Is(err, ErrOverflow) {
 			log.Warn("uevents lost (receive buffer overflow); rescanning everything")
 			s.Req.RequestAll()
