@@ -147,6 +147,9 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 		return err
 	}
 	defer stopBus()
+	// On the way out, changes are refused from now on and the one under
+	// way (a persisted write) finishes first, bounded (runs before stopBus).
+	defer svc.Shutdown(service.DefaultShutdownGrace)
 
 	go func() {
 		for {
@@ -158,6 +161,8 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 			}
 		}
 	}()
+
+	startWatchdog(ctx, svc, log)
 
 	rec := svc.Reconciler()
 	status := func() { notifyStatus(statusText(svc)) }
@@ -211,6 +216,30 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 	}
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	return nil
+}
+
+// startWatchdog pings systemd's watchdog (WatchdogSec= in the unit) every
+// quarter interval while no pass is stuck, and after every pass.
+func startWatchdog(ctx context.Context, svc *service.Service, log *slog.Logger) {
+	interval, err := daemon.SdWatchdogEnabled(false)
+	if err != nil || interval <= 0 {
+		return
+	}
+	passDone := make(chan struct{}, 1)
+	svc.OnPassDone(func() {
+		select {
+		case passDone <- struct{}{}:
+		default:
+		}
+	})
+	w := &watchdog{interval: interval, passes: svc, now: time.Now, log: log,
+		notify: func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog) }}
+	t := time.NewTicker(interval / 4)
+	go func() {
+		defer t.Stop()
+		w.run(ctx, t.C, passDone)
+	}()
+	log.Debug("systemd watchdog enabled", "interval", interval)
 }
 
 // statusText is what systemctl status shows: the configuration error

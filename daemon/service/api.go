@@ -528,6 +528,9 @@ type change struct {
 // the declaration, put back the kernel values the call had set, and
 // reconcile again. It runs under runtime.mutation.
 func (s *Service) commit(ctx context.Context, persist bool, c change) error {
+	if s.stopping.Load() {
+		return ErrStopping
+	}
 	var undo func() error
 	if !persist {
 		next := s.RuntimeOverlay()

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
@@ -72,7 +73,9 @@ type Service struct {
 	snapshot, saved *config.Snapshot
 
 	queue      *Queue
-	runtime    runtime // overlay.go: last good policy + runtime overlay
+	runtime    runtime     // overlay.go: last good policy + runtime overlay
+	stopping   atomic.Bool // Shutdown: changes are refused
+	passes     passClock   // passes under way, for the watchdog
 	maxRuntime int
 }
 
@@ -298,7 +301,70 @@ func (s *Service) runWork(ctx context.Context, w Work) {
 }
 
 func (s *Service) pass(ctx context.Context, scope reconcile.Scope) reconcile.Report {
+	id := s.passes.begin()
+	defer func() {
+		s.passes.end(id)
+		for _, fn := range s.passes.doneFuncs() {
+			fn()
+		}
+	}()
 	return s.rec.Pass(ctx, s.PolicyInForce(), scope)
+}
+
+// OldestPass says since when the oldest pass under way (or waiting for the
+// one under way) has run; running is false when none is. The watchdog
+// stops telling systemd rdmad is alive when a pass runs too long.
+func (s *Service) OldestPass() (since time.Time, running bool) { return s.passes.oldest() }
+
+// OnPassDone registers fn to run after every pass.
+func (s *Service) OnPassDone(fn func()) { s.passes.onDone(fn) }
+
+// passClock keeps when each pass under way started.
+type passClock struct {
+	mu     sync.Mutex
+	next   uint64
+	starts map[uint64]time.Time
+	done   []func()
+}
+
+func (c *passClock) begin() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.starts == nil {
+		c.starts = map[uint64]time.Time{}
+	}
+	c.next++
+	c.starts[c.next] = time.Now()
+	return c.next
+}
+
+func (c *passClock) end(id uint64) {
+	c.mu.Lock()
+	delete(c.starts, id)
+	c.mu.Unlock()
+}
+
+func (c *passClock) oldest() (since time.Time, running bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.starts {
+		if !running || t.Before(since) {
+			since, running = t, true
+		}
+	}
+	return since, running
+}
+
+func (c *passClock) onDone(fn func()) {
+	c.mu.Lock()
+	c.done = append(c.done, fn)
+	c.mu.Unlock()
+}
+
+func (c *passClock) doneFuncs() []func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done
 }
 
 // refreshPortStates re-reads, every interval, the state of the ports whose
