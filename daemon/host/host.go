@@ -111,43 +111,11 @@ func (h *Host) WriteFileAtomic(rel string, data []byte, perm fs.FileMode) error 
 	return WriteFileAtomic(h.Path(rel), data, perm)
 }
 
-// WriteFileAtomic is the path-based form of Host.WriteFileAtomic.
+// WriteFileAtomic is the path-based form of Host.WriteFileAtomic: WriteFile
+// (safewrite.go) with no header and no comparison.
 func WriteFileAtomic(name string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(name)
-	if err := MkdirAllPublic(dir); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, tempPattern(filepath.Base(name)))
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if beforeRename != nil {
-		beforeRename(tmp.Name())
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return err
-	}
-	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
-		_ = unix.Fsync(fd) // best effort: some filesystems refuse fsync on a directory
-		unix.Close(fd)
-	}
-	return nil
+	_, err := WriteFile(name, data, perm, WriteOptions{})
+	return err
 }
 
 // MkdirAllPublic is os.MkdirAll(dir, 0755) whatever the umask: rdmad runs

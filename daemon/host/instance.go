@@ -33,10 +33,14 @@ type InstanceLock struct {
 // the owner's pid, for the message the second one prints.
 func (h *Host) LockInstance() (*InstanceLock, error) {
 	name := h.Path(LockFile)
-	if err := MkdirAllPublic(filepath.Dir(name)); err != nil {
+	// Through the checked directory, as every file rdmad writes
+	// (safewrite.go).
+	dfd, err := openWriteDir(filepath.Dir(name), false)
+	if err != nil {
 		return nil, fmt.Errorf("host: instance lock: %w", err)
 	}
-	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0o644)
+	fd, err := unix.Openat(dfd, filepath.Base(name), unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0o644)
+	unix.Close(dfd)
 	if err != nil {
 		return nil, fmt.Errorf("host: instance lock: %w", &fs.PathError{Op: "open", Path: name, Err: err})
 	}
@@ -113,14 +117,17 @@ func RemoveStaleTemps(name string) ([]string, error) {
 			continue
 		}
 		p := filepath.Join(dir, e.name)
-		if st, err := os.Lstat(p); err != nil || !st.Mode().IsRegular() {
+		// Through the checked directory, never following a symlink.
+		ok, err := RemoveFile(p, WriteOptions{})
+		if err != nil {
+			if !errors.Is(err, ErrNotRegular) {
+				errs = append(errs, err)
+			}
 			continue
 		}
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-			continue
+		if ok {
+			removed = append(removed, p)
 		}
-		removed = append(removed, p)
 	}
 	return removed, errors.Join(errs...)
 }

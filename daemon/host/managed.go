@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -26,22 +25,11 @@ func (h *Host) WriteManaged(rel, header string, data []byte) (changed bool, err 
 // WriteManaged is the path-based form of Host.WriteManaged, for rdmad's
 // drop-in beside a --config file that may lie outside the root.
 func WriteManaged(name, header string, data []byte) (changed bool, err error) {
-	if !bytes.HasPrefix(data, []byte(header)) {
-		return false, fmt.Errorf("host: %s: content lacks its header", name)
-	}
-	old, err := ReadConfigFile(name)
-	switch {
-	case err == nil && bytes.Equal(old, data):
-		return false, nil
-	case err == nil && !bytes.HasPrefix(old, []byte(header)):
-		return false, fmt.Errorf("%s %w; remove it or move its settings into rdmad's configuration", name, ErrNotManaged)
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return false, fmt.Errorf("read %s: %w", name, err)
-	}
-	if err := WriteFileAtomic(name, data, 0o644); err != nil {
+	changed, err = WriteFile(name, data, 0o644, WriteOptions{Header: header, SkipSame: true})
+	if err != nil && !errors.Is(err, ErrNotManaged) {
 		return false, fmt.Errorf("write %s: %w", name, err)
 	}
-	return true, nil
+	return changed, err
 }
 
 // RemoveManaged deletes rel if it is rdmad's (starts with header). A missing
@@ -50,19 +38,10 @@ func (h *Host) RemoveManaged(rel, header string) (removed bool, err error) {
 	return RemoveManaged(h.Path(rel), header)
 }
 
-// RemoveManaged is the path-based form of Host.RemoveManaged.
+// RemoveManaged is the path-based form of Host.RemoveManaged, through the
+// directory's descriptor (safewrite.go).
 func RemoveManaged(name, header string) (removed bool, err error) {
-	old, err := ReadConfigFile(name)
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && !bytes.HasPrefix(old, []byte(header))) {
-		return false, nil
-	}
-	if err == nil {
-		err = os.Remove(name)
-	}
-	if err != nil {
-		return false, fmt.Errorf("remove %s: %w", name, err)
-	}
-	return true, nil
+	return removeAt(name, header, false)
 }
 
 // ErrUntrusted is returned (wrapped) by Trusted.

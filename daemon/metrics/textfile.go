@@ -5,10 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -235,13 +232,11 @@ func (t *Textfile) update(names []string, full bool, dirty []string) {
 
 // write renders the file and replaces path with it atomically: a temporary
 // file in the same directory renamed over it, so node_exporter never reads
-// half a file. A file there that rdmad did not write is left alone.
+// half a file. A file there that rdmad did not write is left alone, checked
+// before every replace through the directory's descriptor (host.WriteFile):
+// the directory may be swapped for a symlink after the first write, which
+// is refused, not followed.
 func (t *Textfile) write(path string, sum reconcile.Summary) error {
-	if t.written != path {
-		if err := checkOwn(path); err != nil {
-			return err
-		}
-	}
 	t.buf.Reset()
 	render(&t.buf, &snapshot{
 		sum:         sum,
@@ -249,8 +244,11 @@ func (t *Textfile) write(path string, sum reconcile.Summary) error {
 		configError: t.configErr() != nil,
 		now:         time.Now(),
 	})
-	if err := host.WriteFileAtomic(path, t.buf.Bytes(), 0o644); err != nil {
-		if errors.Is(err, syscall.EROFS) {
+	if _, err := host.WriteFile(path, t.buf.Bytes(), 0o644, textfileOptions); err != nil {
+		switch {
+		case errors.Is(err, host.ErrNotManaged):
+			return fmt.Errorf("metrics: %w; choose another [metrics] textfile or remove it", err)
+		case errors.Is(err, syscall.EROFS):
 			return fmt.Errorf("metrics: write %s: %w (rdmad.service runs with ProtectSystem=strict: allow the directory with ReadWritePaths=%s in a drop-in)",
 				path, err, filepath.Dir(path))
 		}
@@ -263,53 +261,15 @@ func (t *Textfile) write(path string, sum reconcile.Summary) error {
 	return nil
 }
 
-// checkOwn refuses a path that holds something rdmad did not write.
-func checkOwn(path string) error {
-	exists, own, err := ownership(path)
-	switch {
-	case err != nil:
-		return fmt.Errorf("metrics: %w", err)
-	case exists && !own:
-		return fmt.Errorf("metrics: %s %w; choose another [metrics] textfile or remove it", path, host.ErrNotManaged)
-	}
-	return nil
-}
+// textfileOptions: rdmad's mark at the start; the directory may be the
+// exporter's (owned by the owner of its parent, node_exporter's home).
+var textfileOptions = host.WriteOptions{Header: ownerMark, ParentOwner: true}
 
 // removeOwn deletes path if rdmad wrote it.
 func removeOwn(path string) (removed bool, err error) {
-	exists, own, err := ownership(path)
-	if err != nil || !exists || !own {
-		return false, err
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("metrics: remove %s: %w", path, err)
-	}
-	return true, nil
-}
-
-// ownership says whether path exists and starts with ownerMark. It reads
-// only the mark's length and never blocks: a FIFO or a device there is an
-// error, not a wait.
-func ownership(path string) (exists, own bool, err error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, false, nil
-	}
+	removed, err = host.RemoveFile(path, textfileOptions)
 	if err != nil {
-		return false, false, err
+		return false, fmt.Errorf("metrics: %w", err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return true, false, err
-	}
-	if !st.Mode().IsRegular() {
-		return true, false, fmt.Errorf("%s: %w", path, host.ErrNotRegular)
-	}
-	buf := make([]byte, len(ownerMark))
-	n, err := io.ReadFull(f, buf)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return true, false, fmt.Errorf("read %s: %w", path, err)
-	}
-	return true, bytes.HasPrefix(buf[:n], []byte(ownerMark)), nil
+	return removed, nil
 }

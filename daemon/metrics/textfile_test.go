@@ -345,3 +345,65 @@ func TestTextfileRunCoalescesAndBeats(t *testing.T) {
 		t.Errorf("heartbeat rendered %v, want nothing", got)
 	}
 }
+
+// After a first write, the owner of node_exporter's directory swaps it for
+// a symlink to a directory of their choice holding a file of rdmad's name:
+// rdmad must neither write there nor replace that file. And a foreign file
+// put in place of rdmad's after its first write is left alone: the header
+// check runs before every replace, not only the first.
+func TestTextfileNeverFollowsASwappedDirectory(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "node-exporter")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "rdmad.prom")
+	var logs bytes.Buffer
+	tf := newTextfile(newFakeSource("mlx5_0"), &logs)
+	tf.SetPath(path)
+	tf.Changed(reconcile.Change{Full: true})
+	tf.flush()
+	ParseText(t, readFile(t, path))
+
+	elsewhere := filepath.Join(base, "etc")
+	if err := os.Mkdir(elsewhere, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const victim = "root's own file\n"
+	if err := os.WriteFile(filepath.Join(elsewhere, "rdmad.prom"), []byte(victim), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, dir); err != nil {
+		t.Fatal(err)
+	}
+	tf.Changed(reconcile.Change{Full: true})
+	tf.flush()
+	if got := string(readFile(t, filepath.Join(elsewhere, "rdmad.prom"))); got != victim {
+		t.Errorf("rdmad wrote through the swapped-in symlink:\n%s", got)
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 1 {
+		t.Errorf("files left in the symlink's target: %v", ents)
+	}
+	if !strings.Contains(logs.String(), "symlink") {
+		t.Errorf("the refusal is not logged:\n%s", logs.String())
+	}
+
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir+".old", dir); err != nil {
+		t.Fatal(err)
+	}
+	const foreign = "# HELP other_x x\n# TYPE other_x gauge\nother_x 1\n"
+	if err := os.WriteFile(path, []byte(foreign), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf.Changed(reconcile.Change{Full: true})
+	tf.flush()
+	if got := string(readFile(t, path)); got != foreign {
+		t.Errorf("a foreign file put in place of rdmad's was replaced:\n%s", got)
+	}
+}
