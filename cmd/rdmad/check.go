@@ -24,7 +24,7 @@ func checkConfigFiles(stdout, stderr io.Writer, root, mainFile, with, as string)
 		mainFile = host.New(root).Path(config.MainFile)
 	}
 	dropInDir := config.DropInDirFor(mainFile)
-	var r config.Reader = host.Files{}
+	var r config.Reader = host.Files{Trust: host.TrustFor(root)}
 	if with != "" {
 		if as == "" {
 			as = filepath.Base(with)

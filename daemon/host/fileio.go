@@ -116,9 +116,25 @@ func ReadFileLimit(name string, limit int) ([]byte, error) {
 		return nil, err
 	}
 	defer unix.Close(fd)
+	return readOpen(fd, name, limit, TrustAny)
+}
+
+// readOpen reads the open descriptor fd of name: a regular file (checked
+// here too, for descriptors opened with openat), judged by trust, at most
+// limit bytes.
+func readOpen(fd int, name string, limit int, trust Trust) ([]byte, error) {
 	size := 512
 	var st unix.Stat_t
-	if unix.Fstat(fd, &st) == nil && st.Size > 0 && st.Size < int64(limit) {
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w (%s)", ErrNotRegular, fileType(st.Mode))}
+	}
+	if err := trust.check(name, &st); err != nil {
+		return nil, err
+	}
+	if st.Size > 0 && st.Size < int64(limit) {
 		size = int(st.Size) + 1
 	}
 	buf := make([]byte, 0, size)
@@ -199,7 +215,11 @@ type dirent struct {
 }
 
 // readDirents reads the entries of a directory, sorted by name.
-func readDirents(name string) ([]dirent, error) {
+func readDirents(name string) ([]dirent, error) { return readDirentsTrusted(name, TrustAny) }
+
+// readDirentsTrusted is readDirents that first judges the directory it
+// opened by trust.
+func readDirentsTrusted(name string, trust Trust) ([]dirent, error) {
 	var fd int
 	var err error
 	for {
@@ -212,6 +232,15 @@ func readDirents(name string) ([]dirent, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	defer unix.Close(fd)
+	if trust != TrustAny {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
+		}
+		if err := trust.check(name, &st); err != nil {
+			return nil, err
+		}
+	}
 	var out []dirent
 	buf := make([]byte, 8192)
 	for {
@@ -254,17 +283,28 @@ func readDirents(name string) ([]dirent, error) {
 }
 
 // Files reads configuration files by absolute path with the limits above;
-// it is what config.Load gets on a real host.
-type Files struct{}
+// it is what config.Load gets on a real host. With a Trust, every file and
+// the drop-in directory are judged on the descriptor that is read: the
+// daemon's configuration must be root's (TrustFor).
+type Files struct {
+	Trust Trust
+}
 
 // ReadFile implements config.Reader.
-func (Files) ReadFile(name string) ([]byte, error) { return ReadConfigFile(name) }
+func (f Files) ReadFile(name string) ([]byte, error) {
+	fd, err := openRegular(name, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	return readOpen(fd, name, MaxConfigSize, f.Trust)
+}
 
 // ReadDir implements config.Reader: the names of name's entries that are
 // not directories (nor symlinks to one), sorted. A FIFO or device among
 // them is listed, so that reading it fails with an error naming it.
-func (Files) ReadDir(name string) ([]string, error) {
-	ents, err := readDirents(name)
+func (f Files) ReadDir(name string) ([]string, error) {
+	ents, err := readDirentsTrusted(name, f.Trust)
 	if err != nil {
 		return nil, err
 	}

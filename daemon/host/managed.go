@@ -3,11 +3,6 @@ package host
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrNotManaged is returned (wrapped) when a file rdmad would write or remove
@@ -42,23 +37,4 @@ func (h *Host) RemoveManaged(rel, header string) (removed bool, err error) {
 // directory's descriptor (safewrite.go).
 func RemoveManaged(name, header string) (removed bool, err error) {
 	return removeAt(name, header, false)
-}
-
-// ErrUntrusted is returned (wrapped) by Trusted.
-var ErrUntrusted = errors.New("can be changed by users other than root")
-
-// Trusted checks that rel and its directory belong to root (or to the user
-// rdmad runs as) and are not writable by group or others: what rdmad
-// acts on with its privileges must not be anyone's to change.
-func (h *Host) Trusted(rel string) error {
-	for _, p := range []string{h.Path(rel), filepath.Dir(h.Path(rel))} {
-		var st unix.Stat_t
-		if err := unix.Stat(p, &st); err != nil {
-			return &fs.PathError{Op: "stat", Path: p, Err: err}
-		}
-		if (st.Uid != 0 && int(st.Uid) != os.Geteuid()) || st.Mode&0o022 != 0 {
-			return fmt.Errorf("%s (owner uid %d, mode %#o) %w", p, st.Uid, st.Mode&0o777, ErrUntrusted)
-		}
-	}
-	return nil
 }

@@ -169,14 +169,12 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 	seen := map[string]bool{}
 	for _, l := range lists {
 		rel := filepath.Join(dir, l+".conf")
-		data, err := p.Host.ReadFile(rel)
+		// A list anyone but root can change would let them load any module
+		// with rdmad's privileges: the file read is the file judged
+		// (openat from the judged directory, fstat of the descriptor).
+		data, err := p.Host.ReadTrustedFile(rel)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // a transport without a list is normal
-		}
-		if err == nil {
-			// A list anyone but root can change would let them load any
-			// module with rdmad's privileges.
-			err = p.Host.Trusted(rel)
 		}
 		if err != nil {
 			return fail(ReadList, fmt.Errorf("modules: %w", err))

@@ -125,3 +125,38 @@ func TestOneShotRefusesABadConfig(t *testing.T) {
 		t.Fatal("--once accepted a configuration that does not load")
 	}
 }
+
+// A drop-in another user can change is refused exactly as a bad value:
+// file and reason, the last good policy stays in force. Under --root the
+// group bits are not judged (clones made under umask 002).
+func TestUntrustedDropInIsRefusedLikeABadValue(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	hosttest.Write(t, root, mainFile, "[modules]\nenable = false\n")
+	dropin := "etc/rdma/rdmad.d/50-roce.toml"
+	hosttest.Write(t, root, dropin, "[[roce]]\ndevice = \"mlx5_*\"\ntos = 106\n")
+	svc := boot(t, root)
+	name := filepath.Join(root, dropin)
+	hosttest.Write(t, root, dropin, "[[roce]]\ndevice = \"mlx5_*\"\ntos = 7\n")
+	if err := os.Chmod(name, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	err := svc.Reload()
+	if err == nil || !errors.Is(err, host.ErrUntrusted) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "writable by others") {
+		t.Fatalf("world-writable drop-in: %v", err)
+	}
+	if pol := svc.PolicyInForce(); len(pol.RoCE) != 1 || *pol.RoCE[0].TOS != 106 {
+		t.Errorf("policy in force changed: %+v", pol.RoCE)
+	}
+	if err := os.Chmod(name, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Reload(); err != nil {
+		t.Errorf("group-writable drop-in under --root: %v", err)
+	}
+	if err := os.Chmod(filepath.Dir(name), 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Reload(); err == nil || !strings.Contains(err.Error(), filepath.Dir(name)) {
+		t.Errorf("world-writable rdmad.d: %v", err)
+	}
+}

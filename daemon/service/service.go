@@ -96,7 +96,7 @@ func New(o Options) (*Service, error) {
 	if s.configFile == "" {
 		s.configFile = o.Host.Path(config.MainFile)
 	}
-	pol, snap, err := config.LoadSnapshot(host.Files{}, s.configFile)
+	pol, snap, err := config.LoadSnapshot(s.files(), s.configFile)
 	switch {
 	case err != nil && o.OneShot:
 		return nil, err
@@ -169,7 +169,7 @@ func (s *Service) reload() (changed bool, err error) {
 	// put the older files back in force.
 	s.loadMu.Lock()
 	defer s.loadMu.Unlock()
-	pol, snap, err := config.LoadSnapshot(host.Files{}, s.configFile)
+	pol, snap, err := config.LoadSnapshot(s.files(), s.configFile)
 	s.cfgMu.Lock()
 	hadErr := s.configErr != nil
 	s.configErr = err
@@ -388,3 +388,7 @@ func (s *Service) refreshPortStates(ctx context.Context, interval time.Duration)
 
 // samePolicy reports whether two loaded policies declare the same.
 func samePolicy(a, b *config.Policy) bool { return reflect.DeepEqual(a, b) }
+
+// files reads the configuration as the daemon trusts it: root's files on a
+// real host, the running user's under --root (host.TrustFor).
+func (s *Service) files() host.Files { return host.Files{Trust: host.TrustFor(s.host.Root)} }
