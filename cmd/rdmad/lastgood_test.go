@@ -86,6 +86,11 @@ func TestBadConfigAtBootAppliesTheLastGoodOne(t *testing.T) {
 	}
 	tos := func() string { return hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")) }
 
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/70-metrics.toml", "[metrics]\ntextfile = \"/var/lib/prometheus/node-exporter/rdmad.prom\"\n")
+	prom := func() string {
+		b, _ := os.ReadFile(filepath.Join(root, "var/lib/prometheus/node-exporter/rdmad.prom"))
+		return string(b)
+	}
 	first := startJournaled(t, env, "--root", root, "--bus", addr)
 	eventually(t, "rdmad answers on the bus", func() bool { _, err := ctl("status"); return err == nil })
 	if got := tos(); got != "106" {
@@ -124,6 +129,9 @@ func TestBadConfigAtBootAppliesTheLastGoodOne(t *testing.T) {
 	if !strings.Contains(second.logs(), "<6>level=INFO") {
 		t.Errorf("info lines lack their priority prefix:\n%s", second.logs())
 	}
+	eventually(t, "rdmad_config_error 1 in the textfile of the last good configuration", func() bool {
+		return strings.Contains(prom(), "\nrdmad_config_error 1\n")
+	})
 	out, err := ctl("-o", "json", "status")
 	var st status
 	if err != nil || json.Unmarshal([]byte(out), &st) != nil || !strings.Contains(st.ConfigError, where) {

@@ -102,3 +102,27 @@ func TestWriteFileRefusesUnsafeDirectories(t *testing.T) {
 		t.Errorf("ParentOwner with the parent's owner: %v", err)
 	}
 }
+
+// The instance lock is taken through the same checked directory: a
+// symlink in place of run/rdmad is refused, not followed.
+func TestLockInstanceRefusesASymlinkedDirectory(t *testing.T) {
+	root := t.TempDir()
+	elsewhere := filepath.Join(root, "elsewhere")
+	if err := os.MkdirAll(elsewhere, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(root, filepath.Dir(LockFile))); err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(root).LockInstance()
+	if !errors.Is(err, ErrUnsafeDir) {
+		l.Release()
+		t.Fatalf("lock through a symlinked directory: %v", err)
+	}
+	if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+		t.Errorf("lock file created through the symlink: %v", ents)
+	}
+}
