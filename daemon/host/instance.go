@@ -89,14 +89,14 @@ func (l *InstanceLock) Release() error {
 	return err
 }
 
-// tempPattern is the os.CreateTemp pattern of WriteFileAtomic's temp file
-// for base: hidden (config loading and the watcher skip dot files) and
-// recognisable, so RemoveStaleTemps can find what a crash left.
-func tempPattern(base string) string { return "." + base + ".tmp-*" }
+// tempPrefix starts the name of WriteFile's temp file for base (a random
+// suffix follows): hidden (config loading and the watcher skip dot files)
+// and recognisable, so RemoveStaleTemps can find what a crash left.
+func tempPrefix(base string) string { return "." + base + ".tmp-" }
 
 // RemoveStaleTemps deletes the temp files WriteFileAtomic leaves when rdmad
 // dies between writing one and renaming it over name: regular files named
-// like tempPattern(base of name) in name's directory. Only the temps of
+// named tempPrefix(base of name) + a suffix in name's directory. Only the temps of
 // that one file are touched, never another program's. It must run only
 // while the instance lock is held (another rdmad's write may be under
 // way otherwise). It returns the paths it removed.
@@ -109,7 +109,7 @@ func RemoveStaleTemps(name string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: stale temp files of %s: %w", name, err)
 	}
-	prefix := "." + base + ".tmp-"
+	prefix := tempPrefix(base)
 	var removed []string
 	var errs []error
 	for _, e := range ents {

@@ -201,12 +201,12 @@ func WriteFile(name string, data []byte, perm fs.FileMode, o WriteOptions) (chan
 }
 
 // createTempAt creates a new temp file for base in dfd, named like
-// tempPattern(base), 0600 until written.
+// tempPrefix(base) and a random suffix, 0600 until written.
 func createTempAt(dfd int, base string) (string, int, error) {
 	for try := 0; ; try++ {
 		var r [6]byte
 		_, _ = rand.Read(r[:])
-		tmp := "." + base + ".tmp-" + hex.EncodeToString(r[:])
+		tmp := tempPrefix(base) + hex.EncodeToString(r[:])
 		fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if errors.Is(err, unix.EEXIST) && try < 100 {
 			continue
