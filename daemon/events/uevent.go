@@ -189,8 +189,12 @@ func (s *UeventSocket) ReadMessage() ([]byte, error) {
 		rerr error
 	)
 	err = raw.Read(func(fd uintptr) bool {
-		n, from, rerr = unix.Recvfrom(int(fd), s.buf, 0)
-		return rerr != unix.EAGAIN
+		for {
+			n, from, rerr = unix.Recvfrom(int(fd), s.buf, 0)
+			if rerr != unix.EINTR {
+				return rerr != unix.EAGAIN
+			}
+		}
 	})
 	if err == nil {
 		err = rerr

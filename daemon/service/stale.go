@@ -7,9 +7,10 @@ import (
 
 // ManagedFiles are the files rdmad writes atomically (host.WriteFileAtomic):
 // its drop-in, the parts' files (Parts.Files: memlock, the netns
-// modprobe.d file) and the [metrics] textfile of the policy in force.
+// modprobe.d file), the last good configuration and the [metrics] textfile
+// of the policy in force.
 func (s *Service) ManagedFiles() []string {
-	files := []string{config.PersistedPath(s.DropInDir())}
+	files := []string{config.PersistedPath(s.DropInDir()), s.host.Path(config.LastGoodFile)}
 	for _, rel := range s.parts.Files {
 		files = append(files, s.host.Path(rel))
 	}
