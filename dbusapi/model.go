@@ -201,6 +201,7 @@ type Description struct {
 // RuntimeState is the runtime overlay in Describe.
 type RuntimeState struct {
 	RoCE         []RuntimeRoCE `json:"roce"`
+	QoS          []RuntimeQoS  `json:"qos"`
 	Links        []Link        `json:"links"`
 	DeletedLinks []string      `json:"deleted_links"`
 	NetnsMode    string        `json:"netns_mode"`
@@ -212,6 +213,15 @@ type RuntimeRoCE struct {
 	Port   int    `json:"port"`
 	Mode   string `json:"mode"`
 	TOS    int    `json:"tos"`
+}
+
+// RuntimeQoS is one runtime [[qos]] setting (SetQoS without persist).
+type RuntimeQoS struct {
+	Device string     `json:"device"`
+	Port   int        `json:"port"`
+	Trust  string     `json:"trust"`   // "" when not set
+	PFC    Priorities `json:"pfc"`     // with PFCSet
+	PFCSet bool       `json:"pfc_set"` // false: PFC not set
 }
 
 // Subject says what an action or a finding is about.

@@ -182,7 +182,7 @@ func (s *Server) describe() ([]byte, error) {
 	for i := range st.Devices {
 		d.Devices = append(d.Devices, deviceModel(&st.Devices[i]))
 	}
-	rt := &dbusapi.RuntimeState{NetnsMode: string(ov.Netns), RoCE: []dbusapi.RuntimeRoCE{}, Links: []dbusapi.Link{},
+	rt := &dbusapi.RuntimeState{NetnsMode: string(ov.Netns), RoCE: []dbusapi.RuntimeRoCE{}, QoS: []dbusapi.RuntimeQoS{}, Links: []dbusapi.Link{},
 		DeletedLinks: append([]string{}, ov.DeletedLinks...)}
 	for _, r := range ov.RoCE {
 		tos := -1
@@ -190,6 +190,10 @@ func (s *Server) describe() ([]byte, error) {
 			tos = *r.TOS
 		}
 		rt.RoCE = append(rt.RoCE, dbusapi.RuntimeRoCE{Device: r.Device.Name, Port: r.Port, Mode: string(r.Mode), TOS: tos})
+	}
+	for _, r := range ov.QoS {
+		rt.QoS = append(rt.QoS, dbusapi.RuntimeQoS{Device: config.UnescapeGlob(r.Device), Port: r.Port, Trust: string(r.Trust),
+			PFC: dbusapi.Priorities(append([]uint8{}, r.PFC...)), PFCSet: r.HasPFC})
 	}
 	for _, l := range ov.Links {
 		rt.Links = append(rt.Links, dbusapi.Link{Name: l.Name, Type: string(l.Type), Netdev: l.Netdev, Source: config.RuntimeFile})

@@ -77,6 +77,10 @@ func TestSetQoSOverTheBus(t *testing.T) {
 	if n, _ := k.Netdev("ens1f0np0"); n.PFC.Enabled != 0x08 || len(n.Apps) != 0 {
 		t.Errorf("after trust pcp: PFC %#x, %d APP entries", n.PFC.Enabled, len(n.Apps))
 	}
+	doc, err := c.Describe(t.Context())
+	if err != nil || !strings.Contains(doc, `"qos": [`) || !strings.Contains(doc, `"trust": "pcp"`) || !strings.Contains(doc, `"pfc_set": false`) {
+		t.Errorf("Describe's runtime overlay lacks the runtime QoS: %v\n%s", err, doc)
+	}
 	err = c.SetQoS(t.Context(), "mlx5_1", 1, "", []uint8{3}, false, false)
 	var de dbus.Error
 	if !errors.As(err, &de) || de.Name != dbusapi.ErrFailed || !strings.Contains(err.Error(), "ens1f1np1 does not support DCB") {
