@@ -192,7 +192,7 @@ func (s *Server) describe() ([]byte, error) {
 		rt.RoCE = append(rt.RoCE, dbusapi.RuntimeRoCE{Device: r.Device.Name, Port: r.Port, Mode: string(r.Mode), TOS: tos})
 	}
 	for _, r := range ov.QoS {
-		rt.QoS = append(rt.QoS, dbusapi.RuntimeQoS{Device: config.UnescapeGlob(r.Device), Port: r.Port, Trust: string(r.Trust),
+		rt.QoS = append(rt.QoS, dbusapi.RuntimeQoS{Device: r.Device.Name, Port: r.Port, Trust: string(r.Trust),
 			PFC: dbusapi.Priorities(append([]uint8{}, r.PFC...)), PFCSet: r.HasPFC})
 	}
 	for _, l := range ov.Links {
