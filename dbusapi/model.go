@@ -25,8 +25,11 @@ const (
 	PortIface       = "org.rdmad1.Port"
 	ErrConfig       = "org.rdmad1.Error.Config"
 	ErrFailed       = "org.rdmad1.Error.Failed"
-	ErrNextBoot     = "org.rdmad1.Error.NextBoot" // persisted; the running kernel takes it at the next boot
-	ErrBusy         = "org.rdmad1.Error.Busy"     // too many Describe/Diagnose calls at once; try again later
+	ErrNextBoot     = "org.rdmad1.Error.NextBoot"     // persisted; the running kernel takes it at the next boot
+	ErrBusy         = "org.rdmad1.Error.Busy"         // too many Describe/Diagnose calls at once; try again later
+	ErrNoSuchDevice = "org.rdmad1.Error.NoSuchDevice" // no RDMA device (or network interface) of that name
+	ErrNoSuchPort   = "org.rdmad1.Error.NoSuchPort"   // the device has no port of that number
+	ErrNoSuchLink   = "org.rdmad1.Error.NoSuchLink"   // no soft link of that name is declared
 	ErrInvalidArgs  = "org.freedesktop.DBus.Error.InvalidArgs"
 	ErrAccessDenied = "org.freedesktop.DBus.Error.AccessDenied"
 )

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/godbus/dbus/v5"
+
 	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/dbusapi"
@@ -24,7 +26,7 @@ func startBus(ctx context.Context, svc *service.Service, busArg string, log *slo
 	if err != nil {
 		return nil, nil, fmt.Errorf("bus: %w", err)
 	}
-	srv, err := bus.New(conn, svc, &bus.PolkitAuthorizer{Conn: conn.Conn}, log)
+	srv, err := bus.New(conn, svc.Reconciler(), svc, &bus.PolkitAuthorizer{Conn: conn}, log)
 	if err != nil {
 		conn.Close()
 		return nil, nil, fmt.Errorf("bus: %w", err)
@@ -47,14 +49,14 @@ func startBus(ctx context.Context, svc *service.Service, busArg string, log *slo
 // dial connects to the bus, or gives up when ctx ends: at boot the bus
 // socket may accept long before dbus-daemon answers, and a SIGTERM
 // meanwhile must still stop rdmad.
-func dial(ctx context.Context, busArg string) (*bus.Conn, error) {
+func dial(ctx context.Context, busArg string) (*dbus.Conn, error) {
 	type result struct {
-		conn *bus.Conn
+		conn *dbus.Conn
 		err  error
 	}
 	done := make(chan result, 1)
 	go func() {
-		c, err := bus.Dial(busArg)
+		c, err := dbusapi.Dial(busArg)
 		done <- result{c, err}
 	}()
 	select {

@@ -49,44 +49,43 @@ func fixture(t *testing.T, dir, name, cfg string) string {
 type daemon struct {
 	svc    *service.Service
 	srv    *bus.Server
-	conn   *bus.Conn
+	conn   *dbus.Conn
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 func startDaemon(t *testing.T, addr, root string) *daemon {
 	t.Helper()
-	conn, err := bus.Dial(addr)
+	conn, err := dbusapi.Dial(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return startDaemonOn(t, conn, root)
 }
 
-// startDaemonOn starts rdmad on a given connection (bus.Wrap: without the
-// pre-encoded GetManagedObjects).
-func startDaemonOn(t *testing.T, conn *bus.Conn, root string) *daemon {
+// startDaemonOn starts rdmad on a given connection.
+func startDaemonOn(t *testing.T, conn *dbus.Conn, root string) *daemon {
 	t.Helper()
 	return startDaemonWith(t, conn, host.New(root))
 }
 
 // startDaemonWith starts rdmad on conn over h (a hosttest.Kernel's host,
 // for fault injection).
-func startDaemonWith(t *testing.T, conn *bus.Conn, h *host.Host) *daemon {
+func startDaemonWith(t *testing.T, conn *dbus.Conn, h *host.Host) *daemon {
 	t.Helper()
 	return startDaemonLinks(t, conn, h, nil)
 }
 
 // startDaemonLinks starts rdmad on conn over h managing soft links
 // through nl (nil: links are not managed).
-func startDaemonLinks(t *testing.T, conn *bus.Conn, h *host.Host, nl links.Netlink) *daemon {
+func startDaemonLinks(t *testing.T, conn *dbus.Conn, h *host.Host, nl links.Netlink) *daemon {
 	t.Helper()
 	return startDaemonKernel(t, conn, h, compose.Kernel{Modules: &hosttest.Modprobe{Root: h.Root}, Netns: netnstest.New(config.NetnsShared), Links: nl})
 }
 
 // startDaemonKernel starts rdmad on conn over h with the kernel
 // interfaces k (fakes).
-func startDaemonKernel(t *testing.T, conn *bus.Conn, h *host.Host, k compose.Kernel) *daemon {
+func startDaemonKernel(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Kernel) *daemon {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
@@ -98,7 +97,7 @@ func startDaemonKernel(t *testing.T, conn *bus.Conn, h *host.Host, k compose.Ker
 	if err != nil {
 		t.Fatalf("service: %v", err)
 	}
-	srv, err := bus.New(conn, svc, &bus.PolkitAuthorizer{Conn: conn.Conn, PolkitTimeout: 10 * time.Second}, log)
+	srv, err := bus.New(conn, svc.Reconciler(), svc, &bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

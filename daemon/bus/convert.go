@@ -9,6 +9,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/daemon/version"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -166,10 +167,17 @@ func actionModel(a reconcile.Action) dbusapi.Action {
 // runtime change landing while it is built shows in none of it, rather
 // than in the Manager's LastResult but not in the devices listed.
 func (s *Server) describe() ([]byte, error) {
-	svc := s.svc
-	st := svc.Reconciler().Snapshot()
-	pol, ov := svc.Declared()
-	configErr := svc.ConfigError()
+	var (
+		st        reconcile.State
+		pol       *config.Policy
+		ov        service.Overlay
+		configErr error
+	)
+	s.svc.Settled(func() {
+		st = s.state.Snapshot()
+		pol, ov = s.svc.Declared()
+		configErr = s.svc.ConfigError()
+	})
 	if h := s.hook(); h != nil && h.afterSnapshot != nil {
 		h.afterSnapshot()
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/service"
+	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
@@ -27,7 +27,7 @@ func (m *manager) Diagnose(msg dbus.Message) (string, *dbus.Error) {
 	if h := m.s.hook(); h != nil && h.encodeFindings != nil {
 		encode = h.encodeFindings
 	}
-	doc, err := encode(doctor.Diagnose(context.Background(), diagnoseInput(m.s.svc)))
+	doc, err := encode(doctor.Diagnose(context.Background(), m.s.diagnoseInput()))
 	if err != nil {
 		// busError escapes: the message may quote what a finding holds.
 		return "", busError(err)
@@ -38,12 +38,15 @@ func (m *manager) Diagnose(msg dbus.Message) (string, *dbus.Error) {
 // diagnoseInput is what doctor gets from the daemon: the observed devices
 // (no second walk of sysfs), the policy in force, the config error, each
 // port's standing failures, and the kernel's netns mode.
-func diagnoseInput(svc *service.Service) doctor.Input {
-	st := svc.Reconciler().Snapshot()
-	in := doctor.Input{
-		Host: svc.Host(), Policy: svc.PolicyInForce(), ConfigError: svc.ConfigError(),
-		Devices: make([]host.Device, 0, len(st.Devices)), Errors: map[doctor.PortRef]string{},
-	}
+func (s *Server) diagnoseInput() doctor.Input {
+	svc := s.svc
+	var st reconcile.State
+	in := doctor.Input{Host: svc.Host(), Errors: map[doctor.PortRef]string{}}
+	svc.Settled(func() {
+		st = s.state.Snapshot()
+		in.Policy, in.ConfigError = svc.PolicyInForce(), svc.ConfigError()
+	})
+	in.Devices = make([]host.Device, 0, len(st.Devices))
 	if k := svc.NetnsKernel(); k != nil {
 		in.Netns = k
 	}

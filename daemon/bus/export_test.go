@@ -1,14 +1,31 @@
 package bus
 
 import (
+	"context"
 	"time"
+
+	"github.com/godbus/dbus/v5"
 
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
-// SyncForTest publishes a change as a reconcile pass would.
-func (s *Server) SyncForTest(ch reconcile.Change) { s.sync(ch) }
+// SyncForTest publishes a change as a reconcile pass would, and waits
+// until it is served.
+func (s *Server) SyncForTest(ch reconcile.Change) {
+	s.mark(ch)
+	_ = s.Flush(context.Background())
+}
+
+// PropertyForTest reads a property as Properties.Get does, without the bus.
+func (s *Server) PropertyForTest(p dbus.ObjectPath, iface, name string) (dbus.Variant, error) {
+	msg := dbus.Message{Headers: map[dbus.HeaderField]dbus.Variant{dbus.FieldPath: dbus.MakeVariant(p)}}
+	v, err := s.get(msg, iface, name)
+	if err != nil {
+		return v, err
+	}
+	return v, nil
+}
 
 // AfterDescribeSnapshotForTest runs fn in every Describe right after it
 // took the state it describes.

@@ -6,7 +6,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
@@ -31,7 +30,7 @@ func newRefusingEnv(t *testing.T) *refusingEnv {
 	e.root = fixture(t, e.dir, "mlx5", mlx5Config+"\n[[roce]]\ndevice = \"mlx5_*\"\ntos = 42\n")
 	e.k = hosttest.NewKernel(e.root)
 	e.k.Refuse(refusedTOS, "", syscall.EIO)
-	daemonConn, err := bus.Dial(e.addr)
+	daemonConn, err := dbusapi.Dial(e.addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,13 +7,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/rdmad/rdmad/daemon/compose"
+	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/netns/netnstest"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
 	"github.com/rdmad/rdmad/test/bustest"
@@ -149,5 +153,73 @@ func TestDiagnoseErrorIsPublishedEscaped(t *testing.T) {
 	}
 	if _, err := c.Describe(t.Context()); err != nil {
 		t.Errorf("rdmad stopped answering after the error: %v", err)
+	}
+}
+
+// Properties.Get and GetAll quote at most 64 bytes of the interface or
+// property name they were given: a 100,000-byte name is not echoed back.
+func TestPropertyErrorsQuoteBoundedNames(t *testing.T) {
+	e := newEnv(t, "mlx5", mlx5Config)
+	conn := dialT(t, e.addr)
+	long := strings.Repeat("i", 100000)
+	for path, iface := range map[dbus.ObjectPath]string{
+		dbusapi.RootPath: dbusapi.ManagerIface, dbusapi.PortPath("mlx5_0", 1): dbusapi.PortIface,
+		"/org/rdmad1/devices/none": long, // no object: the interface is unknown
+	} {
+		obj := conn.Object(dbusapi.BusName, path)
+		for _, tc := range []struct {
+			call string
+			args []any
+			want string
+		}{
+			{"Get", []any{long, "Version"}, "org.freedesktop.DBus.Error.UnknownInterface"},
+			{"GetAll", []any{long}, "org.freedesktop.DBus.Error.UnknownInterface"},
+			{"Get", []any{iface, long}, ""},
+		} {
+			err := obj.Call("org.freedesktop.DBus.Properties."+tc.call, 0, tc.args...).Err
+			if err == nil {
+				t.Fatalf("%s %s with a 100,000-byte name succeeded", path, tc.call)
+			}
+			msg := client.ErrorMessage(err)
+			if len(msg) > 200 {
+				t.Errorf("%s %s: the error message is %d bytes long: %.120s...", path, tc.call, len(msg), msg)
+			}
+			if !strings.Contains(msg, strings.Repeat("i", 64)+`"...`) {
+				t.Errorf("%s %s: message %.200q does not quote the name's first 64 bytes", path, tc.call, msg)
+			}
+			if tc.want != "" && client.ErrorName(err) != tc.want {
+				t.Errorf("%s %s: %s, want %s", path, tc.call, client.ErrorName(err), tc.want)
+			}
+		}
+	}
+}
+
+// A persisted netns mode the running kernel refuses now (EBUSY: other
+// network namespaces exist) holds for the next boot: the call says so
+// with org.rdmad1.Error.NextBoot on the wire, not Error.Failed.
+func TestNextBootErrorOnTheWire(t *testing.T) {
+	dir := bustest.PublicDir(t)
+	addr := privateBus(t, dir)
+	root := fixture(t, dir, "mlx5", mlx5Config+"\n[netns]\nmode = \"shared\"\n")
+	nk := netnstest.New(config.NetnsShared)
+	nk.Refuse(syscall.EBUSY)
+	conn, err := dbusapi.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startDaemonKernel(t, conn, host.New(root), compose.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: nk})
+	c, err := client.Connect(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	err = c.SetNetnsMode(t.Context(), "exclusive", true)
+	if got := client.ErrorName(err); got != dbusapi.ErrNextBoot {
+		t.Fatalf("persisted SetNetnsMode refused with EBUSY now: %s %v, want %s", got, err, dbusapi.ErrNextBoot)
+	}
+	// A runtime switch refused the same way is a plain failure: nothing
+	// holds for the next boot.
+	if got := client.ErrorName(c.SetNetnsMode(t.Context(), "exclusive", false)); got != dbusapi.ErrFailed {
+		t.Errorf("runtime SetNetnsMode refused with EBUSY: %s, want %s", got, dbusapi.ErrFailed)
 	}
 }

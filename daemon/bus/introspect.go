@@ -14,6 +14,10 @@ import (
 // manager's method table (by reflection) and the properties held now, with
 // argument names taken from the contract. The contract test compares this
 // with org.rdmad1.xml.
+func (s *Server) introspectCall(msg dbus.Message) (string, *dbus.Error) {
+	return s.introspect(callPath(msg)), nil
+}
+
 func (s *Server) introspect(p dbus.ObjectPath) string {
 	s.mu.Lock()
 	o := s.objects[p]
@@ -24,7 +28,7 @@ func (s *Server) introspect(p dbus.ObjectPath) string {
 		s.mu.Unlock()
 		return nodeXML(nil, children)
 	}
-	ps := dbusapi.ToProps(o.model)
+	ps := o.props()
 	s.mu.Unlock()
 	node := []introspect.Interface{introspect.IntrospectData, propertiesData, peerData}
 	iface := introspect.Interface{Name: o.iface}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/links/linkstest"
 	"github.com/rdmad/rdmad/dbusapi"
@@ -25,7 +24,7 @@ func linksEnv(t *testing.T, cfg string) (addr, root string, nl *linkstest.Netlin
 		t.Fatal(err)
 	}
 	nl = &linkstest.Netlink{Host: h}
-	conn, err := bus.Dial(addr)
+	conn, err := dbusapi.Dial(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,26 +92,31 @@ func TestEscapedInvalidLinkNamesAreInvalidArgs(t *testing.T) {
 		args   []any
 		arg    string
 		msg    string // in the message, when set
+		name   string // the error's name; "": InvalidArgs
 	}{
-		{"AddLink", []any{`a\x2fb`, "rxe", "ens1f0np0", false}, "name", ""},
-		{"AddLink", []any{`rxe\x0a`, "rxe", "ens1f0np0", true}, "name", ""},
-		{"AddLink", []any{"rxe1", "rxe", `ens1\x3a0`, false}, "netdev", ""},
-		{"AddLink", []any{"rxe1", "rxe", `ens1\x00`, false}, "netdev", ""},
-		{"DeleteLink", []any{`rxe\x00`, false}, "name", ""},
-		{"DeleteLink", []any{`..\x2f..`, true}, "name", ""},
+		{"AddLink", []any{`a\x2fb`, "rxe", "ens1f0np0", false}, "name", "", ""},
+		{"AddLink", []any{`rxe\x0a`, "rxe", "ens1f0np0", true}, "name", "", ""},
+		{"AddLink", []any{"rxe1", "rxe", `ens1\x3a0`, false}, "netdev", "", ""},
+		{"AddLink", []any{"rxe1", "rxe", `ens1\x00`, false}, "netdev", "", ""},
+		{"DeleteLink", []any{`rxe\x00`, false}, "name", "", ""},
+		{"DeleteLink", []any{`..\x2f..`, true}, "name", "", ""},
 		// Not UTF-8: fine at runtime, not in the TOML drop-in. The
 		// message spells the name as it was sent, to be pasted back.
-		{"AddLink", []any{`rxe\xff`, "rxe", "ens1f0np0", true}, "name", `"rxe\xff" is not UTF-8`},
-		{"AddLink", []any{"rxe1", "rxe", `ens1\xfe`, true}, "netdev", `"ens1\xfe" is not UTF-8`},
-		{"AddLink", []any{"rxe1", "rxe", `ens1\xc2\x9b`, false}, "netdev", `no network interface "ens1\xc2\x9b"`},
+		{"AddLink", []any{`rxe\xff`, "rxe", "ens1f0np0", true}, "name", `"rxe\xff" is not UTF-8`, ""},
+		{"AddLink", []any{"rxe1", "rxe", `ens1\xfe`, true}, "netdev", `"ens1\xfe" is not UTF-8`, ""},
+		{"AddLink", []any{"rxe1", "rxe", `ens1\xc2\x9b`, false}, "netdev", `no network interface "ens1\xc2\x9b"`, dbusapi.ErrNoSuchDevice},
 	} {
 		err := obj.Call(dbusapi.ManagerIface+"."+tc.method, 0, tc.args...).Err
 		if err == nil {
 			t.Errorf("%s%q was accepted", tc.method, tc.args)
 			continue
 		}
-		if client.ErrorName(err) != dbusapi.ErrInvalidArgs || !strings.Contains(client.ErrorMessage(err), "argument "+tc.arg+":") {
-			t.Errorf("%s%q: %s %q, want InvalidArgs naming %s", tc.method, tc.args, client.ErrorName(err), client.ErrorMessage(err), tc.arg)
+		want := tc.name
+		if want == "" {
+			want = dbusapi.ErrInvalidArgs
+		}
+		if client.ErrorName(err) != want || !strings.Contains(client.ErrorMessage(err), "argument "+tc.arg+":") {
+			t.Errorf("%s%q: %s %q, want %s naming %s", tc.method, tc.args, client.ErrorName(err), client.ErrorMessage(err), want, tc.arg)
 		}
 		if !strings.Contains(client.ErrorMessage(err), tc.msg) {
 			t.Errorf("%s%q: message %q, want it to hold %s", tc.method, tc.args, client.ErrorMessage(err), tc.msg)

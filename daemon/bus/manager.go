@@ -93,9 +93,19 @@ func busError(err error) *dbus.Error {
 	var arg *service.ArgError
 	var cfg *service.ConfigError
 	var next *service.NextBootError
+	var missing *service.NotFoundError
 	switch {
 	case errors.As(err, &next):
 		return dbus.NewError(dbusapi.ErrNextBoot, []any{dbusapi.Escape(err.Error())})
+	case errors.As(err, &missing):
+		name := dbusapi.ErrNoSuchDevice
+		switch missing.What {
+		case service.MissingPort:
+			name = dbusapi.ErrNoSuchPort
+		case service.MissingLink:
+			name = dbusapi.ErrNoSuchLink
+		}
+		return dbus.NewError(name, []any{dbusapi.Escape(err.Error())})
 	case errors.As(err, &arg):
 		return dbus.NewError(dbusapi.ErrInvalidArgs, []any{dbusapi.Escape(err.Error())})
 	case errors.As(err, &cfg):
@@ -109,6 +119,7 @@ func (m *manager) Reconcile(msg dbus.Message) (uint32, uint32, string, *dbus.Err
 		return 0, 0, "", e
 	}
 	rep := m.s.svc.ReconcileNow(context.Background())
+	m.s.flushForReply()
 	return uint32(rep.Count(reconcile.Changed)), uint32(rep.Count(reconcile.Failed)),
 		dbusapi.Escape(reconcile.Summarize(rep.Failures())), nil
 }
@@ -118,6 +129,7 @@ func (m *manager) Reload(msg dbus.Message) (string, *dbus.Error) {
 		return "", e
 	}
 	rep, err := m.s.svc.ReloadNow(context.Background())
+	m.s.flushForReply()
 	if err != nil {
 		return "", busError(err)
 	}
@@ -133,9 +145,11 @@ func (m *manager) SetRoCE(msg dbus.Message, device string, port uint32, mode str
 	}
 	// Device names are published escaped (a byte D-Bus cannot carry is
 	// \xNN), so that is the form a client has to name them by.
-	return busError(m.s.svc.SetRoCE(context.Background(), service.RoCEChange{
+	err := m.s.svc.SetRoCE(context.Background(), service.RoCEChange{
 		Device: dbusapi.Unescape(device), Port: int(port), Mode: config.RoCEMode(mode), TOS: int(tos), Persist: persist,
-	}))
+	})
+	m.s.flushForReply()
+	return busError(err)
 }
 
 // SetQoS is authorized by the same polkit action as SetRoCE: both set the
@@ -151,7 +165,9 @@ func (m *manager) SetQoS(msg dbus.Message, device string, port uint32, trust str
 	if len(pfc) != 1 || pfc[0] != dbusapi.QoSKeepPFC {
 		c.PFC, c.HasPFC = append([]uint8{}, pfc...), true
 	}
-	return busError(m.s.svc.SetQoS(context.Background(), c))
+	err := m.s.svc.SetQoS(context.Background(), c)
+	m.s.flushForReply()
+	return busError(err)
 }
 
 func (m *manager) AddLink(msg dbus.Message, name, typ, netdev string, persist bool) *dbus.Error {
@@ -163,7 +179,9 @@ func (m *manager) AddLink(msg dbus.Message, name, typ, netdev string, persist bo
 	// service validates the unescaped names (InvalidArgs naming the
 	// argument), so an escape cannot smuggle in a '/' or a NUL.
 	l := config.Link{Name: dbusapi.Unescape(name), Type: config.LinkType(typ), Netdev: dbusapi.Unescape(netdev)}
-	return busError(m.s.svc.AddLink(context.Background(), l, persist))
+	err := m.s.svc.AddLink(context.Background(), l, persist)
+	m.s.flushForReply()
+	return busError(err)
 }
 
 func (m *manager) DeleteLink(msg dbus.Message, name string, persist bool) *dbus.Error {
@@ -171,14 +189,18 @@ func (m *manager) DeleteLink(msg dbus.Message, name string, persist bool) *dbus.
 		return e
 	}
 	// As Manager.Links spells it (AddLink).
-	return busError(m.s.svc.DeleteLink(context.Background(), dbusapi.Unescape(name), persist))
+	err := m.s.svc.DeleteLink(context.Background(), dbusapi.Unescape(name), persist)
+	m.s.flushForReply()
+	return busError(err)
 }
 
 func (m *manager) SetNetnsMode(msg dbus.Message, mode string, persist bool) *dbus.Error {
 	if e := m.checkCall(msg, "SetNetnsMode", ActionSetNetns); e != nil {
 		return e
 	}
-	return busError(m.s.svc.SetNetnsMode(context.Background(), config.NetnsMode(mode), persist))
+	err := m.s.svc.SetNetnsMode(context.Background(), config.NetnsMode(mode), persist)
+	m.s.flushForReply()
+	return busError(err)
 }
 
 func (m *manager) Describe(msg dbus.Message) (string, *dbus.Error) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
-	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
@@ -32,7 +31,7 @@ func TestSetQoSOverTheBus(t *testing.T) {
 	k := dcbtest.New()
 	k.Add("ens1f0np0")
 	k.AddNoDCB("ens1f1np1")
-	conn, err := bus.Dial(addr)
+	conn, err := dbusapi.Dial(addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func (g *reportGate) waitingCalls() int { return int(g.waiting.Load()) }
 // enterReport takes a report slot for method on s's gate; the test hook
 // runs while the slot is held.
 func (s *Server) enterReport(method string) (release func(), _ *dbus.Error) {
-	release, e := s.reports.Load().enter(method)
+	leave, e := s.reports.Load().enter(method)
 	if e != nil {
 		s.log.Debug("report call refused", "method", method, "err", e.Body[0])
 		return nil, e
@@ -83,7 +83,7 @@ func (s *Server) enterReport(method string) (release func(), _ *dbus.Error) {
 	if h := s.hook(); h != nil && h.inReport != nil {
 		h.inReport()
 	}
-	return release, nil
+	return func() { leave(); s.reclaim.soon() }, nil
 }
 
 func busy(msg string) *dbus.Error {

@@ -2,22 +2,35 @@
 // service's state as the objects of org.rdmad1.xml (dbusapi holds the
 // contract, the model and the client), emits their signals, and serves the
 // org.rdmad1.Manager methods behind authorization.
+//
+// Publishing never holds up a pass. A pass only marks the devices it
+// changed (OnChange); the applier goroutine drains that coalescing set,
+// converts those devices and updates the served objects; the emitter
+// goroutine compares the served objects with what the signals said last
+// and emits the difference. A stopped bus blocks only the emitter: passes
+// run, property reads are served from the objects, and the marks keep
+// coalescing, so once the bus moves again the signals describe the final
+// state. godbus dials, encodes and sends every message.
 package bus
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
@@ -31,33 +44,67 @@ const (
 	errReadOnly     = "org.freedesktop.DBus.Error.PropertyReadOnly"
 )
 
-// props is one object's properties by interface.
+// props is one object's properties by interface, as GetManagedObjects
+// carries them.
 type props = map[string]map[string]dbus.Variant
+
+// object is one published object: its interface and its property map,
+// built once when the object changes and never modified afterwards (godbus
+// encodes replies that share it after the handler returned).
+type object struct {
+	iface string
+	entry props // {iface: properties}
+}
+
+func (o *object) props() map[string]dbus.Variant { return o.entry[o.iface] }
+
+func newObject(iface string, model any) *object {
+	return &object{iface: iface, entry: props{iface: dbusapi.ToProps(model)}}
+}
 
 // Server exports the service on a bus connection.
 type Server struct {
-	conn *Conn
-	svc  *service.Service
-	auth Authorizer
-	log  *slog.Logger
+	conn  *dbus.Conn
+	state State
+	svc   Daemon
+	auth  Authorizer
+	log   *slog.Logger
+
+	// Marks: what passes and declaration changes asked to publish, not
+	// yet applied. A set, so a stuck applier or bus costs its size at
+	// most, whatever the number of passes.
+	markMu     sync.Mutex
+	marked     map[string]struct{} // device names
+	markedMgr  bool
+	markGen    uint64        // counts marks
+	appliedGen uint64        // markGen of the last applied marks
+	applied    chan struct{} // closed when appliedGen moves
+	wake       chan struct{} // the applier
+	emitWake   chan struct{} // the emitter
+	stop       chan struct{}
+	stopOnce   sync.Once
 
 	mu      sync.Mutex
 	objects map[dbus.ObjectPath]*object
 	// children counts, per node, the objects below each child element, so
 	// Introspect lists a node's children without walking every object.
 	children map[dbus.ObjectPath]map[string]int
-	managed  []byte                       // GetManagedObjects' body; nil when an object changed
 	ports    map[string][]dbus.ObjectPath // device name -> its port objects
 	// deviceNames and devicePaths are the Manager's Devices, kept while
 	// the set of devices does not change.
 	deviceNames []string
 	devicePaths []dbus.ObjectPath
-	closed      bool
+	// told is what the signals said of each object (once the name is
+	// taken); unsent are the paths whose served object may differ from it.
+	told   map[dbus.ObjectPath]*object
+	unsent map[dbus.ObjectPath]struct{}
+	closed bool
 	// named is set once the well-known name is taken: before that nobody
 	// can follow rdmad's objects, so the first export emits no signals
 	// (on a host with a thousand devices, thousands of InterfacesAdded).
 	named bool
 
+	reclaim reclaimer                  // returns a big reply's garbage to the system
 	reports atomic.Pointer[reportGate] // Describe and Diagnose (reports.go)
 	hooks   atomic.Pointer[testHooks]  // nil in production
 }
@@ -74,18 +121,19 @@ type testHooks struct {
 }
 
 // New exports the root object and every device and port of the current
-// state on conn and follows the service from then on. It does not request
+// state on conn and follows state and svc from then on. It does not request
 // the bus name: call RequestName when the objects are in place.
-func New(conn *Conn, svc *service.Service, auth Authorizer, log *slog.Logger) (*Server, error) {
+func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{conn: conn, svc: svc, auth: auth, log: log, objects: map[dbus.ObjectPath]*object{},
-		children: map[dbus.ObjectPath]map[string]int{}, ports: map[string][]dbus.ObjectPath{}}
+	s := &Server{conn: conn, state: state, svc: svc, auth: auth, log: log,
+		marked: map[string]struct{}{}, applied: make(chan struct{}),
+		wake: make(chan struct{}, 1), emitWake: make(chan struct{}, 1), stop: make(chan struct{}),
+		objects: map[dbus.ObjectPath]*object{}, children: map[dbus.ObjectPath]map[string]int{},
+		ports: map[string][]dbus.ObjectPath{}, unsent: map[dbus.ObjectPath]struct{}{}}
 	s.reports.Store(newReportGate(reportSlots, reportWaiters, reportWait))
-	if conn.rewriter != nil {
-		conn.rewriter.setLogger(log)
-	}
+	s.reclaim.delay = reclaimDelay
 	m := &manager{s: s}
 	if err := conn.ExportMethodTable(m.methods(), dbusapi.RootPath, dbusapi.ManagerIface); err != nil {
 		return nil, fmt.Errorf("bus: export manager: %w", err)
@@ -93,18 +141,28 @@ func New(conn *Conn, svc *service.Service, auth Authorizer, log *slog.Logger) (*
 	if err := conn.ExportMethodTable(map[string]any{"GetManagedObjects": s.getManagedObjects}, dbusapi.RootPath, objMgrIface); err != nil {
 		return nil, fmt.Errorf("bus: export object manager: %w", err)
 	}
-	s.mu.Lock()
-	s.syncLocked(reconcile.Change{Full: true, Updated: svc.Reconciler().Summary().Devices})
-	s.mu.Unlock()
-	svc.Reconciler().OnChange(s.sync)
+	// Properties and Introspectable answer for the whole tree from the
+	// objects, by the path of the call: nothing is exported per object.
+	if err := conn.ExportSubtreeMethodTable(map[string]any{"Get": s.get, "GetAll": s.getAll, "Set": s.set}, dbusapi.RootPath, propsIface); err != nil {
+		return nil, fmt.Errorf("bus: export properties: %w", err)
+	}
+	if err := conn.ExportSubtreeMethodTable(map[string]any{"Introspect": s.introspectCall}, dbusapi.RootPath, introIface); err != nil {
+		return nil, fmt.Errorf("bus: export introspection: %w", err)
+	}
+	s.mark(reconcile.Change{Updated: state.Summary().Devices})
+	s.apply()
+	state.OnChange(s.mark)
 	// A config change (reload, runtime change) changes the Manager's
 	// declarations; the pass it queues updates the devices.
-	svc.OnConfigChange(func() { s.sync(reconcile.Change{}) })
+	svc.OnConfigChange(func() { s.mark(reconcile.Change{}) })
+	go s.runApplier()
+	go s.runEmitter()
 	return s, nil
 }
 
 // RequestName takes the well-known name; it fails when another process owns
-// it (a second rdmad on the same bus).
+// it (a second rdmad on the same bus). Signals start from the objects
+// served at that moment.
 func (s *Server) RequestName(name string) error {
 	reply, err := s.conn.RequestName(name, dbus.NameFlagDoNotQueue)
 	if err != nil {
@@ -114,93 +172,205 @@ func (s *Server) RequestName(name string) error {
 		return fmt.Errorf("bus: name %s is already owned on this bus (another rdmad?)", name)
 	}
 	s.mu.Lock()
-	s.named = true
+	if !s.named {
+		s.named = true
+		s.told = maps.Clone(s.objects)
+		clear(s.unsent)
+	}
 	s.mu.Unlock()
 	return nil
 }
 
-// Close stops publishing; later state changes are ignored.
+// Close stops publishing; later state changes are ignored. It does not
+// wait for a signal the bus does not take: closing the connection ends it.
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.reclaim.stop()
 }
 
-// sync publishes what a pass changed: new objects with InterfacesAdded
-// (parents first), gone ones with InterfacesRemoved (children first), and
-// one PropertiesChanged per object and interface for what differs. Only the
-// devices the change names are converted again, so a pass over one device
-// costs the same on a host with a thousand.
-func (s *Server) sync(ch reconcile.Change) {
+// mark records what a pass changed, or (an empty change) that the
+// declarations changed. It is all a pass does for the bus: it never
+// blocks on the bus, the applier or the emitter.
+func (s *Server) mark(ch reconcile.Change) {
+	s.markMu.Lock()
+	for _, n := range ch.Updated {
+		s.marked[n] = struct{}{}
+	}
+	for _, n := range ch.Removed {
+		s.marked[n] = struct{}{}
+	}
+	s.markedMgr = true // every pass changes LastReconcile
+	s.markGen++
+	s.markMu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Flush waits until everything marked before the call is served by
+// property reads (the signals may follow), or ctx ends. Mutating methods
+// call it before they reply, so a client that reads after the reply reads
+// what its call did.
+func (s *Server) Flush(ctx context.Context) error {
+	s.markMu.Lock()
+	want := s.markGen
+	s.markMu.Unlock()
+	for {
+		s.markMu.Lock()
+		got, ch := s.appliedGen, s.applied
+		s.markMu.Unlock()
+		if got >= want {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.stop:
+			return nil
+		}
+	}
+}
+
+// flushTimeout bounds how long a method waits for its change to be
+// served before it replies anyway.
+const flushTimeout = 5 * time.Second
+
+func (s *Server) flushForReply() {
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	if err := s.Flush(ctx); err != nil {
+		s.log.Debug("reply sent before its change was published", "err", err)
+	}
+}
+
+func (s *Server) runApplier() {
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.wake:
+		}
+		s.apply()
+	}
+}
+
+// apply takes the marks and brings the served objects up to date: only
+// the devices marked are converted again, so a pass over one device costs
+// the same on a host with a thousand. The state is read while no mutating
+// call is under way (Daemon.Settled): a refused call's change, and its
+// withdrawal, are never published.
+func (s *Server) apply() {
+	var (
+		gen     uint64
+		names   []string
+		mgr     bool
+		sum     reconcile.Summary
+		states  []reconcile.DeviceState
+		manager dbusapi.Manager
+		devices []dbus.ObjectPath
+	)
+	s.svc.Settled(func() {
+		s.markMu.Lock()
+		gen, mgr = s.markGen, s.markedMgr
+		names = make([]string, 0, len(s.marked))
+		for n := range s.marked {
+			names = append(names, n)
+		}
+		clear(s.marked)
+		s.markedMgr = false
+		s.markMu.Unlock()
+		sort.Strings(names)
+		sum = s.state.Summary()
+		states = s.state.DeviceStates(names)
+		if mgr {
+			manager = managerModel(s.svc.PolicyInForce(), s.svc.ConfigError(), sum, nil)
+		}
+	})
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.syncLocked(ch)
-}
-
-// object is one published object: its interface and model value
-// (dbusapi.Manager, Device or Port), from which properties are made when
-// asked, and its wire form for GetManagedObjects. A model is a third of the
-// memory of its property map.
-type object struct {
-	iface string
-	model any
-	entry []byte // below the root, with the rewriter: encodeEntry's bytes
-}
-
-// hook returns the test hooks, or nil.
-func (s *Server) hook() *testHooks { return s.hooks.Load() }
-
-// setHook changes one test hook (export_test.go).
-func (s *Server) setHook(edit func(*testHooks)) {
-	h := &testHooks{}
-	if old := s.hooks.Load(); old != nil {
-		*h = *old
-	}
-	edit(h)
-	s.hooks.Store(h)
-}
-
-func (o *object) props() props { return props{o.iface: dbusapi.ToProps(o.model)} }
-
-func (s *Server) syncLocked(ch reconcile.Change) {
-	if s.closed {
-		return
-	}
-	rec := s.svc.Reconciler()
-	sum := rec.Summary()
 	if !slices.Equal(sum.Devices, s.deviceNames) {
 		// Escaping a thousand names on every pass would make one
 		// device's event cost more on a larger host.
 		s.deviceNames, s.devicePaths = sum.Devices, devicePaths(sum.Devices)
 	}
-	s.put(dbusapi.RootPath, dbusapi.ManagerIface, managerModel(s.svc.PolicyInForce(), s.svc.ConfigError(), sum, s.devicePaths))
-	for _, name := range ch.Removed {
-		s.removeDevice(name)
+	devices = s.devicePaths
+	s.mu.Unlock()
+	// Conversion happens outside every lock: readers are served the
+	// objects as they were meanwhile.
+	type built struct {
+		name  string
+		dev   *object
+		ports []*object
+		paths []dbus.ObjectPath
 	}
-	states := rec.DeviceStates(ch.Updated)
+	// The applier is the only writer of s.objects, so it reads them
+	// without the lock: an object that did not change keeps its old
+	// value (and pointer: no signal is due) without holding up readers.
+	same := func(p dbus.ObjectPath, o *object) *object {
+		if old := s.objects[p]; old != nil && old.iface == o.iface && len(changedProps(old.props(), o.props())) == 0 {
+			return old
+		}
+		return o
+	}
+	var out []built
 	for i := range states {
-		s.putDevice(&states[i])
+		ds := &states[i]
+		dev := deviceModel(ds)
+		b := built{name: ds.Name}
+		for _, p := range dev.Ports {
+			pp := dbusapi.PortPath(ds.Name, int(p.Number))
+			b.paths = append(b.paths, pp)
+			b.ports = append(b.ports, same(pp, newObject(dbusapi.PortIface, p)))
+		}
+		dev.Ports = nil // published as objects of their own, after their device
+		b.dev = same(dbusapi.DevicePath(ds.Name), newObject(dbusapi.DeviceIface, dev))
+		out = append(out, b)
 	}
-}
-
-// putDevice exports or updates a device and its ports.
-func (s *Server) putDevice(ds *reconcile.DeviceState) {
-	dev := deviceModel(ds)
-	portModels := dev.Ports
-	dev.Ports = nil // published as objects of their own, after their device
-	s.put(dbusapi.DevicePath(ds.Name), dbusapi.DeviceIface, dev)
-	ports := make([]dbus.ObjectPath, 0, len(portModels))
-	for _, p := range portModels {
-		pp := dbusapi.PortPath(ds.Name, int(p.Number))
-		s.put(pp, dbusapi.PortIface, p)
-		ports = append(ports, pp)
-	}
-	for _, old := range s.ports[ds.Name] {
-		if !containsPath(ports, old) {
-			s.remove(old)
+	s.mu.Lock()
+	if !s.closed {
+		if mgr {
+			manager.Devices = devices
+			s.put(dbusapi.RootPath, newObject(dbusapi.ManagerIface, manager))
+		}
+		present := map[string]bool{}
+		for _, b := range out {
+			present[b.name] = true
+			s.put(dbusapi.DevicePath(b.name), b.dev)
+			for i, pp := range b.paths {
+				s.put(pp, b.ports[i])
+			}
+			for _, old := range s.ports[b.name] {
+				if !slices.Contains(b.paths, old) {
+					s.remove(old)
+				}
+			}
+			s.ports[b.name] = b.paths
+		}
+		for _, n := range names {
+			if !present[n] {
+				s.removeDevice(n)
+			}
 		}
 	}
-	s.ports[ds.Name] = ports
+	wakeEmitter := s.named && len(s.unsent) > 0
+	s.mu.Unlock()
+	s.markMu.Lock()
+	if gen > s.appliedGen {
+		s.appliedGen = gen
+		close(s.applied)
+		s.applied = make(chan struct{})
+	}
+	s.markMu.Unlock()
+	if wakeEmitter {
+		select {
+		case s.emitWake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (s *Server) removeDevice(name string) {
@@ -211,82 +381,41 @@ func (s *Server) removeDevice(name string) {
 	s.remove(dbusapi.DevicePath(name))
 }
 
-func containsPath(ps []dbus.ObjectPath, p dbus.ObjectPath) bool {
-	for _, x := range ps {
-		if x == p {
-			return true
-		}
-	}
-	return false
-}
-
-// put adds an object, or updates one and emits PropertiesChanged with the
-// properties that differ.
-func (s *Server) put(p dbus.ObjectPath, iface string, model any) {
+// put serves o at p; an object already there (the same pointer: apply
+// keeps an unchanged one) needs no signal.
+func (s *Server) put(p dbus.ObjectPath, o *object) {
 	old, ok := s.objects[p]
+	if ok && old == o {
+		return
+	}
+	if ok && old.iface == o.iface && o.iface == dbusapi.ManagerIface && len(changedProps(old.props(), o.props())) == 0 {
+		return
+	}
 	if !ok {
-		o := &object{iface: iface, model: model}
-		s.objects[p] = o
 		s.link(p, 1)
-		s.encode(p, o)
-		if err := s.export(p); err != nil {
-			s.log.Error("cannot export object", "path", p, "err", err)
-			return
-		}
-		if p != dbusapi.RootPath {
-			s.emit(dbusapi.RootPath, objMgrIface+".InterfacesAdded", p, o.props())
-		}
-		return
 	}
-	changed := changedProps(old.model, model)
-	if len(changed) == 0 {
-		return
-	}
-	o := &object{iface: iface, model: model}
 	s.objects[p] = o
-	s.encode(p, o)
-	s.emit(p, propsIface+".PropertiesChanged", iface, changed, []string{})
+	s.unsent[p] = struct{}{}
 }
 
-// changedProps are the properties of model whose values differ from
-// old's (a nil and an empty slice are the same published value).
-func changedProps(old, model any) map[string]dbus.Variant {
-	ov, nv := reflect.ValueOf(old), reflect.ValueOf(model)
-	t := nv.Type()
+func (s *Server) remove(p dbus.ObjectPath) {
+	if _, ok := s.objects[p]; !ok {
+		return
+	}
+	delete(s.objects, p)
+	s.link(p, -1)
+	s.unsent[p] = struct{}{}
+}
+
+// changedProps are the properties of now whose values differ from old's.
+func changedProps(old, now map[string]dbus.Variant) map[string]dbus.Variant {
 	out := map[string]dbus.Variant{}
-	for i := 0; i < t.NumField(); i++ {
-		name := t.Field(i).Tag.Get("prop")
-		if name == "" {
-			continue
+	for name, v := range now {
+		if o, ok := old[name]; !ok || !reflect.DeepEqual(o.Value(), v.Value()) {
+			out[name] = v
 		}
-		o, n := ov.Field(i), nv.Field(i)
-		if n.Kind() == reflect.Slice && o.Len() == 0 && n.Len() == 0 || reflect.DeepEqual(o.Interface(), n.Interface()) {
-			continue
-		}
-		if n.Kind() == reflect.Slice && n.IsNil() {
-			n = reflect.MakeSlice(n.Type(), 0, 0)
-		}
-		out[name] = dbus.MakeVariant(n.Interface())
 	}
 	return out
-}
-
-// encode keeps the wire form of an object below the root for
-// GetManagedObjects.
-func (s *Server) encode(p dbus.ObjectPath, o *object) {
-	s.managed = nil
-	if p == dbusapi.RootPath || s.conn.rewriter == nil || !s.conn.rewriter.usable() {
-		return
-	}
-	e, err := encodeEntry(p, o.props())
-	if err != nil {
-		// A type the encoder lacks: a bug, caught by wire_test. Fall
-		// back to godbus for every reply rather than publish a partial one.
-		s.log.Error("cannot pre-encode object; GetManagedObjects falls back to godbus", "path", p, "err", err)
-		s.conn.rewriter = nil
-		return
-	}
-	o.entry = e
 }
 
 // link counts p (delta 1) or stops counting it (-1) under each ancestor.
@@ -310,25 +439,83 @@ func (s *Server) link(p dbus.ObjectPath, delta int) {
 	}
 }
 
-func (s *Server) remove(p dbus.ObjectPath) {
-	obj, ok := s.objects[p]
-	if !ok {
-		return
-	}
-	s.unexport(p)
-	delete(s.objects, p)
-	s.link(p, -1)
-	s.managed = nil
-	s.emit(dbusapi.RootPath, objMgrIface+".InterfacesRemoved", p, []string{obj.iface})
+// signal is one signal to emit.
+type signal struct {
+	path dbus.ObjectPath
+	name string
+	args []any
 }
 
-func (s *Server) emit(path dbus.ObjectPath, name string, args ...any) {
-	if !s.named {
-		return
+func (s *Server) runEmitter() {
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.emitWake:
+		}
+		for _, sig := range s.signals() {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			if err := s.conn.Emit(sig.path, sig.name, sig.args...); err != nil {
+				if errors.Is(err, dbus.ErrClosed) {
+					return
+				}
+				s.log.Warn("cannot emit signal", "path", sig.path, "signal", sig.name, "err", err)
+			}
+		}
 	}
-	if err := s.conn.Emit(path, name, args...); err != nil {
-		s.log.Warn("cannot emit signal", "path", path, "signal", name, "err", err)
+}
+
+// signals says, for every object that may differ from what the signals
+// said last, what differs: InterfacesRemoved (children first), then
+// InterfacesAdded (parents first) and PropertiesChanged. It holds the
+// server's lock only to take the objects, and emits nothing itself: the
+// emitter sends them afterwards, so a stopped bus blocks no reader and no
+// pass.
+func (s *Server) signals() []signal {
+	type pending struct {
+		p        dbus.ObjectPath
+		was, now *object
 	}
+	var todo []pending
+	s.mu.Lock()
+	if !s.named || s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	for p := range s.unsent {
+		was, now := s.told[p], s.objects[p]
+		todo = append(todo, pending{p, was, now})
+		if now == nil {
+			delete(s.told, p)
+		} else {
+			s.told[p] = now
+		}
+	}
+	clear(s.unsent)
+	s.mu.Unlock()
+	// An object's path sorts right before its children's: '/' sorts
+	// below every character of an escaped name.
+	slices.SortFunc(todo, func(a, b pending) int { return strings.Compare(string(a.p), string(b.p)) })
+	var removed, rest []signal
+	for _, x := range todo {
+		switch {
+		case x.was == x.now:
+		case x.now == nil:
+			removed = append(removed, signal{dbusapi.RootPath, objMgrIface + ".InterfacesRemoved", []any{x.p, []string{x.was.iface}}})
+		case x.was == nil && x.p != dbusapi.RootPath:
+			rest = append(rest, signal{dbusapi.RootPath, objMgrIface + ".InterfacesAdded", []any{x.p, x.now.entry}})
+		case x.was != nil:
+			if changed := changedProps(x.was.props(), x.now.props()); len(changed) > 0 {
+				rest = append(rest, signal{x.p, propsIface + ".PropertiesChanged", []any{x.now.iface, changed, []string{}}})
+			}
+		}
+	}
+	slices.Reverse(removed)
+	return append(removed, rest...)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -340,91 +527,128 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// export registers the Properties and Introspectable handlers of a path.
-func (s *Server) export(p dbus.ObjectPath) error {
-	handlers := map[string]any{
-		"Get": func(iface, name string) (dbus.Variant, *dbus.Error) { return s.get(p, iface, name) },
-		"GetAll": func(iface string) (map[string]dbus.Variant, *dbus.Error) {
-			return s.getAll(p, iface)
-		},
-		"Set": func(iface, name string, _ dbus.Variant) *dbus.Error {
-			if _, err := s.get(p, iface, name); err != nil {
-				return err
-			}
-			return dbus.NewError(errReadOnly, []any{fmt.Sprintf("property %s.%s is read-only", iface, name)})
-		},
-	}
-	if err := s.conn.ExportMethodTable(handlers, p, propsIface); err != nil {
-		return err
-	}
-	intro := map[string]any{
-		"Introspect": func() (string, *dbus.Error) { return s.introspect(p), nil },
-	}
-	return s.conn.ExportMethodTable(intro, p, introIface)
+// callPath is the object path a call was made on.
+func callPath(msg dbus.Message) dbus.ObjectPath {
+	p, _ := msg.Headers[dbus.FieldPath].Value().(dbus.ObjectPath)
+	return p
 }
 
-func (s *Server) unexport(p dbus.ObjectPath) {
-	_ = s.conn.ExportMethodTable(nil, p, propsIface)
-	_ = s.conn.ExportMethodTable(nil, p, introIface)
+// maxQuoted is how much of a name a caller gave an error message quotes:
+// a 100,000-byte interface name is not echoed back.
+const maxQuoted = 64
+
+// quoteArg quotes a name from a call for an error message: escaped, and
+// cut after maxQuoted bytes.
+func quoteArg(s string) string {
+	if len(s) <= maxQuoted {
+		return `"` + dbusapi.Escape(s) + `"`
+	}
+	return `"` + dbusapi.Escape(s[:maxQuoted]) + `"...`
 }
 
-func (s *Server) get(p dbus.ObjectPath, iface, name string) (dbus.Variant, *dbus.Error) {
+func unknownIface(p dbus.ObjectPath, iface string) *dbus.Error {
+	return dbus.NewError(errUnknownIface, []any{fmt.Sprintf("%s has no interface %s", p, quoteArg(iface))})
+}
+
+// object returns the object served at p.
+func (s *Server) object(p dbus.ObjectPath) *object {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	o, ok := s.objects[p]
-	if !ok || o.iface != iface {
-		return dbus.Variant{}, dbus.NewError(errUnknownIface, []any{fmt.Sprintf("%s has no interface %s", p, iface)})
+	return s.objects[p]
+}
+
+func (s *Server) get(msg dbus.Message, iface, name string) (dbus.Variant, *dbus.Error) {
+	p := callPath(msg)
+	o := s.object(p)
+	if o == nil || o.iface != iface {
+		return dbus.Variant{}, unknownIface(p, iface)
 	}
-	v, ok := dbusapi.ToProps(o.model)[name]
+	v, ok := o.props()[name]
 	if !ok {
-		return dbus.Variant{}, dbus.NewError(errUnknownProp, []any{fmt.Sprintf("%s has no property %s", iface, name)})
+		return dbus.Variant{}, dbus.NewError(errUnknownProp, []any{fmt.Sprintf("%s has no property %s", iface, quoteArg(name))})
 	}
 	return v, nil
 }
 
-func (s *Server) getAll(p dbus.ObjectPath, iface string) (map[string]dbus.Variant, *dbus.Error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.objects[p]
-	switch {
-	case ok && (iface == "" || iface == o.iface): // "" is every interface
-		return dbusapi.ToProps(o.model), nil
-	case iface == objMgrIface || iface == introIface || iface == propsIface || iface == peerIface:
-		return map[string]dbus.Variant{}, nil // standard interfaces without properties
+func (s *Server) set(msg dbus.Message, iface, name string, _ dbus.Variant) *dbus.Error {
+	if _, err := s.get(msg, iface, name); err != nil {
+		return err
 	}
-	return nil, dbus.NewError(errUnknownIface, []any{fmt.Sprintf("%s has no interface %s", p, iface)})
+	return dbus.NewError(errReadOnly, []any{fmt.Sprintf("property %s.%s is read-only", iface, name)})
 }
 
-// getManagedObjects answers from the pre-encoded objects when the
-// connection can carry them: the reply godbus sends is an empty array that
-// the rewriter fills (conn.go). Otherwise, and once the rewriter declined
-// a reply, godbus encodes the objects.
-func (s *Server) getManagedObjects(msg dbus.Message) (map[dbus.ObjectPath]props, *dbus.Error) {
+func (s *Server) getAll(msg dbus.Message, iface string) (map[string]dbus.Variant, *dbus.Error) {
+	p := callPath(msg)
+	o := s.object(p)
+	switch {
+	case o != nil && (iface == "" || iface == o.iface): // "" is every interface
+		return o.props(), nil
+	case o != nil && (iface == objMgrIface && p == dbusapi.RootPath || iface == introIface || iface == propsIface || iface == peerIface):
+		return map[string]dbus.Variant{}, nil // standard interfaces without properties
+	}
+	return nil, unknownIface(p, iface)
+}
+
+// getManagedObjects answers from the objects' property maps, which godbus
+// encodes; nothing is converted for the call.
+func (s *Server) getManagedObjects() (map[dbus.ObjectPath]props, *dbus.Error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if msg.Flags&dbus.FlagNoReplyExpected != 0 {
-		return map[dbus.ObjectPath]props{}, nil // godbus sends no reply
-	}
-	if rw := s.conn.rewriter; rw != nil && rw.usable() {
-		if s.managed == nil {
-			entries := make(map[dbus.ObjectPath][]byte, len(s.objects))
-			for p, o := range s.objects {
-				if o.entry != nil {
-					entries[p] = o.entry
-				}
-			}
-			s.managed = managedObjectsBody(entries)
-		}
-		sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
-		rw.expect(sender, msg.Serial(), s.managed)
-		return map[dbus.ObjectPath]props{}, nil
-	}
 	out := make(map[dbus.ObjectPath]props, len(s.objects))
 	for p, o := range s.objects {
-		if p == dbusapi.RootPath {
-			continue // ObjectManager reports the objects below it
+		if p != dbusapi.RootPath { // ObjectManager reports the objects below it
+			out[p] = o.entry
 		}
-		out[p] = o.props()
 	}
+	s.mu.Unlock()
+	s.reclaim.soon()
 	return out, nil
+}
+
+// reclaimDelay is how long after a big reply (GetManagedObjects, Describe,
+// Diagnose) its garbage is handed back to the system, once godbus has
+// sent it: a host with a thousand devices makes megabytes of it per call,
+// which the runtime would otherwise keep resident while rdmad idles.
+const reclaimDelay = time.Second
+
+// reclaimer runs debug.FreeOSMemory once, reclaimDelay after the last of
+// a burst of big replies.
+type reclaimer struct {
+	mu    sync.Mutex
+	delay time.Duration
+	timer *time.Timer
+	done  bool
+}
+
+func (r *reclaimer) soon() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.done:
+	case r.timer == nil:
+		r.timer = time.AfterFunc(r.delay, debug.FreeOSMemory)
+	default:
+		r.timer.Reset(r.delay)
+	}
+}
+
+func (r *reclaimer) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done = true
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+}
+
+// hook returns the test hooks, or nil.
+func (s *Server) hook() *testHooks { return s.hooks.Load() }
+
+// setHook changes one test hook (export_test.go).
+func (s *Server) setHook(edit func(*testHooks)) {
+	h := &testHooks{}
+	if old := s.hooks.Load(); old != nil {
+		*h = *old
+	}
+	edit(h)
+	s.hooks.Store(h)
 }

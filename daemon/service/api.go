@@ -23,6 +23,27 @@ type ArgError struct {
 
 func (e *ArgError) Error() string { return fmt.Sprintf("invalid argument %s: %s", e.Arg, e.Msg) }
 
+// Missing is the kind of thing a NotFoundError says does not exist.
+type Missing int
+
+const (
+	MissingDevice Missing = iota // an RDMA device, or the netdev of a link
+	MissingPort                  // a port of an existing device
+	MissingLink                  // a declared soft link
+)
+
+// NotFoundError says a well-formed name given to a call names nothing that
+// exists. Like an ArgError it is returned before anything was touched; the
+// bus maps it to org.rdmad1.Error.NoSuchDevice, NoSuchPort or NoSuchLink
+// (a malformed name is an ArgError: InvalidArgs).
+type NotFoundError struct {
+	What Missing
+	Arg  string // name of the argument, as in the D-Bus signature
+	Msg  string
+}
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("argument %s: %s", e.Arg, e.Msg) }
+
 // ConfigError wraps a configuration that does not load: the last good
 // policy stays in force.
 type ConfigError struct{ Err error }
@@ -260,7 +281,7 @@ func (s *Service) validateRoCE(c RoCEChange) (host.Device, []int, error) {
 		}
 	}
 	if len(ports) == 0 {
-		return dev, nil, &ArgError{"port", fmt.Sprintf("%s has no port %d (ports: %s)", dev.Name, c.Port, portList(dev))}
+		return dev, nil, &NotFoundError{MissingPort, "port", fmt.Sprintf("%s has no port %d (ports: %s)", dev.Name, c.Port, portList(dev))}
 	}
 	for _, n := range ports {
 		p := dev.Port(n)
@@ -336,7 +357,10 @@ func (s *Service) device(name string) (host.Device, error) {
 	}
 	d, err := s.host.ReadDevice(name, host.DetailPolicy)
 	if errors.Is(err, host.ErrNoDevice) {
-		return host.Device{}, &ArgError{"device", fmt.Sprintf("no RDMA device %s", argName(name))}
+		if !host.ValidDeviceName(name) {
+			return host.Device{}, &ArgError{"device", fmt.Sprintf("%s cannot be an RDMA device name", argName(name))}
+		}
+		return host.Device{}, &NotFoundError{MissingDevice, "device", fmt.Sprintf("no RDMA device %s", argName(name))}
 	}
 	if err != nil {
 		return host.Device{}, fmt.Errorf("service: %w", err)
@@ -365,7 +389,7 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 		return err
 	}
 	if !s.host.NetdevExists(l.Netdev) {
-		return &ArgError{"netdev", fmt.Sprintf("no network interface %s", argName(l.Netdev))}
+		return &NotFoundError{MissingDevice, "netdev", fmt.Sprintf("no network interface %s", argName(l.Netdev))}
 	}
 	if s.parts.Links == nil {
 		return fmt.Errorf("service: add link %s: this rdmad does not manage soft links", l.Name)
@@ -408,7 +432,7 @@ func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) err
 		return err
 	}
 	if _, declared := s.PolicyInForce().LinkSource(name); !declared {
-		return &ArgError{"name", fmt.Sprintf("no link %s is declared", argName(name))}
+		return &NotFoundError{MissingLink, "name", fmt.Sprintf("no link %s is declared", argName(name))}
 	}
 	if persist {
 		admin, err := config.AdminLinkSources(host.Files{}, s.configFile, name)

@@ -69,12 +69,19 @@ func FuzzSetRoCE(f *testing.F) {
 		before, _ := os.ReadFile(dropIn)
 		err := svc.SetRoCE(ctx, service.RoCEChange{Device: device, Port: int(port), Mode: config.RoCEMode(mode), TOS: int(tos), Persist: persist})
 		var ae *service.ArgError
+		var nf *service.NotFoundError
 		switch {
-		case errors.As(err, &ae):
-			switch ae.Arg {
+		case errors.As(err, &ae), errors.As(err, &nf):
+			arg := ""
+			if ae != nil {
+				arg = ae.Arg
+			} else {
+				arg = nf.Arg
+			}
+			switch arg {
 			case "device", "port", "mode", "tos":
 			default:
-				t.Fatalf("ArgError on unknown argument %q: %v", ae.Arg, err)
+				t.Fatalf("argument error on unknown argument %q: %v", arg, err)
 			}
 			if len(err.Error()) > 400 {
 				t.Fatalf("error message of %d bytes", len(err.Error()))

@@ -236,6 +236,17 @@ func (s *Service) changeOverlay(edit func(*Overlay)) (previous Overlay) {
 	return previous
 }
 
+// Settled runs fn while no mutating call (SetRoCE, AddLink, DeleteLink,
+// SetNetnsMode, ReloadNow) is between its change and its outcome: what fn
+// reads of the declarations and the state then holds, and is never a
+// change a refused call is about to withdraw. The bus reads what it
+// publishes under it. fn must not call a mutating method.
+func (s *Service) Settled(fn func()) {
+	s.runtime.mutation.Lock()
+	defer s.runtime.mutation.Unlock()
+	fn()
+}
+
 // Declared returns the policy in force and a copy of the runtime overlay
 // it includes, taken together: read one after the other, a runtime change
 // landing in between gives a policy and an overlay that disagree.

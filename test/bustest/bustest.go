@@ -35,9 +35,38 @@ func Start(t testing.TB) string {
 	return addr
 }
 
+// StartProcess is Start that also returns the dbus-daemon process, for a
+// test that stops it (SIGSTOP) to play a bus that does not read.
+func StartProcess(t testing.TB) (string, *os.Process) {
+	t.Helper()
+	if _, err := exec.LookPath("dbus-daemon"); err != nil {
+		t.Skip("dbus-daemon not installed (test/install-deps.sh installs it)")
+	}
+	addr, cmd, err := run(PublicDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return addr, cmd.Process
+}
+
 // Run starts dbus-daemon with its socket and configuration in dir and
 // returns its address and how to stop it.
 func Run(dir string) (addr string, stop func(), err error) {
+	addr, cmd, err := run(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	return addr, func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}, nil
+}
+
+func run(dir string) (string, *exec.Cmd, error) {
 	tmpl, err := os.ReadFile(filepath.Join(hosttest.RepoRoot(), "test/bus/bus.conf.in"))
 	if err != nil {
 		return "", nil, err
@@ -55,17 +84,14 @@ func Run(dir string) (addr string, stop func(), err error) {
 	if err := cmd.Start(); err != nil {
 		return "", nil, fmt.Errorf("dbus-daemon: %w", err)
 	}
-	stop = func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		stop()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		return "", nil, fmt.Errorf("dbus-daemon gave no address: %w", err)
 	}
 	go io.Copy(io.Discard, out)
-	return strings.TrimSpace(line), stop, nil
+	return strings.TrimSpace(line), cmd, nil
 }
 
 // PublicDir makes a temporary directory every uid can enter, for a bus a

@@ -6,18 +6,12 @@
 package perf
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -161,7 +155,7 @@ func (h *Host) Verify() error {
 // process, over a generated host.
 type Daemon struct {
 	Svc    *service.Service
-	Conn   *bus.Conn  // the daemon's connection
+	Conn   *dbus.Conn // the daemon's connection
 	Client *dbus.Conn // a client's connection
 	stop   func()
 }
@@ -174,11 +168,11 @@ func StartDaemon(h *Host, addr string) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := bus.Dial(addr)
+	conn, err := dbusapi.Dial(addr)
 	if err != nil {
 		return nil, err
 	}
-	srv, err := bus.New(conn, svc, allowAll{}, log)
+	srv, err := bus.New(conn, svc.Reconciler(), svc, allowAll{}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -234,90 +228,6 @@ func (NoModprobe) Load(context.Context, []string) error { return nil }
 type allowAll struct{}
 
 func (allowAll) Authorize(context.Context, string, string, bool) error { return nil }
-
-// RawClient is a minimal D-Bus client that receives replies as bytes: it
-// measures what rdmad and the bus daemon cost a client, without the
-// client's own decoding (godbus's is the slowest part of a Go client's
-// GetManagedObjects; C clients such as sd-bus and GDBus decode far faster).
-type RawClient struct {
-	conn   net.Conn
-	serial uint32
-}
-
-// DialRaw connects and says Hello.
-func DialRaw(addr string) (*RawClient, error) {
-	path, ok := strings.CutPrefix(addr, "unix:path=")
-	if !ok {
-		return nil, fmt.Errorf("raw client: %s is not a unix:path address", addr)
-	}
-	if i := strings.IndexByte(path, ','); i >= 0 {
-		path = path[:i]
-	}
-	c, err := net.Dial("unix", path)
-	if err != nil {
-		return nil, err
-	}
-	uid := hex.EncodeToString([]byte(strconv.Itoa(os.Getuid())))
-	if _, err := c.Write([]byte("\x00AUTH EXTERNAL " + uid + "\r\n")); err != nil {
-		return nil, err
-	}
-	line, err := bufio.NewReader(io.LimitReader(c, 256)).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "OK") {
-		return nil, fmt.Errorf("raw client: auth: %q %v", line, err)
-	}
-	if _, err := c.Write([]byte("BEGIN\r\n")); err != nil {
-		return nil, err
-	}
-	r := &RawClient{conn: c}
-	if _, err := r.Call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello"); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-// Call sends a method call without arguments and returns the raw reply.
-func (r *RawClient) Call(dest string, path dbus.ObjectPath, iface, member string) ([]byte, error) {
-	r.serial++
-	msg := &dbus.Message{Type: dbus.TypeMethodCall, Headers: map[dbus.HeaderField]dbus.Variant{
-		dbus.FieldDestination: dbus.MakeVariant(dest), dbus.FieldPath: dbus.MakeVariant(path),
-		dbus.FieldInterface: dbus.MakeVariant(iface), dbus.FieldMember: dbus.MakeVariant(member),
-	}}
-	var buf bytes.Buffer
-	if err := msg.EncodeTo(&buf, binary.LittleEndian); err != nil {
-		return nil, err
-	}
-	b := buf.Bytes()
-	binary.LittleEndian.PutUint32(b[8:12], r.serial) // godbus sets serials only on its own connections
-	if _, err := r.conn.Write(b); err != nil {
-		return nil, err
-	}
-	for {
-		head := make([]byte, 16)
-		if _, err := io.ReadFull(r.conn, head); err != nil {
-			return nil, err
-		}
-		order := binary.ByteOrder(binary.LittleEndian)
-		if head[0] == 'B' {
-			order = binary.BigEndian
-		}
-		fields := int(order.Uint32(head[12:16]))
-		rest := (fields+7)&^7 + int(order.Uint32(head[4:8]))
-		msgBytes := make([]byte, 16+rest)
-		copy(msgBytes, head)
-		if _, err := io.ReadFull(r.conn, msgBytes[16:]); err != nil {
-			return nil, err
-		}
-		if head[1] == 2 || head[1] == 3 { // a reply or an error: ours, the only call in flight
-			if head[1] == 3 {
-				return nil, fmt.Errorf("raw client: %s.%s failed", iface, member)
-			}
-			return msgBytes, nil
-		}
-	}
-}
-
-// Close closes the connection.
-func (r *RawClient) Close() error { return r.conn.Close() }
 
 // StormResult is what a boot storm measured.
 type StormResult struct {

@@ -12,7 +12,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
-	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/test/bustest"
 )
 
@@ -159,30 +158,6 @@ func BenchmarkSetRoCEPort(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			if err := d.SetRoCE(dev, 1, int32(i%200)); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}
-
-// BenchmarkGetManagedObjectsRaw is the round trip without the client's
-// decoding: what rdmad and the bus daemon cost.
-func BenchmarkGetManagedObjectsRaw(b *testing.B) {
-	forSizes(b, func(b *testing.B, h *Host) {
-		addr := bustest.Start(b)
-		d, err := StartDaemon(h, addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer d.Stop()
-		rc, err := DialRaw(addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer rc.Close()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if _, err := rc.Call(dbusapi.BusName, dbusapi.RootPath, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects"); err != nil {
 				b.Fatal(err)
 			}
 		}

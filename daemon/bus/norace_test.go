@@ -1,0 +1,5 @@
+//go:build !race
+
+package bus_test
+
+const raceSlowdown = 1

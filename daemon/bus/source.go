@@ -1,0 +1,51 @@
+package bus
+
+import (
+	"context"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/service"
+)
+
+// State is what the bus reads of the observed state: the reconciler
+// (*reconcile.Reconciler) in the daemon. OnChange listeners only mark what
+// a pass changed; the bus converts and emits on goroutines of its own.
+type State interface {
+	Summary() reconcile.Summary
+	DeviceStates(names []string) []reconcile.DeviceState
+	Snapshot() reconcile.State
+	OnChange(fn func(reconcile.Change))
+}
+
+// Daemon is what the bus reads of the declarations and the calls it
+// serves: the service (*service.Service) in the daemon.
+type Daemon interface {
+	PolicyInForce() *config.Policy
+	Declared() (*config.Policy, service.Overlay)
+	ConfigError() error
+	OnConfigChange(fn func())
+	// Settled runs fn while no mutating call is between its change and
+	// its outcome, so what fn reads is what holds: never a declaration a
+	// refused call is about to withdraw.
+	Settled(fn func())
+
+	Host() *host.Host // for Diagnose
+	NetnsKernel() service.NetnsKernel
+	DCB() dcb.Reader
+
+	ReconcileNow(ctx context.Context) reconcile.Report
+	ReloadNow(ctx context.Context) (reconcile.Report, error)
+	SetRoCE(ctx context.Context, c service.RoCEChange) error
+	SetQoS(ctx context.Context, c service.QoSChange) error
+	AddLink(ctx context.Context, l config.Link, persist bool) error
+	DeleteLink(ctx context.Context, name string, persist bool) error
+	SetNetnsMode(ctx context.Context, mode config.NetnsMode, persist bool) error
+}
+
+var (
+	_ State  = (*reconcile.Reconciler)(nil)
+	_ Daemon = (*service.Service)(nil)
+)
