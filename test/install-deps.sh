@@ -45,6 +45,27 @@ test)
 	;;
 esac
 
+# promtool (`promtool check metrics` on rdmad's textfile): Debian ships it in
+# the prometheus package, which would also install and start a Prometheus
+# server. Only the one static binary is taken from that package, into
+# .tools/ (gitignored), where the metrics tests look for it.
+install_promtool() {
+	local repo tmp
+	repo=$(cd "$(dirname "$0")/.." && pwd)
+	command -v promtool >/dev/null 2>&1 && return 0
+	[ -x "$repo/.tools/promtool" ] && return 0
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' RETURN
+	if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+		[ "$(id -u)" -eq 0 ] && apt-get update -qq
+		(cd "$tmp" && apt-get download -qq prometheus >/dev/null)
+	fi
+	mkdir -p "$repo/.tools"
+	dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -xOf - ./usr/bin/promtool >"$tmp/promtool"
+	install -m 0755 "$tmp/promtool" "$repo/.tools/promtool"
+	echo "install-deps: promtool from Debian's prometheus package in .tools/promtool" >&2
+}
+
 # dbus-daemon alone is in dbus-daemon on bookworm; older releases call it dbus.
 if [ ${#need[@]} -gt 0 ]; then
 	mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
@@ -57,3 +78,6 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+
+[ "${1:-test}" = test ] && install_promtool
+exit 0

@@ -164,12 +164,31 @@ var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 // then the text format's escaping.
 func labelValue(s string) string { return labelEscaper.Replace(dbusapi.Escape(s)) }
 
+// Per-device families: each device renders its samples of each family
+// into its own buffer after a pass over it, and render writes every
+// family's buffers together (a family's samples must be contiguous). A new
+// per-port metric is one more entry here and one more case in buildDevice.
+type devFamily int
+
+const (
+	famDrift devFamily = iota
+	famRoCETOS
+	famRoCEMode
+	numDevFamilies
+)
+
+var devFamilies = [numDevFamilies]struct{ name, help string }{
+	famDrift:    {"rdmad_port_drift", "1 when a declared port setting does not hold after the last pass (the kernel value differs, or could not be read or written), 0 when it does."},
+	famRoCETOS:  {"rdmad_port_roce_tos", "The default RoCE type of service of a RoCE port as the kernel holds it (configfs rdma_cm default_roce_tos) after the last pass, declared or not."},
+	famRoCEMode: {"rdmad_port_roce_mode_info", "The default RoCE mode of a RoCE port as the kernel holds it (configfs rdma_cm default_roce_mode: \"IB/RoCE v1\" or \"RoCE v2\") after the last pass; always 1."},
+}
+
 // deviceMetrics is what one device contributes to the file, rendered after
 // each pass over it so that a pass over one device does not render the
 // others again.
 type deviceMetrics struct {
-	drift []byte    // rdmad_port_drift samples
-	ports []portKey // one per port
+	fam   [numDevFamilies][]byte // samples per family
+	ports []portKey              // one per port
 }
 
 // portKey is the rdmad_ports labels of one port, escaped.
@@ -177,9 +196,9 @@ type portKey struct{ transport, state string }
 
 func buildDevice(ds *reconcile.DeviceState) *deviceMetrics {
 	dm := &deviceMetrics{ports: make([]portKey, 0, len(ds.Ports))}
-	var b bytes.Buffer
+	var b [numDevFamilies]bytes.Buffer
 	dev := labelValue(ds.Name)
-	b.Grow(len(ds.Ports) * 3 * (len(`rdmad_port_drift{device="",port="",setting="roce_mode"} 0`) + len(dev) + 3))
+	b[famDrift].Grow(len(ds.Ports) * 3 * (len(`rdmad_port_drift{device="",port="",setting="roce_mode"} 0`) + len(dev) + 3))
 	for i := range ds.Ports {
 		p := &ds.Ports[i]
 		state := p.State
@@ -187,21 +206,35 @@ func buildDevice(ds *reconcile.DeviceState) *deviceMetrics {
 			state = "unknown"
 		}
 		dm.ports = append(dm.ports, portKey{labelValue(string(p.Transport)), labelValue(state)})
+		port := strconv.Itoa(p.Number)
 		for _, d := range PortDrift(ds, p) {
-			b.WriteString(`rdmad_port_drift{device="`)
-			b.WriteString(dev)
-			b.WriteString(`",port="`)
-			b.WriteString(strconv.Itoa(p.Number))
-			b.WriteString(`",setting="`)
-			b.WriteString(d.Setting)
+			w := &b[famDrift]
+			w.WriteString(`rdmad_port_drift{device="`)
+			w.WriteString(dev)
+			w.WriteString(`",port="`)
+			w.WriteString(port)
+			w.WriteString(`",setting="`)
+			w.WriteString(d.Setting)
 			if d.Drifted {
-				b.WriteString("\"} 1\n")
+				w.WriteString("\"} 1\n")
 			} else {
-				b.WriteString("\"} 0\n")
+				w.WriteString("\"} 0\n")
+			}
+		}
+		// The kernel's values, only where it holds them: a RoCE port whose
+		// rdma_cm values were read (a device that did not read shows none).
+		if p.Transport == host.TransportRoCE && p.RoCEKnown && ds.ReadError == nil {
+			if p.RoCETOS >= 0 {
+				b[famRoCETOS].WriteString(`rdmad_port_roce_tos{device="` + dev + `",port="` + port + `"} ` + strconv.Itoa(p.RoCETOS) + "\n")
+			}
+			if p.RoCEMode != "" {
+				b[famRoCEMode].WriteString(`rdmad_port_roce_mode_info{device="` + dev + `",port="` + port + `",mode="` + labelValue(p.RoCEMode) + "\"} 1\n")
 			}
 		}
 	}
-	dm.drift = b.Bytes()
+	for f := range b {
+		dm.fam[f] = b[f].Bytes()
+	}
 	return dm
 }
 
@@ -212,6 +245,9 @@ type snapshot struct {
 	devices     map[string]*deviceMetrics
 	configError bool
 	now         time.Time
+	// findings is doctor's last run rendered (renderFindings), nil before
+	// the first: the families are then written without samples.
+	findings []byte
 }
 
 // subjectKinds are the rdmad_failures series, always all present so that
@@ -280,11 +316,66 @@ func render(b *bytes.Buffer, s *snapshot) {
 		b.WriteString(`rdmad_failures{subject_kind="` + k.label + `"} ` + strconv.Itoa(failures[k.kind]) + "\n")
 	}
 
-	family(b, "rdmad_port_drift", "1 when a declared port setting does not hold after the last pass (the kernel value differs, or could not be read or written), 0 when it does.")
-	for _, n := range s.sum.Devices {
-		if dm := s.devices[n]; dm != nil {
-			b.Write(dm.drift)
+	for f := range devFamilies {
+		family(b, devFamilies[f].name, devFamilies[f].help)
+		for _, n := range s.sum.Devices {
+			if dm := s.devices[n]; dm != nil {
+				b.Write(dm.fam[f])
+			}
 		}
+	}
+
+	if s.findings != nil {
+		b.Write(s.findings)
+	} else {
+		renderFindingFamilies(b, nil, nil)
+	}
+}
+
+// Doctor's findings (rdmactl doctor, org.rdmad1.Manager.Diagnose).
+const (
+	findingsHelp = "Doctor's findings by severity (ok, warn, fail), as rdmactl doctor shows them; computed off the pass, after full passes and at least every minute."
+	findingHelp  = "1 for each standing warn or fail finding of doctor, by id, subject (as rdmactl doctor names it) and severity."
+)
+
+// severities are the rdmad_doctor_findings series, always all present.
+var severities = []dbusapi.Severity{dbusapi.SeverityOK, dbusapi.SeverityWarn, dbusapi.SeverityFail}
+
+// renderFindings renders doctor's findings: counts by severity, and one
+// series per distinct warn/fail finding (two findings with the same id,
+// subject and severity are one series: Prometheus refuses duplicates).
+func renderFindings(fs []dbusapi.Finding) []byte {
+	counts := map[dbusapi.Severity]int{}
+	seen := map[string]bool{}
+	var lines []string
+	for _, f := range fs {
+		counts[f.Severity]++
+		if f.Severity != dbusapi.SeverityWarn && f.Severity != dbusapi.SeverityFail {
+			continue
+		}
+		line := `rdmad_doctor_finding{id="` + labelValue(f.ID) + `",subject="` + labelValue(f.Subject.String()) +
+			`",severity="` + labelValue(string(f.Severity)) + "\"} 1\n"
+		if !seen[line] {
+			seen[line] = true
+			lines = append(lines, line)
+		}
+	}
+	sort.Strings(lines)
+	var b bytes.Buffer
+	renderFindingFamilies(&b, counts, lines)
+	return b.Bytes()
+}
+
+func renderFindingFamilies(b *bytes.Buffer, counts map[dbusapi.Severity]int, lines []string) {
+	family(b, "rdmad_doctor_findings", findingsHelp)
+	if counts != nil {
+		for _, sev := range severities {
+			b.WriteString(`rdmad_doctor_findings{severity="` + string(sev) + `"} ` + strconv.Itoa(counts[sev]) + "\n")
+		}
+	}
+	family(b, "rdmad_doctor_finding", findingHelp)
+	for _, l := range lines {
+		b.WriteString(l)
 	}
 }
 

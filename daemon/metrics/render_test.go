@@ -197,11 +197,14 @@ func TestRenderHostFacts(t *testing.T) {
 	}
 	var b bytes.Buffer
 	render(&b, &snapshot{sum: sum, configError: true, now: time.Now(),
-		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds0), "mlx4_0": buildDevice(&ib), "gone0": buildDevice(&ds0)}})
+		devices:  map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds0), "mlx4_0": buildDevice(&ib), "gone0": buildDevice(&ds0)},
+		findings: renderFindings(sampleFindings)})
 	fams := ParseText(t, b.Bytes())
+	Promtool(t, b.Bytes())
 
 	want := []string{"rdmad_info", "rdmad_heartbeat_timestamp_seconds", "rdmad_last_reconcile_timestamp_seconds",
-		"rdmad_config_error", "rdmad_devices", "rdmad_ports", "rdmad_failures", "rdmad_port_drift"}
+		"rdmad_config_error", "rdmad_devices", "rdmad_ports", "rdmad_failures", "rdmad_port_drift",
+		"rdmad_port_roce_tos", "rdmad_port_roce_mode_info", "rdmad_doctor_findings", "rdmad_doctor_finding"}
 	if len(fams) != len(want) {
 		t.Errorf("families = %d, want %d", len(fams), len(want))
 	}
@@ -227,6 +230,86 @@ func TestRenderHostFacts(t *testing.T) {
 	if n := len(fams["rdmad_port_drift"].Metric); n != 2 {
 		t.Errorf("%d drift samples, want 2 (none for gone0, which the summary no longer lists)", n)
 	}
+	// The kernel's RoCE values of the RoCE port; none for InfiniBand ports.
+	mustValue(t, fams, 106, "rdmad_port_roce_tos", "device=mlx5_0", "port=1")
+	mustValue(t, fams, 1, "rdmad_port_roce_mode_info", "device=mlx5_0", "port=1", "mode=RoCE v2")
+	if n := len(fams["rdmad_port_roce_tos"].Metric) + len(fams["rdmad_port_roce_mode_info"].Metric); n != 2 {
+		t.Errorf("%d RoCE value samples, want 2 (mlx5_0/1 only)", n)
+	}
+}
+
+// sampleFindings: two of each severity, a duplicate warn, and subjects whose
+// names need escaping.
+var sampleFindings = []dbusapi.Finding{
+	{ID: "ports-active", Subject: dbusapi.Subject{Kind: "port", Device: "mlx5_0", Port: 1}, Severity: dbusapi.SeverityOK},
+	{ID: "memlock-login", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityOK},
+	{ID: "port-down", Subject: dbusapi.Subject{Kind: "port", Device: "mlx5_1", Port: 1}, Severity: dbusapi.SeverityWarn},
+	{ID: "coexist-mlx4-conf", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityWarn},
+	{ID: "coexist-mlx4-conf", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityWarn},
+	{ID: "roce-mode", Subject: dbusapi.Subject{Kind: "port", Device: "q\"uo\\te\n\xff", Port: 2}, Severity: dbusapi.SeverityFail},
+}
+
+// Doctor's findings: counts of every severity (a duplicate counted, as
+// rdmactl doctor lists it), one series per distinct warn or fail finding,
+// subjects as rdmactl names them, escaped as D-Bus publishes them.
+func TestRenderFindings(t *testing.T) {
+	var b bytes.Buffer
+	render(&b, &snapshot{now: time.Now(), findings: renderFindings(sampleFindings)})
+	fams := ParseText(t, b.Bytes())
+	Promtool(t, b.Bytes())
+	mustValue(t, fams, 2, "rdmad_doctor_findings", "severity=ok")
+	mustValue(t, fams, 3, "rdmad_doctor_findings", "severity=warn")
+	mustValue(t, fams, 1, "rdmad_doctor_findings", "severity=fail")
+	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=port-down", "subject=mlx5_1/1", "severity=warn")
+	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=coexist-mlx4-conf", "subject=host", "severity=warn")
+	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=roce-mode", "subject="+dbusapi.Escape("q\"uo\\te\n\xff/2"), "severity=fail")
+	if n := len(fams["rdmad_doctor_finding"].Metric); n != 3 {
+		t.Errorf("%d rdmad_doctor_finding series, want 3 (no ok finding, the duplicate once)", n)
+	}
+
+	// Before doctor ran: the families, no samples; with no finding at all,
+	// zero counts.
+	b.Reset()
+	render(&b, &snapshot{now: time.Now()})
+	if fams := ParseText(t, b.Bytes()); fams["rdmad_doctor_findings"] != nil || !bytes.Contains(b.Bytes(), []byte("# TYPE rdmad_doctor_findings gauge\n")) {
+		t.Errorf("before doctor ran: want the family without samples:\n%s", b.Bytes())
+	}
+	b.Reset()
+	render(&b, &snapshot{now: time.Now(), findings: renderFindings(nil)})
+	fams = ParseText(t, b.Bytes())
+	for _, sev := range []string{"ok", "warn", "fail"} {
+		mustValue(t, fams, 0, "rdmad_doctor_findings", "severity="+sev)
+	}
+}
+
+// The kernel's RoCE values are published for RoCE ports whose values were
+// read, whatever the policy declares; not for a port whose values are
+// unknown, a device that did not read, or another transport.
+func TestRenderRoCEValues(t *testing.T) {
+	declared := rocePort("IB/RoCE v1", 106)
+	undeclared := rocePort("RoCE v2", 0)
+	undeclared.Number, undeclared.Desired = 2, config.RoCEDesired{}
+	unknown := rocePort("", -1)
+	unknown.Number, unknown.RoCEKnown = 3, false
+	iw := reconcile.PortState{Port: host.Port{Number: 1, RoCEMode: "RoCE v2", RoCETOS: 5, RoCEKnown: true}, Transport: host.TransportIWARP}
+	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{declared, undeclared, unknown}}
+	bad := reconcile.DeviceState{Device: host.Device{Name: "mlx5_1"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 7)}, ReadError: errors.New("EIO")}
+	other := reconcile.DeviceState{Device: host.Device{Name: "iw0"}, Ports: []reconcile.PortState{iw}}
+	var b bytes.Buffer
+	render(&b, &snapshot{sum: reconcile.Summary{Devices: []string{"iw0", "mlx5_0", "mlx5_1"}}, now: time.Now(),
+		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds), "mlx5_1": buildDevice(&bad), "iw0": buildDevice(&other)}})
+	fams := ParseText(t, b.Bytes())
+	Promtool(t, b.Bytes())
+	mustValue(t, fams, 106, "rdmad_port_roce_tos", "device=mlx5_0", "port=1")
+	mustValue(t, fams, 0, "rdmad_port_roce_tos", "device=mlx5_0", "port=2")
+	mustValue(t, fams, 1, "rdmad_port_roce_mode_info", "device=mlx5_0", "port=1", "mode=IB/RoCE v1")
+	mustValue(t, fams, 1, "rdmad_port_roce_mode_info", "device=mlx5_0", "port=2", "mode=RoCE v2")
+	if n := len(fams["rdmad_port_roce_tos"].Metric); n != 2 {
+		t.Errorf("%d rdmad_port_roce_tos samples, want 2 (not the unknown port, the unread device, the iWARP port)", n)
+	}
+	if n := len(fams["rdmad_port_roce_mode_info"].Metric); n != 2 {
+		t.Errorf("%d rdmad_port_roce_mode_info samples, want 2", n)
+	}
 }
 
 // The example file in docs/metrics.md is what rdmad writes: it parses, and
@@ -247,8 +330,9 @@ func TestDocumentedExampleMatchesRender(t *testing.T) {
 	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 106)}}
 	var b bytes.Buffer
 	render(&b, &snapshot{sum: reconcile.Summary{Devices: []string{"mlx5_0"}}, now: time.Now(),
-		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds)}})
+		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds)}, findings: renderFindings(sampleFindings)})
 	real := ParseText(t, b.Bytes())
+	Promtool(t, []byte(block))
 	if len(documented) != len(real) {
 		t.Errorf("docs/metrics.md example has %d families, rdmad writes %d", len(documented), len(real))
 	}

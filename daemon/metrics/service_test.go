@@ -181,12 +181,52 @@ func TestDaemonTextfileShowsDriftWhereAPortRefuses(t *testing.T) {
 		t.Errorf("textfile mode: %v %v, want 0644", st.Mode(), err)
 	}
 
-	// The operator asks rxe0 for v2, which it supports: the drift clears.
+	// The kernel's values: v1 and 106 where they were set, rxe0 kept v2.
+	for _, c := range []struct {
+		dev, mode string
+	}{{"mlx4_0/2", "IB/RoCE v1"}, {"mlx5_0/1", "IB/RoCE v1"}, {"mlx5_1/1", "IB/RoCE v1"}, {"rxe0/1", "RoCE v2"}} {
+		dev, port, _ := strings.Cut(c.dev, "/")
+		if v, ok := metrics.Sample(fams, "rdmad_port_roce_tos", "device="+dev, "port="+port); !ok || v != 106 {
+			t.Errorf("rdmad_port_roce_tos %s = %v (present %v), want 106", c.dev, v, ok)
+		}
+		if v, ok := metrics.Sample(fams, "rdmad_port_roce_mode_info", "device="+dev, "port="+port, "mode="+c.mode); !ok || v != 1 {
+			t.Errorf("rdmad_port_roce_mode_info %s mode=%q missing", c.dev, c.mode)
+		}
+	}
+	// Doctor's findings, as Diagnose gives them on the bus: the same
+	// counts, and the refused RoCE mode among the failures.
+	findings := d.svc.Diagnose(context.Background())
+	counts := map[string]float64{}
+	for _, f := range findings {
+		counts[string(f.Severity)]++
+	}
+	for _, sev := range []string{"ok", "warn", "fail"} {
+		if v, ok := metrics.Sample(fams, "rdmad_doctor_findings", "severity="+sev); !ok || v != counts[sev] {
+			t.Errorf("rdmad_doctor_findings{severity=%q} = %v (present %v), doctor has %v", sev, v, ok, counts[sev])
+		}
+	}
+	if v, ok := metrics.Sample(fams, "rdmad_doctor_finding", "id=roce-mode-differs", "subject=rxe0/1", "severity=fail"); !ok || v != 1 {
+		t.Errorf("no rdmad_doctor_finding for rxe0/1's refused mode; doctor says %+v", findings)
+	}
+	metrics.Promtool(t, readTextfile(t, d))
+
+	// The operator asks rxe0 for v2, which it supports: the drift clears,
+	// and the full pass of the reload runs doctor again.
 	d.writeConfig(t, "etc/rdma/rdmad.d/50-rxe.toml", "[[roce]]\ndevice = \"rxe0\"\nmode = \"v2\"\n", false)
 	d.wait(t, textfile, func(f map[string]*dto.MetricFamily) bool {
 		v, ok := metrics.Sample(f, "rdmad_port_drift", "device=rxe0", "port=1", "setting=roce_mode")
-		return ok && v == 0
+		_, finding := metrics.Sample(f, "rdmad_doctor_finding", "id=roce-mode-differs", "subject=rxe0/1", "severity=fail")
+		return ok && v == 0 && !finding
 	})
+}
+
+func readTextfile(t *testing.T, d *daemon) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(d.root, textfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 func TestDaemonTextfileFollowsReloads(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // Source is the read side of the reconciler that the textfile renders.
@@ -31,6 +32,10 @@ const (
 	// happens, so that its heartbeat shows rdmad alive: an event-driven
 	// daemon on a quiet host may not reconcile for days.
 	DefaultHeartbeat = time.Minute
+	// FindingsInterval is the longest time between two runs of doctor for
+	// rdmad_doctor_findings: it also runs after every full pass, but what
+	// it checks (files, other managers, limits) changes without one.
+	FindingsInterval = time.Minute
 )
 
 // Options configures a Textfile.
@@ -39,9 +44,15 @@ type Options struct {
 	// ConfigError returns the error of the last reload (nil: none); nil
 	// means there never is one.
 	ConfigError func() error
+	// Findings runs doctor (rdmad_doctor_findings, rdmad_doctor_finding);
+	// nil leaves those families without samples. It runs on the writer's
+	// goroutine, off the pass: after full passes, and at least every
+	// FindingsInterval while a file is kept.
+	Findings    func() []dbusapi.Finding
 	Log         *slog.Logger
-	MinInterval time.Duration // 0: DefaultMinInterval; <0: none
-	Heartbeat   time.Duration // 0: DefaultHeartbeat
+	MinInterval time.Duration    // 0: DefaultMinInterval; <0: none
+	Heartbeat   time.Duration    // 0: DefaultHeartbeat
+	Now         func() time.Time // the clock; nil: time.Now (tests inject one)
 }
 
 // Textfile keeps node_exporter textfile metrics at a path that can change
@@ -51,6 +62,8 @@ type Options struct {
 type Textfile struct {
 	src         Source
 	configErr   func() error
+	findingsFn  func() []dbusapi.Finding
+	now         func() time.Time
 	log         *slog.Logger
 	minInterval time.Duration
 	heartbeat   time.Duration
@@ -61,12 +74,18 @@ type Textfile struct {
 	seen  bool                // a pass has ended: there is a state to write
 	full  bool                // render every device again
 	dirty map[string]struct{} // devices to render again
+	// findingsDue: a full pass ended (or none has run doctor yet): run it
+	// at the next write.
+	findingsDue bool
 
 	// Owned by Run's goroutine.
 	written string // path holding rdmad's last file; "" none
 	devices map[string]*deviceMetrics
 	buf     bytes.Buffer
 	lastErr string
+	// findings is doctor's last run rendered; findingsAt when it ran.
+	findings   []byte
+	findingsAt time.Time
 }
 
 // New returns a Textfile that writes nothing until SetPath names a path
@@ -84,10 +103,13 @@ func New(o Options) *Textfile {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return &Textfile{
-		src: o.Source, configErr: o.ConfigError, log: o.Log,
+		src: o.Source, configErr: o.ConfigError, findingsFn: o.Findings, now: o.Now, log: o.Log,
 		minInterval: max(o.MinInterval, 0), heartbeat: o.Heartbeat,
-		wake: make(chan struct{}, 1), full: true, dirty: map[string]struct{}{},
+		wake: make(chan struct{}, 1), full: true, dirty: map[string]struct{}{}, findingsDue: true,
 	}
 }
 
@@ -112,6 +134,7 @@ func (t *Textfile) Changed(ch reconcile.Change) {
 		// device is rendered at the next write.
 		t.full = true
 		clear(t.dirty)
+		t.findingsDue = ch.Full || t.findingsDue
 	case !t.full:
 		for _, n := range ch.Updated {
 			t.dirty[n] = struct{}{}
@@ -151,11 +174,34 @@ func (t *Textfile) Run(ctx context.Context) {
 		}
 		if t.flush() {
 			last = time.Now()
-			timer.Reset(t.heartbeat)
+			timer.Reset(t.nextWrite())
 		} else {
 			timer.Stop()
 		}
 	}
+}
+
+// nextWrite is how long until the next unprompted write: the heartbeat,
+// or sooner when doctor's findings are due before it.
+func (t *Textfile) nextWrite() time.Duration {
+	if t.findingsFn == nil || t.findingsAt.IsZero() {
+		return t.heartbeat
+	}
+	return max(min(t.heartbeat, t.findingsAt.Add(FindingsInterval).Sub(t.now())), 0)
+}
+
+// updateFindings runs doctor when a full pass asked for it or the last
+// run is FindingsInterval old.
+func (t *Textfile) updateFindings(due bool) {
+	if t.findingsFn == nil {
+		return
+	}
+	now := t.now()
+	if !due && !t.findingsAt.IsZero() && now.Sub(t.findingsAt) < FindingsInterval {
+		return
+	}
+	t.findings = renderFindings(t.findingsFn())
+	t.findingsAt = now
 }
 
 // flush brings the file up to date: it removes rdmad's file from a path no
@@ -163,7 +209,7 @@ func (t *Textfile) Run(ctx context.Context) {
 // is being kept (and needs its heartbeat).
 func (t *Textfile) flush() bool {
 	t.mu.Lock()
-	path, seen, full := t.path, t.seen, t.full
+	path, seen, full, findingsDue := t.path, t.seen, t.full, t.findingsDue
 	var dirty []string
 	if path != "" && seen {
 		for n := range t.dirty {
@@ -171,6 +217,7 @@ func (t *Textfile) flush() bool {
 		}
 		clear(t.dirty)
 		t.full = false
+		t.findingsDue = false
 	}
 	t.mu.Unlock()
 
@@ -184,6 +231,7 @@ func (t *Textfile) flush() bool {
 	}
 	if path == "" {
 		t.devices = nil
+		t.findings, t.findingsAt = nil, time.Time{}
 		return false
 	}
 	if !seen {
@@ -191,6 +239,7 @@ func (t *Textfile) flush() bool {
 	}
 	sum := t.src.Summary()
 	t.update(sum.Devices, full, dirty)
+	t.updateFindings(findingsDue)
 	if err := t.write(path, sum); err != nil {
 		if msg := err.Error(); msg != t.lastErr {
 			t.log.Error("metrics: cannot write the textfile; retrying after the next pass or heartbeat", "err", err)
@@ -242,7 +291,8 @@ func (t *Textfile) write(path string, sum reconcile.Summary) error {
 		sum:         sum,
 		devices:     t.devices,
 		configError: t.configErr() != nil,
-		now:         time.Now(),
+		now:         t.now(),
+		findings:    t.findings,
 	})
 	if _, err := host.WriteFile(path, t.buf.Bytes(), 0o644, textfileOptions); err != nil {
 		switch {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // fakeSource is a reconciler state for Textfile's own tests; the real
@@ -405,5 +406,85 @@ func TestTextfileNeverFollowsASwappedDirectory(t *testing.T) {
 	tf.flush()
 	if got := string(readFile(t, path)); got != foreign {
 		t.Errorf("a foreign file put in place of rdmad's was replaced:\n%s", got)
+	}
+}
+
+// fakeClock is Textfile's clock in tests.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// Doctor runs off the pass: on the writer's goroutine at a write, after a
+// full pass, and when its last run is FindingsInterval old; a pass over
+// one device does not run it again. The clock is injected.
+func TestTextfileFindingsOffThePass(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rdmad.prom")
+	clock := &fakeClock{now: time.Unix(1700000000, 0)}
+	runs := 0
+	severity := dbusapi.SeverityWarn
+	tf := New(Options{Source: newFakeSource("mlx5_0"), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), MinInterval: -1, Now: clock.Now,
+		Findings: func() []dbusapi.Finding {
+			runs++
+			return []dbusapi.Finding{{ID: "port-link-down", Subject: dbusapi.Subject{Kind: "port", Device: "mlx5_0", Port: 1}, Severity: severity}}
+		}})
+	tf.SetPath(path)
+	tf.Changed(reconcile.Change{Full: true, Updated: []string{"mlx5_0"}})
+	tf.flush()
+	if runs != 1 {
+		t.Fatalf("doctor ran %d times at the first write, want 1", runs)
+	}
+	fams := ParseText(t, readFile(t, path))
+	mustValue(t, fams, 1, "rdmad_doctor_findings", "severity=warn")
+	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=port-link-down", "subject=mlx5_0/1", "severity=warn")
+	if d := tf.nextWrite(); d != time.Minute {
+		t.Errorf("next write in %v, want %v", d, time.Minute)
+	}
+
+	// A pass over one device, 30 s later: the file is rewritten, doctor
+	// does not run; its last findings stay in the file.
+	severity = dbusapi.SeverityFail
+	clock.add(30 * time.Second)
+	tf.Changed(reconcile.Change{Updated: []string{"mlx5_0"}})
+	tf.flush()
+	if runs != 1 {
+		t.Errorf("doctor ran after a pass over one device (%d runs)", runs)
+	}
+	mustValue(t, ParseText(t, readFile(t, path)), 1, "rdmad_doctor_finding", "id=port-link-down", "subject=mlx5_0/1", "severity=warn")
+	if d := tf.nextWrite(); d != 30*time.Second {
+		t.Errorf("next write in %v, want 30s (when the findings are a minute old)", d)
+	}
+
+	// A minute after its last run (the heartbeat's write), it runs again.
+	clock.add(30 * time.Second)
+	tf.flush()
+	if runs != 2 {
+		t.Errorf("doctor ran %d times a minute later, want 2", runs)
+	}
+	fams = ParseText(t, readFile(t, path))
+	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=port-link-down", "subject=mlx5_0/1", "severity=fail")
+	mustValue(t, fams, 0, "rdmad_doctor_findings", "severity=warn")
+
+	// A full pass (a reload, a rescan) runs it at the next write.
+	clock.add(time.Second)
+	tf.Changed(reconcile.Change{Full: true})
+	tf.flush()
+	if runs != 3 {
+		t.Errorf("doctor ran %d times after a full pass, want 3", runs)
+	}
+
+	// Metrics off: doctor is not run for nothing.
+	tf.SetPath("")
+	clock.add(time.Hour)
+	tf.flush()
+	if runs != 3 {
+		t.Errorf("doctor ran with metrics off (%d runs)", runs)
 	}
 }

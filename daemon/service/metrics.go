@@ -1,13 +1,20 @@
 package service
 
-import "github.com/rdmad/rdmad/daemon/metrics"
+import (
+	"context"
+
+	"github.com/rdmad/rdmad/daemon/metrics"
+	"github.com/rdmad/rdmad/dbusapi"
+)
 
 // startMetrics keeps the [metrics] textfile of the policy in force: it is
 // rewritten after passes and follows every configuration change (a reload
 // that sets, moves or removes the path, or that fails: the file shows the
-// config error). Run writes it; --once writes none.
+// config error). Run writes it; --once writes none. Doctor's findings are
+// computed on the writer's goroutine, off the pass.
 func (s *Service) startMetrics() {
-	s.textfile = metrics.New(metrics.Options{Source: s.rec, ConfigError: s.ConfigError, Log: s.log})
+	s.textfile = metrics.New(metrics.Options{Source: s.rec, ConfigError: s.ConfigError, Log: s.log,
+		Findings: func() []dbusapi.Finding { return s.Diagnose(context.Background()) }})
 	s.rec.OnChange(s.textfile.Changed)
 	s.OnConfigChange(s.followMetricsPath)
 	s.followMetricsPath()
