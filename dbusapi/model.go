@@ -107,11 +107,14 @@ type Port struct {
 	DesiredQoSPFCSet  bool       `prop:"DesiredQoSPFCSet" json:"desired_qos_pfc_set"`
 	DesiredQoSSource  string     `prop:"DesiredQoSSource" json:"desired_qos_source"`
 	VPIType           string     `prop:"VPIType" json:"vpi_type"`
-	Error             string     `prop:"Error" json:"error"`
+	// Drift: every declared setting that applies to the port, true when
+	// it does not hold after the last pass (rdmad_port_drift's samples).
+	Drift map[string]bool `prop:"Drift" json:"drift"`
+	Error string          `prop:"Error" json:"error"`
 }
 
-// ToProps turns a model struct into its D-Bus property map. Nil slices
-// become empty ones: D-Bus has no null and clients expect "as" to be [].
+// ToProps turns a model struct into its D-Bus property map. Nil slices and
+// maps become empty ones: D-Bus has no null and clients expect "as" to be [].
 func ToProps(v any) map[string]dbus.Variant {
 	rv := reflect.ValueOf(v)
 	rt := rv.Type()
@@ -127,6 +130,9 @@ func ToProps(v any) map[string]dbus.Variant {
 		}
 		if f.Type() == reflect.TypeOf(Priorities(nil)) {
 			f = f.Convert(reflect.TypeOf([]byte(nil))) // "ay" comes back as []byte
+		}
+		if f.Kind() == reflect.Map && f.IsNil() {
+			f = reflect.MakeMap(f.Type())
 		}
 		props[name] = dbus.MakeVariant(f.Interface())
 	}

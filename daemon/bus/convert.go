@@ -7,6 +7,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/metrics"
 	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
@@ -80,7 +81,11 @@ func deviceModel(d *reconcile.DeviceState) dbusapi.Device {
 	}
 	for _, p := range d.Ports {
 		dev.PortPaths = append(dev.PortPaths, dbusapi.PortPath(d.Name, p.Number))
-		dev.Ports = append(dev.Ports, portModel(d.Name, p))
+		pm := portModel(d.Name, p)
+		for _, dr := range metrics.PortDrift(d, &p) {
+			pm.Drift[dr.Setting] = dr.Drifted
+		}
+		dev.Ports = append(dev.Ports, pm)
 	}
 	dbusapi.EscapeStrings(&dev)
 	return dev
@@ -92,7 +97,7 @@ func portModel(dev string, p reconcile.PortState) dbusapi.Port {
 		PhysState: p.PhysState, Rate: p.Rate, LinkLayer: p.LinkLayer, LID: p.LID, SMLID: p.SMLID,
 		GIDTypes: p.GIDTypes, Netdevs: p.Netdevs, RoCEMode: p.RoCEMode, RoCETOS: int32(p.RoCETOS),
 		DesiredRoCEMode: string(p.Desired.Mode), DesiredRoCETOS: -1, VPIType: string(p.VPIType),
-		Error: failureText(p.Failures),
+		Error: failureText(p.Failures), Drift: map[string]bool{},
 	}
 	var src []string
 	if p.Desired.Mode != "" {
