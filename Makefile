@@ -6,7 +6,7 @@ BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)
 LDFLAGS   := -X github.com/rdmad/rdmad/daemon/version.Version=$(VERSION)
 
-.PHONY: all build test vet fmt-check staticcheck bench bench-go demo install e2e clean deps-test package completions
+.PHONY: all build cockpit test vet fmt-check staticcheck bench bench-go demo install e2e clean deps-test package completions
 
 # Pinned tools, installed from the Go module proxy into .tools/.
 TOOLS       := $(CURDIR)/.tools
@@ -15,7 +15,7 @@ STATICCHECK := $(TOOLS)/$(STATICCHECK_VERSION)/staticcheck
 
 all: build
 
-build:
+build: cockpit
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/rdmad ./cmd/rdmad
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/rdmactl ./cmd/rdmactl
 
@@ -27,6 +27,14 @@ completions:
 	$(GO) run ./cmd/rdmactl completion bash >contrib/completion/rdmactl.bash
 	$(GO) run ./cmd/rdmactl completion zsh  >contrib/completion/_rdmactl
 	$(GO) run ./cmd/rdmactl completion fish >contrib/completion/rdmactl.fish
+
+# The Cockpit page (cockpit/, packaged as cockpit-rdmad) is served as it is:
+# no JavaScript build chain. `make cockpit` checks that its manifest is JSON
+# and that index.html loads only files of the page and Cockpit's base1.
+COCKPIT_FILES := cockpit/manifest.json cockpit/index.html cockpit/rdmad.js cockpit/rdmad.css
+
+cockpit: $(COCKPIT_FILES)
+	@./cockpit/check.sh $(COCKPIT_FILES)
 
 # Tools the tests need (dbus-daemon, busctl, systemd-analyze); installs them
 # with apt-get when missing so a fresh Debian machine passes.

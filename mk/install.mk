@@ -16,6 +16,7 @@ BASHCOMPDIR    ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR     ?= $(PREFIX)/share/zsh/vendor-completions
 FISHCOMPDIR    ?= $(PREFIX)/share/fish/vendor_completions.d
 MANDIR         ?= $(PREFIX)/share/man
+COCKPITDIR     ?= $(PREFIX)/share/cockpit/rdmad
 
 INSTALL        ?= install
 
@@ -58,6 +59,8 @@ install: build
 		$(INSTALL) -D -m 0644 "$$page" "$(DESTDIR)$(MANDIR)/man$$sect/$${page##*/}"; \
 		echo "installed $(DESTDIR)$(MANDIR)/man$$sect/$${page##*/}"; \
 	done
+	$(INSTALL) -d -m 0755 $(DESTDIR)$(COCKPITDIR)
+	$(INSTALL) -m 0644 $(COCKPIT_FILES) $(DESTDIR)$(COCKPITDIR)/
 	$(INSTALL) -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/rdma/rdmad.d
 	@set -e; if [ ! -f etc/rdma/rdmad.toml ]; then \
 		echo "install: etc/rdma/rdmad.toml not in the tree yet, skipped"; \

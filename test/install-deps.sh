@@ -3,12 +3,16 @@
 # fresh machine passes `make test` and a prepared one does not touch apt.
 #   test/install-deps.sh test   dbus-daemon, busctl/gdbus, systemd-analyze, iproute2, man tools,
 #                               packaging checks (lintian, rpm, mmdebstrap for the Debian root),
-#                               ansible-core, PyGObject and the Kubernetes API models (python3)
+#                               ansible-core, PyGObject and the Kubernetes API models (python3),
+#                               cockpit-ws, cockpit-bridge and chromium (the Cockpit page's test)
 set -euo pipefail
 
 need=()
 want() { # want COMMAND PACKAGE
 	command -v "$1" >/dev/null 2>&1 || need+=("$2")
+}
+want_file() { # want_file PATH PACKAGE
+	[ -e "$1" ] || need+=("$2")
 }
 # The examples and checks run Debian's /usr/bin/python3, not one first in PATH.
 want_py() { # want_py MODULE PACKAGE
@@ -38,6 +42,11 @@ test)
 	want_py gi python3-gi
 	want_py yaml python3-yaml
 	want_py kubernetes python3-kubernetes
+	# The Cockpit page's browser test (test/web): cockpit-ws with a local
+	# session bridge, and headless Chromium driven over DevTools (chromedp).
+	want_file /usr/lib/cockpit/cockpit-ws cockpit-ws
+	want_file /usr/bin/cockpit-bridge cockpit-bridge
+	want chromium chromium
 	;;
 *)
 	echo "usage: $0 test" >&2

@@ -1,0 +1,586 @@
+/*
+ * rdmad's Cockpit page: devices, ports, health and changes through rdmad's
+ * D-Bus API (org.rdmad1, see dbusapi/org.rdmad1.xml).
+ *
+ * Every string from the host (device names above all) is hostile input: the
+ * page builds its DOM with createElement and sets text with textContent,
+ * never innerHTML. No build step: this file is served as it is.
+ */
+"use strict";
+
+(function () {
+    const BUS_NAME = "org.rdmad1";
+    const ROOT = "/org/rdmad1";
+    const MANAGER = "org.rdmad1.Manager";
+    const MODE_NAMES = { v1: "IB/RoCE v1", v2: "RoCE v2" };
+    const SVG_NS = "http://www.w3.org/2000/svg";
+
+    const $ = id => document.getElementById(id);
+
+    /* el("td", {class: "x"}, "text", child...): strings become text nodes. */
+    function el(tag, attrs, ...children) {
+        const e = document.createElement(tag);
+        setAttrs(e, attrs);
+        append(e, children);
+        return e;
+    }
+
+    function svg(tag, attrs, ...children) {
+        const e = document.createElementNS(SVG_NS, tag);
+        setAttrs(e, attrs);
+        append(e, children);
+        return e;
+    }
+
+    function setAttrs(e, attrs) {
+        for (const k in attrs || {}) {
+            if (attrs[k] === undefined || attrs[k] === null || attrs[k] === false)
+                continue;
+            e.setAttribute(k, String(attrs[k]));
+        }
+    }
+
+    function append(e, children) {
+        for (const c of children) {
+            if (c === undefined || c === null || c === false)
+                continue;
+            e.appendChild(typeof c === "string" || typeof c === "number" ? document.createTextNode(String(c)) : c);
+        }
+    }
+
+    function clear(e) {
+        while (e.firstChild)
+            e.removeChild(e.firstChild);
+    }
+
+    /* ---- D-Bus ---- */
+
+    /*
+     * Two channels: the bridge's cache of a channel that watches the
+     * ObjectManager's namespace (devices, ports) takes GetManagedObjects'
+     * answer for the whole tree, and GetManagedObjects lists only the
+     * objects below /org/rdmad1, never the Manager at /org/rdmad1 itself
+     * (as the D-Bus specification says); on the same channel the Manager
+     * proxy stays empty. Its own channel introspects it and reads it.
+     */
+    const client = cockpit.dbus(BUS_NAME, { bus: "system", superuser: "try" });
+    const managerClient = cockpit.dbus(BUS_NAME, { bus: "system", superuser: "try" });
+    const manager = managerClient.proxy(MANAGER, ROOT);
+    const devices = client.proxies("org.rdmad1.Device", ROOT);
+    const ports = client.proxies("org.rdmad1.Port", ROOT);
+
+    let readOnly = true; /* until cockpit.permission says otherwise */
+    let deniedByRdmad = false;
+    let connected = false;
+
+    function call(method, signature, args) {
+        return managerClient.call(ROOT, MANAGER, method, args, { type: signature });
+    }
+
+    /* sentence turns an error of a call into what an operator reads. */
+    function sentence(ex, what) {
+        const name = (ex && ex.name) || "";
+        const msg = (ex && (ex.message || ex.problem)) || String(ex);
+        if (name === "org.freedesktop.DBus.Error.AccessDenied" || /\.NotAuthorized$/.test(name) ||
+            (ex && ex.problem === "access-denied")) {
+            deniedByRdmad = true;
+            applyAccess();
+            return "Administrative access required: rdmad refused to " + what +
+                " for this session. Turn on administrative access to make changes.";
+        }
+        switch (name) {
+        case "org.rdmad1.Error.NoSuchDevice":
+            return "There is no RDMA device of that name (it may just have been removed): " + msg;
+        case "org.rdmad1.Error.NoSuchPort":
+            return "That device has no port of that number: " + msg;
+        case "org.rdmad1.Error.NoSuchLink":
+            return "No soft link of that name is declared: " + msg;
+        case "org.rdmad1.Error.Failed":
+            return "The kernel refused to " + what + "; nothing was left half-applied. rdmad said: " + msg;
+        case "org.rdmad1.Error.NextBoot":
+            return "Saved for the next boot, but the running kernel refused the switch now: " + msg;
+        case "org.rdmad1.Error.Busy":
+            return "rdmad is busy building other reports; try again in a moment (" + msg + ").";
+        case "org.rdmad1.Error.Config":
+            return "The configuration files have an error; the last good configuration stays in force: " + msg;
+        case "org.freedesktop.DBus.Error.InvalidArgs":
+            return "rdmad refused a value: " + msg;
+        case "org.freedesktop.DBus.Error.ServiceUnknown":
+        case "org.freedesktop.DBus.Error.NameHasNoOwner":
+            return "rdmad is not running on this host (nobody owns org.rdmad1 on the system bus).";
+        case "org.freedesktop.DBus.Error.NoReply":
+        case "org.freedesktop.DBus.Error.Timeout":
+            return "rdmad did not answer in time; it may be busy with a long reconcile. Try again.";
+        }
+        return "Could not " + what + ": " + msg;
+    }
+
+    function showResult(id, text, kind) {
+        const e = $(id);
+        e.textContent = text;
+        e.className = "result " + (kind || "");
+    }
+
+    function banner(text) {
+        const b = $("banner");
+        b.textContent = text || "";
+        b.hidden = !text;
+    }
+
+    /* ---- administrative access ---- */
+
+    const permission = cockpit.permission({ admin: true });
+    function applyAccess() {
+        readOnly = permission.allowed !== true || deniedByRdmad;
+        document.body.classList.toggle("read-only", readOnly);
+        for (const e of document.querySelectorAll(".admin-only"))
+            e.disabled = readOnly;
+        $("readonly-note").hidden = !readOnly;
+        $("access").textContent = readOnly
+            ? "Read-only: administrative access required to change the host."
+            : "Administrative access: changes are made as root.";
+        $("access").className = "access " + (readOnly ? "access-ro" : "access-rw");
+        render();
+    }
+    permission.addEventListener("changed", () => { deniedByRdmad = false; applyAccess() });
+
+    /* ---- model ---- */
+
+    function byName(a, b) {
+        return a.Name < b.Name ? -1 : a.Name > b.Name ? 1 : 0;
+    }
+
+    function validDevices() {
+        return Object.keys(devices).map(p => devices[p]).filter(d => d && d.valid && d.Name !== undefined).sort(byName);
+    }
+
+    function portsOf(dev) {
+        const list = (dev.Ports || []).map(p => ports[p]).filter(p => p && p.valid);
+        return list.sort((a, b) => a.Number - b.Number);
+    }
+
+    /* Settings as rdmad_port_drift names them, as operators read them. */
+    const SETTING_NAMES = { roce_mode: "RoCE mode", roce_tos: "TOS", vpi_type: "port type", qos_trust: "QoS trust", qos_pfc: "PFC" };
+
+    /* drift lists the declared settings that do not hold (Port.Drift). */
+    function drift(p) {
+        const d = p.Drift || {};
+        return Object.keys(d).filter(k => d[k]).sort().map(k => SETTING_NAMES[k] || k);
+    }
+
+    /* declared: some declared setting applies to the port. */
+    function declared(p) {
+        return Object.keys(p.Drift || {}).length > 0;
+    }
+
+    /* shortSource shows "file:line" entries by file name (the whole path
+     * is the cell's title): "/etc/rdma/rdmad.d/50-roce.toml:6" -> "50-roce.toml:6". */
+    function shortSource(src) {
+        return (src || "").split(", ").map(e => e.replace(/^.*\//, "")).join(", ");
+    }
+
+    function hasQoS() {
+        return Object.keys(ports).some(k => ports[k] && ports[k].valid && ports[k].QoSTrust !== undefined);
+    }
+
+    function pfcText(v) {
+        if (v === undefined || v === null)
+            return "";
+        let bytes = v;
+        if (typeof v === "string") /* "ay" arrives base64-encoded */
+            bytes = Array.from(cockpit.base64_decode(v));
+        return bytes.length ? Array.from(bytes).join(",") : "off";
+    }
+
+    function stateClass(state) {
+        if (state === "ACTIVE")
+            return "ok";
+        if (state === "INIT" || state === "ARMED")
+            return "warn";
+        if (!state)
+            return "unknown";
+        return "fail";
+    }
+
+    /* ---- overview ---- */
+
+    function badge(kind, text, title) {
+        return el("span", { class: "badge badge-" + kind, title: title || null }, text);
+    }
+
+    function renderOverview(devs) {
+        const qos = hasQoS();
+        const head = $("ports-head");
+        clear(head);
+        const cols = ["Device", "Port", "Transport", "State", "Rate", "Netdev",
+            "RoCE mode (now / declared)", "TOS (now / declared)", "Declared in"];
+        if (qos)
+            cols.push("QoS trust", "PFC");
+        cols.push("Drift");
+        head.appendChild(el("tr", {}, ...cols.map(c => el("th", { scope: "col" }, c))));
+
+        const body = $("ports-body");
+        clear(body);
+        for (const d of devs) {
+            const ps = portsOf(d);
+            const devCell = el("th", { scope: "row", class: "device", rowspan: Math.max(ps.length, 1) },
+                el("span", { class: "devname" }, d.Name),
+                el("span", { class: "sub" }, [d.Driver, d.PCIAddress || (d.Parent ? "on " + d.Parent : "")].filter(Boolean).join(" · ")),
+                d.Error ? el("span", { class: "error-text" }, d.Error) : null);
+            if (ps.length === 0) {
+                body.appendChild(el("tr", { "data-device": d.Name }, devCell,
+                    el("td", { colspan: cols.length - 1, class: "empty" }, "no ports")));
+                continue;
+            }
+            ps.forEach((p, i) => {
+                const dr = drift(p);
+                let driftCell;
+                if (dr.length)
+                    driftCell = badge("fail", "drift: " + dr.join(", "), "the kernel value differs from the declared one, or could not be read or written");
+                else if (declared(p))
+                    driftCell = badge("ok", "✓ as declared");
+                else if (p.DesiredRoCEMode || p.DesiredRoCETOS >= 0 || p.VPIType)
+                    driftCell = badge("none", "not applicable", "a rule selects this port, but its settings do not apply to a " + (p.Transport || "such") + " port");
+                else
+                    driftCell = badge("none", "not declared");
+                const modeNow = p.RoCEMode || "—";
+                const modeWant = p.DesiredRoCEMode ? (MODE_NAMES[p.DesiredRoCEMode] || p.DesiredRoCEMode) : "—";
+                const tosNow = p.RoCETOS >= 0 ? String(p.RoCETOS) : "—";
+                const tosWant = p.DesiredRoCETOS >= 0 ? String(p.DesiredRoCETOS) : "—";
+                const cells = [
+                    el("td", { class: "num" }, String(p.Number)),
+                    el("td", {}, p.Transport || ""),
+                    el("td", {}, badge(stateClass(p.State), p.State || "unknown"),
+                        p.PhysState ? el("span", { class: "sub" }, p.PhysState) : null),
+                    el("td", {}, p.Rate || ""),
+                    el("td", {}, (p.Netdevs || []).join(", ")),
+                    el("td", { class: "pair" }, modeNow, el("span", { class: "sep" }, " / "), modeWant),
+                    el("td", { class: "pair" }, tosNow, el("span", { class: "sep" }, " / "), tosWant),
+                    el("td", { class: "source", title: p.DesiredRoCESource || null }, shortSource(p.DesiredRoCESource)),
+                ];
+                if (qos)
+                    cells.push(el("td", {}, p.QoSTrust || ""), el("td", {}, pfcText(p.QoSPFC)));
+                cells.push(el("td", {}, driftCell, p.Error ? el("span", { class: "error-text" }, p.Error) : null));
+                const tr = el("tr", { "data-device": d.Name, "data-port": String(p.Number) });
+                if (i === 0)
+                    tr.appendChild(devCell);
+                append(tr, cells);
+                body.appendChild(tr);
+            });
+        }
+        $("no-devices").hidden = devs.length > 0 || !connected;
+    }
+
+    /* ---- header and manager ---- */
+
+    function renderSummary(devs) {
+        if (!connected)
+            return;
+        if (!manager.valid) {
+            $("summary").textContent = "rdmad is not running on this host (nobody owns org.rdmad1 on the system bus).";
+            return;
+        }
+        let nports = 0;
+        let ndrift = 0;
+        for (const d of devs)
+            for (const p of portsOf(d)) {
+                nports++;
+                if (drift(p).length)
+                    ndrift++;
+            }
+        const last = manager.LastReconcile ? new Date(manager.LastReconcile / 1000).toLocaleString() : "never";
+        const parts = ["rdmad " + (manager.Version || "?"),
+            devs.length + " device" + (devs.length === 1 ? "" : "s") + ", " + nports + " port" + (nports === 1 ? "" : "s"),
+            ndrift ? ndrift + " drifting" : "no drift",
+            "last reconcile " + last + ": " + (manager.LastResult || "")];
+        $("summary").textContent = parts.join(" · ");
+        banner(manager.ConfigError ? "Configuration error (the last good configuration stays in force): " + manager.ConfigError : "");
+    }
+
+    function renderLinks() {
+        const body = $("links-body");
+        clear(body);
+        const links = manager.valid ? (manager.Links || []) : [];
+        if (!links.length)
+            body.appendChild(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "No soft link is declared.")));
+        for (const l of links) {
+            const [name, type, netdev, source] = l;
+            const persist = el("input", { type: "checkbox", class: "admin-only", checked: source !== "runtime" });
+            const del = el("button", { type: "button", class: "admin-only danger" }, "Delete");
+            persist.disabled = del.disabled = readOnly;
+            del.addEventListener("click", () => {
+                showResult("link-result", "Deleting " + name + "…", "busy");
+                call("DeleteLink", "sb", [name, persist.checked])
+                        .then(() => showResult("link-result", "Deleted " + name + (persist.checked ? " (also after reboot)." : " (until rdmad restarts)."), "ok"))
+                        .catch(ex => showResult("link-result", sentence(ex, "delete " + name), "fail"));
+            });
+            body.appendChild(el("tr", { "data-link": name }, el("td", {}, name), el("td", {}, type), el("td", {}, netdev),
+                el("td", { class: "source" }, source),
+                el("td", {}, el("label", { class: "check" }, persist, " keep after reboot"), " ", del)));
+        }
+        $("netns-current").textContent = (manager.valid && manager.NetnsMode) || "not managed by rdmad";
+        if (manager.valid && manager.NetnsMode && document.activeElement !== $("netns-mode"))
+            $("netns-mode").value = manager.NetnsMode;
+    }
+
+    function renderPortChoice(devs) {
+        const sel = $("roce-port");
+        const before = sel.value;
+        clear(sel);
+        for (const d of devs) {
+            const ps = portsOf(d).filter(p => p.Transport === "roce");
+            if (!ps.length)
+                continue;
+            sel.appendChild(el("option", { value: JSON.stringify([d.Name, 0]) }, d.Name + " (every RoCE port)"));
+            for (const p of ps)
+                sel.appendChild(el("option", { value: JSON.stringify([d.Name, p.Number]) }, d.Name + " port " + p.Number));
+        }
+        if (before && Array.from(sel.options).some(o => o.value === before))
+            sel.value = before;
+    }
+
+    /* ---- picture ---- */
+
+    /* fit shortens a label to its box (the whole text is in the title). */
+    function fit(text, width) {
+        const max = Math.floor((width - 16) / 7.5);
+        return text.length > max ? text.slice(0, max - 1) + "…" : text;
+    }
+
+    function renderPicture(devs) {
+        const box = $("topology");
+        clear(box);
+        const rowH = 40;
+        const colX = [10, 230, 420, 610];
+        const boxW = [200, 170, 170, 170];
+        const nodes = [];
+        const edges = [];
+        const netdevRow = new Map();
+        let row = 0;
+        for (const d of devs) {
+            const ps = portsOf(d);
+            const first = row;
+            for (const p of ps) {
+                const state = p.State || "unknown";
+                nodes.push({ col: 1, row, text: "port " + p.Number + " " + state, kind: stateClass(p.State), dashed: state !== "ACTIVE", title: d.Name + " port " + p.Number + ": " + state + (p.PhysState ? " (" + p.PhysState + ")" : "") });
+                edges.push([0, first, 1, row]);
+                for (const n of p.Netdevs || []) {
+                    if (!netdevRow.has(n)) {
+                        netdevRow.set(n, row);
+                        nodes.push({ col: 2, row, text: n, kind: "net", title: "network interface " + n });
+                    }
+                    edges.push([1, row, 2, netdevRow.get(n)]);
+                }
+                row++;
+            }
+            if (!ps.length)
+                row++;
+            const kind = d.Error ? "fail" : "dev";
+            nodes.push({ col: 0, row: first, span: Math.max(row - first, 1), text: d.Name, sub: (d.Transports || []).join(", "), kind, title: d.Name + (d.Error ? ": " + d.Error : "") });
+        }
+        const links = manager.valid ? (manager.Links || []) : [];
+        for (const [name, type, netdev] of links) {
+            if (!netdevRow.has(netdev)) {
+                netdevRow.set(netdev, row);
+                nodes.push({ col: 2, row, text: netdev + " (absent)", kind: "fail", dashed: true, title: "network interface " + netdev + " is not present" });
+                row++;
+            }
+            const present = devs.some(d => d.Name === name);
+            nodes.push({ col: 3, row: netdevRow.get(netdev), text: name + " (" + type + ")" + (present ? "" : " missing"), kind: present ? "ok" : "fail", dashed: !present, title: "soft link " + name + " on " + netdev + (present ? "" : ", not present") });
+            edges.push([2, netdevRow.get(netdev), 3, netdevRow.get(netdev)]);
+        }
+        const height = Math.max(row, 1) * rowH + 30;
+        const width = colX[3] + boxW[3] + 10;
+        const s = svg("svg", { viewBox: "0 0 " + width + " " + height, width, height, role: "img", "aria-label": "RDMA topology: devices, ports, network interfaces and soft links" });
+        ["device", "ports", "netdevs", "soft links"].forEach((h, i) =>
+            s.appendChild(svg("text", { x: colX[i], y: 14, class: "col-head" }, h)));
+        const top = 24;
+        const midY = (r, span) => top + r * rowH + ((span || 1) * rowH - 8) / 2;
+        for (const [c1, r1, c2, r2] of edges) {
+            const n1 = nodes.find(n => n.col === c1 && n.row <= r1 && r1 < n.row + (n.span || 1));
+            s.appendChild(svg("line", { x1: colX[c1] + boxW[c1], y1: n1 ? midY(n1.row, n1.span) : midY(r1), x2: colX[c2], y2: midY(r2), class: "edge" }));
+        }
+        for (const n of nodes) {
+            const h = (n.span || 1) * rowH - 8;
+            const g = svg("g", { class: "node node-" + n.kind + (n.dashed ? " dashed" : "") });
+            g.appendChild(svg("title", {}, n.title || n.text));
+            g.appendChild(svg("rect", { x: colX[n.col], y: top + n.row * rowH, width: boxW[n.col], height: h, rx: 4 }));
+            const y = top + n.row * rowH + h / 2 + (n.sub ? -2 : 4);
+            g.appendChild(svg("text", { x: colX[n.col] + 8, y }, fit(n.text, boxW[n.col])));
+            if (n.sub)
+                g.appendChild(svg("text", { x: colX[n.col] + 8, y: y + 14, class: "sub" }, n.sub));
+            s.appendChild(g);
+        }
+        box.appendChild(s);
+    }
+
+    /* ---- health ---- */
+
+    const SEVERITIES = [["fail", "Failing"], ["warn", "Warnings"], ["ok", "Passing"]];
+
+    function subjectText(s) {
+        if (!s || s.kind === "host")
+            return "host";
+        const parts = [];
+        if (s.device)
+            parts.push(s.device + (s.port ? "/" + s.port : ""));
+        if (s.netdev)
+            parts.push(s.netdev);
+        return parts.join(" ") || s.kind;
+    }
+
+    function diagnose() {
+        const box = $("findings");
+        return call("Diagnose", "", [])
+                .then(([json]) => {
+                    const findings = JSON.parse(json);
+                    clear(box);
+                    for (const [sev, title] of SEVERITIES) {
+                        const list = findings.filter(f => f.severity === sev);
+                        if (!list.length)
+                            continue;
+                        const ul = el("ul", { class: "findings" });
+                        for (const f of list)
+                            ul.appendChild(el("li", { class: "finding finding-" + sev, "data-id": f.id },
+                                badge(sev, sev), " ",
+                                el("span", { class: "subject" }, subjectText(f.subject)), ": ",
+                                el("span", { class: "text" }, f.finding),
+                                f.fix ? el("div", { class: "fix" }, "Fix: ", el("code", {}, f.fix)) : null));
+                        box.appendChild(el("section", { class: "severity severity-" + sev, "data-severity": sev },
+                            el("h2", {}, title + " (" + list.length + ")"), ul));
+                    }
+                })
+                .catch(ex => {
+                    clear(box);
+                    box.appendChild(el("p", { class: "result fail" }, sentence(ex, "check the host")));
+                });
+    }
+
+    /* ---- render scheduling ---- */
+
+    let scheduled = false;
+    function render() {
+        if (scheduled)
+            return;
+        scheduled = true;
+        window.requestAnimationFrame(() => {
+            scheduled = false;
+            const devs = validDevices();
+            renderSummary(devs);
+            renderOverview(devs);
+            renderPortChoice(devs);
+            renderLinks();
+            renderPicture(devs);
+            for (const e of document.querySelectorAll(".admin-only"))
+                e.disabled = readOnly;
+            document.body.setAttribute("data-ready", connected ? "yes" : "no");
+        });
+    }
+
+    for (const set of [devices, ports]) {
+        set.addEventListener("added", render);
+        set.addEventListener("changed", render);
+        set.addEventListener("removed", render);
+    }
+    manager.addEventListener("changed", render);
+    for (const c of [client, managerClient])
+        c.addEventListener("close", (ev, options) => {
+            banner("Lost the connection to the system bus: " + cockpit.message(options || {}));
+        });
+
+    /* ---- tabs ---- */
+
+    for (const tab of document.querySelectorAll("[role=tab]")) {
+        tab.addEventListener("click", () => {
+            for (const t of document.querySelectorAll("[role=tab]")) {
+                const on = t === tab;
+                t.setAttribute("aria-selected", on ? "true" : "false");
+                $(t.dataset.panel).hidden = !on;
+            }
+            if (tab.dataset.panel === "health")
+                diagnose();
+        });
+    }
+
+    /* ---- actions ---- */
+
+    $("reconcile").addEventListener("click", () => {
+        showResult("reconcile-result", "Reconciling…", "busy");
+        call("Reconcile", "", [])
+                .then(([changed, failed, summary]) => {
+                    showResult("reconcile-result", "Reconciled: " + changed + " setting" + (changed === 1 ? "" : "s") +
+                        " written, " + failed + " refused by the kernel (" + summary + ").", failed ? "fail" : "ok");
+                    return diagnose();
+                })
+                .catch(ex => showResult("reconcile-result", sentence(ex, "reconcile"), "fail"));
+    });
+    $("diagnose").addEventListener("click", () => diagnose());
+
+    $("roce-form").addEventListener("submit", ev => {
+        ev.preventDefault();
+        if (!$("roce-port").value) {
+            showResult("roce-result", "There is no RoCE port to set.", "fail");
+            return;
+        }
+        const [device, port] = JSON.parse($("roce-port").value);
+        const mode = $("roce-mode").value;
+        const tosText = $("roce-tos").value.trim();
+        const tos = tosText === "" ? -1 : Number(tosText);
+        if (tosText !== "" && !(Number.isInteger(tos) && tos >= 0 && tos <= 255)) {
+            showResult("roce-result", "TOS must be a whole number from 0 to 255, or empty to keep it.", "fail");
+            return;
+        }
+        if (!mode && tos < 0) {
+            showResult("roce-result", "Choose a mode or a TOS to set.", "fail");
+            return;
+        }
+        const persist = $("roce-persist").checked;
+        const where = device + (port ? " port " + port : "");
+        showResult("roce-result", "Setting " + where + "…", "busy");
+        call("SetRoCE", "susib", [device, port, mode, tos, persist])
+                .then(() => showResult("roce-result", "Set " + where + (persist ? "; kept after reboot." : "; until rdmad restarts."), "ok"))
+                .catch(ex => showResult("roce-result", sentence(ex, "set RoCE on " + where), "fail"));
+    });
+
+    $("link-form").addEventListener("submit", ev => {
+        ev.preventDefault();
+        const name = $("link-name").value.trim();
+        const type = $("link-type").value;
+        const netdev = $("link-netdev").value.trim();
+        if (!name || !netdev) {
+            showResult("link-result", "A link needs a name and a netdev.", "fail");
+            return;
+        }
+        const persist = $("link-persist").checked;
+        showResult("link-result", "Adding " + name + "…", "busy");
+        call("AddLink", "sssb", [name, type, netdev, persist])
+                .then(() => showResult("link-result", "Added " + name + " on " + netdev + (persist ? "; kept after reboot." : "; until rdmad restarts."), "ok"))
+                .catch(ex => showResult("link-result", sentence(ex, "add " + name), "fail"));
+    });
+
+    $("netns-form").addEventListener("submit", ev => {
+        ev.preventDefault();
+        const mode = $("netns-mode").value;
+        const persist = $("netns-persist").checked;
+        showResult("netns-result", "Switching to " + mode + "…", "busy");
+        call("SetNetnsMode", "sb", [mode, persist])
+                .then(() => showResult("netns-result", "RDMA netns mode is " + mode + (persist ? "; kept after reboot." : "; until rdmad restarts."), "ok"))
+                .catch(ex => showResult("netns-result", sentence(ex, "switch the netns mode"),
+                    ex && ex.name === "org.rdmad1.Error.NextBoot" ? "warn" : "fail"));
+    });
+
+    /* ---- start ---- */
+
+    applyAccess();
+    Promise.all([manager.wait(), devices.wait(), ports.wait()])
+            .then(() => {
+                connected = true;
+                render();
+            })
+            .catch(ex => {
+                connected = true;
+                console.warn("rdmad: waiting for the objects failed", ex, JSON.stringify(ex));
+                banner(sentence(ex, "reach rdmad"));
+                render();
+            });
+}());

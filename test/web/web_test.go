@@ -1,0 +1,455 @@
+// Package web tests rdmad's Cockpit page (cockpit/) in a real headless
+// Chromium, served by Debian's real cockpit-ws and cockpit-bridge, talking
+// to the real rdmad on a private dbus-daemon serving a fixture host.
+//
+// cockpit-ws runs with --local-session (no login, no TLS) and the bridge
+// finds the page in $XDG_DATA_HOME/cockpit/rdmad; DBUS_SYSTEM_BUS_ADDRESS
+// points the bridge's "system bus" at the private bus. Chromium is driven
+// over the DevTools protocol with chromedp and opens
+// /cockpit/@localhost/rdmad/index.html directly (the Cockpit shell is not
+// needed). Screenshots go to $RDMAD_WEB_ARTEFACTS (default
+// $TMPDIR/rdmad-web-artefacts).
+package web
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/test/bustest"
+	"github.com/rdmad/rdmad/test/livetest"
+)
+
+var bins livetest.Binaries
+
+func TestMain(m *testing.M) { livetest.Main(m, &bins) }
+
+const (
+	cockpitWS     = "/usr/lib/cockpit/cockpit-ws"
+	cockpitBridge = "/usr/bin/cockpit-bridge"
+	pagePath      = "/cockpit/@localhost/rdmad/index.html"
+	// hostile is a device name that is HTML with script in it; a sysfs name
+	// cannot hold '/', so the markup has no closing tag.
+	hostile = `<img src=x onerror=document.title='pwned'>`
+)
+
+// need skips the test when a program it drives is missing
+// (test/install-deps.sh test installs them all).
+func need(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{cockpitWS, cockpitBridge} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("%s not installed (test/install-deps.sh test installs cockpit-ws and cockpit-bridge)", p)
+		}
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("chromium not installed (test/install-deps.sh test installs it)")
+	return ""
+}
+
+// artefacts is where screenshots are kept after the test.
+func artefacts(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("RDMAD_WEB_ARTEFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "rdmad-web-artefacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// addDevice makes a Soft-RoCE device appear on the fixture host as the
+// kernel shows it in sysfs (a copy of rxe0), with its configfs directory.
+func addDevice(t *testing.T, root, name string) {
+	t.Helper()
+	src := filepath.Join(root, "sys/devices/virtual/infiniband/rxe0")
+	dst := filepath.Join(root, "sys/devices/virtual/infiniband", name)
+	if err := hosttest.CopyTree(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../devices/virtual/infiniband/"+name, filepath.Join(root, "sys/class/infiniband", name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// installPage copies cockpit/ to DATA/cockpit/rdmad in a directory every
+// user can read (the non-root bridge reads it too) and returns DATA.
+func installPage(t *testing.T) string {
+	t.Helper()
+	data := bustest.PublicDir(t)
+	dst := filepath.Join(data, "cockpit", "rdmad")
+	if err := hosttest.CopyTree(filepath.Join(hosttest.RepoRoot(), "cockpit"), dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := filepath.Walk(data, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if fi.IsDir() {
+			mode = 0o755
+		}
+		return os.Chmod(p, mode)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// startWS runs cockpit-ws with a local session bridge on a free port, as
+// uid (0: the test's own user) and returns the page's URL.
+func startWS(t *testing.T, busAddr, data string, uid int) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	home := bustest.PublicDir(t) // HOME and XDG_CONFIG_DIRS: no /etc/cockpit
+	if uid != 0 {
+		if err := os.Chown(home, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(cockpitWS, "--no-tls", "-a", "127.0.0.1", "-p", strconv.Itoa(port), "--local-session="+cockpitBridge)
+	cmd.Env = []string{
+		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + home,
+		"XDG_CONFIG_DIRS=" + home,
+		"XDG_DATA_HOME=" + data,
+		"XDG_RUNTIME_DIR=" + home,
+		"DBUS_SYSTEM_BUS_ADDRESS=" + busAddr,
+		"DBUS_SESSION_BUS_ADDRESS=" + busAddr,
+		"LANG=C.UTF-8",
+	}
+	if uid != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
+	logs := &livetest.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.Dir = home
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("cockpit-ws (uid %d) log:\n%s", uid, logs.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cockpit-ws did not listen on %d: %v\n%s", port, err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d%s", port, pagePath)
+}
+
+// browser is one headless Chromium with the page's console collected.
+type browser struct {
+	ctx     context.Context
+	mu      sync.Mutex
+	console []string
+}
+
+func newBrowser(t *testing.T, exe string) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.NoSandbox, // the test runs as root, where Chromium's sandbox refuses to start
+		chromedp.WindowSize(1400, 900),
+		chromedp.Flag("lang", "en-US"),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	// Guards a hang only: each step below waits for what it needs.
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	b := &browser{ctx: ctx}
+	chromedp.ListenTarget(ctx, func(ev any) {
+		var line string
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			var args []string
+			for _, a := range ev.Args {
+				args = append(args, string(a.Value)+a.Description)
+			}
+			line = string(ev.Type) + ": " + strings.Join(args, " ")
+		case *runtime.EventExceptionThrown:
+			line = "exception: " + ev.ExceptionDetails.Error()
+		default:
+			return
+		}
+		b.mu.Lock()
+		b.console = append(b.console, line)
+		b.mu.Unlock()
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			b.mu.Lock()
+			t.Logf("browser console:\n%s", strings.Join(b.console, "\n"))
+			b.mu.Unlock()
+		}
+	})
+	return b
+}
+
+func (b *browser) run(t *testing.T, what string, actions ...chromedp.Action) {
+	t.Helper()
+	if err := chromedp.Run(b.ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval runs a JavaScript expression in the page and decodes its value.
+func (b *browser) eval(t *testing.T, js string, out any) {
+	t.Helper()
+	b.run(t, "evaluate "+js, chromedp.Evaluate(js, out))
+}
+
+// waitFor polls a JavaScript condition until it is true.
+func (b *browser) waitFor(t *testing.T, what, js string) {
+	t.Helper()
+	b.run(t, "wait for "+what, chromedp.Poll(js, nil, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
+}
+
+func (b *browser) screenshot(t *testing.T, name string) {
+	t.Helper()
+	var png []byte
+	b.run(t, "screenshot", chromedp.FullScreenshot(&png, 100))
+	path := filepath.Join(artefacts(t), name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// row is one port row of the overview table as the browser shows it.
+type row struct {
+	Device, Port, Transport, State, Rate, Netdev, Mode, TOS, Source, Drift string
+}
+
+const rowsJS = `Array.from(document.querySelectorAll("#ports-body tr[data-port]")).map(tr => {
+	const c = Array.from(tr.querySelectorAll("td")).map(td => td.textContent.trim());
+	return {Device: tr.dataset.device, Port: c[0], Transport: c[1], State: c[2], Rate: c[3], Netdev: c[4],
+		Mode: c[5], TOS: c[6], Source: c[7], Drift: c[c.length - 1]};
+})`
+
+func rows(t *testing.T, b *browser) map[string]row {
+	t.Helper()
+	var list []row
+	b.eval(t, rowsJS, &list)
+	out := map[string]row{}
+	for _, r := range list {
+		out[r.Device+"/"+r.Port] = r
+	}
+	return out
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// TestCockpitPage opens the page as root: the overview lists the fixture's
+// devices and ports with their values, a hostile device name is text, a
+// device added to the fixture appears after Reconcile without a reload, and
+// setting a TOS with persist writes configfs and rdmad's drop-in.
+func TestCockpitPage(t *testing.T) {
+	exe := need(t)
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the bridge runs as root for the administrative view")
+	}
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-roce.toml",
+		"[[roce]]\ndevice = \"mlx5_*\"\nmode = \"v2\"\ntos = 106\n\n[[roce]]\ndevice = \"mlx4_0\"\ntos = 7\n")
+	// mlx5_1's TOS cannot be written (a directory where configfs has the
+	// file): its port drifts.
+	tos1 := filepath.Join(root, "sys/kernel/config/rdma_cm/mlx5_1/ports/1/default_roce_tos")
+	if err := os.Remove(tos1); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(tos1, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	addDevice(t, root, hostile)
+	livetest.Start(t, bins, addr, root, env)
+	url := startWS(t, addr, installPage(t), 0)
+
+	b := newBrowser(t, exe)
+	b.run(t, "open "+url, chromedp.Navigate(url))
+	b.waitFor(t, "the page to connect", `document.body.dataset.ready === "yes" && document.querySelectorAll("#ports-body tr[data-port]").length > 0`)
+	b.waitFor(t, "administrative access", `!document.getElementById("reconcile").disabled`)
+
+	got := rows(t, b)
+	want := map[string]row{
+		"mlx5_0/1":     {Transport: "roce", State: "ACTIVE", Mode: "RoCE v2 / RoCE v2", TOS: "106 / 106", Drift: "✓ as declared"},
+		"mlx5_1/1":     {Transport: "roce", State: "ACTIVE", Drift: "drift: TOS"},
+		"mlx4_0/1":     {Transport: "infiniband", State: "ACTIVE", Drift: "not applicable"},
+		"mlx4_0/2":     {Transport: "roce", State: "ACTIVE", TOS: "7 / 7", Drift: "✓ as declared"},
+		"rxe0/1":       {Transport: "roce", State: "ACTIVE", Drift: "not declared"},
+		hostile + "/1": {Transport: "roce", State: "ACTIVE", Drift: "not declared"},
+	}
+	for key, w := range want {
+		g, ok := got[key]
+		if !ok {
+			t.Errorf("overview has no row %s; rows: %v", key, got)
+			continue
+		}
+		for _, f := range [][3]string{{"transport", w.Transport, g.Transport}, {"state", w.State, g.State}, {"mode", w.Mode, g.Mode}, {"tos", w.TOS, g.TOS}, {"drift", w.Drift, g.Drift}} {
+			if f[1] != "" && !strings.HasPrefix(f[2], f[1]) {
+				t.Errorf("%s %s = %q, want %q", key, f[0], f[2], f[1])
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("overview has %d port rows, want %d: %v", len(got), len(want), got)
+	}
+	if g := got["mlx5_0/1"]; !regexp.MustCompile(`50-roce\.toml:1$`).MatchString(g.Source) || g.Netdev == "" || g.Rate == "" {
+		t.Errorf("mlx5_0/1 lacks its declaration's file:line, netdev or rate: %+v", g)
+	}
+
+	// The hostile name is shown as text: no element came of it, no script ran.
+	var hostileOK bool
+	b.eval(t, `(() => {
+		const th = Array.from(document.querySelectorAll("#ports-body th.device .devname")).find(e => e.textContent === `+strconv.Quote(hostile)+`);
+		return Boolean(th) && document.querySelectorAll("img").length === 0 && document.title === "RDMA";
+	})()`, &hostileOK)
+	if !hostileOK {
+		t.Error("the hostile device name is not shown as text (an element was made of it, a script ran, or the row is missing)")
+	}
+	b.screenshot(t, "overview-admin.png")
+
+	// A device added to the fixture appears after Reconcile, without a reload.
+	b.eval(t, `window.rdmadTestMarker = "same page"`, nil)
+	addDevice(t, root, "rxe9")
+	b.run(t, "open Health", chromedp.Click("#tab-health", chromedp.ByID))
+	b.waitFor(t, "the findings", `document.querySelectorAll("#findings .finding").length > 0`)
+	b.run(t, "reconcile", chromedp.Click("#reconcile", chromedp.ByID))
+	b.waitFor(t, "the reconcile result", `/^Reconciled: /.test(document.getElementById("reconcile-result").textContent)`)
+	b.run(t, "open Overview", chromedp.Click("#tab-overview", chromedp.ByID))
+	b.waitFor(t, "rxe9 in the overview", `document.querySelector('#ports-body tr[data-device="rxe9"][data-port="1"]') !== null`)
+	var marker string
+	b.eval(t, `window.rdmadTestMarker`, &marker)
+	if marker != "same page" {
+		t.Error("the page was reloaded to show the new device")
+	}
+
+	// Setting a TOS with persist writes configfs and the drop-in.
+	b.run(t, "set TOS 42 on mlx5_0/1",
+		chromedp.Click("#tab-change", chromedp.ByID),
+		chromedp.SetValue("#roce-port", `["mlx5_0",1]`, chromedp.ByID),
+		chromedp.SetValue("#roce-tos", "42", chromedp.ByID),
+		chromedp.Click("#roce-apply", chromedp.ByID),
+	)
+	b.waitFor(t, "the SetRoCE result", `document.getElementById("roce-result").classList.contains("ok")`)
+	if got := read(t, filepath.Join(root, "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos")); got != "42" {
+		t.Errorf("configfs default_roce_tos of mlx5_0/1 = %q, want 42", got)
+	}
+	dropIn := read(t, filepath.Join(root, "etc/rdma/rdmad.d/zz-rdmad-persist.toml"))
+	if !regexp.MustCompile(`(?s)device = "mlx5_0".*tos = 42`).MatchString(dropIn) {
+		t.Errorf("rdmad's drop-in does not declare tos 42 for mlx5_0:\n%s", dropIn)
+	}
+	b.run(t, "open Overview", chromedp.Click("#tab-overview", chromedp.ByID))
+	b.waitFor(t, "TOS 42 in the overview", `(() => { const tr = document.querySelector('#ports-body tr[data-device="mlx5_0"][data-port="1"]');
+		return tr && tr.querySelectorAll("td")[6].textContent === "42 / 42"; })()`)
+	b.run(t, "open Picture", chromedp.Click("#tab-picture", chromedp.ByID))
+	var nodes int
+	b.eval(t, `document.querySelectorAll("#topology svg g.node").length`, &nodes)
+	if nodes < len(want)+1 {
+		t.Errorf("the picture has %d nodes, want at least one per port and device", nodes)
+	}
+	b.screenshot(t, "picture-admin.png")
+}
+
+// TestCockpitPageReadOnly runs cockpit-ws and its bridge as an unprivileged
+// user: the page shows the devices read-only, says administrative access is
+// required, and a change forced through anyway is refused by rdmad and shown
+// as that sentence, not as a D-Bus error.
+func TestCockpitPageReadOnly(t *testing.T) {
+	exe := need(t)
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run the bridge as another user")
+	}
+	const nobody = 65534
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	livetest.Start(t, bins, addr, root, env)
+	url := startWS(t, addr, installPage(t), nobody)
+
+	b := newBrowser(t, exe)
+	b.run(t, "open "+url, chromedp.Navigate(url))
+	b.waitFor(t, "the page to connect", `document.body.dataset.ready === "yes" && document.querySelectorAll("#ports-body tr[data-port]").length > 0`)
+	b.waitFor(t, "the read-only state", `document.body.classList.contains("read-only")`)
+	var state struct {
+		Access   string
+		Disabled bool
+		Note     bool
+	}
+	b.eval(t, `({Access: document.getElementById("access").textContent,
+		Disabled: Array.from(document.querySelectorAll(".admin-only")).every(e => e.disabled),
+		Note: !document.getElementById("readonly-note").hidden})`, &state)
+	if !strings.Contains(state.Access, "administrative access required") || !state.Disabled || !state.Note {
+		t.Errorf("the non-root page is not read-only: %+v", state)
+	}
+	b.screenshot(t, "overview-readonly.png")
+
+	// Force a change through the disabled form: rdmad refuses (no polkit on
+	// the private bus) and the page says why in a sentence.
+	b.run(t, "force SetRoCE",
+		chromedp.Click("#tab-change", chromedp.ByID),
+		chromedp.Evaluate(`for (const e of document.querySelectorAll(".admin-only")) e.disabled = false; document.getElementById("roce-tos").value = "7"; document.getElementById("roce-apply").click()`, nil),
+	)
+	b.waitFor(t, "the refusal", `document.getElementById("roce-result").classList.contains("fail")`)
+	var msg string
+	b.eval(t, `document.getElementById("roce-result").textContent`, &msg)
+	if !strings.HasPrefix(msg, "Administrative access required: rdmad refused to set RoCE") || strings.Contains(msg, "org.freedesktop") {
+		t.Errorf("the refusal reads %q, want the administrative-access sentence", msg)
+	}
+	if got := read(t, filepath.Join(root, "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos")); got == "7" {
+		t.Error("the refused call changed configfs")
+	}
+}
