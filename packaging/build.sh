@@ -1,5 +1,6 @@
 #!/bin/sh
-# Builds dist/rdmad_<version>_<arch>.deb and dist/rdmad-<version>.<arch>.rpm
+# Builds dist/rdmad_<version>_<arch>.deb and dist/rdmad-<version>.<arch>.rpm,
+# and the Cockpit page's dist/cockpit-rdmad_<version>_all.deb and .noarch.rpm,
 # with nfpm (see docs/decisions/packaging.md). Called by `make package`:
 #   VERSION   binaries' version (git describe), mapped by version.sh
 #   LDFLAGS   Go linker flags of the Makefile (version stamp)
@@ -43,10 +44,19 @@ date=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 printf 'rdmad (%s) unstable; urgency=medium\n\n  * Built from commit %s (%s).\n\n -- %s  %s\n' \
 	"$PKG_VERSION" "$commit" "$VERSION" "$PKG_MAINTAINER" "$date" | gzip -9n >"$doc/changelog.gz"
+# cockpit-rdmad (packaging/cockpit-rdmad.yaml): the page from the same stage.
+cdoc=$stage/usr/share/doc/cockpit-rdmad
+install -D -m 0644 packaging/cockpit-rdmad.copyright "$cdoc/copyright"
+printf 'cockpit-rdmad (%s) unstable; urgency=medium\n\n  * Built from commit %s (%s).\n\n -- %s  %s\n' \
+	"$PKG_VERSION" "$commit" "$VERSION" "$PKG_MAINTAINER" "$date" | gzip -9n >"$cdoc/changelog.gz"
 find "$stage" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 
 rm -f "$dist"/rdmad_*.deb "$dist"/rdmad-*.rpm
 for packager in deb rpm; do
 	"$NFPM" package --config packaging/nfpm.yaml --packager "$packager" --target "$dist/" >&2
 done
-ls "$dist"/rdmad_*.deb "$dist"/rdmad-*.rpm
+rm -f "$dist"/cockpit-rdmad_*.deb "$dist"/cockpit-rdmad-*.rpm
+for packager in deb rpm; do
+	"$NFPM" package --config packaging/cockpit-rdmad.yaml --packager "$packager" --target "$dist/" >&2
+done
+ls "$dist"/rdmad_*.deb "$dist"/rdmad-*.rpm "$dist"/cockpit-rdmad_*.deb "$dist"/cockpit-rdmad-*.rpm
