@@ -64,6 +64,11 @@ func expectedFiles(t *testing.T) map[string]fs.FileMode {
 		"usr/lib/sysusers.d/rdmad.conf":        0o644,
 		"usr/lib/tmpfiles.d/rdmad.conf":        0o644,
 		"etc/rdma/rdmad.d/":                    0o755,
+		// The Cockpit page (package cockpit-rdmad).
+		"usr/share/cockpit/rdmad/manifest.json": 0o644,
+		"usr/share/cockpit/rdmad/index.html":    0o644,
+		"usr/share/cockpit/rdmad/rdmad.js":      0o644,
+		"usr/share/cockpit/rdmad/rdmad.css":     0o644,
 	}
 	optional := map[string]string{
 		"org.rdmad1.conf":                    "usr/share/dbus-1/system.d/org.rdmad1.conf",

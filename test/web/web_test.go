@@ -393,6 +393,19 @@ func TestCockpitPage(t *testing.T) {
 	if !regexp.MustCompile(`(?s)device = "mlx5_0".*tos = 42`).MatchString(dropIn) {
 		t.Errorf("rdmad's drop-in does not declare tos 42 for mlx5_0:\n%s", dropIn)
 	}
+	// A value the kernel refuses (mlx5_1's TOS cannot be written) is a
+	// sentence, not a D-Bus error name.
+	b.run(t, "set TOS 50 on mlx5_1/1",
+		chromedp.SetValue("#roce-port", `["mlx5_1",1]`, chromedp.ByID),
+		chromedp.SetValue("#roce-tos", "50", chromedp.ByID),
+		chromedp.Click("#roce-apply", chromedp.ByID),
+	)
+	b.waitFor(t, "the refusal", `document.getElementById("roce-result").classList.contains("fail")`)
+	var refusal string
+	b.eval(t, `document.getElementById("roce-result").textContent`, &refusal)
+	if !strings.HasPrefix(refusal, "The kernel refused to set RoCE on mlx5_1 port 1; nothing was left half-applied.") || strings.Contains(refusal, "org.rdmad1.Error") {
+		t.Errorf("the kernel's refusal reads %q", refusal)
+	}
 	b.run(t, "open Overview", chromedp.Click("#tab-overview", chromedp.ByID))
 	b.waitFor(t, "TOS 42 in the overview", `(() => { const tr = document.querySelector('#ports-body tr[data-device="mlx5_0"][data-port="1"]');
 		return tr && tr.querySelectorAll("td")[6].textContent === "42 / 42"; })()`)
