@@ -179,17 +179,22 @@
         return (src || "").split(", ").map(e => e.replace(/^.*\//, "")).join(", ");
     }
 
+    /* hasQoS: the QoS columns (issue 20's Port properties) are shown when
+     * this rdmad has them and some port has QoS declared or reported. */
     function hasQoS() {
-        return Object.keys(ports).some(k => ports[k] && ports[k].valid && ports[k].QoSTrust !== undefined);
+        return Object.keys(ports).some(k => {
+            const p = ports[k];
+            return p && p.valid && p.QoSTrust !== undefined && Boolean(p.QoSTrust || p.DesiredQoSTrust || p.DesiredQoSPFCSet);
+        });
     }
 
     function pfcText(v) {
-        if (v === undefined || v === null)
+        if (v === undefined || v === null || v === "")
             return "";
         let bytes = v;
         if (typeof v === "string") /* "ay" arrives base64-encoded */
             bytes = Array.from(cockpit.base64_decode(v));
-        return bytes.length ? Array.from(bytes).join(",") : "off";
+        return Array.from(bytes).join(",");
     }
 
     function stateClass(state) {
@@ -215,7 +220,7 @@
         const cols = ["Device", "Port", "Transport", "State", "Rate", "Netdev",
             "RoCE mode (now / declared)", "TOS (now / declared)", "Declared in"];
         if (qos)
-            cols.push("QoS trust", "PFC");
+            cols.push("QoS trust (now / declared)", "PFC (now / declared)");
         cols.push("Drift");
         head.appendChild(el("tr", {}, ...cols.map(c => el("th", { scope: "col" }, c))));
 
@@ -258,8 +263,13 @@
                     el("td", { class: "pair" }, tosNow, el("span", { class: "sep" }, " / "), tosWant),
                     el("td", { class: "source", title: p.DesiredRoCESource || null }, shortSource(p.DesiredRoCESource)),
                 ];
-                if (qos)
-                    cells.push(el("td", {}, p.QoSTrust || ""), el("td", {}, pfcText(p.QoSPFC)));
+                if (qos) {
+                    const pfcWant = p.DesiredQoSPFCSet ? (pfcText(p.DesiredQoSPFC) || "off") : "—";
+                    cells.push(el("td", { class: "pair", title: p.DesiredQoSSource || null },
+                        p.QoSTrust || "—", el("span", { class: "sep" }, " / "), p.DesiredQoSTrust || "—"),
+                    el("td", { class: "pair", title: p.DesiredQoSSource || null },
+                        pfcText(p.QoSPFC) || "—", el("span", { class: "sep" }, " / "), pfcWant));
+                }
                 cells.push(el("td", {}, driftCell, p.Error ? el("span", { class: "error-text" }, p.Error) : null));
                 const tr = el("tr", { "data-device": d.Name, "data-port": String(p.Number) });
                 if (i === 0)
