@@ -306,14 +306,16 @@ func (r RuntimeState) MarshalJSON() ([]byte, error) {
 	return json.Marshal(c)
 }
 
-// emptyLists sets the nil slice fields of the struct v (and of the structs
-// it embeds) to empty slices.
+// emptyLists sets the nil slice and map fields of the struct v (and of the
+// structs it embeds) to empty ones.
 func emptyLists(v reflect.Value) {
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Field(i)
 		switch {
 		case f.Kind() == reflect.Slice && f.IsNil() && f.CanSet():
 			f.Set(reflect.MakeSlice(f.Type(), 0, 0))
+		case f.Kind() == reflect.Map && f.IsNil() && f.CanSet():
+			f.Set(reflect.MakeMap(f.Type())) // Port.Drift: {} as on the bus
 		case f.Kind() == reflect.Struct && v.Type().Field(i).Anonymous:
 			emptyLists(f)
 		}
