@@ -7,8 +7,8 @@
 // points the bridge's "system bus" at the private bus. Chromium is driven
 // over the DevTools protocol with chromedp and opens
 // /cockpit/@localhost/rdmad/index.html directly (the Cockpit shell is not
-// needed). Screenshots go to $RDMAD_WEB_ARTEFACTS (default
-// $TMPDIR/rdmad-web-artefacts).
+// needed). Screenshots (overview, health, picture, read-only overview) go to
+// $RDMAD_WEB_ARTEFACTS (default $TMPDIR/rdmad-web-artefacts).
 package web
 
 import (
@@ -368,6 +368,22 @@ func TestCockpitPage(t *testing.T) {
 	addDevice(t, root, "rxe9")
 	b.run(t, "open Health", chromedp.Click("#tab-health", chromedp.ByID))
 	b.waitFor(t, "the findings", `document.querySelectorAll("#findings .finding").length > 0`)
+	// Findings are grouped fail, warn, ok; each that is not ok says its fix.
+	var health struct {
+		Groups []string
+		NotOK  int
+		NoFix  []string
+	}
+	b.eval(t, `({Groups: Array.from(document.querySelectorAll("#findings section[data-severity]")).map(s => s.dataset.severity),
+		NotOK: document.querySelectorAll("#findings .finding-fail, #findings .finding-warn").length,
+		NoFix: Array.from(document.querySelectorAll("#findings .finding-fail, #findings .finding-warn")).filter(li => !li.querySelector(".fix code") || !li.querySelector(".fix code").textContent).map(li => li.textContent)})`, &health)
+	if strings.Join(health.Groups, ",") != "fail,warn,ok" && strings.Join(health.Groups, ",") != "warn,ok" && strings.Join(health.Groups, ",") != "fail,ok" {
+		t.Errorf("health groups are %v, want fail, warn, ok in that order", health.Groups)
+	}
+	if health.NotOK == 0 || len(health.NoFix) > 0 {
+		t.Errorf("health: %d findings not ok (mlx5_1's refused TOS is one), %d without their fix: %q", health.NotOK, len(health.NoFix), health.NoFix)
+	}
+	b.screenshot(t, "health-admin.png")
 	b.run(t, "reconcile", chromedp.Click("#reconcile", chromedp.ByID))
 	b.waitFor(t, "the reconcile result", `/^Reconciled: /.test(document.getElementById("reconcile-result").textContent)`)
 	b.run(t, "open Overview", chromedp.Click("#tab-overview", chromedp.ByID))
@@ -416,6 +432,15 @@ func TestCockpitPage(t *testing.T) {
 		t.Errorf("the picture has %d nodes, want at least one per port and device", nodes)
 	}
 	b.screenshot(t, "picture-admin.png")
+
+	// After every tab has rendered the hostile name (overview, health,
+	// change's port list, picture), still no element or script came of it.
+	var clean bool
+	b.eval(t, `document.querySelectorAll("img, image, script:not([src])").length === 0 && document.title === "RDMA" &&
+		Array.from(document.querySelectorAll("#topology svg title")).some(e => e.textContent.startsWith(`+strconv.Quote(hostile)+`))`, &clean)
+	if !clean {
+		t.Error("after every tab rendered, the hostile device name made an element or ran a script (or is missing from the picture)")
+	}
 }
 
 // TestCockpitPageReadOnly runs cockpit-ws and its bridge as an unprivileged
