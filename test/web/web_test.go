@@ -422,6 +422,19 @@ func TestCockpitPage(t *testing.T) {
 	if !strings.HasPrefix(refusal, "The kernel refused to set RoCE on mlx5_1 port 1; nothing was left half-applied.") || strings.Contains(refusal, "org.rdmad1.Error") {
 		t.Errorf("the kernel's refusal reads %q", refusal)
 	}
+	// A link name rdmad refuses (white space) is refused before anything is
+	// touched, and said as a sentence.
+	b.run(t, "add link \"bad name\"",
+		chromedp.SetValue("#link-name", "bad name", chromedp.ByID),
+		chromedp.SetValue("#link-netdev", "ens2", chromedp.ByID),
+		chromedp.Click("#link-add", chromedp.ByID),
+	)
+	b.waitFor(t, "the link refusal", `document.getElementById("link-result").classList.contains("fail")`)
+	var linkMsg string
+	b.eval(t, `document.getElementById("link-result").textContent`, &linkMsg)
+	if !strings.HasPrefix(linkMsg, "rdmad refused a value: ") || strings.Contains(linkMsg, "org.freedesktop") {
+		t.Errorf("the refused link reads %q", linkMsg)
+	}
 	b.run(t, "open Overview", chromedp.Click("#tab-overview", chromedp.ByID))
 	b.waitFor(t, "TOS 42 in the overview", `(() => { const tr = document.querySelector('#ports-body tr[data-device="mlx5_0"][data-port="1"]');
 		return tr && tr.querySelectorAll("td")[6].textContent === "42 / 42"; })()`)
