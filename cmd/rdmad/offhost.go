@@ -4,17 +4,26 @@ import (
 	"fmt"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
 )
 
-// offHost stands in for RDMA netlink when --root is not "/": the actions are
-// reported as failed instead of being carried out on the machine rdmad runs on.
+// offHost stands in for RDMA netlink and DCB netlink when --root is not "/":
+// the actions are reported as failed instead of being carried out on the
+// machine rdmad runs on (a fixture's ens1f0np0 may well be a real adapter's
+// name here).
 type offHost struct{ root string }
 
 func (o offHost) err() error {
-	return fmt.Errorf("RDMA netlink is not used with --root %s (it would act on this machine's kernel)", o.root)
+	return fmt.Errorf("netlink is not used with --root %s (it would act on this machine's kernel)", o.root)
 }
 
 func (o offHost) LinkAdd(name, typ, netdev string) error { return o.err() }
 func (o offHost) LinkDel(name string) error              { return o.err() }
 func (o offHost) Mode() (config.NetnsMode, error)        { return "", o.err() }
 func (o offHost) SetMode(config.NetnsMode) error         { return o.err() }
+
+func (o offHost) Get(string) (dcb.IEEE, error)    { return dcb.IEEE{}, o.err() }
+func (o offHost) DCBX(string) (uint8, error)      { return 0, o.err() }
+func (o offHost) SetPFC(string, dcb.PFC) error    { return o.err() }
+func (o offHost) SetApps(string, []dcb.App) error { return o.err() }
+func (o offHost) DelApps(string, []dcb.App) error { return o.err() }

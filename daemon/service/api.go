@@ -623,6 +623,7 @@ func (s *Service) persistDropIn(edit func(*config.Persisted), forget func(*Overl
 	}
 	next := config.Persisted{
 		RoCE:  append([]config.RoCERule(nil), old.RoCE...),
+		QoS:   append([]config.QoSRule(nil), old.QoS...),
 		Links: append([]config.Link(nil), old.Links...),
 		Netns: old.Netns,
 	}

@@ -74,7 +74,9 @@ func (s *Service) SetQoS(ctx context.Context, c QoSChange) error {
 		},
 		forget: func(o *Overlay) { o.forgetQoS(dev.Name, c.Port, all, c.Trust != "", c.HasPFC) },
 		scope:  reconcile.Scope{Devices: map[string][]int{dev.Name: scopePorts}},
-		failed: func(rep reconcile.Report) []reconcile.Action { return qosFailures(rep, dev.Name, targets, wanted) },
+		failed: func(rep reconcile.Report) []reconcile.Action {
+			return qosFailures(rep, dev.Name, dev.Driver == host.DriverMLX4, targets, wanted)
+		},
 		restore: func(ctx context.Context, rep reconcile.Report) ([]reconcile.Action, error) {
 			return s.undo(ctx, rep, dev.Name, targets, qosKinds, wanted)
 		},
@@ -85,11 +87,12 @@ func (s *Service) SetQoS(ctx context.Context, c QoSChange) error {
 // kinds on the targeted ports that failed, set another value than the
 // requested one (a later rule wins), or were not set at all (the part said
 // why in a not-applicable action: a VF, another owner of the netdev's DCB),
-// and a failed host-wide mlx4_en options file (two mlx4 ports asking
-// different priorities).
-func qosFailures(rep reconcile.Report, dev string, ports []int, wanted map[reconcile.Kind]any) []reconcile.Action {
+// and, for a call on an mlx4 device, a failed host-wide mlx4_en options
+// file (two mlx4 ports asking different priorities). That file is no
+// other device's business: a broken one must not refuse a call on mlx5.
+func qosFailures(rep reconcile.Report, dev string, mlx4 bool, ports []int, wanted map[reconcile.Kind]any) []reconcile.Action {
 	var out []reconcile.Action
-	if a, ok := rep.Find(reconcile.HostSubject(), reconcile.KindQoSMLX4); ok && a.Status == reconcile.Failed {
+	if a, ok := rep.Find(reconcile.HostSubject(), reconcile.KindQoSMLX4); mlx4 && ok && a.Status == reconcile.Failed {
 		out = append(out, a)
 	}
 	for _, n := range ports {
@@ -173,7 +176,7 @@ func (s *Service) validateQoS(c QoSChange) (host.Device, []int, error) {
 		}
 	}
 	if len(ports) == 0 {
-		return dev, nil, &ArgError{"port", fmt.Sprintf("%s has no port %d (ports: %s)", dev.Name, c.Port, portList(dev))}
+		return dev, nil, &NotFoundError{MissingPort, "port", fmt.Sprintf("%s has no port %d (ports: %s)", dev.Name, c.Port, portList(dev))}
 	}
 	for _, n := range ports {
 		switch t := dev.PortTransport(dev.Port(n)); t {

@@ -128,11 +128,77 @@ func TestSetQoSNoDCBAndOwnerFailTheCall(t *testing.T) {
 		{Device: "mlx5_0", PFC: []uint8{3, 3}, HasPFC: true},
 		{Device: "mlx5_0", Trust: "ip"},
 		{Device: "mlx5_0"},
-		{Device: "mlx5_0", Port: 2, Trust: config.TrustPCP},
 	} {
 		var arg *service.ArgError
 		if err := svc.SetQoS(context.Background(), c); !errors.As(err, &arg) {
 			t.Errorf("%+v: %v, want an ArgError", c, err)
 		}
+	}
+}
+
+// Every persisted call rewrites rdmad's drop-in from what it holds: a
+// persisted call of another kind, or on another port, keeps the [[qos]]
+// rules already there (they were dropped, and lost at the next boot).
+func TestPersistedCallsKeepEachOthersQoS(t *testing.T) {
+	svc, _, root := qosEnv(t, "", nil)
+	ctx := context.Background()
+	calls := []func() error{
+		func() error {
+			return svc.SetQoS(ctx, service.QoSChange{Device: "mlx5_0", Port: 1, PFC: []uint8{3}, HasPFC: true, Persist: true})
+		},
+		func() error {
+			return svc.SetQoS(ctx, service.QoSChange{Device: "mlx5_1", Port: 1, Trust: config.TrustPCP, Persist: true})
+		},
+		func() error {
+			return svc.SetRoCE(ctx, service.RoCEChange{Device: "mlx5_0", Port: 1, TOS: 106, Persist: true})
+		},
+	}
+	for i, call := range calls {
+		if err := call(); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	drop := hosttest.Read(t, root, config.DropInDir+"/"+config.PersistedName)
+	for _, want := range []string{"device = \"mlx5_0\"\nport = 1\npfc = [3]", "device = \"mlx5_1\"\nport = 1\ntrust = \"pcp\"", "tos = 106"} {
+		if !strings.Contains(drop, want) {
+			t.Errorf("drop-in lacks %q:\n%s", want, drop)
+		}
+	}
+}
+
+// A port that does not exist is NoSuchPort, as for SetRoCE, not a
+// malformed argument.
+func TestSetQoSMissingPortIsNotFound(t *testing.T) {
+	svc, _, _ := qosEnv(t, "", nil)
+	err := svc.SetQoS(context.Background(), service.QoSChange{Device: "mlx5_0", Port: 9, Trust: config.TrustDSCP})
+	var nf *service.NotFoundError
+	if !errors.As(err, &nf) || nf.What != service.MissingPort {
+		t.Fatalf("SetQoS on port 9 = %#v, want a NotFoundError for the port", err)
+	}
+}
+
+// The mlx4_en options file is host-wide but no other driver's business: a
+// file rdmad may not replace (no header of its own) fails the mlx4 rule,
+// not a call on an mlx5 port.
+func TestSetQoSOnMLX5IgnoresABrokenMLX4File(t *testing.T) {
+	root := hosttest.Copy(t, "demo")
+	hosttest.Write(t, root, mainFile, "[modules]\nenable = false\n[[qos]]\ndevice = \"mlx4_0\"\npfc = [3]\n")
+	hosttest.Write(t, root, "etc/modprobe.d/rdmad-mlx4-pfc.conf", "options mlx4_en pfctx=0x01 # the admin's\n")
+	k := dcbtest.New()
+	for _, n := range []string{"ens1f0np0", "ens1f1np1", "ens2"} {
+		k.Add(n)
+	}
+	h := hosttest.NewKernel(root).Host()
+	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}, DCB: k.Kernel()}),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := svc.ReconcileNow(context.Background())
+	if a, ok := rep.Find(reconcile.HostSubject(), reconcile.KindQoSMLX4); !ok || a.Status != reconcile.Failed {
+		t.Fatalf("the admin's mlx4 file: %+v (want a failed action)", a)
+	}
+	if err := svc.SetQoS(context.Background(), service.QoSChange{Device: "mlx5_0", Port: 1, Trust: config.TrustDSCP}); err != nil {
+		t.Errorf("SetQoS on mlx5_0 refused for the mlx4 file: %v", err)
 	}
 }
