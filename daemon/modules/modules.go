@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -96,23 +97,36 @@ func ConfFiles(devs []*host.Device) []string {
 	if len(devs) == 0 {
 		return nil
 	}
-	set := map[string]bool{"rdma": true}
-	for _, d := range devs {
-		for _, t := range driverTransports[d.Driver] {
-			set[string(t)] = true
-		}
-		for i := range d.Ports {
-			if t := d.PortTransport(&d.Ports[i]); t != host.TransportUnknown {
-				set[string(t)] = true
-			}
-		}
-	}
+	set := listDevices(devs)
 	out := make([]string, 0, len(set))
 	for n := range set {
 		out = append(out, n)
 	}
 	sort.Strings(out)
 	return out
+}
+
+// listDevices maps each list name that applies to devs to the devices it
+// applies to, in devs' order.
+func listDevices(devs []*host.Device) map[string][]string {
+	set := map[string][]string{}
+	add := func(list, dev string) {
+		if l := set[list]; len(l) == 0 || l[len(l)-1] != dev {
+			set[list] = append(l, dev)
+		}
+	}
+	for _, d := range devs {
+		add("rdma", d.Name)
+		for _, t := range driverTransports[d.Driver] {
+			add(string(t), d.Name)
+		}
+		for i := range d.Ports {
+			if t := d.PortTransport(&d.Ports[i]); t != host.TransportUnknown {
+				add(string(t), d.Name)
+			}
+		}
+	}
+	return set
 }
 
 // Load is the kind of the module batch action.
@@ -140,6 +154,9 @@ type Part struct {
 	// called when a load ends, to ask for a pass that sees its result.
 	// nil: loads run within the pass (rdmad --once, tests).
 	Done func()
+	// Log receives one record per background load: which modules, for
+	// which devices, how long modprobe took (nil: slog.Default()).
+	Log *slog.Logger
 
 	loads   sync.WaitGroup
 	mu      sync.Mutex
@@ -167,6 +184,9 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 	}
 	var wanted, sources, invalid []string
 	seen := map[string]bool{}
+	devsOf := listDevices(pass.Devices)
+	forDevs := map[string][]string{} // module -> devices its lists apply to
+	listsOf := map[string][]string{} // module -> the lists naming it
 	for _, l := range lists {
 		rel := filepath.Join(dir, l+".conf")
 		// A list anyone but root can change would let them load any module
@@ -191,6 +211,10 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 				seen[n] = true
 				wanted = append(wanted, l.Name)
 			}
+			forDevs[l.Name] = append(forDevs[l.Name], devsOf[strings.TrimSuffix(filepath.Base(rel), ".conf")]...)
+			if ls := listsOf[l.Name]; len(ls) == 0 || ls[len(ls)-1] != rel {
+				listsOf[l.Name] = append(ls, rel)
+			}
 		}
 	}
 	var bad []reconcile.Action
@@ -198,13 +222,13 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 		bad = []reconcile.Action{{Subject: reconcile.HostSubject(), Kind: ReadList, Status: reconcile.Failed,
 			Err: fmt.Errorf("modules: skipped %s", strings.Join(invalid, "; "))}}
 	}
-	res := p.load(ctx, pass, wanted, sources)
+	res := p.load(ctx, pass, wanted, sources, loadOrigin{forDevs, listsOf})
 	res.Actions = append(bad, res.Actions...)
 	return res
 }
 
 // load loads the wanted modules that are missing, in one call.
-func (p *Part) load(ctx context.Context, pass *reconcile.Pass, wanted, sources []string) reconcile.Result {
+func (p *Part) load(ctx context.Context, pass *reconcile.Pass, wanted, sources []string, origin loadOrigin) reconcile.Result {
 	fail := func(kind reconcile.Kind, err error) reconcile.Result {
 		return reconcile.Result{Actions: []reconcile.Action{{Subject: reconcile.HostSubject(), Kind: kind, Status: reconcile.Failed, Err: err}}}
 	}
@@ -238,7 +262,7 @@ func (p *Part) load(ctx context.Context, pass *reconcile.Pass, wanted, sources [
 		act.Status = reconcile.Changed
 		return reconcile.Result{Actions: []reconcile.Action{act}, Modules: wanted}
 	}
-	act.Status, act.Err = p.background(ctx, missing, pass.Forced)
+	act.Status, act.Err = p.background(ctx, missing, pass.Forced, union(missing, origin.devices), union(missing, origin.lists))
 	return reconcile.Result{Actions: []reconcile.Action{act}, Modules: present()}
 }
 
@@ -248,7 +272,7 @@ const ReadList = reconcile.KindModulesList
 // background starts loading missing unless a load runs already or this
 // very batch was tried and did not make the modules appear: that is not
 // retried on every pass, only on a forced one or when the batch changes.
-func (p *Part) background(ctx context.Context, missing []string, forced bool) (reconcile.Status, error) {
+func (p *Part) background(ctx context.Context, missing []string, forced bool, devices, lists []string) (reconcile.Status, error) {
 	key := strings.Join(missing, " ")
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -263,15 +287,73 @@ func (p *Part) background(ctx context.Context, missing []string, forced bool) (r
 	}
 	p.running, p.tried = true, key
 	p.loads.Add(1)
+	log := p.Log
+	if log == nil {
+		log = slog.Default()
+	}
 	go func() {
 		defer p.loads.Done()
+		start := time.Now()
 		err := p.Loader.Load(ctx, missing)
+		took := time.Since(start)
+		attrs := []any{"modules", strings.Join(missing, " "), "for", devicesAttr(devices), "lists", strings.Join(lists, " "),
+			"took", took.Round(time.Millisecond).String(), "took_ms", took.Milliseconds()}
+		if err != nil {
+			log.Warn("modules: modprobe failed", append(attrs, "err", err)...)
+		} else {
+			log.Info("modules: loaded", attrs...)
+		}
 		p.mu.Lock()
 		p.running, p.lastErr = false, err
 		p.mu.Unlock()
 		p.Done()
 	}()
 	return reconcile.Pending, nil
+}
+
+// loadOrigin says, per module, which devices' transports and which lists
+// asked for it: the log record of a load names them.
+type loadOrigin struct {
+	devices, lists map[string][]string
+}
+
+// union lists, once each and sorted, what of[m] names for every m in
+// missing.
+func union(missing []string, of map[string][]string) []string {
+	set := map[string]bool{}
+	for _, m := range missing {
+		for _, d := range of[m] {
+			set[d] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for d := range set {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// maxLoggedDevices bounds the device names in one log record: a thousand
+// VFs arriving at boot are one load, not a thousand-name line.
+const maxLoggedDevices = 8
+
+// devicesAttr is the "for" of a load's log record: the device names, the
+// first few and a count beyond them, each made valid UTF-8 (the handler
+// quotes the value).
+func devicesAttr(devs []string) string {
+	var b strings.Builder
+	for i, d := range devs {
+		if i == maxLoggedDevices {
+			fmt.Fprintf(&b, " and %d more", len(devs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(sanitizeName(d))
+	}
+	return b.String()
 }
 
 // Wait blocks until no background load runs (tests, shutdown).

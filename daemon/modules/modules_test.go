@@ -2,7 +2,10 @@ package modules_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +19,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/modules"
 	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/test/livetest"
 )
 
 func TestConfFilesByTransport(t *testing.T) {
@@ -272,5 +276,72 @@ func TestUndoIsRefused(t *testing.T) {
 		if !errors.Is(err, reconcile.ErrNotUndoable) {
 			t.Errorf("Undo(%s) = %v, want ErrNotUndoable", k, err)
 		}
+	}
+}
+
+// The daemon logs each background load: which modules, for which devices
+// (those whose transports' lists name them), from which lists, and how
+// long modprobe took; a failed load is a warning with modprobe's error.
+func TestBackgroundLoadsAreLogged(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	h := host.New(root)
+	devs, _ := h.Devices()
+	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "")
+	hosttest.Write(t, root, "etc/rdma/modules/infiniband.conf", "ib_core\n") // loaded already: not in the batch
+	hosttest.Write(t, root, "etc/rdma/modules/roce.conf", "rdma_ucm\n")
+	hosttest.Write(t, root, "etc/rdma/modules/opa.conf", "hfi1_only\n") // no OPA device: not loaded
+	block := make(chan struct{})
+	l := &hosttest.Modprobe{Root: root, Block: block}
+	done := make(chan struct{}, 2)
+	var logs livetest.SyncBuffer
+	p := &modules.Part{Host: h, Loader: l, Done: func() { done <- struct{}{} },
+		Log: slog.New(slog.NewJSONHandler(&logs, nil))}
+	pol := policy("/etc/rdma/modules")
+	p.Apply(context.Background(), pass(pol, devs))
+	const held = 50 * time.Millisecond
+	time.Sleep(held) // modprobe "runs" at least this long
+	close(block)
+	<-done
+	p.Wait()
+
+	var rec struct {
+		Level, Msg, Modules, For, Lists string
+		TookMS                          int64 `json:"took_ms"`
+	}
+	line, _, _ := strings.Cut(logs.String(), "\n")
+	if err := json.Unmarshal([]byte(line), &rec); err != nil {
+		t.Fatalf("log %q: %v", logs.String(), err)
+	}
+	var names []string
+	for _, d := range devs {
+		names = append(names, d.Name)
+	}
+	slices.Sort(names)
+	if rec.Level != "INFO" || rec.Msg != "modules: loaded" || rec.Modules != "rdma_ucm" || rec.For != strings.Join(names, " ") ||
+		rec.Lists != "/etc/rdma/modules/roce.conf" || rec.TookMS < held.Milliseconds() {
+		t.Errorf("log record %+v, want modules rdma_ucm for %v from roce.conf, took at least %v", rec, names, held)
+	}
+
+	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "nosuch_mod\n")
+	hosttest.Write(t, root, "etc/rdma/modules/roce.conf", "")
+	l.Fail("nosuch_mod", errors.New("modprobe: FATAL: Module nosuch_mod not found"))
+	var logs2 livetest.SyncBuffer
+	p.Log = slog.New(slog.NewJSONHandler(&logs2, nil))
+	p.Apply(context.Background(), pass(pol, devs))
+	<-done
+	p.Wait()
+	if s := logs2.String(); !strings.Contains(s, `"level":"WARN"`) || !strings.Contains(s, `"modules":"nosuch_mod"`) || !strings.Contains(s, "Module nosuch_mod not found") {
+		t.Errorf("failed load logged as %s", s)
+	}
+}
+
+func TestDevicesAttrIsBounded(t *testing.T) {
+	var devs []string
+	for i := 0; i < 1000; i++ {
+		devs = append(devs, fmt.Sprintf("mlx5_%d", i))
+	}
+	got := modules.DevicesAttr(devs)
+	if !strings.HasPrefix(got, "mlx5_0 mlx5_1 ") || !strings.HasSuffix(got, " and 992 more") || len(got) > 120 {
+		t.Errorf("devicesAttr of 1000 devices = %q", got)
 	}
 }

@@ -1,0 +1,4 @@
+package modules
+
+// DevicesAttr is devicesAttr, for the tests.
+var DevicesAttr = devicesAttr
