@@ -89,7 +89,8 @@ func run() int {
 		// netlink would set PFC and trust on its adapters.
 		kernel.Links, kernel.Netns, kernel.DCB = offHost{h.Root}, offHost{h.Root}, offHost{h.Root}
 	}
-	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Parts: compose.Parts(kernel), Log: log, OneShot: *once})
+	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Parts: compose.Parts(kernel), Log: log, OneShot: *once,
+		Findings: compose.Diagnose})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rdmad: %v\n", err)
 		return 1

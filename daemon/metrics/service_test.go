@@ -66,7 +66,8 @@ func startDaemon(t *testing.T) *daemon {
 	k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
 	k.Refuse("mlx4_port1", "eth", syscall.EINVAL)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Options{Host: k.Host(), Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}), Log: log})
+	svc, err := service.New(service.Options{Host: k.Host(), Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}), Log: log,
+		Findings: compose.Diagnose})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestDaemonTextfileShowsDriftWhereAPortRefuses(t *testing.T) {
 	}
 	// Doctor's findings, as Diagnose gives them on the bus: the same
 	// counts, and the refused RoCE mode among the failures.
-	findings := d.svc.Diagnose(context.Background())
+	findings := compose.Diagnose(d.svc)
 	counts := map[string]float64{}
 	for _, f := range findings {
 		counts[string(f.Severity)]++

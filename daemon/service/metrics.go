@@ -1,8 +1,6 @@
 package service
 
 import (
-	"context"
-
 	"github.com/rdmad/rdmad/daemon/metrics"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -13,8 +11,11 @@ import (
 // config error). Run writes it; --once writes none. Doctor's findings are
 // computed on the writer's goroutine, off the pass.
 func (s *Service) startMetrics() {
-	s.textfile = metrics.New(metrics.Options{Source: s.rec, ConfigError: s.ConfigError, Log: s.log,
-		Findings: func() []dbusapi.Finding { return s.Diagnose(context.Background()) }})
+	var findings func() []dbusapi.Finding
+	if s.findings != nil {
+		findings = func() []dbusapi.Finding { return s.findings(s) }
+	}
+	s.textfile = metrics.New(metrics.Options{Source: s.rec, ConfigError: s.ConfigError, Log: s.log, Findings: findings})
 	s.rec.OnChange(s.textfile.Changed)
 	s.OnConfigChange(s.followMetricsPath)
 	s.followMetricsPath()

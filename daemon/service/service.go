@@ -18,6 +18,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/metrics"
 	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // DefaultSettle is how long the queue waits after the first request of a
@@ -47,6 +48,10 @@ type Options struct {
 	// MaxRuntimeEntries bounds the runtime overlay's RoCE rules and links
 	// (0: DefaultMaxRuntimeEntries).
 	MaxRuntimeEntries int
+	// Findings runs doctor for the metrics textfile (daemon/compose.Diagnose:
+	// doctor is not the service's to import); nil: the textfile's doctor
+	// families have no samples.
+	Findings func(*Service) []dbusapi.Finding
 }
 
 // Service is the running daemon minus its transports (bus, events).
@@ -60,6 +65,7 @@ type Service struct {
 	runCtx     context.Context // Run's; nil before Run
 	preloads   sync.WaitGroup
 	textfile   *metrics.Textfile // [metrics] textfile; nil with OneShot
+	findings   func(*Service) []dbusapi.Finding
 	oneShot    bool
 
 	loadMu     sync.Mutex // serialises reloads: load and setPolicy as one step
@@ -89,7 +95,7 @@ func New(o Options) (*Service, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, maxRuntime: o.MaxRuntimeEntries, oneShot: o.OneShot}
+	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, maxRuntime: o.MaxRuntimeEntries, oneShot: o.OneShot, findings: o.Findings}
 	if s.maxRuntime <= 0 {
 		s.maxRuntime = DefaultMaxRuntimeEntries
 	}

@@ -1,4 +1,4 @@
-package service
+package compose
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
@@ -14,12 +15,12 @@ import (
 // textfile: the observed devices (no second walk of sysfs), the policy in
 // force and the config error read together while no call is between its
 // change and its outcome (as the bus's Diagnose reads them), each port's
-// standing failures, and the kernel's netns mode.
-func (s *Service) DiagnoseInput() doctor.Input {
+// standing failures, and the kernel's netns mode and DCB.
+func DiagnoseInput(s *service.Service) doctor.Input {
 	var st reconcile.State
 	in := doctor.Input{Host: s.Host(), Errors: map[doctor.PortRef]string{}}
 	s.Settled(func() {
-		st = s.rec.Snapshot()
+		st = s.Reconciler().Snapshot()
 		in.Policy, in.ConfigError = s.PolicyInForce(), s.ConfigError()
 	})
 	in.Devices = make([]host.Device, 0, len(st.Devices))
@@ -45,7 +46,8 @@ func (s *Service) DiagnoseInput() doctor.Input {
 	return in
 }
 
-// Diagnose runs doctor on the daemon's view of the host.
-func (s *Service) Diagnose(ctx context.Context) []dbusapi.Finding {
-	return doctor.Diagnose(ctx, s.DiagnoseInput())
+// Diagnose runs doctor on the daemon's view of the host: the findings of
+// the metrics textfile (service.Options.Findings).
+func Diagnose(s *service.Service) []dbusapi.Finding {
+	return doctor.Diagnose(context.Background(), DiagnoseInput(s))
 }
