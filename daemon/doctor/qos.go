@@ -76,15 +76,20 @@ func (d *diag) checkLossless() {
 				tos = *want.TOS
 			}
 			netdev := d.h.PortNetdev(dev, p)
-			if netdev == "" || (tos <= 0 && want.TOS == nil) {
+			if netdev == "" || (tos <= 0 && want.TOS == nil && declaredQoS.Empty()) {
 				continue
 			}
 			st, ok := d.dcbOf(p, netdev)
 			if !ok {
 				continue
 			}
+			// Who owns the netdev's DCB matters to any declared QoS, with
+			// or without a TOS on the port.
 			if !declaredQoS.Empty() {
 				d.checkOwner(name, netdev, st, declaredQoS)
+			}
+			if tos <= 0 && want.TOS == nil {
+				continue
 			}
 			s := portSubject(dev.Name, p.Number)
 			dscp := uint8(tos >> 2)

@@ -112,3 +112,20 @@ func TestInitramfsOlderThanMLX4Options(t *testing.T) {
 		t.Errorf("after the rebuild: %+v", f)
 	}
 }
+
+// Who owns a netdev's DCB matters to a [[qos]] rule whether or not the
+// port has a TOS: a rule on a firmware-managed netdev is never written.
+func TestQoSOwnerWithoutTOS(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	pol := parsePolicy(t, "[modules]\nenable = false\n[[qos]]\ndevice = \"mlx5_0\"\npfc = [3]\n")
+	k := dcbtest.New()
+	k.Add("ens1f0np0").DCBX = dcb.CapLLDManaged | dcb.CapVerIEEE
+	k.Add("ens1f1np1")
+	all := diagnose(t, root, withPolicy(pol), func(in *doctor.Input) { in.DCB = k.Kernel() })
+	if owner := findings(all, "qos-owner"); len(owner) != 1 || owner[0].Severity != dbusapi.SeverityWarn {
+		t.Errorf("owner: %+v", owner)
+	}
+	if fs := findings(all, "roce-lossless"); len(fs) != 0 {
+		t.Errorf("a port without a TOS has no RoCE traffic class to judge: %+v", fs)
+	}
+}

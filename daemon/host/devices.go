@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -104,23 +105,42 @@ func ConfigfsPortPath(dev string, port int, attr ...string) string {
 	return path.Join(append([]string{ConfigfsRdmaCM, dev, "ports", strconv.Itoa(port)}, attr...)...)
 }
 
-// PortNetdev is the netdev under port p of d: the port's own (its GID
-// table), else the device's only one, else the one of the PCI function
-// whose dev_port is the port's index (mlx4_en: one netdev per port of one
-// function); "" when none is known.
+// PortNetdev is the netdev under port p of d, the one its DCB settings
+// belong to: of the PCI function's own netdevs, the one in the port's GID
+// table, else the function's only one, else the one whose dev_port is the
+// port's index (mlx4_en: one netdev per port of one function). A bond,
+// bridge or VLAN on the port is in its GID table too, and may sort before
+// the function's netdev, so the GID table alone decides only for a device
+// without a PCI function (rxe, siw: their parent, else their GID table).
+// "" when none is known.
 func (h *Host) PortNetdev(d *Device, p *Port) string {
+	if d.PCIAddress != "" {
+		own, _ := h.ReadDirNames(path.Join(ClassInfiniband, d.Name, "device", "net"))
+		for _, n := range p.Netdevs {
+			if slices.Contains(own, n) {
+				return n
+			}
+		}
+		if len(own) == 1 {
+			return own[0]
+		}
+		want := strconv.Itoa(p.Number - 1)
+		for _, n := range own {
+			s, err := h.ReadString(path.Join(ClassInfiniband, d.Name, "device", "net", n, "dev_port"))
+			if err == nil && strings.TrimSpace(s) == want {
+				return n
+			}
+		}
+		return ""
+	}
+	if d.Parent != "" {
+		return d.Parent
+	}
 	if len(p.Netdevs) > 0 {
 		return p.Netdevs[0]
 	}
 	if len(d.Netdevs) == 1 {
 		return d.Netdevs[0]
-	}
-	want := strconv.Itoa(p.Number - 1)
-	for _, n := range d.Netdevs {
-		s, err := h.ReadString(path.Join(ClassInfiniband, d.Name, "device", "net", n, "dev_port"))
-		if err == nil && strings.TrimSpace(s) == want {
-			return n
-		}
 	}
 	return ""
 }

@@ -314,3 +314,31 @@ func TestSoftDevicesNameTheirDriver(t *testing.T) {
 		}
 	}
 }
+
+// DCB belongs to the PCI function's netdev: a bond (or VLAN, bridge) on the
+// port shares its GID table and may sort first, but is never the answer.
+// The mlx4 function has one netdev per port (dev_port), a soft device
+// names its netdev through its GID table.
+func TestPortNetdevIsTheFunctionsOwn(t *testing.T) {
+	root := hosttest.Copy(t, "demo")
+	hosttest.Write(t, root, "sys/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/1", "bond0\n")
+	h := host.New(root)
+	for _, c := range []struct {
+		dev  string
+		port int
+		want string
+	}{
+		{"mlx5_0", 1, "ens1f0np0"},
+		{"mlx5_1", 1, "ens1f1np1"},
+		{"mlx4_0", 2, "ens2"},
+		{"rxe0", 1, "veth0"},
+	} {
+		d, err := h.ReadDevice(c.dev, host.DetailFull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.PortNetdev(&d, d.Port(c.port)); got != c.want {
+			t.Errorf("%s/%d: PortNetdev = %q, want %q (GID table %q)", c.dev, c.port, got, c.want, d.Port(c.port).Netdevs)
+		}
+	}
+}

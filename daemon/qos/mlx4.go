@@ -5,6 +5,11 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/rdmad/rdmad/daemon/dcb"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -42,31 +47,19 @@ func (m *MLX4Part) Undo(_ context.Context, a reconcile.Action) error {
 func RenderMLX4(mask uint8, sources []string) []byte {
 	var b bytes.Buffer
 	b.WriteString(mlx4Header)
-	fmt.Fprintf(&b, "# PFC on priorities %s (bit N = priority N), declared at %s.\n", FormatPrios(bitsOf(mask)), joinSources(sources))
+	// The sources are file names: one with a control character is quoted
+	// (%q), so a newline in it cannot start a line modprobe would read.
+	quoted := make([]string, len(sources))
+	for i, src := range sources {
+		quoted[i] = src
+		if strings.ContainsFunc(src, unicode.IsControl) {
+			quoted[i] = strconv.Quote(src)
+		}
+	}
+	fmt.Fprintf(&b, "# PFC on priorities %s (bit N = priority N), declared at %s.\n", FormatPrios(dcb.Bits(mask)), strings.Join(quoted, ", "))
 	b.WriteString("# mlx4_en reads it when it loads; rebuild the initramfs if mlx4_en loads from there.\n")
 	fmt.Fprintf(&b, "options mlx4_en pfctx=0x%02x pfcrx=0x%02x\n", mask, mask)
 	return b.Bytes()
-}
-
-func bitsOf(mask uint8) []uint8 {
-	var out []uint8
-	for i := uint8(0); i < 8; i++ {
-		if mask&(1<<i) != 0 {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-func joinSources(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += x
-	}
-	return out
 }
 
 // MLX4Part writes the mlx4_en PFC module options from the [[qos]] pfc of
@@ -109,7 +102,7 @@ func (m *MLX4Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Resu
 		if w.mask != wants[0].mask {
 			act.Status = reconcile.Failed
 			act.Err = fmt.Errorf("qos: the mlx4_en PFC module options are host-wide, but %s asks pfc = %s (%s) and %s asks pfc = %s (%s): make the rules agree",
-				wants[0].port, FormatPrios(bitsOf(wants[0].mask)), wants[0].source, w.port, FormatPrios(bitsOf(w.mask)), w.source)
+				wants[0].port, FormatPrios(dcb.Bits(wants[0].mask)), wants[0].source, w.port, FormatPrios(dcb.Bits(w.mask)), w.source)
 			return reconcile.Result{Actions: []reconcile.Action{act}}
 		}
 	}

@@ -115,3 +115,14 @@ func TestMLX4UndoRestoresTheFile(t *testing.T) {
 		t.Errorf("after undo:\n%s\nwant\n%s", got, first)
 	}
 }
+
+// A declaring file's name is host input: a newline in it must not put a
+// line of its own into a file modprobe reads.
+func TestMLX4OptionsFileQuotesHostileSources(t *testing.T) {
+	got := string(qos.RenderMLX4(0x08, []string{"rdmad.d/a\noptions mlx4_core log_num_mgm_entry_size=-1\n.toml:1"}))
+	for _, line := range strings.Split(got, "\n") {
+		if strings.HasPrefix(line, "options") && line != "options mlx4_en pfctx=0x08 pfcrx=0x08" {
+			t.Errorf("a source name became a modprobe line: %q\n%s", line, got)
+		}
+	}
+}
