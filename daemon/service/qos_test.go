@@ -10,10 +10,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
+	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
@@ -200,5 +202,44 @@ func TestSetQoSOnMLX5IgnoresABrokenMLX4File(t *testing.T) {
 	}
 	if err := svc.SetQoS(context.Background(), service.QoSChange{Device: "mlx5_0", Port: 1, Trust: config.TrustDSCP}); err != nil {
 		t.Errorf("SetQoS on mlx5_0 refused for the mlx4 file: %v", err)
+	}
+}
+
+// A driver reload resets the PF's DCB and re-registers its netdev: the
+// netdev event's pass puts PFC and trust back, with the TOS.
+func TestNetdevEventReappliesQoSWithTheTOS(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	hosttest.Write(t, root, mainFile, "[modules]\nenable = false\n[[roce]]\ndevice = \"mlx5_0\"\ntos = 106\n[[qos]]\ndevice = \"mlx5_0\"\ntrust = \"dscp\"\npfc = [3]\n")
+	k := dcbtest.New()
+	k.Add("ens1f0np0")
+	svc, err := service.New(service.Options{Host: hosttest.NewKernel(root).Host(), Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}, DCB: k.Kernel()}),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { _ = svc.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	svc.Start()
+	if err := svc.Idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := k.Netdev("ens1f0np0"); n.PFC.Enabled != 0x08 || len(n.Apps) != 64 {
+		t.Fatalf("first pass: PFC %#x, %d entries", n.PFC.Enabled, len(n.Apps))
+	}
+	// The driver reloads: DCB back to defaults, TOS too.
+	k.Update("ens1f0np0", func(n *dcbtest.Netdev) { n.PFC.Enabled, n.Apps = 0, nil })
+	hosttest.Write(t, root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos"), "0")
+	svc.RequestNetdev("ens1f0np0")
+	if err := svc.Idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := k.Netdev("ens1f0np0"); n.PFC.Enabled != 0x08 || len(n.Apps) != 64 {
+		t.Errorf("after the netdev event: PFC %#x, %d entries", n.PFC.Enabled, len(n.Apps))
+	}
+	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")); got != "106" {
+		t.Errorf("tos %s", got)
 	}
 }
