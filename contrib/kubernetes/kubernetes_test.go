@@ -37,6 +37,14 @@ type object struct {
 	} `json:"metadata"`
 	Data map[string]string `json:"data"`
 	Spec struct {
+		MinReadySeconds int `json:"minReadySeconds"`
+		UpdateStrategy  struct {
+			Type          string `json:"type"`
+			RollingUpdate struct {
+				MaxUnavailable any `json:"maxUnavailable"`
+				MaxSurge       any `json:"maxSurge"`
+			} `json:"rollingUpdate"`
+		} `json:"updateStrategy"`
 		Selector struct {
 			MatchLabels map[string]string `json:"matchLabels"`
 		} `json:"selector"`
@@ -84,9 +92,45 @@ type container struct {
 		MountPath string `json:"mountPath"`
 		ReadOnly  bool   `json:"readOnly"`
 	} `json:"volumeMounts"`
+	ReadinessProbe *struct {
+		Exec *struct {
+			Command []string `json:"command"`
+		} `json:"exec"`
+		PeriodSeconds    int `json:"periodSeconds"`
+		TimeoutSeconds   int `json:"timeoutSeconds"`
+		FailureThreshold int `json:"failureThreshold"`
+	} `json:"readinessProbe"`
 }
 
-var manifests = []string{"configmap.yaml", "daemonset.yaml"}
+// manifests are the kustomization's resources; the ConfigMap is generated
+// from policyFile (policyConfigMap).
+var manifests = []string{"daemonset.yaml"}
+
+const policyFile = "policy/50-kubernetes.toml"
+
+// policyConfigMap writes the ConfigMap kustomization.yaml's generator makes
+// of policyFile, as kustomize does before it appends the content hash to
+// the name (and to the DaemonSet's reference), for validate.py.
+func policyConfigMap(t *testing.T) string {
+	t.Helper()
+	text, err := os.ReadFile(policyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := json.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "rdmad-policy", "namespace": "kube-system", "labels": map[string]string{"app.kubernetes.io/name": "rdmad"}},
+		"data":     map[string]string{path.Base(policyFile): string(text)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "configmap.yaml")
+	if err := os.WriteFile(p, doc, 0o644); err != nil { // JSON is YAML
+		t.Fatal(err)
+	}
+	return p
+}
 
 var bins livetest.Binaries
 
@@ -254,7 +298,7 @@ func TestDaemonSetPrivileges(t *testing.T) {
 // accepts, mounted where rdmad-policy-sync takes it from, and it leaves
 // [memlock] out (the DaemonSet does not mount the host's limits.d).
 func TestConfigMapIsADropIn(t *testing.T) {
-	objs := load(t, manifests...)
+	objs := load(t, append(manifests, policyConfigMap(t))...)
 	cm, ds := find(t, objs, "ConfigMap"), find(t, objs, "DaemonSet")
 	if len(cm.Data) != 1 {
 		t.Fatalf("ConfigMap data keys %v, want one drop-in", cm.Data)
@@ -263,7 +307,7 @@ func TestConfigMapIsADropIn(t *testing.T) {
 		if key != "50-kubernetes.toml" {
 			t.Errorf("ConfigMap key %q", key)
 		}
-		p, err := config.Parse("configmap.yaml:data."+key, []byte(text))
+		p, err := config.Parse(policyFile, []byte(text))
 		if err != nil {
 			t.Fatalf("rdmad rejects the ConfigMap's policy: %v", err)
 		}
@@ -306,8 +350,54 @@ func TestConfigMapIsADropIn(t *testing.T) {
 			t.Errorf("%s mounts %v; needs the ConfigMap at /policy and the host's /etc/rdma", c.Name, has)
 		}
 	}
-	if syncers != 2 {
-		t.Errorf("%d containers run rdmad-policy-sync, want the init container and the sidecar", syncers)
+	if syncers != 1 {
+		t.Errorf("%d containers run rdmad-policy-sync, want the init container only: a sidecar would apply a policy edit on every node at once, not node by node", syncers)
+	}
+}
+
+// TestRolloutIsNodeByNode: a new policy or image is rolled out one node at
+// a time, each node's new pod ready (rdmactl doctor --quiet passes) for
+// minReadySeconds before the next; the policy's ConfigMap is generated
+// with kustomize's content-hash suffix, so an edit changes the template.
+func TestRolloutIsNodeByNode(t *testing.T) {
+	ds := find(t, load(t, manifests...), "DaemonSet")
+	u := ds.Spec.UpdateStrategy
+	if u.Type != "RollingUpdate" || u.RollingUpdate.MaxUnavailable != float64(1) || u.RollingUpdate.MaxSurge != nil {
+		t.Errorf("updateStrategy %+v, want RollingUpdate with maxUnavailable 1 and no surge (two rdmads on a node refuse each other)", u)
+	}
+	if ds.Spec.MinReadySeconds < 10 {
+		t.Errorf("minReadySeconds %d: a node should stay ready a while before the next one is replaced", ds.Spec.MinReadySeconds)
+	}
+	var probe []string
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == "rdmad" && c.ReadinessProbe != nil && c.ReadinessProbe.Exec != nil {
+			probe = c.ReadinessProbe.Exec.Command
+			if c.ReadinessProbe.TimeoutSeconds <= 1 {
+				t.Errorf("readiness timeout %ds: doctor reads the host; the kubelet's default 1 s is too short", c.ReadinessProbe.TimeoutSeconds)
+			}
+		}
+	}
+	if strings.Join(probe, " ") != "rdmactl doctor --quiet" {
+		t.Errorf("rdmad's readiness probe runs %q, want rdmactl doctor --quiet", probe)
+	}
+
+	k, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := regexp.MustCompile(`(?m)^configMapGenerator:\n  - name: (\S+)\n    namespace: kube-system\n    files:\n      - (\S+)\n`).FindSubmatch(k)
+	if gen == nil || string(gen[2]) != policyFile {
+		t.Fatalf("kustomization.yaml does not generate the policy's ConfigMap from %s", policyFile)
+	}
+	if strings.Contains(string(k), "disableNameSuffixHash") {
+		t.Error("kustomization.yaml disables the name hash: a policy edit would not roll out")
+	}
+	mounted := false
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		mounted = mounted || (v.ConfigMap != nil && v.ConfigMap.Name == string(gen[1]))
+	}
+	if !mounted {
+		t.Errorf("the DaemonSet mounts no ConfigMap named %s (kustomize rewrites that reference to the hashed name)", gen[1])
 	}
 }
 
@@ -364,11 +454,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestPolicySyncFeedsRdmad runs the real rdmad-policy-sync as the pod does,
 // with the ConfigMap's policy, against the real rdmad on a fixture host: the
 // init run installs the D-Bus policy and the drop-in, then rdmad starts and
-// applies it; an
-// edit of the ConfigMap reaches rdmad through the sidecar; removing the key
-// withdraws the drop-in; SIGTERM stops the sidecar.
+// applies it. The script's loop mode (not used by the DaemonSet, whose
+// policy rolls out node by node; for a pod of your own that follows a
+// ConfigMap live): an edit reaches rdmad, removing the key withdraws the
+// drop-in, SIGTERM stops it.
 func TestPolicySyncFeedsRdmad(t *testing.T) {
-	cm := find(t, load(t, "configmap.yaml"), "ConfigMap")
+	cm := find(t, load(t, policyConfigMap(t)), "ConfigMap")
 	addr := bustest.Start(t)
 	root, env := livetest.DemoHost(t)
 
