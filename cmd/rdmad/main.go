@@ -157,6 +157,10 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 		for {
 			select {
 			case <-ctx.Done():
+				// From the signal on, a new change is refused: the
+				// deferred calls below run only after the pass under
+				// way has ended, which may take seconds.
+				svc.Shutdown(service.DefaultShutdownGrace)
 				return
 			case <-hup:
 				_ = svc.Reload() // errors are logged and published by Reload
