@@ -950,7 +950,7 @@ s_qos-mlx4-options() {
 	echo Ethernet >"$dev/ports/2/link_layer"
 	echo "4: ACTIVE" >"$dev/ports/2/state"
 	printf '[modules]\nenable = false\n\n[[qos]]\ndevice = "mlx4_0"\npfc = [3]\n' >"$root/etc/rdma/rdmad.toml"
-	# The DCB write fails (no ens2 in this guest: ENODEV); the file is host-wide.
+	# With --root rdmad refuses DCB netlink (it would act on this kernel): that port fails; the file is host-wide.
 	out=$(rdmad --once --root "$root" --bus none 2>&1)
 	file=$root/etc/modprobe.d/rdmad-mlx4-pfc.conf
 	[[ -f $file ]] || fail "rdmad --once wrote no $file: $(tail -n 5 <<<"$out" | tr '\n' ' ')"
