@@ -164,6 +164,13 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 // it (a second rdmad on the same bus). Signals start from the objects
 // served at that moment.
 func (s *Server) RequestName(name string) error {
+	// A client activated by the name must find the whole tree: what the
+	// passes so far marked is served first. Converting a thousand devices
+	// leaves megabytes of garbage, handed back before the daemon idles.
+	if err := s.Flush(context.Background()); err != nil {
+		return fmt.Errorf("bus: publish before taking %s: %w", name, err)
+	}
+	debug.FreeOSMemory()
 	reply, err := s.conn.RequestName(name, dbus.NameFlagDoNotQueue)
 	if err != nil {
 		return fmt.Errorf("bus: request name %s: %w", name, err)
