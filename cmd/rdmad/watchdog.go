@@ -6,17 +6,19 @@ import (
 	"time"
 )
 
-// passWatch says since when the oldest pass under way has run
-// (*service.Service).
+// passWatch says since when the oldest pass under way has run, and whether
+// the work loop turns (*service.Service).
 type passWatch interface {
 	OldestPass() (since time.Time, running bool)
+	WorkLoopTurning(ctx context.Context, within time.Duration) bool
 }
 
-// watchdog sends WATCHDOG=1 (systemd's WatchdogSec=) on every tick of the
-// idle work loop and after every pass, unless a pass has run longer than
-// half the interval: then it stays silent, so a wedged pass (a kernel call
-// that never returns, a deadlock) makes systemd restart rdmad rather than
-// leave it answering the bus while it reconciles nothing.
+// watchdog sends WATCHDOG=1 (systemd's WatchdogSec=) on every tick that the
+// work loop itself answers (idle, or between two works) and after every
+// pass, unless a pass has run longer than half the interval: then it stays
+// silent, so a wedged pass (a kernel call that never returns) or a wedged
+// loop (a deadlock outside any pass) makes systemd restart rdmad rather
+// than leave it answering the bus while it reconciles nothing.
 type watchdog struct {
 	interval time.Duration
 	passes   passWatch
@@ -24,6 +26,7 @@ type watchdog struct {
 	notify   func()
 	log      *slog.Logger
 	stuck    bool
+	silent   bool // the work loop did not answer the last tick
 }
 
 // check pings unless a pass is stuck; it reports whether it pinged.
@@ -45,13 +48,22 @@ func (w *watchdog) check() bool {
 	return true
 }
 
-// run checks on every tick and after every pass until ctx ends.
+// run checks after every pass, and on every tick once the work loop has
+// answered (within a quarter interval), until ctx ends.
 func (w *watchdog) run(ctx context.Context, ticks <-chan time.Time, passDone <-chan struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticks:
+			if !w.passes.WorkLoopTurning(ctx, w.interval/4) {
+				if !w.silent && ctx.Err() == nil {
+					w.log.Warn("the work loop does not answer; not telling systemd rdmad is alive until it does", "watchdog", w.interval)
+				}
+				w.silent = true
+				continue
+			}
+			w.silent = false
 		case <-passDone:
 		}
 		w.check()

@@ -13,6 +13,13 @@ type fakePasses struct {
 	mu      sync.Mutex
 	since   time.Time
 	running bool
+	wedged  bool // the work loop does not answer
+}
+
+func (f *fakePasses) WorkLoopTurning(context.Context, time.Duration) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.wedged
 }
 
 func (f *fakePasses) OldestPass() (time.Time, bool) {
@@ -74,5 +81,23 @@ func TestWatchdogStopsPingingWhileAPassIsStuck(t *testing.T) {
 	ticks <- now
 	<-pings
 	done <- struct{}{}
+	<-pings
+
+	// A work loop that does not answer (a deadlock outside any pass):
+	// ticks ping no more; the next one it answers pings again.
+	passes.mu.Lock()
+	passes.wedged = true
+	passes.mu.Unlock()
+	for i := 0; i < 3; i++ {
+		ticks <- now
+	}
+	ticks <- now // taken only once the one before it was handled
+	if pinged() {
+		t.Fatal("a tick the work loop did not answer pinged")
+	}
+	passes.mu.Lock()
+	passes.wedged = false
+	passes.mu.Unlock()
+	ticks <- now
 	<-pings
 }

@@ -38,11 +38,14 @@ type Queue struct {
 	busy    bool
 	wake    chan struct{}
 	idle    *sync.Cond
+	// probes are answered by the work loop itself, between two works or
+	// while it waits for one: the watchdog's proof that the loop turns.
+	probes chan chan struct{}
 }
 
 // NewQueue returns a queue that hands coalesced work to run.
 func NewQueue(settle time.Duration, run func(ctx context.Context, w Work)) *Queue {
-	q := &Queue{run: run, settle: settle, after: time.After, wake: make(chan struct{}, 1)}
+	q := &Queue{run: run, settle: settle, after: time.After, wake: make(chan struct{}, 1), probes: make(chan chan struct{})}
 	q.idle = sync.NewCond(&q.mu)
 	return q
 }
@@ -103,6 +106,9 @@ func (q *Queue) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case reply := <-q.probes:
+			close(reply)
+			continue
 		case <-q.wake:
 		}
 		q.mu.Lock()
@@ -123,8 +129,36 @@ func (q *Queue) Run(ctx context.Context) {
 				break
 			}
 			q.run(ctx, w)
+			q.answerProbe()
 		}
 	}
+}
+
+// answerProbe answers a probe waiting now, if any, without waiting for one.
+func (q *Queue) answerProbe() {
+	select {
+	case reply := <-q.probes:
+		close(reply)
+	default:
+	}
+}
+
+// Turning reports whether the work loop answers within d: it does while it
+// waits for work and between two works, not while a work runs or when it
+// is wedged (a deadlock in the queue, a part that never returns).
+func (q *Queue) Turning(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	reply := make(chan struct{})
+	select {
+	case q.probes <- reply:
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+	<-reply // closed by the loop as it takes the probe
+	return true
 }
 
 func (q *Queue) wait(ctx context.Context) bool {

@@ -269,3 +269,29 @@ func TestQueueNetdevBurstIsOneRequest(t *testing.T) {
 		t.Errorf("take = %v names, %v", len(w.Netdevs), ok)
 	}
 }
+
+// The work loop answers the watchdog's probe while it waits and between
+// works, not while a work runs: a wedged pass or loop stops the pings.
+func TestQueueTurningOnlyWhenTheLoopTurns(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	q := NewQueue(0, func(context.Context, Work) {
+		started <- struct{}{}
+		<-release
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q.Run(ctx)
+	if !q.Turning(ctx, 5*time.Second) {
+		t.Fatal("an idle loop did not answer")
+	}
+	q.All(false)
+	<-started
+	if q.Turning(ctx, 50*time.Millisecond) {
+		t.Fatal("the loop answered while a work was running")
+	}
+	close(release)
+	if !q.Turning(ctx, 5*time.Second) {
+		t.Fatal("the loop did not answer after the work ended")
+	}
+}

@@ -322,6 +322,13 @@ func (s *Service) pass(ctx context.Context, scope reconcile.Scope) reconcile.Rep
 // stops telling systemd rdmad is alive when a pass runs too long.
 func (s *Service) OldestPass() (since time.Time, running bool) { return s.passes.oldest() }
 
+// WorkLoopTurning reports whether the work loop answers within d (it does
+// while idle and between works): the watchdog pings only when it does, or
+// after a pass.
+func (s *Service) WorkLoopTurning(ctx context.Context, d time.Duration) bool {
+	return s.queue.Turning(ctx, d)
+}
+
 // OnPassDone registers fn to run after every pass.
 func (s *Service) OnPassDone(fn func()) { s.passes.onDone(fn) }
 
