@@ -22,8 +22,9 @@ import (
 const Driver = host.DriverMLX4
 
 // PortType is the kind of the action on a port's VPI type. Its Old is the
-// text mlx4_port<N> read before ("ib", "eth", "auto (eth)"), its New the
-// declared config.VPIType.
+// config.VPIType the port had (VPIauto when it was on automatic sensing,
+// whatever it sensed), its New the declared one; From keeps the kernel's
+// text ("ib", "eth", "auto (eth)") for display.
 const PortType = reconcile.KindVPIPortType
 
 // Part is the VPI device part.
@@ -41,13 +42,9 @@ func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 	if a.Kind != PortType {
 		return fmt.Errorf("vpi: %s: %w", a.Kind, reconcile.ErrNotUndoable)
 	}
-	old, ok := a.Old.(string)
-	if !ok || old == "" || a.Subject.Kind != reconcile.SubjectPort {
+	want, ok := a.Old.(config.VPIType)
+	if !ok || want == "" || a.Subject.Kind != reconcile.SubjectPort {
 		return fmt.Errorf("vpi: the previous type of %s is not known", a.Subject)
-	}
-	want := config.VPIType(old)
-	if strings.HasPrefix(old, "auto") {
-		want = config.VPIauto
 	}
 	pciRel, err := p.pciDir(a.Subject.Device)
 	if err != nil {
@@ -63,6 +60,22 @@ func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 // Reregisters implements reconcile.Reregisterer: mlx4 unregisters and
 // registers its RDMA device again when a port type changes.
 func (*Part) Reregisters(a reconcile.Action) bool { return a.Kind == PortType }
+
+// typeOf is the type the kernel's reading of mlx4_port<N> stands for: ib,
+// eth, or auto for "auto (ib)" and "auto (eth)"; false for anything else
+// (then an undo says the previous type is not known, rather than write
+// back text it does not understand).
+func typeOf(observed string) (config.VPIType, bool) {
+	switch {
+	case observed == string(config.VPIib):
+		return config.VPIib, true
+	case observed == string(config.VPIeth):
+		return config.VPIeth, true
+	case strings.HasPrefix(observed, "auto"):
+		return config.VPIauto, true
+	}
+	return "", false
+}
 
 // Matches reports whether the kernel's reading of mlx4_port<N> (ib, eth,
 // "auto (ib)", "auto (eth)") is the declared type.
@@ -135,7 +148,10 @@ func (p *Part) applyPort(pciRel string, port int, want config.VPIType, act recon
 		return act
 	}
 	cur = strings.TrimSpace(cur)
-	act.From, act.Old = cur, cur
+	act.From = cur
+	if t, ok := typeOf(cur); ok {
+		act.Old = t
+	}
 	if Matches(cur, want) {
 		act.Status = reconcile.Unchanged
 		return act
