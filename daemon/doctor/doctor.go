@@ -61,7 +61,7 @@ type Input struct {
 // Diagnose runs every check and returns the findings in a fixed order:
 // configuration, devices and ports, RoCE, rules that select nothing,
 // user-space access, memlock, NFS
-// over RDMA, IPoIB, netns. It never fails: what it cannot read becomes a
+// over RDMA, IPoIB, netns, other managers of the same settings. It never fails: what it cannot read becomes a
 // finding or is skipped, and a cancelled ctx ends it with what it has.
 func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
 	d := &diag{in: in, h: in.Host, pol: in.Policy}
@@ -95,6 +95,7 @@ func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
 		d.checkNFS,
 		d.checkIPoIB,
 		d.checkNetns,
+		d.checkCoexistence,
 	} {
 		if ctx.Err() != nil {
 			break
