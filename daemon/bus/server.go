@@ -84,6 +84,8 @@ type Server struct {
 	stop       chan struct{}
 	stopOnce   sync.Once
 
+	applyMu sync.Mutex // one apply at a time: the applier or a call's end
+
 	mu      sync.Mutex
 	objects map[dbus.ObjectPath]*object
 	// children counts, per node, the objects below each child element, so
@@ -152,6 +154,10 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 	s.mark(reconcile.Change{Updated: state.Summary().Devices})
 	s.apply()
 	state.OnChange(s.mark)
+	// A mutating call's outcome is served before the next call starts,
+	// so its reply (after Flush) does not wait behind the calls queued
+	// after it for the applier's turn.
+	svc.OnSettled(s.applySettled)
 	// A config change (reload, runtime change) changes the Manager's
 	// declarations; the pass it queues updates the devices.
 	svc.OnConfigChange(func() { s.mark(reconcile.Change{}) })
@@ -271,7 +277,14 @@ func (s *Server) runApplier() {
 // the same on a host with a thousand. The state is read while no mutating
 // call is under way (Daemon.Settled): a refused call's change, and its
 // withdrawal, are never published.
-func (s *Server) apply() {
+func (s *Server) apply() { s.svc.Settled(s.applySettled) }
+
+// applySettled is apply's work; its caller holds what Daemon.Settled
+// holds (the applier through Settled, a mutating call through OnSettled).
+// applyMu makes it the only writer of s.objects.
+func (s *Server) applySettled() {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
 	var (
 		gen     uint64
 		names   []string
@@ -281,23 +294,25 @@ func (s *Server) apply() {
 		manager dbusapi.Manager
 		devices []dbus.ObjectPath
 	)
-	s.svc.Settled(func() {
-		s.markMu.Lock()
-		gen, mgr = s.markGen, s.markedMgr
-		names = make([]string, 0, len(s.marked))
-		for n := range s.marked {
-			names = append(names, n)
-		}
-		clear(s.marked)
-		s.markedMgr = false
+	s.markMu.Lock()
+	gen, mgr = s.markGen, s.markedMgr
+	if gen == s.appliedGen {
 		s.markMu.Unlock()
-		sort.Strings(names)
-		sum = s.state.Summary()
-		states = s.state.DeviceStates(names)
-		if mgr {
-			manager = managerModel(s.svc.PolicyInForce(), s.svc.ConfigError(), sum, nil)
-		}
-	})
+		return // nothing marked since the last apply
+	}
+	names = make([]string, 0, len(s.marked))
+	for n := range s.marked {
+		names = append(names, n)
+	}
+	clear(s.marked)
+	s.markedMgr = false
+	s.markMu.Unlock()
+	sort.Strings(names)
+	sum = s.state.Summary()
+	states = s.state.DeviceStates(names)
+	if mgr {
+		manager = managerModel(s.svc.PolicyInForce(), s.svc.ConfigError(), sum, nil)
+	}
 	s.mu.Lock()
 	if !slices.Equal(sum.Devices, s.deviceNames) {
 		// Escaping a thousand names on every pass would make one

@@ -31,6 +31,9 @@ type Daemon interface {
 	// its outcome, so what fn reads is what holds: never a declaration a
 	// refused call is about to withdraw.
 	Settled(fn func())
+	// OnSettled registers fn to run at the end of every mutating call,
+	// under the same guarantee as Settled.
+	OnSettled(fn func())
 
 	Host() *host.Host // for Diagnose
 	NetnsKernel() service.NetnsKernel
