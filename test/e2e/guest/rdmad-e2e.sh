@@ -424,6 +424,11 @@ s_reboot-doctor() {
 	fails=$(jq '[.[] | select(.severity == "fail")] | length' <<<"$json")
 	want_rc=0; ((fails > 0)) && want_rc=1
 	((rc == want_rc)) || fail "rdmactl doctor exit $rc with $fails failing findings"
+	# The readiness probe's form: nothing printed, the same exit status.
+	local quiet qrc
+	quiet=$(runuser -u "$user" -- rdmactl doctor --quiet 2>&1)
+	qrc=$?
+	[[ -z $quiet && $qrc == "$rc" ]] || fail "rdmactl doctor --quiet: exit $qrc (doctor: $rc), printed '$(head -c 200 <<<"$quiet")'"
 	# Ports: ACTIVE in sysfs <=> port-active; the Soft-RoCE port has no other finding.
 	for f in /sys/class/infiniband/*/ports/*; do
 		dev=${f#/sys/class/infiniband/}; dev=${dev%%/*}; port=${f##*/}
