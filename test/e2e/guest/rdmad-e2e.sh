@@ -1029,12 +1029,20 @@ upgrade_over_edit() {
 	[[ $status == "rdmad $binary:"* ]] || fail "rdmactl status: '$status'"
 	# The new process applies the kept edit: the TOS set by hand is back.
 	wait_for 10 tos_is rxe0 "$edited_tos" || fail "rxe0/1 tos '$(tos_of rxe0)' after the upgrade, the kept edit declares $edited_tos"
-	journal_since "$cursor" _PID="$newpid" |
+	# When the preinst writes rdmad.d/00-upgrade-memlock.toml (the first
+	# upgrade, s_pkg-upgrade), the old rdmad reloads on it during the
+	# upgrade and reapplies the TOS itself; the second upgrade writes
+	# nothing and proves the new process applies it.
+	local by=(_PID="$newpid") who="the new rdmad (pid $newpid)"
+	if [[ ${upgrade_reloads:-} == 1 ]]; then
+		by=() who="rdmad.service (old pid $pid on its reload, or new pid $newpid)"
+	fi
+	journal_since "$cursor" "${by[@]}" |
 		matches -E "msg=applied subject=rxe0/1 what=\"roce tos\" from=0 to=$edited_tos" ||
-		fail "the journal of the new rdmad (pid $newpid) has no 'applied' rxe0/1 tos 0 -> $edited_tos"
+		fail "the journal of $who has no 'applied' rxe0/1 tos 0 -> $edited_tos"
 	[[ ! -e $metrics_file ]] || wait_for 5 metrics_have "rdmad_info{version=\"$binary\"} 1" ||
 		fail "$metrics_file after the restart: $(grep '^rdmad_info' "$metrics_file")"
-	upgrade_detail="$version, pid $pid -> $newpid, edit kept, .dpkg-dist is the new default, rxe0/1 tos 0 -> $edited_tos by the new rdmad"
+	upgrade_detail="$version, pid $pid -> $newpid, edit kept, .dpkg-dist is the new default, rxe0/1 tos 0 -> $edited_tos by ${who%% (*}"
 }
 
 # What a fleet does (apt, Ansible's apt module): --force-confold, nothing
@@ -1048,7 +1056,7 @@ s_pkg-upgrade() {
 	printf '\n%s\n[[roce]]\ndevice = "rxe0"\ntos = %d\n' "$conffile_edit" "$edited_tos" >>"$conffile"
 	rdmactl reload >/dev/null 2>&1 || fail "rdmactl reload of the edit: $(rdmactl reload 2>&1 | tail -n 2)"
 	[[ -f $memlock_dropin && ! -e $upgrade_memlock ]] || fail "before the upgrade: $memlock_dropin $(ls "$memlock_dropin" 2>&1), $upgrade_memlock $(ls "$upgrade_memlock" 2>&1)"
-	upgrade_over_edit fleet dpkg -i --force-confold </dev/null
+	upgrade_reloads=1 upgrade_over_edit fleet dpkg -i --force-confold </dev/null
 	# rdmad's DefaultLimitMEMLOCK= drop-in was there and no drop-in sets
 	# services: the preinst keeps services on (rdmad.toml(5)), says so, and
 	# the new rdmad keeps its drop-in.
