@@ -569,7 +569,7 @@ func quoteArg(s string) string {
 }
 
 func unknownIface(p dbus.ObjectPath, iface string) *dbus.Error {
-	return dbus.NewError(errUnknownIface, []any{fmt.Sprintf("%s has no interface %s", p, quoteArg(iface))})
+	return dbus.NewError(errUnknownIface, []any{fmt.Sprintf("%s has no interface %s", quoteArg(string(p)), quoteArg(iface))})
 }
 
 // object returns the object served at p.
