@@ -164,7 +164,7 @@ func TestPropertyErrorsQuoteBoundedNames(t *testing.T) {
 	long := strings.Repeat("i", 100000)
 	for path, iface := range map[dbus.ObjectPath]string{
 		dbusapi.RootPath: dbusapi.ManagerIface, dbusapi.PortPath("mlx5_0", 1): dbusapi.PortIface,
-		"/org/rdmad1/devices/none": long, // no object: the interface is unknown
+		"/org/rdmad1/devices/none":                     long, // no object: the interface is unknown
 		dbus.ObjectPath("/org/rdmad1/devices/" + long): long, // nor is a long path echoed back whole
 	} {
 		obj := conn.Object(dbusapi.BusName, path)
