@@ -249,14 +249,38 @@ func (s *Service) undo(ctx context.Context, rep reconcile.Report, dev string, po
 	return done, errors.Join(errs...)
 }
 
+// deviceArg is the device a call names: the argument checks every
+// per-port call shares (SetRoCE, SetQoS), then the device as last read.
+func (s *Service) deviceArg(name string) (host.Device, error) {
+	if name == "" {
+		return host.Device{}, &ArgError{"device", "empty device name"}
+	}
+	if len(name) > host.MaxDeviceNameLen {
+		return host.Device{}, &ArgError{"device", fmt.Sprintf("%s is %d bytes long; RDMA device names have at most %d", argName(name), len(name), host.MaxDeviceNameLen)}
+	}
+	return s.device(name)
+}
+
+// portsArg is the ports of dev a call's port argument names: every port
+// for 0, else that one (NoSuchPort when dev has none of that number).
+func portsArg(dev host.Device, port int) ([]int, error) {
+	if port < 0 {
+		return nil, &ArgError{"port", fmt.Sprintf("%d is not a port number", port)}
+	}
+	var ports []int
+	for _, p := range dev.Ports {
+		if port == 0 || p.Number == port {
+			ports = append(ports, p.Number)
+		}
+	}
+	if len(ports) == 0 {
+		return nil, &NotFoundError{MissingPort, "port", fmt.Sprintf("%s has no port %d (ports: %s)", dev.Name, port, portList(dev))}
+	}
+	return ports, nil
+}
+
 func (s *Service) validateRoCE(c RoCEChange) (host.Device, []int, error) {
-	if c.Device == "" {
-		return host.Device{}, nil, &ArgError{"device", "empty device name"}
-	}
-	if len(c.Device) > host.MaxDeviceNameLen {
-		return host.Device{}, nil, &ArgError{"device", fmt.Sprintf("%s is %d bytes long; RDMA device names have at most %d", argName(c.Device), len(c.Device), host.MaxDeviceNameLen)}
-	}
-	dev, err := s.device(c.Device)
+	dev, err := s.deviceArg(c.Device)
 	if err != nil {
 		return host.Device{}, nil, err
 	}
@@ -271,17 +295,9 @@ func (s *Service) validateRoCE(c RoCEChange) (host.Device, []int, error) {
 	if c.Mode == "" && c.TOS == -1 {
 		return dev, nil, &ArgError{"mode", "nothing to set: give a mode, a TOS, or both"}
 	}
-	if c.Port < 0 {
-		return dev, nil, &ArgError{"port", fmt.Sprintf("%d is not a port number", c.Port)}
-	}
-	var ports []int
-	for _, p := range dev.Ports {
-		if c.Port == 0 || p.Number == c.Port {
-			ports = append(ports, p.Number)
-		}
-	}
-	if len(ports) == 0 {
-		return dev, nil, &NotFoundError{MissingPort, "port", fmt.Sprintf("%s has no port %d (ports: %s)", dev.Name, c.Port, portList(dev))}
+	ports, err := portsArg(dev, c.Port)
+	if err != nil {
+		return dev, nil, err
 	}
 	for _, n := range ports {
 		p := dev.Port(n)

@@ -138,13 +138,7 @@ func sameQoSValue(got, want any) bool {
 }
 
 func (s *Service) validateQoS(c QoSChange) (host.Device, []int, error) {
-	if c.Device == "" {
-		return host.Device{}, nil, &ArgError{"device", "empty device name"}
-	}
-	if len(c.Device) > host.MaxDeviceNameLen {
-		return host.Device{}, nil, &ArgError{"device", fmt.Sprintf("%s is %d bytes long; RDMA device names have at most %d", argName(c.Device), len(c.Device), host.MaxDeviceNameLen)}
-	}
-	dev, err := s.device(c.Device)
+	dev, err := s.deviceArg(c.Device)
 	if err != nil {
 		return host.Device{}, nil, err
 	}
@@ -166,18 +160,11 @@ func (s *Service) validateQoS(c QoSChange) (host.Device, []int, error) {
 	if c.Trust == "" && !c.HasPFC {
 		return dev, nil, &ArgError{"trust", "nothing to set: give a trust mode, PFC priorities, or both"}
 	}
-	if c.Port < 0 {
-		return dev, nil, &ArgError{"port", fmt.Sprintf("%d is not a port number", c.Port)}
+	ports, err := portsArg(dev, c.Port)
+	if err != nil {
+		return dev, nil, err
 	}
-	var ports, targets []int
-	for _, p := range dev.Ports {
-		if c.Port == 0 || p.Number == c.Port {
-			ports = append(ports, p.Number)
-		}
-	}
-	if len(ports) == 0 {
-		return dev, nil, &NotFoundError{MissingPort, "port", fmt.Sprintf("%s has no port %d (ports: %s)", dev.Name, c.Port, portList(dev))}
-	}
+	var targets []int
 	for _, n := range ports {
 		switch t := dev.PortTransport(dev.Port(n)); t {
 		case host.TransportRoCE, host.TransportIWARP:
