@@ -111,6 +111,12 @@ func startDaemonKernel(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Ke
 	if err := svc.Idle(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The name was taken before the first pass (so tests see its
+	// signals); its result is published by the applier goroutine, which
+	// rdmad waits for before it takes the name (RequestName flushes).
+	if err := srv.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(d.stop)
 	return d
 }
