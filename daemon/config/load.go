@@ -159,7 +159,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 		}
 	}
 	p.Modules = Modules{Enable: modEnable.or(true), Directory: modDir.or(DefaultModulesDirectory)}
-	p.Netns = Netns{Mode: netnsMode.Value}
+	p.Netns = Netns{Mode: netnsMode.Value, Source: netnsMode.Pos}
 	p.Metrics = Metrics{Textfile: textfile.Value}
 
 	var errs []error

@@ -119,6 +119,9 @@ type Netns struct {
 	// Mode is the mode the files (rdmad's drop-in included) declare: the
 	// one ib_core gets at boot through modprobe.d.
 	Mode NetnsMode
+	// Source is where Mode was declared (the file that wins); zero when
+	// no file declares it.
+	Source Position
 	// Runtime is a mode set over D-Bus without persist (never read from a
 	// file). When set, it is switched in the running kernel instead of
 	// Mode, and it is never written for the next boot.

@@ -24,16 +24,8 @@ func (d *diag) bootNetns() bootNetnsSetting {
 		n := 0
 		_ = boundedLines(d.h, f, capConfig, func(line string) bool {
 			n++
-			fl := strings.Fields(line)
-			if len(fl) < 3 || fl[0] != "options" || host.NormalizeModule(fl[1]) != "ib_core" {
-				return true
-			}
-			for _, opt := range fl[2:] {
-				if v, ok := strings.CutPrefix(opt, "netns_mode="); ok {
-					if m, ok := netnsFromParam(v); ok {
-						b = bootNetnsSetting{mode: m, where: fmt.Sprintf("/%s:%d", f, n), file: f}
-					}
-				}
+			if m, ok := ibCoreNetnsOption(line); ok {
+				b = bootNetnsSetting{mode: m, where: fmt.Sprintf("/%s:%d", f, n), file: f}
 			}
 			return true
 		})
@@ -46,6 +38,25 @@ func (d *diag) bootNetns() bootNetnsSetting {
 		}
 	}
 	return b
+}
+
+// ibCoreNetnsOption reads the netns mode a modprobe.d line gives ib_core
+// ("options ib_core ... netns_mode=0 ..."; the last one on the line wins).
+func ibCoreNetnsOption(line string) (config.NetnsMode, bool) {
+	fl := strings.Fields(line)
+	if len(fl) < 3 || fl[0] != "options" || host.NormalizeModule(fl[1]) != "ib_core" {
+		return "", false
+	}
+	var mode config.NetnsMode
+	found := false
+	for _, opt := range fl[2:] {
+		if v, ok := strings.CutPrefix(opt, "netns_mode="); ok {
+			if m, ok := netnsFromParam(v); ok {
+				mode, found = m, true
+			}
+		}
+	}
+	return mode, found
 }
 
 // bootNetnsSetting is where ib_core's netns mode at boot comes from.

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -301,33 +302,58 @@ func describeCaps(c uint8) string {
 	return strings.Join(out, ", ")
 }
 
+// lldpad's files, as openlldp (github.com/intel/openlldp) defines them:
+// include/lldpad.h PID_FILE "/var/run/lldpad.pid" (/var/run is /run),
+// include/config.h DEFAULT_CFG_FILE "/var/lib/lldpad/lldpad.conf".
+const (
+	LLDPadPIDFile  = "run/lldpad.pid"
+	LLDPadConfFile = "var/lib/lldpad/lldpad.conf"
+)
+
 // LLDPadManages reports whether lldpad runs (its pid file names a live
 // lldpad process) and its configuration names netdev. Reads are bounded.
 func LLDPadManages(h *host.Host, netdev string) bool {
-	pid, err := h.ReadString("run/lldpad.pid")
-	if err != nil {
+	if _, ok := LLDPadPID(h); !ok {
 		return false
+	}
+	return slices.Contains(LLDPadGroups(h), netdev)
+}
+
+// LLDPadPID is the pid of a running lldpad: its pid file names a process
+// whose comm is lldpad.
+func LLDPadPID(h *host.Host) (string, bool) {
+	pid, err := h.ReadString(LLDPadPIDFile)
+	if err != nil {
+		return "", false
 	}
 	pid = strings.TrimSpace(pid)
 	if _, err := strconv.Atoi(pid); err != nil {
-		return false
+		return "", false
 	}
 	comm, err := h.ReadString(path.Join("proc", pid, "comm"))
 	if err != nil || strings.TrimSpace(comm) != "lldpad" {
-		return false
+		return "", false
 	}
-	conf, err := h.ReadFile("var/lib/lldpad/lldpad.conf")
+	return pid, true
+}
+
+// LLDPadGroups lists the names of the groups of lldpad's configuration
+// (libconfig: `name : {`), in file order: its interfaces (one group per
+// port it configures, `ens1f0np0 : {`) among sections (`dcbx`, `lldp`,
+// `tlvid00000001`...); none when it cannot be read.
+func LLDPadGroups(h *host.Host) []string {
+	conf, err := h.ReadFile(LLDPadConfFile)
 	if err != nil {
-		return false
+		return nil
 	}
-	// lldpad.conf holds one group per interface: `ens1f0np0 : {`.
+	var out []string
 	for _, line := range strings.Split(string(conf), "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == netdev && f[1] == ":" {
-			return true
+		if len(f) >= 2 && f[1] == ":" && !slices.Contains(out, f[0]) {
+			out = append(out, f[0])
 		}
 	}
-	return false
+	return out
 }
 
 // observe records what the kernel showed for the port's netdev.
