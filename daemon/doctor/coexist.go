@@ -1,10 +1,14 @@
 package doctor
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/qos"
 )
 
 // Coexistence: another manager on the host that sets what rdmad sets. Each
@@ -25,6 +29,10 @@ const rdmaCoreLoadUnit = "rdma-load-modules@.service"
 func (d *diag) checkCoexistence() {
 	d.checkMLX4Conf()
 	d.checkRDMALoadModules()
+	d.checkNVIDIADriver()
+	d.checkSRIOVOperator()
+	d.checkRDMASharedDevicePlugin()
+	d.checkLLDPad()
 }
 
 // checkMLX4Conf: rdma-core's mlx4.conf and rdmad's [[vpi]] both set mlx4
@@ -70,15 +78,9 @@ func (d *diag) checkRDMALoadModules() {
 	if installed == "" {
 		return
 	}
-	dir := d.pol.Modules.Directory
-	if dir == "" {
-		dir = "/etc/rdma/modules"
-	}
+	dir, lists := d.moduleListFiles()
 	var live, off []string
-	for _, list := range []string{"rdma", "infiniband", "roce", "iwarp", "opa"} {
-		if !exists(d.h, path.Join(strings.TrimPrefix(dir, "/"), list+".conf")) {
-			continue
-		}
+	for _, list := range lists {
 		unit := "rdma-load-modules@" + list + ".service"
 		isMasked := false
 		for _, udir := range unitDirs[:2] { // masks live in /etc or /run
@@ -103,4 +105,250 @@ func (d *diag) checkRDMALoadModules() {
 			dir, strings.Join(live, ", "), installed),
 		"give them one owner: rdmad (one batched modprobe, reported in rdmactl status): systemctl mask "+strings.Join(live, " ")+
 			"; or rdma-core: set [modules] enable = false")
+}
+
+// moduleListFiles is the modules directory of the policy and the lists in
+// it that rdmad loads (and rdma-core's loader would): rdma.conf for any
+// device, one per transport for the others.
+func (d *diag) moduleListFiles() (dir string, lists []string) {
+	dir = d.pol.Modules.Directory
+	if dir == "" {
+		dir = "/etc/rdma/modules"
+	}
+	for _, list := range []string{"rdma", "infiniband", "roce", "iwarp", "opa"} {
+		if exists(d.h, path.Join(strings.TrimPrefix(dir, "/"), list+".conf")) {
+			lists = append(lists, list)
+		}
+	}
+	return dir, lists
+}
+
+// What the NVIDIA Network Operator, sriov-network-operator and the RDMA
+// shared device plugin leave on the node, as their sources have it (read
+// in November 2026; docs/decisions/doctor.md):
+//
+//   - NVIDIA's driver container (the Network Operator's ofedDriver, image
+//     from github.com/Mellanox/doca-driver-build,
+//     entrypoint/internal/config/config.go): DriverReadyPath
+//     /run/mellanox/drivers/.driver-ready, created once its modules are
+//     loaded and removed when it stops (the directory is the hostPath
+//     run-mlnx-ofed of network-operator's
+//     manifests/state-ofed-driver/0050_ofed-driver-ds.yaml), and
+//     OfedBlacklistModulesFile /etc/modprobe.d/blacklist-ofed-modules.conf
+//     while it loads them.
+//   - github.com/k8snetworkplumbingwg/sriov-network-operator,
+//     pkg/host/internal/network/network.go SetRDMASubsystem: the
+//     SriovNetworkPoolConfig's rdmaMode is written as "options ib_core
+//     netns_mode=0|1" to /etc/modprobe.d/sriov_network_operator_modules_config.conf
+//     (removed when rdmaMode is unset); pkg/consts/constants.go: its state
+//     under /etc/sriov-operator, its systemd mode's
+//     /etc/systemd/system/sriov-config.service.
+//   - github.com/Mellanox/k8s-rdma-shared-dev-plugin,
+//     pkg/resources/resources_manager.go: resources "rdma/<resourceName>"
+//     (rdmaHcaResourcePrefix), and ValidateRdmaSystemMode refuses to run in
+//     netns mode exclusive. The kubelet records every registered resource
+//     in /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
+//     (kubernetes pkg/kubelet/cm/devicemanager/checkpoint/checkpoint.go:
+//     {"Data":{"RegisteredDevices":{"<resource>":[ids]}}}).
+//   - lldpad (github.com/intel/openlldp): lldpad.socket listens on the
+//     abstract datagram socket @/com/intel/lldpad (include/clif_sock.h),
+//     listed in /proc/net/unix; its pid and configuration files are read
+//     by package qos.
+const (
+	nvidiaDriverReady   = "run/mellanox/drivers/.driver-ready"
+	nvidiaDriverLoading = "etc/modprobe.d/blacklist-ofed-modules.conf"
+	sriovNetnsFile      = "etc/modprobe.d/sriov_network_operator_modules_config.conf"
+	sriovStateDir       = "etc/sriov-operator"
+	sriovConfigUnit     = "etc/systemd/system/sriov-config.service"
+	kubeletCheckpoint   = "var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+	sharedDevicePrefix  = "rdma/"
+	lldpadSocket        = "@/com/intel/lldpad"
+)
+
+// checkNVIDIADriver: the Network Operator's driver container loads its own
+// mlx5 and RDMA modules (and reloads them when it restarts); rdmad's
+// [modules] runs the host's modprobe by name, which ignores the
+// container's blacklist and may load the distribution's modules.
+func (d *diag) checkNVIDIADriver() {
+	var seen string
+	switch {
+	case exists(d.h, nvidiaDriverReady):
+		seen = "/" + nvidiaDriverReady
+	case exists(d.h, nvidiaDriverLoading):
+		seen = "/" + nvidiaDriverLoading + ", written while it loads them"
+	default:
+		return
+	}
+	who := "the NVIDIA Network Operator's driver container (DOCA-OFED) loads its own mlx5 and RDMA modules on this node (" + seen + ")"
+	if !d.pol.Modules.Enable {
+		d.ok("coexist-nvidia-driver", hostSubject, who+"; rdmad loads none ([modules] enable = false)")
+		return
+	}
+	dir, lists := d.moduleListFiles()
+	if len(lists) == 0 {
+		d.ok("coexist-nvidia-driver", hostSubject, who+"; "+dir+" has no list for rdmad to load")
+		return
+	}
+	files := make([]string, len(lists))
+	for i, l := range lists {
+		files[i] = l + ".conf"
+	}
+	d.warn("coexist-nvidia-driver", hostSubject,
+		fmt.Sprintf("%s, and rdmad's [modules] loads %s of %s with the host's modprobe when a device appears: a load by name ignores the container's blacklist and can put the distribution's modules beside the container's",
+			who, strings.Join(files, ", "), dir),
+		"give module loading one owner: the driver container: set [modules] enable = false in rdmad's policy (in the DaemonSet, policy/50-kubernetes.toml); or the distribution's drivers with rdmad: remove ofedDriver from the NicClusterPolicy")
+}
+
+// checkSRIOVOperator: sriov-network-operator persists the RDMA netns mode
+// of its SriovNetworkPoolConfig (rdmaMode) in modprobe.d, as rdmad does
+// for [netns]; one of them should own it.
+func (d *diag) checkSRIOVOperator() {
+	var seen []string
+	for _, p := range []string{sriovNetnsFile, sriovStateDir, sriovConfigUnit} {
+		if exists(d.h, p) {
+			seen = append(seen, "/"+p)
+		}
+	}
+	if len(seen) == 0 {
+		return
+	}
+	var mode config.NetnsMode
+	where, n := "", 0
+	_ = boundedLines(d.h, sriovNetnsFile, capConfig, func(line string) bool {
+		n++
+		if m, ok := ibCoreNetnsOption(line); ok {
+			mode, where = m, fmt.Sprintf("/%s:%d", sriovNetnsFile, n)
+		}
+		return true
+	})
+	declared, src := d.netnsInForce()
+	switch {
+	case mode == config.NetnsUnmanaged && declared == config.NetnsUnmanaged:
+		return
+	case mode == config.NetnsUnmanaged:
+		d.ok("coexist-sriov-operator", hostSubject,
+			fmt.Sprintf("sriov-network-operator is on this node (%s) and sets no RDMA netns mode: rdmad's [netns] mode = %q (%s) owns it; keep rdmaMode out of its SriovNetworkPoolConfig",
+				strings.Join(seen, ", "), declared, src))
+	case declared == config.NetnsUnmanaged:
+		d.ok("coexist-sriov-operator", hostSubject,
+			fmt.Sprintf("sriov-network-operator sets RDMA netns mode %s (%s, its SriovNetworkPoolConfig rdmaMode); rdmad declares none ([netns])", mode, where))
+	default:
+		d.warn("coexist-sriov-operator", hostSubject,
+			fmt.Sprintf("RDMA netns mode is set twice: by sriov-network-operator (%s at %s, its SriovNetworkPoolConfig rdmaMode, also put on the kernel command line) and by rdmad's [netns] mode = %q (%s)",
+				mode, where, declared, src),
+			fmt.Sprintf("give it one owner: sriov-network-operator (the pods it configures depend on it): leave [netns] mode undeclared in rdmad (remove it from %s); or rdmad: remove rdmaMode from the SriovNetworkPoolConfig", src))
+	}
+}
+
+// netnsInForce is the netns mode rdmad applies and where it comes from.
+func (d *diag) netnsInForce() (config.NetnsMode, string) {
+	if d.pol.Netns.Runtime != config.NetnsUnmanaged {
+		return d.pol.Netns.Runtime, "set at runtime with rdmactl netns set"
+	}
+	src := d.pol.Netns.Source.String()
+	if src == "" {
+		src = "the policy"
+	}
+	return d.pol.Netns.Mode, src
+}
+
+// checkRDMASharedDevicePlugin: the RDMA shared device plugin hands the same
+// RDMA device to many pods, which works only in netns mode shared; it
+// refuses to start in exclusive mode.
+func (d *diag) checkRDMASharedDevicePlugin() {
+	b, err := boundedRead(d.h, kubeletCheckpoint, capIndex)
+	if err != nil {
+		return
+	}
+	var cp struct {
+		Data struct {
+			RegisteredDevices map[string]json.RawMessage
+		}
+	}
+	if json.Unmarshal(b, &cp) != nil {
+		return
+	}
+	var res []string
+	for r := range cp.Data.RegisteredDevices {
+		if strings.HasPrefix(r, sharedDevicePrefix) {
+			res = append(res, r)
+		}
+	}
+	if len(res) == 0 {
+		return
+	}
+	sort.Strings(res)
+	who := fmt.Sprintf("the RDMA shared device plugin serves %s on this node (/%s); it shares each RDMA device among pods, which needs netns mode shared",
+		shortList(res, 4), kubeletCheckpoint)
+	mode, src := d.netnsInForce()
+	switch mode {
+	case config.NetnsExclusive:
+		d.warn("coexist-rdma-shared-dev-plugin", hostSubject,
+			fmt.Sprintf("%s (it refuses to start in exclusive), and rdmad's [netns] mode = \"exclusive\" (%s)", who, src),
+			fmt.Sprintf("let the pods' device plugin decide: with the shared device plugin, remove [netns] from %s or set mode = \"shared\"; for one RDMA device per pod, use the SR-IOV device plugin with sriov-network-operator's rdmaMode exclusive instead, and leave [netns] undeclared in rdmad", src))
+	case config.NetnsShared:
+		d.ok("coexist-rdma-shared-dev-plugin", hostSubject, fmt.Sprintf("%s: rdmad declares it (%s)", who, src))
+	default:
+		d.ok("coexist-rdma-shared-dev-plugin", hostSubject, who+"; rdmad declares no mode ([netns])")
+	}
+}
+
+// checkLLDPad: lldpad negotiates DCB (PFC, ETS, APP) with the switch on the
+// ports it is enabled on; rdmad's [[qos]] sets PFC and DSCP trust. Which
+// netdevs lldpad manages is qos-owner's business, per port; this says
+// once, for the host, that two DCB agents run.
+func (d *diag) checkLLDPad() {
+	var seen []string
+	if pid, ok := qos.LLDPadPID(d.h); ok {
+		seen = append(seen, "pid "+pid+" in /"+qos.LLDPadPIDFile)
+	}
+	if d.unixSocketListening(lldpadSocket) {
+		seen = append(seen, "its socket "+lldpadSocket+" in /proc/net/unix")
+	}
+	if len(seen) == 0 {
+		return
+	}
+	var ifs []string
+	for _, g := range qos.LLDPadGroups(d.h) {
+		if g != "." && g != ".." && !strings.Contains(g, "/") && exists(d.h, path.Join("sys/class/net", g)) {
+			ifs = append(ifs, g)
+		}
+	}
+	configures := "its /" + qos.LLDPadConfFile + " configures no interface of this host"
+	if len(ifs) > 0 {
+		configures = "its /" + qos.LLDPadConfFile + " configures " + shortList(ifs, 8)
+	}
+	who := fmt.Sprintf("lldpad runs (%s) and %s", strings.Join(seen, ", "), configures)
+	if len(d.pol.QoS) == 0 {
+		d.ok("coexist-lldpad", hostSubject, who+"; rdmad declares no [[qos]]: DCB is lldpad's")
+		return
+	}
+	d.warn("coexist-lldpad", hostSubject,
+		fmt.Sprintf("DCB has two agents on this host: %s; rdmad's [[qos]] at %s sets PFC and trust, except on netdevs lldpad configures (qos-owner names them)",
+			who, d.pol.QoS[0].Source),
+		"give DCB one owner: rdmad: systemctl disable --now lldpad.service lldpad.socket (no DCBX with the switch then: set the switch's PFC to match); or lldpad: remove the [[qos]] rules from the file named and set PFC with lldptool (lldptool -T -i IF -V PFC enabled=3)")
+}
+
+// unixSocketListening reports whether a Unix socket bound to name (an
+// abstract one starts with @) is in /proc/net/unix (the network namespace
+// rdmad runs in; abstract sockets belong to one).
+func (d *diag) unixSocketListening(name string) bool {
+	found := false
+	_ = boundedLines(d.h, "proc/net/unix", capIndex, func(line string) bool {
+		f := strings.Fields(line)
+		if len(f) >= 8 && f[len(f)-1] == name {
+			found = true
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// shortList joins names, at most max of them and a count of the rest.
+func shortList(names []string, max int) string {
+	if len(names) <= max {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
 }

@@ -81,3 +81,146 @@ func TestCoexistRDMALoadModules(t *testing.T) {
 		t.Errorf("[modules] enable = false, yet: %+v", f)
 	}
 }
+
+// withCoexist lays test/coexist/<name> (the files another manager leaves
+// on a node, as its sources write them) over a copy of the demo host.
+func withCoexist(t *testing.T, names ...string) string {
+	t.Helper()
+	root := hosttest.Copy(t, "demo")
+	for _, n := range names {
+		if err := hosttest.CopyTree(filepath.Join(hosttest.RepoRoot(), "test", "coexist", n), root); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// The NVIDIA Network Operator's driver container loads its own modules:
+// rdmad's [modules] loading the lists too is a warning naming both ways to
+// hand over; [modules] enable = false, or no list, is ok.
+func TestCoexistNVIDIADriver(t *testing.T) {
+	if f := find(diagnose(t, withCoexist(t), withPolicy(parsePolicy(t, ""))), "coexist-nvidia-driver", "host"); f != nil {
+		t.Fatalf("no driver container, yet: %+v", f)
+	}
+	root := withCoexist(t, "nvidia-driver")
+	f := mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-nvidia-driver", "host", dbusapi.SeverityWarn,
+		"(/run/mellanox/drivers/.driver-ready), and rdmad's [modules] loads rdma.conf, infiniband.conf, roce.conf, iwarp.conf, opa.conf of /etc/rdma/modules",
+		"the driver container: set [modules] enable = false")
+	if !strings.Contains(f.Fix, "remove ofedDriver from the NicClusterPolicy") {
+		t.Errorf("fix %q: want the operator's way to hand over too", f.Fix)
+	}
+	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, "[modules]\nenable = false\n"))), "coexist-nvidia-driver", "host"); f.Severity != dbusapi.SeverityOK {
+		t.Errorf("[modules] enable = false: %s %q", f.Severity, f.Finding)
+	}
+
+	// Loading (not ready yet): its blacklist file tells.
+	remove(t, root, "run/mellanox/drivers/.driver-ready")
+	if f := find(diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-nvidia-driver", "host"); f != nil {
+		t.Fatalf("driver container gone, yet: %+v", f)
+	}
+	hosttest.Write(t, root, "etc/modprobe.d/blacklist-ofed-modules.conf", "# blacklist ofed-related modules on host to prevent inbox or host OFED driver loading\n\nblacklist mlx5_core\nblacklist ib_core\n")
+	mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-nvidia-driver", "host", dbusapi.SeverityWarn,
+		"(/etc/modprobe.d/blacklist-ofed-modules.conf, written while it loads them)", "[modules] enable = false")
+
+	remove(t, root, "etc/rdma/modules")
+	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-nvidia-driver", "host"); f.Severity != dbusapi.SeverityOK || !strings.Contains(f.Finding, "no list") {
+		t.Errorf("no module list: %s %q", f.Severity, f.Finding)
+	}
+}
+
+// sriov-network-operator writes its SriovNetworkPoolConfig's rdmaMode to
+// modprobe.d: with rdmad's [netns] too, a warning that names the file and
+// line of both and both ways to hand over.
+func TestCoexistSRIOVOperator(t *testing.T) {
+	root := withCoexist(t, "sriov-operator")
+	netns := parsePolicy(t, "[netns]\nmode = \"shared\"\n")
+	f := mustFix(t, diagnose(t, root, withPolicy(netns)), "coexist-sriov-operator", "host", dbusapi.SeverityWarn,
+		`by sriov-network-operator (exclusive at /etc/modprobe.d/sriov_network_operator_modules_config.conf:2, its SriovNetworkPoolConfig rdmaMode, also put on the kernel command line) and by rdmad's [netns] mode = "shared" (/etc/rdma/rdmad.toml:2)`,
+		"leave [netns] mode undeclared in rdmad (remove it from /etc/rdma/rdmad.toml:2)")
+	if !strings.Contains(f.Fix, "or rdmad: remove rdmaMode from the SriovNetworkPoolConfig") {
+		t.Errorf("fix %q: want the operator's way to hand over too", f.Fix)
+	}
+	// The same mode on both sides is still two owners.
+	mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-sriov-operator", "host", dbusapi.SeverityWarn,
+		`[netns] mode = "exclusive"`, "remove rdmaMode")
+
+	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-sriov-operator", "host"); f.Severity != dbusapi.SeverityOK || !strings.Contains(f.Finding, "sets RDMA netns mode exclusive (/etc/modprobe.d/sriov_network_operator_modules_config.conf:2") {
+		t.Errorf("rdmad declares no [netns]: %s %q", f.Severity, f.Finding)
+	}
+
+	// rdmaMode unset: the operator removes its file; rdmad's [netns] owns the mode.
+	remove(t, root, "etc/modprobe.d/sriov_network_operator_modules_config.conf")
+	if f := must(t, diagnose(t, root, withPolicy(netns)), "coexist-sriov-operator", "host"); f.Severity != dbusapi.SeverityOK || !strings.Contains(f.Finding, "/etc/sriov-operator, /etc/systemd/system/sriov-config.service) and sets no RDMA netns mode") {
+		t.Errorf("operator without rdmaMode: %s %q", f.Severity, f.Finding)
+	}
+	if f := find(diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-sriov-operator", "host"); f != nil {
+		t.Errorf("nobody sets the mode, yet: %+v", f)
+	}
+	remove(t, root, "etc/sriov-operator")
+	remove(t, root, "etc/systemd/system/sriov-config.service")
+	if f := find(diagnose(t, root, withPolicy(netns)), "coexist-sriov-operator", "host"); f != nil {
+		t.Errorf("no operator, yet: %+v", f)
+	}
+}
+
+// The RDMA shared device plugin (resources rdma/*, seen in kubelet's
+// checkpoint) needs netns mode shared: rdmad declaring exclusive is a
+// warning; what the checkpoint names is escaped.
+func TestCoexistRDMASharedDevicePlugin(t *testing.T) {
+	root := withCoexist(t, "rdma-shared-dev-plugin")
+	f := mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-rdma-shared-dev-plugin", "host", dbusapi.SeverityWarn,
+		`serves rdma/rdma_shared_device_a on this node (/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint)`,
+		`remove [netns] from /etc/rdma/rdmad.toml:2 or set mode = "shared"`)
+	if strings.Contains(f.Finding, "nvidia.com/hostdev") || !strings.Contains(f.Finding, `[netns] mode = "exclusive" (/etc/rdma/rdmad.toml:2)`) {
+		t.Errorf("finding %q: want only the shared plugin's resources and rdmad's declaration", f.Finding)
+	}
+	for _, pol := range []string{"", "[netns]\nmode = \"shared\"\n"} {
+		if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, pol))), "coexist-rdma-shared-dev-plugin", "host"); f.Severity != dbusapi.SeverityOK {
+			t.Errorf("policy %q: %s %q", pol, f.Severity, f.Finding)
+		}
+	}
+
+	cp := "var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+	hosttest.Write(t, root, cp, `{"Data":{"PodDeviceEntries":null,"RegisteredDevices":{"nvidia.com/hostdev":["0000:3b:00.2"]}},"Checksum":1}`)
+	if f := find(diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-rdma-shared-dev-plugin", "host"); f != nil {
+		t.Errorf("only the SR-IOV device plugin, yet: %+v", f)
+	}
+	hosttest.Write(t, root, cp, `{"Data":{"RegisteredDevices":{"rdma/a\u001b[2Jb":["0"]}}}`)
+	f = must(t, diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-rdma-shared-dev-plugin", "host")
+	if strings.Contains(f.Finding, "\x1b") || !strings.Contains(f.Finding, `rdma/a\x1b[2Jb`) {
+		t.Errorf("a control character in a resource name reached the finding: %q", f.Finding)
+	}
+	hosttest.Write(t, root, cp, `{"Data":`)
+	if f := find(diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-rdma-shared-dev-plugin", "host"); f != nil {
+		t.Errorf("a truncated checkpoint, yet: %+v", f)
+	}
+}
+
+// lldpad running (its pid file and process, or its socket) is reported
+// once for the host: a warning with [[qos]], ok without; only the
+// configuration's groups that are netdevs of the host are named.
+func TestCoexistLLDPad(t *testing.T) {
+	root := withCoexist(t, "lldpad")
+	f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-lldpad", "host")
+	want := "lldpad runs (pid 4242 in /run/lldpad.pid, its socket @/com/intel/lldpad in /proc/net/unix) and its /var/lib/lldpad/lldpad.conf configures ens1f0np0; rdmad declares no [[qos]]"
+	if f.Severity != dbusapi.SeverityOK || !strings.HasPrefix(f.Finding, want) {
+		t.Errorf("without [[qos]]: %s %q\nwant ok %q", f.Severity, f.Finding, want)
+	}
+	qosPol := parsePolicy(t, "[[qos]]\ndevice = \"mlx5_0\"\ntrust = \"dscp\"\npfc = [3]\n")
+	mustFix(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host", dbusapi.SeverityWarn,
+		"DCB has two agents on this host: lldpad runs (pid 4242", "systemctl disable --now lldpad.service lldpad.socket")
+	if f := must(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host"); !strings.Contains(f.Finding, "[[qos]] at /etc/rdma/rdmad.toml:1") || !strings.Contains(f.Fix, "remove the [[qos]] rules") {
+		t.Errorf("finding %q fix %q: want the rule's file:line and both ways to hand over", f.Finding, f.Fix)
+	}
+
+	// A stale pid file (another process has the pid): the socket still tells.
+	hosttest.Write(t, root, "proc/4242/comm", "bash\n")
+	f = must(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host")
+	if strings.Contains(f.Finding, "pid 4242") || !strings.Contains(f.Finding, "lldpad runs (its socket @/com/intel/lldpad") {
+		t.Errorf("stale pid file: %q", f.Finding)
+	}
+	hosttest.Write(t, root, "proc/net/unix", "Num       RefCount Protocol Flags    Type St Inode Path\n0000000000000000: 00000002 00000000 00010000 0001 01 18120 /run/systemd/private\n")
+	if f := find(diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host"); f != nil {
+		t.Errorf("lldpad not running, yet: %+v", f)
+	}
+}
