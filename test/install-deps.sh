@@ -2,6 +2,7 @@
 # Installs what the tests need on a Debian machine, only when missing, so a
 # fresh machine passes `make test` and a prepared one does not touch apt.
 #   test/install-deps.sh test   dbus-daemon, busctl/gdbus, systemd-analyze, iproute2, man tools,
+#                               bash-completion, zsh and fish (rdmactl's completions, run in each),
 #                               packaging checks (lintian, rpm, mmdebstrap for the Debian root),
 #                               ansible-core, PyGObject and the Kubernetes API models (python3),
 #                               cockpit-ws, cockpit-bridge and chromium (the Cockpit page's test)
@@ -26,6 +27,8 @@ test)
 	want busctl systemd
 	want systemd-stdio-bridge systemd # rdmactl -H: the fake ssh runs the real bridge
 	[ -f /usr/share/bash-completion/bash_completion ] || need+=(bash-completion) # rdmactl's completion, run in bash
+	want zsh zsh   # ... and in zsh
+	want fish fish # ... and in fish
 	want systemd-analyze systemd
 	want gdbus libglib2.0-bin
 	want ip iproute2
