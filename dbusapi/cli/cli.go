@@ -290,7 +290,7 @@ func (e *env) globalFlags(root *cobra.Command) {
 	f.StringVarP(&e.jsonFlag, "json", "j", "", "print JSON: short (one line, the default of -j) or pretty")
 	f.Lookup("json").NoOptDefVal = "short"
 	f.BoolVar(&e.noLegend, "no-legend", false, "print no column headers and no footer")
-	f.BoolVar(&e.noPager, "no-pager", false, "accepted for systemd compatibility (rdmactl never pages)")
+	f.BoolVar(&e.noPager, "no-pager", false, "has no effect: rdmactl never starts a pager (accepted as systemd tools accept it)")
 	f.BoolVar(&e.noAsk, "no-ask-password", false, "do not let polkit ask for a password")
 	root.Flags().BoolP("version", "", false, "print rdmactl's version")
 	_ = root.RegisterFlagCompletionFunc("output", fixed("text", "json"))

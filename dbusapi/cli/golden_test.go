@@ -149,6 +149,14 @@ func TestGoldenOutput(t *testing.T) {
 		code, out, errs := runCLI(addr, strings.Fields(args)...)
 		golden(t, "out_"+goldenName(args), args, code, out, errs)
 	}
+	// --no-pager changes nothing: rdmactl never pages.
+	for _, cmd := range []string{"status", "doctor", "-j device list"} {
+		code, out, errs := runCLI(addr, strings.Fields(cmd)...)
+		pcode, pout, perrs := runCLI(addr, append([]string{"--no-pager"}, strings.Fields(cmd)...)...)
+		if pcode != code || pout != out || perrs != errs {
+			t.Errorf("--no-pager %s differs from %s: exit %d, output:\n%s%s", cmd, cmd, pcode, pout, perrs)
+		}
+	}
 	// The changes reached rdmad with their arguments, both spellings of
 	// link add alike.
 	want := []string{
