@@ -199,23 +199,12 @@ func measure(bin, addr string, n, runs int) (row, error) {
 	}); err != nil {
 		return r, err
 	}
-	if r.gmo, err = median(runs, func() (time.Duration, error) {
-		return timed(func() error {
-			got, err := d.GetManagedObjects()
-			if err == nil && got != 3*n {
-				err = fmt.Errorf("GetManagedObjects: %d objects, want %d", got, 3*n)
-			}
-			return err
-		})
-	}); err != nil {
-		return r, err
-	}
 	d.Stop()
 
 	if r.startName, r.rssKB, err = startToName(bin, addr, h, runs); err != nil {
 		return r, err
 	}
-	if r.rssServedKB, err = rssAfterServing(bin, addr, h, fmt.Sprintf("mlx5_%d", n/2)); err != nil {
+	if r.gmo, r.rssServedKB, err = serve(bin, addr, h, fmt.Sprintf("mlx5_%d", n/2), runs); err != nil {
 		return r, err
 	}
 	if r.storm, err = perf.Storm(h, time.Second); err != nil {
@@ -295,21 +284,23 @@ func startToName(bin, addr string, h *perf.Host, runs int) (time.Duration, int, 
 // resident memory is read.
 const servedIdle = 5 * time.Second
 
-// rssAfterServing starts the rdmad binary as a daemon, makes the calls a
-// client makes (GetManagedObjects through godbus, Describe, a one-port
-// SetRoCE), lets it idle for servedIdle and reads its resident memory.
-func rssAfterServing(bin, addr string, h *perf.Host, dev string) (int, error) {
+// serve starts the rdmad binary as a daemon and makes the calls a client
+// makes: GetManagedObjects through godbus runs times (the median round
+// trip is returned: rdmad's own process, with its own runtime settings,
+// encodes the reply), Describe and a one-port SetRoCE; then it lets rdmad
+// idle for servedIdle and reads its resident memory.
+func serve(bin, addr string, h *perf.Host, dev string, runs int) (gmo time.Duration, rssKB int, _ error) {
 	if err := h.Reset(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	conn, err := dbusapi.Dial(addr)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer conn.Close()
 	cmd := exec.Command(bin, "--root", h.Root, "--bus", addr)
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	obj := conn.Object(dbusapi.BusName, dbusapi.RootPath)
@@ -320,24 +311,36 @@ func rssAfterServing(bin, addr string, h *perf.Host, dev string) (int, error) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("rdmad did not take %s within 60s", dbusapi.BusName)
+			return 0, 0, fmt.Errorf("rdmad did not take %s within 60s", dbusapi.BusName)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	var objs map[dbus.ObjectPath]map[string]map[string]dbus.Variant
-	if err := obj.Call("org.freedesktop.DBus.ObjectManager.GetManagedObjects", 0).Store(&objs); err != nil {
-		return 0, fmt.Errorf("call GetManagedObjects: %w", err)
+	want := 3 * h.N
+	gmo, err = median(runs, func() (time.Duration, error) {
+		return timed(func() error {
+			var objs map[dbus.ObjectPath]map[string]map[string]dbus.Variant
+			if err := obj.Call("org.freedesktop.DBus.ObjectManager.GetManagedObjects", 0).Store(&objs); err != nil {
+				return fmt.Errorf("call GetManagedObjects: %w", err)
+			}
+			if len(objs) != want {
+				return fmt.Errorf("GetManagedObjects: %d objects, want %d", len(objs), want)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, 0, err
 	}
 	var doc string
 	if err := obj.Call(dbusapi.ManagerIface+".Describe", 0).Store(&doc); err != nil {
-		return 0, fmt.Errorf("call Describe: %w", err)
+		return 0, 0, fmt.Errorf("call Describe: %w", err)
 	}
 	if err := obj.Call(dbusapi.ManagerIface+".SetRoCE", 0, dev, uint32(1), "", int32(7), false).Err; err != nil {
-		return 0, fmt.Errorf("call SetRoCE: %w", err)
+		return 0, 0, fmt.Errorf("call SetRoCE: %w", err)
 	}
-	objs, doc = nil, ""
+	doc = ""
 	time.Sleep(servedIdle)
-	return vmRSS(cmd.Process.Pid), nil
+	return gmo, vmRSS(cmd.Process.Pid), nil
 }
 
 func vmRSS(pid int) int {
@@ -381,8 +384,8 @@ func print(rows []row, ref time.Duration, runs int) {
 			r.n, ms(r.storm.Converged), r.storm.Passes, r.storm.MaxPerDev)
 	}
 	fmt.Printf("\nSetRoCE 1 port on a 3-device host: %s ms\n", ms(ref))
-	fmt.Println("GetManagedObjects: the round trip through a godbus client (godbus encodes rdmad's reply and decodes it).")
-	fmt.Printf("RSS: just after the daemon took its name; RSS served: after GetManagedObjects, Describe and a SetRoCE, then %s idle.\n", servedIdle)
+	fmt.Println("GetManagedObjects: the round trip from a godbus client to the rdmad binary running as a daemon (rdmad's godbus encodes the reply, the client's decodes it).")
+	fmt.Printf("RSS: just after the daemon took its name; RSS served: after %d GetManagedObjects, Describe and a SetRoCE, then %s idle.\n", runs, servedIdle)
 	if len(rows) < 2 {
 		return
 	}
