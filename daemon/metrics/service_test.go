@@ -284,3 +284,26 @@ func TestOneShotWritesNoTextfile(t *testing.T) {
 		t.Errorf("--once wrote %s: %v", textfile, err)
 	}
 }
+
+// Coexistence findings are exported like any other: the NVIDIA Network
+// Operator's driver container on the node (test/coexist/nvidia-driver)
+// while rdmad loads module lists is a standing warning until one of them
+// gives way.
+func TestDaemonTextfileHasCoexistenceFindings(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	if err := hosttest.CopyTree(filepath.Join(hosttest.RepoRoot(), "test", "coexist", "nvidia-driver"), d.root); err != nil {
+		t.Fatal(err)
+	}
+	d.writeConfig(t, "etc/rdma/rdmad.d/60-modules.toml", "[modules]\nenable = true\n", false)
+	d.wait(t, textfile, func(f map[string]*dto.MetricFamily) bool {
+		v, ok := metrics.Sample(f, "rdmad_doctor_finding", "id=coexist-nvidia-driver", "subject=host", "severity=warn")
+		return ok && v == 1
+	})
+	metrics.Promtool(t, readTextfile(t, d))
+	d.writeConfig(t, "etc/rdma/rdmad.d/60-modules.toml", "[modules]\nenable = false\n", false)
+	d.wait(t, textfile, func(f map[string]*dto.MetricFamily) bool {
+		_, ok := metrics.Sample(f, "rdmad_doctor_finding", "id=coexist-nvidia-driver", "subject=host", "severity=warn")
+		return !ok
+	})
+}
