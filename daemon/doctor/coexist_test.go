@@ -140,6 +140,11 @@ func TestCoexistSRIOVOperator(t *testing.T) {
 	if !strings.Contains(f.Fix, "or rdmad: remove rdmaMode from the SriovNetworkPoolConfig") {
 		t.Errorf("fix %q: want the operator's way to hand over too", f.Fix)
 	}
+	// rdmad's declaration loses at boot to the operator's file, which sorts
+	// later: the netns finding says whose file it is, not "edit it".
+	mustFix(t, diagnose(t, root, withPolicy(netns)), "netns-boot-differs", "host", dbusapi.SeverityFail,
+		"ib_core starts exclusive at the next boot (/etc/modprobe.d/sriov_network_operator_modules_config.conf:2)",
+		"is sriov-network-operator's (its SriovNetworkPoolConfig rdmaMode; it rewrites the file): remove rdmaMode there, or leave [netns] mode undeclared in rdmad")
 	// The same mode on both sides is still two owners.
 	mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-sriov-operator", "host", dbusapi.SeverityWarn,
 		`[netns] mode = "exclusive"`, "remove rdmaMode")

@@ -116,7 +116,9 @@ func (d *diag) checkNetns() {
 		d.ok("netns-mode", hostSubject, fmt.Sprintf("RDMA netns mode %s, not declared (at boot: %s, %s)", d.runningText(running, known), boot, bootWhere))
 	case declared != config.NetnsUnmanaged && boot != declared:
 		fix := "rdmactl reconcile (rdmad writes /" + rdmadNetnsFile + "), and see rdmactl status"
-		if bootFile != "" && bootFile != rdmadNetnsFile {
+		if bootFile == sriovNetnsFile {
+			fix = fmt.Sprintf("%s is sriov-network-operator's (its SriovNetworkPoolConfig rdmaMode; it rewrites the file): remove rdmaMode there, or leave [netns] mode undeclared in rdmad (see coexist-sriov-operator)", bootWhere)
+		} else if bootFile != "" && bootFile != rdmadNetnsFile {
 			fix = fmt.Sprintf("remove netns_mode from %s: it is read after /%s", bootWhere, rdmadNetnsFile)
 		} else if bootSetting.cmdline {
 			fix = "remove ib_core.netns_mode= from the kernel command line"
