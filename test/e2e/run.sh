@@ -294,6 +294,27 @@ main() {
 	report "${suites[@]}"
 }
 
+# policy_window_table SUITE...: the policy-window scenario's measurements
+# (E2E-INFO policy-window key=value ...) as one row per suite and boot.
+policy_window_table() {
+	local s n rows=()
+	for s; do
+		for n in 1 2; do
+			[[ -f $work/$s/serial.boot$n.log ]] || continue
+			mapfile -t -O "${#rows[@]}" rows < <(tr '\r' '\n' <"$work/$s/serial.boot$n.log" | grep -a '^E2E-INFO policy-window ' | sed "s/^E2E-INFO policy-window /$s $n /")
+		done
+	done
+	((${#rows[@]})) || return 0
+	echo
+	echo "policy in force after a device's arrival, seconds from the return of \`rdma link add\` to the declared TOS in configfs (guest clock; targets: first device of a boot < 0.6, hot-adds p95 < 0.3):"
+	printf '%-8s %-22s %-4s %7s %-7s %3s %7s %7s %7s\n' suite kernel boot first rdma_cm n p50 p95 max
+	printf '%s\n' "${rows[@]}" | awk '{
+		delete v
+		for (i = 3; i <= NF; i++) { k = $i; sub(/=.*/, "", k); x = $i; sub(/^[^=]*=/, "", x); v[k] = x }
+		printf "%-8s %-22s %-4s %7s %-7s %3s %7s %7s %7s\n", $1, v["kernel"], $2, v["first"], v["rdma_cm_at_first"], v["n"], v["p50"], v["p95"], v["max"]
+	}'
+}
+
 # report [SUITE...]: the table of every expected scenario from the serial logs
 # in $work; exits non-zero if a guest did not boot, a scenario is missing or
 # failed. Without suites: those of the run ($work/suites).
@@ -320,6 +341,7 @@ report() {
 			fi
 		done
 	done
+	policy_window_table "${suites[@]}"
 	echo
 	[[ -s $work/timings ]] && echo "timings: $(paste -sd ' ' "$work/timings"); total $((SECONDS - t_start))s"
 	echo "serial logs: $work/<suite>/serial.boot{1,2}.log; disks: $work/<suite>/disk.img"

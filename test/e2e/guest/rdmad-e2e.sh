@@ -27,7 +27,7 @@ netns_switched='msg=applied subject=host what="netns mode" from=shared to=exclus
 # Soft-iWARP exists only in the trixie guest (siw built out of tree there).
 boot1_head=(boot rdmad-systemd sandbox-caps link-at-boot)
 boot1_siw=(siw-link-at-boot siw-transport siw-roce-na)
-boot1_tail=(tos-hotadd modules iwarp-modules roce-v1-error metrics qos-veth qos-mlx4-options memlock-user dbus-denied hotplug rdma-monitor kernel-events rename)
+boot1_tail=(tos-hotadd modules iwarp-modules roce-v1-error metrics qos-veth qos-mlx4-options memlock-user dbus-denied hotplug rdma-monitor kernel-events rename policy-window)
 boot1_siw_late=(siw-hotplug)
 boot1_netns=(netns-busy netns-runtime)
 # Last of boot 1: a drop-in made bad, for the second boot (last-good-boot).
@@ -53,6 +53,7 @@ scenarios() { # scenarios SUITE BOOT
 scenario_timeout() {
 	case $1 in
 	ansible) echo 480 ;;
+	policy-window) echo 300 ;;
 	*) echo 120 ;;
 	esac
 }
@@ -186,6 +187,110 @@ s_tos-hotadd() {
 	awk -v t="$took" 'BEGIN { exit !(t <= 1.0) }' ||
 		fail "rxe1/1 tos $declared_tos applied ${took}s after rxe1 appeared, limit 1s (${total}s after rdma link add started)"
 	pass "rxe1/1 tos $declared_tos applied ${took}s after rxe1 appeared (${total}s after rdma link add started)"
+}
+
+# How long after a device's arrival the declared policy is in force (issue
+# 17): the time from the return of `rdma link add` to the moment configfs
+# shows the declared TOS (the last declared value rdmad writes for an rxe
+# port: the guest policy declares no mode for them), on the guest's clock.
+# configfs is polled every 2 ms without forking ($EPOCHREALTIME, `read -t` on
+# a fifo), so the poll costs the emulated CPU little and measures what the
+# kernel holds, not what rdmad says (its journal lines are stamped when
+# journald reads them, and written when the pass ends).
+#
+# First the first device of a boot: rdmad is stopped, every RDMA device and
+# module removed (the declared links' netdevs too, so rdmad has no device
+# to create), rdmad started again (systemctl returns at READY=1), and the
+# device added at once: nothing RDMA is loaded but what rdmad starts
+# loading in the background. Then the same device deleted and added 20
+# times. Reported as an E2E-INFO line (run.sh report prints the table);
+# the targets (0.6 s first, p95 0.3 s hot-adds) are reported, not asserted:
+# the emulated CPU is shared and timing is a measurement. The scenario
+# fails only when a device never gets its TOS (10 s).
+tick_fifo=/run/rdmad-e2e.tick
+policy_window() { # policy_window T0 FILE VALUE: seconds from T0 ($EPOCHREALTIME) until FILE reads VALUE
+	local t0=$1 f=$2 want=$3 v tick t1
+	[[ -p $tick_fifo ]] || mkfifo "$tick_fifo" || return 1
+	exec {tick}<>"$tick_fifo"
+	while :; do
+		v=
+		{ read -r v <"$f"; } 2>/dev/null
+		[[ $v == "$want" ]] && break
+		if ((${EPOCHREALTIME%.*} - ${t0%.*} > 10)); then
+			exec {tick}>&-
+			return 1
+		fi
+		read -r -t 0.002 -u "$tick" _
+	done
+	t1=$EPOCHREALTIME
+	exec {tick}>&-
+	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
+}
+unload_tree() { # unload_tree MODULE: MODULE and every module holding it
+	local h
+	[[ -d /sys/module/$1 ]] || return 0
+	for h in /sys/module/"$1"/holders/*; do
+		[[ -e $h ]] && unload_tree "${h##*/}"
+	done
+	modprobe -r "$1" 2>/dev/null || rmmod "$1" 2>/dev/null
+}
+# policy_window_restore: the guest as policy-window found it: rdmad
+# running, the declared links' netdevs back (rdmad recreates the links).
+policy_window_restore() {
+	rdma link delete rxe4 2>/dev/null
+	ip link del veth4 2>/dev/null
+	systemctl start rdmad.service
+	ensure_veth veth0 veth1
+	[[ $(guest_suite) == trixie ]] && ensure_veth veth8 veth9
+	return 0
+}
+percentile() { # percentile P VALUE...: the nearest-rank P-th percentile
+	local p=$1; shift
+	printf '%s\n' "$@" | sort -g | awk -v p="$p" '{ v[NR] = $1 } END { r = int((p * NR + 99) / 100); if (r < 1) r = 1; print v[r] }'
+}
+s_policy-window() {
+	local dev=rxe4 nd=veth4 f d first cm_ready t0 w i samples=() p50 p95 max verdict1 verdict2
+	f=$cm/$dev/ports/1/default_roce_tos
+	trap policy_window_restore EXIT # a failure must not leave the later scenarios without rdmad or rxe0
+	systemctl stop rdmad.service || fail "systemctl stop rdmad failed"
+	for d in /sys/class/infiniband/*; do
+		[[ -e $d ]] && rdma link delete "${d##*/}" 2>/dev/null
+	done
+	ip link del veth0 2>/dev/null
+	ip link del veth8 2>/dev/null
+	# Each rdma_cm/<dev> directory made in configfs holds rdma_cm.
+	for d in "$cm"/*/; do
+		[[ -d $d ]] && rmdir "$d" 2>/dev/null
+	done
+	unload_tree ib_core
+	[[ -d /sys/module/ib_core ]] && fail "ib_core still loaded (held by: $(ls /sys/module/ib_core/holders 2>/dev/null | tr '\n' ' '); rdma_cm refcount $(cat /sys/module/rdma_cm/refcnt 2>/dev/null))"
+	ensure_veth "$nd" veth5 || fail "cannot create $nd"
+	systemctl start rdmad.service || fail "systemctl start rdmad failed"
+	rdma link add "$dev" type rxe netdev "$nd" || fail "rdma link add $dev failed (first of the boot)"
+	t0=$EPOCHREALTIME
+	[[ -d $cm ]] && cm_ready=yes || cm_ready=no
+	first=$(policy_window "$t0" "$f" "$declared_tos") || fail "first device: $dev/1 tos is '$(tos_of "$dev")' 10s after rdma link add returned, declared $declared_tos"
+	for ((i = 1; i <= 20; i++)); do
+		rdma link delete "$dev" || fail "rdma link delete $dev failed (hot-add $i)"
+		sleep 0.3 # the removal's own pass
+		rdma link add "$dev" type rxe netdev "$nd" || fail "rdma link add $dev failed (hot-add $i)"
+		t0=$EPOCHREALTIME
+		w=$(policy_window "$t0" "$f" "$declared_tos") || fail "hot-add $i: $dev/1 tos is '$(tos_of "$dev")' 10s after rdma link add returned, declared $declared_tos"
+		samples+=("$w")
+	done
+	p50=$(percentile 50 "${samples[@]}")
+	p95=$(percentile 95 "${samples[@]}")
+	max=$(percentile 100 "${samples[@]}")
+	info "policy-window kernel=$(uname -r) first=$first rdma_cm_at_first=$cm_ready n=${#samples[@]} p50=$p50 p95=$p95 max=$max samples=$(IFS=,; echo "${samples[*]}")"
+	trap - EXIT
+	policy_window_restore
+	wait_for 30 tos_is rxe0 "$declared_tos" || fail "rxe0 not back with tos $declared_tos after the measurement"
+	if [[ $(guest_suite) == trixie ]]; then
+		wait_for 30 rdma_dev_exists siw0 || fail "siw0 not back after the measurement"
+	fi
+	verdict1=$(awk -v t="$first" 'BEGIN { print (t < 0.6) ? "met" : "NOT met" }')
+	verdict2=$(awk -v t="$p95" 'BEGIN { print (t < 0.3) ? "met" : "NOT met" }')
+	pass "first device of the boot ${first}s (target 0.6s: $verdict1; rdma_cm loaded when it came: $cm_ready); 20 hot-adds p50 ${p50}s p95 ${p95}s max ${max}s (target p95 0.3s: $verdict2)"
 }
 
 # not_loaded NAME...: the names whose module is not loaded; NAME is "module"
