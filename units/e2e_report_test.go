@@ -276,7 +276,7 @@ func TestE2EReportShowsPolicyWindow(t *testing.T) {
 	}
 	l := allPass(t)
 	line := func(kernel, first, p95 string) string {
-		return "E2E-INFO policy-window kernel=" + kernel + " first=" + first + " rdma_cm_at_first=yes n=20 p50=0.081 p95=" + p95 + " max=0.190 samples=0.081,0.075\r\nE2E-END"
+		return "E2E-INFO policy-window kernel=" + kernel + " first=" + first + " rdma_cm_at_first=no preload=1.234s n=20 p50=0.081 p95=" + p95 + " max=0.190 samples=0.081,0.075\r\nE2E-END"
 	}
 	l["bookworm"][1] = strings.Replace(l["bookworm"][1], "E2E-END", line(kernels["bookworm"], "0.212", "0.140"), 1)
 	l["trixie"][1] = strings.Replace(l["trixie"][1], "E2E-END", line(kernels["trixie"], "0.455", "0.290"), 1)
@@ -285,9 +285,9 @@ func TestE2EReportShowsPolicyWindow(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	for _, want := range []string{
-		`(?m)^suite\s+kernel\s+boot\s+first\s+rdma_cm\s+n\s+p50\s+p95\s+max$`,
-		`(?m)^bookworm\s+` + regexp.QuoteMeta(kernels["bookworm"]) + `\s+1\s+0\.212\s+yes\s+20\s+0\.081\s+0\.140\s+0\.190$`,
-		`(?m)^trixie\s+` + regexp.QuoteMeta(kernels["trixie"]) + `\s+1\s+0\.455\s+yes\s+20\s+0\.081\s+0\.290\s+0\.190$`,
+		`(?m)^suite\s+kernel\s+boot\s+first\s+rdma_cm\s+preload\s+n\s+p50\s+p95\s+max$`,
+		`(?m)^bookworm\s+` + regexp.QuoteMeta(kernels["bookworm"]) + `\s+1\s+0\.212\s+no\s+1\.234s\s+20\s+0\.081\s+0\.140\s+0\.190$`,
+		`(?m)^trixie\s+` + regexp.QuoteMeta(kernels["trixie"]) + `\s+1\s+0\.455\s+no\s+1\.234s\s+20\s+0\.081\s+0\.290\s+0\.190$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("report lacks %s:\n%s", want, out)

@@ -306,12 +306,12 @@ policy_window_table() {
 	done
 	((${#rows[@]})) || return 0
 	echo
-	echo "policy in force after a device's arrival, seconds from the return of \`rdma link add\` to the declared TOS in configfs (guest clock; targets: first device of a boot < 0.6, hot-adds p95 < 0.3):"
-	printf '%-8s %-22s %-4s %7s %-7s %3s %7s %7s %7s\n' suite kernel boot first rdma_cm n p50 p95 max
+	echo "policy in force after a device's arrival, seconds from the return of \`rdma link add\` to the declared TOS in configfs (guest clock; targets: first device of a boot < 0.6, hot-adds p95 < 0.3; rdma_cm: configfs rdma_cm there when the first device came; preload: how long the restarted rdmad took to load rdma_cm ahead of the devices):"
+	printf '%-8s %-22s %-4s %7s %-7s %8s %3s %7s %7s %7s\n' suite kernel boot first rdma_cm preload n p50 p95 max
 	printf '%s\n' "${rows[@]}" | awk '{
 		delete v
 		for (i = 3; i <= NF; i++) { k = $i; sub(/=.*/, "", k); x = $i; sub(/^[^=]*=/, "", x); v[k] = x }
-		printf "%-8s %-22s %-4s %7s %-7s %3s %7s %7s %7s\n", $1, v["kernel"], $2, v["first"], v["rdma_cm_at_first"], v["n"], v["p50"], v["p95"], v["max"]
+		printf "%-8s %-22s %-4s %7s %-7s %8s %3s %7s %7s %7s\n", $1, v["kernel"], $2, v["first"], v["rdma_cm_at_first"], v["preload"], v["n"], v["p50"], v["p95"], v["max"]
 	}'
 }
 

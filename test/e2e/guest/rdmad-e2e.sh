@@ -208,31 +208,35 @@ s_tos-hotadd() {
 # the emulated CPU is shared and timing is a measurement. The scenario
 # fails only when a device never gets its TOS (10 s).
 tick_fifo=/run/rdmad-e2e.tick
-policy_window() { # policy_window T0 FILE VALUE: seconds from T0 ($EPOCHREALTIME) until FILE reads VALUE
-	local t0=$1 f=$2 want=$3 v tick t1
+# policy_window T0 FILE VALUE: sets window to the seconds (3 decimals) from
+# T0 (an $EPOCHREALTIME) until FILE reads VALUE; 1 after 10 s without. No
+# subshell: a fork would delay the first look.
+policy_window() {
+	local t0=${1/./} f=$2 want=$3 v tick t1 d
 	[[ -p $tick_fifo ]] || mkfifo "$tick_fifo" || return 1
 	exec {tick}<>"$tick_fifo"
 	while :; do
 		v=
 		{ read -r v <"$f"; } 2>/dev/null
+		t1=${EPOCHREALTIME/./}
 		[[ $v == "$want" ]] && break
-		if ((${EPOCHREALTIME%.*} - ${t0%.*} > 10)); then
+		if ((t1 - t0 > 10000000)); then
 			exec {tick}>&-
 			return 1
 		fi
 		read -r -t 0.002 -u "$tick" _
 	done
-	t1=$EPOCHREALTIME
 	exec {tick}>&-
-	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
+	d=$((t1 - t0))
+	printf -v window '%d.%03d' $((d / 1000000)) $((d / 1000 % 1000))
 }
-unload_tree() { # unload_tree MODULE: MODULE and every module holding it
+unload_tree() { # unload_tree MODULE: MODULE and every module holding it; modprobe's complaints on stdout
 	local h
 	[[ -d /sys/module/$1 ]] || return 0
 	for h in /sys/module/"$1"/holders/*; do
 		[[ -e $h ]] && unload_tree "${h##*/}"
 	done
-	modprobe -r "$1" 2>/dev/null || rmmod "$1" 2>/dev/null
+	modprobe -r "$1" 2>&1 || rmmod "$1" 2>&1
 }
 # policy_window_restore: the guest as policy-window found it: rdmad
 # running, the declared links' netdevs back (rdmad recreates the links).
@@ -244,44 +248,80 @@ policy_window_restore() {
 	[[ $(guest_suite) == trixie ]] && ensure_veth veth8 veth9
 	return 0
 }
+# policy_window_timeline PID READY ADDED TOS: where the first device's
+# time went, as E2E-INFO lines on the monotonic clock (seconds since boot):
+# rdmad (PID) started, READY (systemctl start returned), rdma link add
+# returned, the TOS seen; the kernel's module loads since rdmad started
+# (tracepoint module:module_load) and the new rdmad's journal.
+policy_window_timeline() {
+	local pid=$1 ready=$2 added=$3 tos=$4 start line
+	start=$(awk -v us="$(systemctl show -p ExecMainStartTimestampMonotonic --value rdmad.service)" 'BEGIN { printf "%.3f", us / 1e6 }')
+	info "policy-window-first rdmad started ${start}s, READY by ${ready}s, rdma link add returned ${added}s, TOS seen ${tos}s"
+	while read -r line; do
+		info "policy-window-first module_load $line"
+	done < <(awk '/module_load:/ { for (i = 1; i <= NF; i++) if ($i == "module_load:") { t = $(i-1); sub(":", "", t); print t "s", $(i+1), "(" $1 ")" } }' /sys/kernel/tracing/trace 2>/dev/null |
+		awk -v start="$start" '$1 + 0 >= start + 0')
+	while read -r line; do
+		info "policy-window-first journal $line"
+	done < <(journalctl -b _PID="$pid" --no-pager -o short-monotonic 2>/dev/null |
+		sed -E 's/^\[ *([0-9.]+)\] [^ ]+ [^ ]+\[[0-9]+\]:/\1s/' | cut -c1-220 | head -n 20)
+}
+preload_logged() { journalctl -b _PID="$1" --no-pager 2>/dev/null | matches 'loaded ahead of the devices'; }
 percentile() { # percentile P VALUE...: the nearest-rank P-th percentile
 	local p=$1; shift
 	printf '%s\n' "$@" | sort -g | awk -v p="$p" '{ v[NR] = $1 } END { r = int((p * NR + 99) / 100); if (r < 1) r = 1; print v[r] }'
 }
 s_policy-window() {
-	local dev=rxe4 nd=veth4 f d first cm_ready t0 w i samples=() p50 p95 max verdict1 verdict2
+	local dev=rxe4 nd=veth4 f d first cm_ready t0 i samples=() p50 p95 max verdict1 verdict2 out pid preload up_ready up_added up_tos window
 	f=$cm/$dev/ports/1/default_roce_tos
-	trap policy_window_restore EXIT # a failure must not leave the later scenarios without rdmad or rxe0
+	# A failure, or the driver's timeout (SIGTERM), must not leave the later
+	# scenarios without rdmad or rxe0.
+	trap policy_window_restore EXIT
+	trap 'exit 143' TERM
 	systemctl stop rdmad.service || fail "systemctl stop rdmad failed"
 	for d in /sys/class/infiniband/*; do
 		[[ -e $d ]] && rdma link delete "${d##*/}" 2>/dev/null
 	done
 	ip link del veth0 2>/dev/null
 	ip link del veth8 2>/dev/null
-	# Each rdma_cm/<dev> directory made in configfs holds rdma_cm.
+	# Each rdma_cm/<dev> directory made in configfs pins rdma_cm (configfs
+	# takes a reference on the subsystem's module at mkdir, and the kernel
+	# does not remove the directory with the device): rmdir them all.
 	for d in "$cm"/*/; do
-		[[ -d $d ]] && rmdir "$d" 2>/dev/null
+		[[ -d $d ]] && rmdir "$d"
 	done
-	unload_tree ib_core
-	[[ -d /sys/module/ib_core ]] && fail "ib_core still loaded (held by: $(ls /sys/module/ib_core/holders 2>/dev/null | tr '\n' ' '); rdma_cm refcount $(cat /sys/module/rdma_cm/refcnt 2>/dev/null))"
+	out=$(unload_tree ib_core)
+	[[ -d /sys/module/ib_core ]] && fail "ib_core still loaded (held by: $(ls /sys/module/ib_core/holders 2>/dev/null | tr '\n' ' '); rdma_cm refcnt $(cat /sys/module/rdma_cm/refcnt 2>/dev/null), holders $(ls /sys/module/rdma_cm/holders 2>/dev/null | tr '\n' ' '), configfs: $(ls "$cm" 2>/dev/null | tr '\n' ' '); modprobe -r: $(tr '\n' ' ' <<<"$out"))"
+	[[ -d /sys/module/rdma_cm || -d $cm ]] && fail "rdma_cm still loaded after ib_core was unloaded"
 	ensure_veth "$nd" veth5 || fail "cannot create $nd"
 	systemctl start rdmad.service || fail "systemctl start rdmad failed"
+	read -r up_ready _ </proc/uptime
 	rdma link add "$dev" type rxe netdev "$nd" || fail "rdma link add $dev failed (first of the boot)"
 	t0=$EPOCHREALTIME
+	read -r up_added _ </proc/uptime
 	[[ -d $cm ]] && cm_ready=yes || cm_ready=no
-	first=$(policy_window "$t0" "$f" "$declared_tos") || fail "first device: $dev/1 tos is '$(tos_of "$dev")' 10s after rdma link add returned, declared $declared_tos"
+	policy_window "$t0" "$f" "$declared_tos" || fail "first device: $dev/1 tos is '$(tos_of "$dev")' 10s after rdma link add returned, declared $declared_tos"
+	first=$window
+	read -r up_tos _ </proc/uptime
+	# The new rdmad must have loaded rdma_cm ahead of the devices: that
+	# preload is what the first device's figure is about.
+	pid=$(rdmad_pid)
+	wait_for 20 preload_logged "$pid" ||
+		fail "the restarted rdmad (pid $pid) did not log loading rdma_cm ahead of the devices"
+	preload=$(journalctl -b _PID="$pid" --no-pager 2>/dev/null | sed -n 's/.*loaded ahead of the devices.* took=\([^ ]*\).*/\1/p' | head -n1)
+	policy_window_timeline "$pid" "$up_ready" "$up_added" "$up_tos"
 	for ((i = 1; i <= 20; i++)); do
 		rdma link delete "$dev" || fail "rdma link delete $dev failed (hot-add $i)"
 		sleep 0.3 # the removal's own pass
 		rdma link add "$dev" type rxe netdev "$nd" || fail "rdma link add $dev failed (hot-add $i)"
 		t0=$EPOCHREALTIME
-		w=$(policy_window "$t0" "$f" "$declared_tos") || fail "hot-add $i: $dev/1 tos is '$(tos_of "$dev")' 10s after rdma link add returned, declared $declared_tos"
-		samples+=("$w")
+		policy_window "$t0" "$f" "$declared_tos" || fail "hot-add $i: $dev/1 tos is '$(tos_of "$dev")' 10s after rdma link add returned, declared $declared_tos"
+		samples+=("$window")
 	done
 	p50=$(percentile 50 "${samples[@]}")
 	p95=$(percentile 95 "${samples[@]}")
 	max=$(percentile 100 "${samples[@]}")
-	info "policy-window kernel=$(uname -r) first=$first rdma_cm_at_first=$cm_ready n=${#samples[@]} p50=$p50 p95=$p95 max=$max samples=$(IFS=,; echo "${samples[*]}")"
+	info "policy-window kernel=$(uname -r) first=$first rdma_cm_at_first=$cm_ready preload=${preload:-?} n=${#samples[@]} p50=$p50 p95=$p95 max=$max samples=$(IFS=,; echo "${samples[*]}")"
 	trap - EXIT
 	policy_window_restore
 	wait_for 30 tos_is rxe0 "$declared_tos" || fail "rxe0 not back with tos $declared_tos after the measurement"
