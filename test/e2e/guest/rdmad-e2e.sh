@@ -239,14 +239,27 @@ unload_tree() { # unload_tree MODULE: MODULE and every module holding it; modpro
 	modprobe -r "$1" 2>&1 || rmmod "$1" 2>&1
 }
 # policy_window_restore: the guest as policy-window found it: rdmad
-# running, the declared links' netdevs back (rdmad recreates the links).
+# running, the declared links' netdevs back, and rdmad's links on them
+# again (rxe0 with its TOS, siw0 on trixie) before it returns, on every
+# exit path: the later scenarios must not start while rxe0 is missing, or
+# one failure here would show as several there. It says what is not back
+# (stderr) and fails; the caller decides whether that fails the scenario.
 policy_window_restore() {
+	local ok=0
 	rdma link delete rxe4 2>/dev/null
 	ip link del veth4 2>/dev/null
 	systemctl start rdmad.service
 	ensure_veth veth0 veth1
 	[[ $(guest_suite) == trixie ]] && ensure_veth veth8 veth9
-	return 0
+	if ! wait_for 30 tos_is rxe0 "$declared_tos"; then
+		echo "policy-window: rxe0 not back with tos $declared_tos (it is '$(tos_of rxe0)')" >&2
+		ok=1
+	fi
+	if [[ $(guest_suite) == trixie ]] && ! wait_for 30 rdma_dev_exists siw0; then
+		echo "policy-window: siw0 not back" >&2
+		ok=1
+	fi
+	return $ok
 }
 # policy_window_timeline PID READY ADDED TOS: where the first device's
 # time went, as E2E-INFO lines on the monotonic clock (seconds since boot):
@@ -323,11 +336,7 @@ s_policy-window() {
 	max=$(percentile 100 "${samples[@]}")
 	info "policy-window kernel=$(uname -r) first=$first rdma_cm_at_first=$cm_ready preload=${preload:-?} n=${#samples[@]} p50=$p50 p95=$p95 max=$max samples=$(IFS=,; echo "${samples[*]}")"
 	trap - EXIT
-	policy_window_restore
-	wait_for 30 tos_is rxe0 "$declared_tos" || fail "rxe0 not back with tos $declared_tos after the measurement"
-	if [[ $(guest_suite) == trixie ]]; then
-		wait_for 30 rdma_dev_exists siw0 || fail "siw0 not back after the measurement"
-	fi
+	policy_window_restore 2>&1 || fail "the guest is not back after the measurement (rxe0 with tos $declared_tos, siw0 on trixie)"
 	verdict1=$(awk -v t="$first" 'BEGIN { print (t < 0.6) ? "met" : "NOT met" }')
 	verdict2=$(awk -v t="$p95" 'BEGIN { print (t < 0.3) ? "met" : "NOT met" }')
 	pass "first device of the boot ${first}s (target 0.6s: $verdict1; rdma_cm loaded when it came: $cm_ready); 20 hot-adds p50 ${p50}s p95 ${p95}s max ${max}s (target p95 0.3s: $verdict2)"
