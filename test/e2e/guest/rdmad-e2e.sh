@@ -135,6 +135,19 @@ link_declared() {
 	pass "rxe0 on $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0 2>/dev/null), tos $(tos_of rxe0) after $(elapsed "$t0")s of waiting; tos ${tos_after_appear:-?}s after rxe0 appeared"
 }
 
+# rdmad_started_mono: when rdmad's main process started, seconds since
+# boot (monotonic, as the kernel's trace and journalctl -o
+# short-monotonic count).
+rdmad_started_mono() {
+	awk -v us="$(systemctl show -p ExecMainStartTimestampMonotonic --value rdmad.service)" 'BEGIN { printf "%.3f", us / 1e6 }'
+}
+# module_loads START [END]: the kernel's module loads between START and END
+# (seconds since boot; END open), from the module:module_load tracepoint
+# run.sh enables on the kernel command line: "TIMEs MODULE (TASK)" lines.
+module_loads() {
+	awk '/module_load:/ { for (i = 1; i <= NF; i++) if ($i == "module_load:") { t = $(i-1); sub(":", "", t); print t "s", $(i+1), "(" $1 ")" } }' /sys/kernel/tracing/trace 2>/dev/null |
+		awk -v start="$1" -v end="${2:-}" '$1 + 0 >= start + 0 && (end == "" || $1 + 0 <= end + 0)'
+}
 # boot_timeline: when in this boot (seconds since boot) rdmad started, the
 # declared rxe0 appeared (udev's USEC_INITIALIZED) and its TOS was applied
 # (rdmad's "applied" line), as an E2E-INFO line; when the TOS came more than
@@ -143,7 +156,7 @@ link_declared() {
 # run.sh) up to that moment. Sets tos_after_appear.
 boot_timeline() {
 	local start dev tos created line
-	start=$(awk -v us="$(systemctl show -p ExecMainStartTimestampMonotonic --value rdmad.service)" 'BEGIN { printf "%.2f", us / 1e6 }')
+	start=$(rdmad_started_mono)
 	dev=$(udevadm info -q property -p /sys/class/infiniband/rxe0 2>/dev/null | sed -n 's/^USEC_INITIALIZED=//p')
 	[[ -n $dev ]] && dev=$(awk -v us="$dev" 'BEGIN { printf "%.2f", us / 1e6 }')
 	# [   12.345678] host rdmad[123]: ... msg=applied subject=rxe0/1 what="roce tos" ...
@@ -157,8 +170,7 @@ boot_timeline() {
 	[[ -n $tos_after_appear ]] && awk -v t="$tos_after_appear" 'BEGIN { exit !(t > 1.0) }' || return 0
 	while read -r line; do
 		info "boot-timeline module_load $line"
-	done < <(awk '/module_load:/ { for (i = 1; i <= NF; i++) if ($i == "module_load:") { t = $(i-1); sub(":", "", t); print t "s", $(i+1), "(" $1 ")" } }' /sys/kernel/tracing/trace 2>/dev/null |
-		awk -v start="$start" -v end="$tos" '$1 + 0 >= start + 0 && $1 + 0 <= end + 0')
+	done < <(module_loads "$start" "$tos")
 	while read -r line; do
 		info "boot-timeline journal $line"
 	done < <(rdmad_journal | awk -v end="$tos" 'match($0, /^\[ *[0-9.]+\]/) && substr($0, RSTART + 1, RLENGTH - 2) + 0 > end + 0 { exit } { print }' |
@@ -268,12 +280,11 @@ policy_window_restore() {
 # (tracepoint module:module_load) and the new rdmad's journal.
 policy_window_timeline() {
 	local pid=$1 ready=$2 added=$3 tos=$4 start line
-	start=$(awk -v us="$(systemctl show -p ExecMainStartTimestampMonotonic --value rdmad.service)" 'BEGIN { printf "%.3f", us / 1e6 }')
+	start=$(rdmad_started_mono)
 	info "policy-window-first rdmad started ${start}s, READY by ${ready}s, rdma link add returned ${added}s, TOS seen ${tos}s"
 	while read -r line; do
 		info "policy-window-first module_load $line"
-	done < <(awk '/module_load:/ { for (i = 1; i <= NF; i++) if ($i == "module_load:") { t = $(i-1); sub(":", "", t); print t "s", $(i+1), "(" $1 ")" } }' /sys/kernel/tracing/trace 2>/dev/null |
-		awk -v start="$start" '$1 + 0 >= start + 0')
+	done < <(module_loads "$start")
 	while read -r line; do
 		info "policy-window-first journal $line"
 	done < <(journalctl -b _PID="$pid" --no-pager -o short-monotonic 2>/dev/null |
