@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -302,31 +303,67 @@ func (d *diag) checkLLDPad() {
 	if pid, ok := qos.LLDPadPID(d.h); ok {
 		seen = append(seen, "pid "+pid+" in /"+qos.LLDPadPIDFile)
 	}
+	// An abstract socket has no owner or permissions: any local user can
+	// bind lldpad's name. It counts only when a root-owned unit of lldpad
+	// is installed to back it.
 	if d.unixSocketListening(lldpadSocket) {
-		seen = append(seen, "its socket "+lldpadSocket+" in /proc/net/unix")
+		if unit := d.lldpadUnit(); unit != "" {
+			seen = append(seen, "its socket "+lldpadSocket+" in /proc/net/unix, from /"+unit)
+		}
 	}
 	if len(seen) == 0 {
 		return
 	}
-	var ifs []string
-	for _, g := range qos.LLDPadGroups(d.h) {
-		if g != "." && g != ".." && !strings.Contains(g, "/") && exists(d.h, path.Join("sys/class/net", g)) {
-			ifs = append(ifs, g)
+	var configures string
+	if groups, err := qos.LLDPadGroups(d.h); err != nil {
+		configures = "its /" + qos.LLDPadConfFile + " cannot be read here, so which interfaces it configures is not known"
+	} else {
+		var ifs []string
+		for _, g := range groups {
+			if g != "." && g != ".." && !strings.Contains(g, "/") && exists(d.h, path.Join("sys/class/net", g)) {
+				ifs = append(ifs, g)
+			}
 		}
-	}
-	configures := "its /" + qos.LLDPadConfFile + " configures no interface of this host"
-	if len(ifs) > 0 {
-		configures = "its /" + qos.LLDPadConfFile + " configures " + shortList(ifs, 8)
+		configures = "its /" + qos.LLDPadConfFile + " configures no interface of this host"
+		if len(ifs) > 0 {
+			configures = "its /" + qos.LLDPadConfFile + " configures " + shortList(ifs, 8)
+		}
 	}
 	who := fmt.Sprintf("lldpad runs (%s) and %s", strings.Join(seen, ", "), configures)
 	if len(d.pol.QoS) == 0 {
 		d.ok("coexist-lldpad", hostSubject, who+"; rdmad declares no [[qos]]: DCB is lldpad's")
 		return
 	}
+	var files []string
+	for _, r := range d.pol.QoS {
+		if f := r.Source.File; !slices.Contains(files, f) {
+			files = append(files, f)
+		}
+	}
+	rules := "rdmad's [[qos]] at " + d.pol.QoS[0].Source.String()
+	if len(files) > 1 {
+		rules = "rdmad's [[qos]] in " + strings.Join(files, ", ")
+	}
 	d.warn("coexist-lldpad", hostSubject,
-		fmt.Sprintf("DCB has two agents on this host: %s; rdmad's [[qos]] at %s sets PFC and trust, except on netdevs lldpad configures (qos-owner names them)",
-			who, d.pol.QoS[0].Source),
-		"give DCB one owner: rdmad: systemctl disable --now lldpad.service lldpad.socket (no DCBX with the switch then: set the switch's PFC to match); or lldpad: remove the [[qos]] rules from the file named and set PFC with lldptool (lldptool -T -i IF -V PFC enabled=3)")
+		fmt.Sprintf("DCB has two agents on this host: %s; %s sets PFC and trust, except on netdevs lldpad configures (qos-owner names them)",
+			who, rules),
+		"give DCB one owner: rdmad: systemctl disable --now lldpad.service lldpad.socket (no DCBX with the switch then: set the switch's PFC to match); or lldpad: remove the [[qos]] rules from "+strings.Join(files, ", ")+
+			" and set PFC with lldptool (lldptool -T -i IF -V PFC enabled=3)")
+}
+
+// lldpadUnits are openlldp's units: lldpad.socket listens on its socket,
+// lldpad.service binds it itself when started without the socket.
+var lldpadUnits = []string{"lldpad.socket", "lldpad.service"}
+
+// lldpadUnit is the first of lldpad's units installed and not masked (its
+// unit file, relative to the root), or "".
+func (d *diag) lldpadUnit() string {
+	for _, u := range lldpadUnits {
+		if p := unitFile(d.h, u); p != "" {
+			return p
+		}
+	}
+	return ""
 }
 
 // unixSocketListening reports whether a Unix socket bound to name (an

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -207,16 +208,44 @@ func TestCoexistRDMASharedDevicePlugin(t *testing.T) {
 func TestCoexistLLDPad(t *testing.T) {
 	root := withCoexist(t, "lldpad")
 	f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-lldpad", "host")
-	want := "lldpad runs (pid 4242 in /run/lldpad.pid, its socket @/com/intel/lldpad in /proc/net/unix) and its /var/lib/lldpad/lldpad.conf configures ens1f0np0; rdmad declares no [[qos]]"
+	want := "lldpad runs (pid 4242 in /run/lldpad.pid, its socket @/com/intel/lldpad in /proc/net/unix, from /usr/lib/systemd/system/lldpad.socket) and its /var/lib/lldpad/lldpad.conf configures ens1f0np0; rdmad declares no [[qos]]"
 	if f.Severity != dbusapi.SeverityOK || !strings.HasPrefix(f.Finding, want) {
 		t.Errorf("without [[qos]]: %s %q\nwant ok %q", f.Severity, f.Finding, want)
 	}
 	qosPol := parsePolicy(t, "[[qos]]\ndevice = \"mlx5_0\"\ntrust = \"dscp\"\npfc = [3]\n")
 	mustFix(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host", dbusapi.SeverityWarn,
 		"DCB has two agents on this host: lldpad runs (pid 4242", "systemctl disable --now lldpad.service lldpad.socket")
-	if f := must(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host"); !strings.Contains(f.Finding, "[[qos]] at /etc/rdma/rdmad.toml:1") || !strings.Contains(f.Fix, "remove the [[qos]] rules") {
+	if f := must(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host"); !strings.Contains(f.Finding, "[[qos]] at /etc/rdma/rdmad.toml:1") || !strings.Contains(f.Fix, "remove the [[qos]] rules from /etc/rdma/rdmad.toml and") {
 		t.Errorf("finding %q fix %q: want the rule's file:line and both ways to hand over", f.Finding, f.Fix)
 	}
+	// Rules in several files: every file is named, each once.
+	dropIn, err := config.Parse("/etc/rdma/rdmad.d/50-qos.toml", []byte("[[qos]]\ndevice = \"mlx5_1\"\npfc = [3]\n[[qos]]\ndevice = \"mlx5_2\"\npfc = [3]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	twoFiles := parsePolicy(t, "[[qos]]\ndevice = \"mlx5_0\"\ntrust = \"dscp\"\npfc = [3]\n")
+	twoFiles.QoS = append(twoFiles.QoS, dropIn.QoS...)
+	mustFix(t, diagnose(t, root, withPolicy(twoFiles)), "coexist-lldpad", "host", dbusapi.SeverityWarn,
+		"rdmad's [[qos]] in /etc/rdma/rdmad.toml, /etc/rdma/rdmad.d/50-qos.toml sets PFC",
+		"remove the [[qos]] rules from /etc/rdma/rdmad.toml, /etc/rdma/rdmad.d/50-qos.toml and set PFC")
+
+	// The configuration cannot be read (in the DaemonSet /var/lib/lldpad
+	// is not mounted): not the same as one naming no interface.
+	conf := filepath.Join(root, "var/lib/lldpad/lldpad.conf")
+	saved, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove(t, root, "var/lib/lldpad/lldpad.conf")
+	f = must(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host")
+	if !strings.Contains(f.Finding, "its /var/lib/lldpad/lldpad.conf cannot be read here") || strings.Contains(f.Finding, "configures no interface") {
+		t.Errorf("unreadable lldpad.conf: %q", f.Finding)
+	}
+	hosttest.Write(t, root, "var/lib/lldpad/lldpad.conf", "lldp :\n{\n  eth9 :\n  {\n  };\n};\n")
+	if f := must(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host"); !strings.Contains(f.Finding, "configures no interface of this host") {
+		t.Errorf("lldpad.conf naming no netdev of the host: %q", f.Finding)
+	}
+	hosttest.Write(t, root, "var/lib/lldpad/lldpad.conf", string(saved))
 
 	// A stale pid file (another process has the pid): the socket still tells.
 	hosttest.Write(t, root, "proc/4242/comm", "bash\n")
@@ -224,6 +253,39 @@ func TestCoexistLLDPad(t *testing.T) {
 	if strings.Contains(f.Finding, "pid 4242") || !strings.Contains(f.Finding, "lldpad runs (its socket @/com/intel/lldpad") {
 		t.Errorf("stale pid file: %q", f.Finding)
 	}
+	// Anyone can bind an abstract socket: without a unit of lldpad to back
+	// it (none installed, or masked), it is no evidence.
+	if err := os.MkdirAll(filepath.Join(root, "etc/systemd/system"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/null", filepath.Join(root, "etc/systemd/system/lldpad.socket")); err != nil {
+		t.Fatal(err)
+	}
+	f = must(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host")
+	if !strings.Contains(f.Finding, "its socket @/com/intel/lldpad in /proc/net/unix, from /usr/lib/systemd/system/lldpad.service") {
+		t.Errorf("lldpad.socket masked, lldpad.service installed: %q", f.Finding)
+	}
+	if err := os.Symlink("/dev/null", filepath.Join(root, "etc/systemd/system/lldpad.service")); err != nil {
+		t.Fatal(err)
+	}
+	if f := find(diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host"); f != nil {
+		t.Errorf("socket bound while lldpad's units are masked, yet: %+v", f)
+	}
+	remove(t, root, "etc/systemd/system/lldpad.socket")
+	remove(t, root, "etc/systemd/system/lldpad.service")
+	remove(t, root, "usr/lib/systemd/system/lldpad.socket")
+	remove(t, root, "usr/lib/systemd/system/lldpad.service")
+	if f := find(diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host"); f != nil {
+		t.Errorf("socket bound without lldpad installed, yet: %+v", f)
+	}
+	// A live lldpad (root-owned pid file) still counts without a unit.
+	hosttest.Write(t, root, "proc/4242/comm", "lldpad\n")
+	f = must(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host")
+	if !strings.Contains(f.Finding, "lldpad runs (pid 4242 in /run/lldpad.pid) and") {
+		t.Errorf("live lldpad without a unit: %q", f.Finding)
+	}
+	hosttest.Write(t, root, "proc/4242/comm", "bash\n")
+
 	hosttest.Write(t, root, "proc/net/unix", "Num       RefCount Protocol Flags    Type St Inode Path\n0000000000000000: 00000002 00000000 00010000 0001 01 18120 /run/systemd/private\n")
 	if f := find(diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host"); f != nil {
 		t.Errorf("lldpad not running, yet: %+v", f)

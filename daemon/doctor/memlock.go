@@ -441,20 +441,26 @@ var containerRuntimes = []string{"containerd.service", "docker.service", "crio.s
 
 var unitDirs = []string{"etc/systemd/system", "run/systemd/system", "usr/local/lib/systemd/system", "usr/lib/systemd/system", "lib/systemd/system"}
 
+// unitFile is the file of unit that systemd loads (the first of unitDirs
+// that has it), relative to the root; "" when it is not installed or the
+// first one is a mask.
+func unitFile(h *host.Host, unit string) string {
+	for _, dir := range unitDirs {
+		p := path.Join(dir, unit)
+		if masked(h, p) {
+			return ""
+		}
+		if exists(h, p) {
+			return p
+		}
+	}
+	return ""
+}
+
 // unitMemlock is a unit's LimitMEMLOCK= after its drop-ins; found is false
 // when the unit is not installed or is masked.
 func (d *diag) unitMemlock(unit string, services sourcedLimit) (lim sourcedLimit, found bool) {
-	file := ""
-	for _, dir := range unitDirs {
-		p := path.Join(dir, unit)
-		if masked(d.h, p) {
-			return lim, false
-		}
-		if exists(d.h, p) {
-			file = p
-			break
-		}
-	}
+	file := unitFile(d.h, unit)
 	if file == "" {
 		return lim, false
 	}

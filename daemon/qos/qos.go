@@ -316,18 +316,21 @@ func LLDPadManages(h *host.Host, netdev string) bool {
 	if _, ok := LLDPadPID(h); !ok {
 		return false
 	}
-	return slices.Contains(LLDPadGroups(h), netdev)
+	groups, err := LLDPadGroups(h)
+	return err == nil && slices.Contains(groups, netdev)
 }
 
 // LLDPadPID is the pid of a running lldpad: its pid file names a process
-// whose comm is lldpad.
+// whose comm is lldpad. lldpad writes the file as a zeroed 32-byte buffer
+// holding "%u\n" (openlldp lldpad.c: memset, sprintf, write(fd, buf,
+// sizeof(buf))), so the pid is followed by a newline and NULs.
 func LLDPadPID(h *host.Host) (string, bool) {
-	pid, err := h.ReadString(LLDPadPIDFile)
+	raw, err := h.ReadString(LLDPadPIDFile)
 	if err != nil {
 		return "", false
 	}
-	pid = strings.TrimSpace(pid)
-	if _, err := strconv.Atoi(pid); err != nil {
+	pid := strings.TrimSpace(strings.TrimRight(raw, "\x00"))
+	if n, err := strconv.Atoi(pid); err != nil || n <= 0 {
 		return "", false
 	}
 	comm, err := h.ReadString(path.Join("proc", pid, "comm"))
@@ -340,11 +343,13 @@ func LLDPadPID(h *host.Host) (string, bool) {
 // LLDPadGroups lists the names of the groups of lldpad's configuration
 // (libconfig: `name : {`), in file order: its interfaces (one group per
 // port it configures, `ens1f0np0 : {`) among sections (`dcbx`, `lldp`,
-// `tlvid00000001`...); none when it cannot be read.
-func LLDPadGroups(h *host.Host) []string {
+// `tlvid00000001`...). The error says the file could not be read (absent
+// included: in the DaemonSet /var/lib/lldpad is not mounted), which is not
+// the same as a configuration naming no interface.
+func LLDPadGroups(h *host.Host) ([]string, error) {
 	conf, err := h.ReadFile(LLDPadConfFile)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("qos: lldpad configuration: %w", err)
 	}
 	var out []string
 	for _, line := range strings.Split(string(conf), "\n") {
@@ -353,7 +358,7 @@ func LLDPadGroups(h *host.Host) []string {
 			out = append(out, f[0])
 		}
 	}
-	return out
+	return out, nil
 }
 
 // observe records what the kernel showed for the port's netdev.

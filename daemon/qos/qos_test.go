@@ -203,12 +203,23 @@ func TestOwnedElsewhereIsNotWritten(t *testing.T) {
 		t.Errorf("wrote %q", w)
 	}
 	e.k.Update("ens1f0np0", func(n *dcbtest.Netdev) { n.DCBX = dcb.CapHost | dcb.CapVerIEEE })
-	hosttest.Write(t, e.root, "run/lldpad.pid", "4242\n")
+	// lldpad writes its pid file as a zeroed 32-byte buffer (openlldp
+	// lldpad.c: memset, sprintf "%u\n", write sizeof(buf)); a plain
+	// "4242\n", as other daemons write, is recognised too.
+	hosttest.Write(t, e.root, "run/lldpad.pid", "4242\n"+strings.Repeat("\x00", 27))
 	hosttest.Write(t, e.root, "proc/4242/comm", "lldpad\n")
 	hosttest.Write(t, e.root, "var/lib/lldpad/lldpad.conf", "lldp :\n{\n  ens1f0np0 :\n  {\n    adminStatus = 3;\n  };\n};\n")
 	acts, _ = e.apply(t, pol, "mlx5_0")
 	if got, want := statuses(acts), "mlx5_0/1 qos owner not-applicable"; got != want || !strings.Contains(acts[0].Err.Error(), "lldpad") {
 		t.Fatalf("lldpad: %s %v", got, acts)
+	}
+	hosttest.Write(t, e.root, "run/lldpad.pid", "4242\n")
+	acts, _ = e.apply(t, pol, "mlx5_0")
+	if got, want := statuses(acts), "mlx5_0/1 qos owner not-applicable"; got != want || !strings.Contains(acts[0].Err.Error(), "lldpad") {
+		t.Fatalf("lldpad, pid file without NULs: %s %v", got, acts)
+	}
+	if w := e.k.Writes(); len(w) != 0 {
+		t.Errorf("wrote %q on a netdev lldpad manages", w)
 	}
 	// lldpad not running: rdmad writes.
 	hosttest.Write(t, e.root, "proc/4242/comm", "bash\n")
