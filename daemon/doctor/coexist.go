@@ -237,20 +237,71 @@ func (d *diag) checkSRIOVOperator() {
 		d.warn("coexist-sriov-operator", hostSubject,
 			fmt.Sprintf("RDMA netns mode is set twice: by sriov-network-operator (%s at %s, its SriovNetworkPoolConfig rdmaMode, also put on the kernel command line) and by rdmad's [netns] mode = %q (%s)",
 				mode, where, declared, src),
-			fmt.Sprintf("give it one owner: sriov-network-operator (the pods it configures depend on it): leave [netns] mode undeclared in rdmad (remove it from %s); or rdmad: remove rdmaMode from the SriovNetworkPoolConfig", src))
+			fmt.Sprintf("give it one owner: sriov-network-operator (the pods it configures depend on it): leave [netns] mode undeclared in rdmad (%s); or rdmad: remove rdmaMode from the SriovNetworkPoolConfig", d.netnsUndeclare(src, mode)))
 	}
 }
 
+// netnsOrigin is where the netns mode rdmad applies comes from: set at
+// runtime over D-Bus, rdmad's own drop-in (rdmactl netns set --persist),
+// or an administrator's file.
+type netnsOrigin struct {
+	runtime bool
+	pos     config.Position // the declaring file when not runtime
+}
+
+func (o netnsOrigin) persisted() bool { return !o.runtime && config.IsPersistedFile(o.pos) }
+
+func (o netnsOrigin) String() string {
+	switch {
+	case o.runtime:
+		return "set at runtime with rdmactl netns set"
+	case o.pos.File == "":
+		return "the policy"
+	case o.persisted():
+		return o.pos.String() + ", written by rdmactl netns set --persist"
+	}
+	return o.pos.String()
+}
+
 // netnsInForce is the netns mode rdmad applies and where it comes from.
-func (d *diag) netnsInForce() (config.NetnsMode, string) {
+func (d *diag) netnsInForce() (config.NetnsMode, netnsOrigin) {
 	if d.pol.Netns.Runtime != config.NetnsUnmanaged {
-		return d.pol.Netns.Runtime, "set at runtime with rdmactl netns set"
+		return d.pol.Netns.Runtime, netnsOrigin{runtime: true}
 	}
-	src := d.pol.Netns.Source.String()
-	if src == "" {
-		src = "the policy"
+	return d.pol.Netns.Mode, netnsOrigin{pos: d.pol.Netns.Source}
+}
+
+// netnsUndeclare says how to leave [netns] undeclared in rdmad, given
+// where its mode comes from; other is the mode the other owner sets, which
+// is what rdmactl can at most align rdmad with (it has no command that
+// withdraws a mode).
+func (d *diag) netnsUndeclare(o netnsOrigin, other config.NetnsMode) string {
+	files := ""
+	if o.runtime && d.pol.Netns.Mode != config.NetnsUnmanaged {
+		// The files declare a mode too: it returns when rdmad restarts.
+		files = "; then " + d.netnsUndeclare(netnsOrigin{pos: d.pol.Netns.Source}, other)
 	}
-	return d.pol.Netns.Mode, src
+	switch {
+	case o.runtime:
+		return fmt.Sprintf("the mode set at runtime lasts until rdmad restarts: restart it, or meanwhile rdmactl netns set %s to agree%s", other, files)
+	case o.persisted():
+		return fmt.Sprintf("it comes from rdmad's own drop-in %s, which rdmactl can change but not withdraw: rdmactl netns set %s --persist makes them agree", o.pos, other)
+	}
+	return "remove it from " + o.pos.String()
+}
+
+// netnsSetShared says how to make rdmad's netns mode shared, given where
+// its exclusive mode comes from.
+func (d *diag) netnsSetShared(o netnsOrigin) string {
+	switch {
+	case o.runtime && d.pol.Netns.Mode == config.NetnsExclusive:
+		return "rdmactl netns set shared --persist (the mode set at runtime, and " + d.pol.Netns.Source.String() + " for the next boot)"
+	case o.runtime:
+		return "rdmactl netns set shared (it was set at runtime)"
+	case o.persisted():
+		return "rdmactl netns set shared --persist (rdmad's own drop-in " + o.pos.String() + " declares it)"
+	}
+	return fmt.Sprintf("remove [netns] from %s or set mode = \"shared\" there", o.pos)
 }
 
 // checkRDMASharedDevicePlugin: the RDMA shared device plugin hands the same
@@ -286,7 +337,7 @@ func (d *diag) checkRDMASharedDevicePlugin() {
 	case config.NetnsExclusive:
 		d.warn("coexist-rdma-shared-dev-plugin", hostSubject,
 			fmt.Sprintf("%s (it refuses to start in exclusive), and rdmad's [netns] mode = \"exclusive\" (%s)", who, src),
-			fmt.Sprintf("let the pods' device plugin decide: with the shared device plugin, remove [netns] from %s or set mode = \"shared\"; for one RDMA device per pod, use the SR-IOV device plugin with sriov-network-operator's rdmaMode exclusive instead, and leave [netns] undeclared in rdmad", src))
+			fmt.Sprintf("let the pods' device plugin decide: with the shared device plugin, %s; for one RDMA device per pod, use the SR-IOV device plugin with sriov-network-operator's rdmaMode exclusive instead, and leave [netns] undeclared in rdmad", d.netnsSetShared(src)))
 	case config.NetnsShared:
 		d.ok("coexist-rdma-shared-dev-plugin", hostSubject, fmt.Sprintf("%s: rdmad declares it (%s)", who, src))
 	default:

@@ -150,6 +150,26 @@ func TestCoexistSRIOVOperator(t *testing.T) {
 	mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-sriov-operator", "host", dbusapi.SeverityWarn,
 		`[netns] mode = "exclusive"`, "remove rdmaMode")
 
+	// Where rdmad's mode comes from decides how to withdraw it: a mode set
+	// at runtime lasts until rdmad restarts (and the file's returns then),
+	// rdmad's own drop-in is changed with rdmactl, not edited.
+	runtime := parsePolicy(t, "")
+	runtime.Netns.Runtime = config.NetnsShared
+	f = mustFix(t, diagnose(t, root, withPolicy(runtime)), "coexist-sriov-operator", "host", dbusapi.SeverityWarn,
+		`[netns] mode = "shared" (set at runtime with rdmactl netns set)`,
+		"leave [netns] mode undeclared in rdmad (the mode set at runtime lasts until rdmad restarts: restart it, or meanwhile rdmactl netns set exclusive to agree)")
+	if strings.Contains(f.Fix, "remove it from set at runtime") {
+		t.Errorf("fix %q", f.Fix)
+	}
+	netns.Netns.Runtime = config.NetnsExclusive
+	mustFix(t, diagnose(t, root, withPolicy(netns)), "coexist-sriov-operator", "host", dbusapi.SeverityWarn,
+		`[netns] mode = "exclusive" (set at runtime with rdmactl netns set)`,
+		"rdmactl netns set exclusive to agree; then remove it from /etc/rdma/rdmad.toml:2)")
+	netns.Netns.Runtime = config.NetnsUnmanaged
+	mustFix(t, diagnose(t, root, withPolicy(persistedNetns(t, "shared"))), "coexist-sriov-operator", "host", dbusapi.SeverityWarn,
+		`[netns] mode = "shared" (/etc/rdma/rdmad.d/zz-rdmad-persist.toml:2, written by rdmactl netns set --persist)`,
+		"(it comes from rdmad's own drop-in /etc/rdma/rdmad.d/zz-rdmad-persist.toml:2, which rdmactl can change but not withdraw: rdmactl netns set exclusive --persist makes them agree)")
+
 	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-sriov-operator", "host"); f.Severity != dbusapi.SeverityOK || !strings.Contains(f.Finding, "sets RDMA netns mode exclusive (/etc/modprobe.d/sriov_network_operator_modules_config.conf:2") {
 		t.Errorf("rdmad declares no [netns]: %s %q", f.Severity, f.Finding)
 	}
@@ -169,6 +189,17 @@ func TestCoexistSRIOVOperator(t *testing.T) {
 	}
 }
 
+// persistedNetns is a policy whose [netns] mode comes from rdmad's own
+// drop-in, as rdmactl netns set --persist writes it.
+func persistedNetns(t *testing.T, mode string) *config.Policy {
+	t.Helper()
+	p, err := config.Parse("/etc/rdma/rdmad.d/"+config.PersistedName, []byte("[netns]\nmode = \""+mode+"\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // The RDMA shared device plugin (resources rdma/*, seen in kubelet's
 // checkpoint) needs netns mode shared: rdmad declaring exclusive is a
 // warning; what the checkpoint names is escaped.
@@ -179,6 +210,22 @@ func TestCoexistRDMASharedDevicePlugin(t *testing.T) {
 		`remove [netns] from /etc/rdma/rdmad.toml:2 or set mode = "shared"`)
 	if strings.Contains(f.Finding, "nvidia.com/hostdev") || !strings.Contains(f.Finding, `[netns] mode = "exclusive" (/etc/rdma/rdmad.toml:2)`) {
 		t.Errorf("finding %q: want only the shared plugin's resources and rdmad's declaration", f.Finding)
+	}
+	// Set at runtime, or in rdmad's own drop-in: the fix is the rdmactl
+	// command that makes it shared, not an edit.
+	runtime := parsePolicy(t, "")
+	runtime.Netns.Runtime = config.NetnsExclusive
+	mustFix(t, diagnose(t, root, withPolicy(runtime)), "coexist-rdma-shared-dev-plugin", "host", dbusapi.SeverityWarn,
+		`[netns] mode = "exclusive" (set at runtime with rdmactl netns set)`, "with the shared device plugin, rdmactl netns set shared (it was set at runtime);")
+	runtime = parsePolicy(t, "[netns]\nmode = \"exclusive\"\n")
+	runtime.Netns.Runtime = config.NetnsExclusive
+	mustFix(t, diagnose(t, root, withPolicy(runtime)), "coexist-rdma-shared-dev-plugin", "host", dbusapi.SeverityWarn,
+		`(set at runtime with rdmactl netns set)`, "rdmactl netns set shared --persist (the mode set at runtime, and /etc/rdma/rdmad.toml:2 for the next boot)")
+	f = mustFix(t, diagnose(t, root, withPolicy(persistedNetns(t, "exclusive"))), "coexist-rdma-shared-dev-plugin", "host", dbusapi.SeverityWarn,
+		`(/etc/rdma/rdmad.d/zz-rdmad-persist.toml:2, written by rdmactl netns set --persist)`,
+		"rdmactl netns set shared --persist (rdmad's own drop-in /etc/rdma/rdmad.d/zz-rdmad-persist.toml:2 declares it)")
+	if strings.Contains(f.Fix, "remove [netns] from") {
+		t.Errorf("fix %q asks to edit rdmad's own drop-in", f.Fix)
 	}
 	for _, pol := range []string{"", "[netns]\nmode = \"shared\"\n"} {
 		if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, pol))), "coexist-rdma-shared-dev-plugin", "host"); f.Severity != dbusapi.SeverityOK {
