@@ -69,16 +69,12 @@ func (d *diag) checkRDMALoadModules() {
 	if !d.pol.Modules.Enable {
 		return
 	}
-	installed := ""
-	for _, dir := range unitDirs {
-		if p := path.Join(dir, rdmaCoreLoadUnit); exists(d.h, p) && !masked(d.h, p) {
-			installed = "/" + p
-			break
-		}
-	}
-	if installed == "" {
+	// The template as systemd loads it: a mask in /etc hides /usr/lib's.
+	file := unitFile(d.h, rdmaCoreLoadUnit)
+	if file == "" {
 		return
 	}
+	installed := "/" + file
 	dir, lists := d.moduleListFiles()
 	var live, off []string
 	for _, list := range lists {

@@ -81,6 +81,14 @@ func TestCoexistRDMALoadModules(t *testing.T) {
 	if f := find(diagnose(t, root, withPolicy(parsePolicy(t, "[modules]\nenable = false\n"))), "coexist-rdma-load-modules", "host"); f != nil {
 		t.Errorf("[modules] enable = false, yet: %+v", f)
 	}
+	// The template masked in /etc: systemd starts no instance of it, even
+	// with /usr/lib's file installed.
+	if err := os.Symlink("/dev/null", filepath.Join(root, "etc/systemd/system/rdma-load-modules@.service")); err != nil {
+		t.Fatal(err)
+	}
+	if f := find(diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-rdma-load-modules", "host"); f != nil {
+		t.Errorf("the template is masked in /etc, yet: %+v", f)
+	}
 }
 
 // withCoexist lays test/coexist/<name> (the files another manager leaves
