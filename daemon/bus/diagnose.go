@@ -2,13 +2,10 @@ package bus
 
 import (
 	"context"
-	"errors"
 
 	"github.com/godbus/dbus/v5"
 
 	"github.com/rdmad/rdmad/daemon/doctor"
-	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
@@ -35,36 +32,8 @@ func (m *manager) Diagnose(msg dbus.Message) (string, *dbus.Error) {
 	return doc, nil
 }
 
-// diagnoseInput is what doctor gets from the daemon: the observed devices
-// (no second walk of sysfs), the policy in force, the config error, each
-// port's standing failures, and the kernel's netns mode.
+// diagnoseInput is what doctor gets from the daemon (doctor.RunningInput):
+// the bus's own state source is the snapshot.
 func (s *Server) diagnoseInput() doctor.Input {
-	svc := s.svc
-	var st reconcile.State
-	in := doctor.Input{Host: svc.Host(), Errors: map[doctor.PortRef]string{}}
-	svc.Settled(func() {
-		st = s.state.Snapshot()
-		in.Policy, in.ConfigError = svc.PolicyInForce(), svc.ConfigError()
-	})
-	in.Devices = make([]host.Device, 0, len(st.Devices))
-	if k := svc.NetnsKernel(); k != nil {
-		in.Netns = k
-	}
-	if r := svc.DCB(); r != nil {
-		in.DCB = r
-	}
-	for i := range st.Devices {
-		d := &st.Devices[i]
-		in.Devices = append(in.Devices, d.Device)
-		for _, p := range d.Ports {
-			var errs []error
-			for _, a := range p.Failures {
-				errs = append(errs, a.Err)
-			}
-			if err := errors.Join(errs...); err != nil {
-				in.Errors[doctor.PortRef{Device: d.Name, Port: p.Number}] = err.Error()
-			}
-		}
-	}
-	return in
+	return doctor.RunningInput(s.svc, s.state.Snapshot, s.svc.NetnsKernel())
 }

@@ -1,0 +1,55 @@
+package doctor
+
+import (
+	"errors"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+// Running is what doctor reads of a running rdmad (the service): the bus's
+// Diagnose and the metrics textfile's findings both take their input
+// through RunningInput.
+type Running interface {
+	Host() *host.Host
+	// Settled runs fn while no mutating call is between its change and
+	// its outcome.
+	Settled(fn func())
+	PolicyInForce() *config.Policy
+	ConfigError() error
+	DCB() dcb.Reader
+}
+
+// RunningInput is doctor's input from a running rdmad: the observed
+// devices (no second walk of sysfs), the policy in force and the config
+// error read together with the snapshot while no call is under way, each
+// port's standing failures, and the kernel's netns mode (nil: unknown)
+// and DCB.
+func RunningInput(d Running, snapshot func() reconcile.State, netns NetnsReader) Input {
+	var st reconcile.State
+	in := Input{Host: d.Host(), Errors: map[PortRef]string{}, Netns: netns}
+	d.Settled(func() {
+		st = snapshot()
+		in.Policy, in.ConfigError = d.PolicyInForce(), d.ConfigError()
+	})
+	if r := d.DCB(); r != nil {
+		in.DCB = r
+	}
+	in.Devices = make([]host.Device, 0, len(st.Devices))
+	for i := range st.Devices {
+		dev := &st.Devices[i]
+		in.Devices = append(in.Devices, dev.Device)
+		for _, p := range dev.Ports {
+			var errs []error
+			for _, a := range p.Failures {
+				errs = append(errs, a.Err)
+			}
+			if err := errors.Join(errs...); err != nil {
+				in.Errors[PortRef{Device: dev.Name, Port: p.Number}] = err.Error()
+			}
+		}
+	}
+	return in
+}

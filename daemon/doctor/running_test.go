@@ -1,0 +1,79 @@
+package doctor_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/doctor"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+// runningFake is a running rdmad: Settled records that the snapshot, the
+// policy and the config error are read inside it.
+type runningFake struct {
+	h       *host.Host
+	pol     *config.Policy
+	cfgErr  error
+	settled bool
+	outside []string // reads made outside Settled
+}
+
+func (r *runningFake) Host() *host.Host { return r.h }
+func (r *runningFake) Settled(fn func()) {
+	r.settled = true
+	fn()
+	r.settled = false
+}
+func (r *runningFake) PolicyInForce() *config.Policy { r.inside("policy"); return r.pol }
+func (r *runningFake) ConfigError() error            { r.inside("config error"); return r.cfgErr }
+func (r *runningFake) DCB() dcb.Reader               { return nil }
+func (r *runningFake) inside(what string) {
+	if !r.settled {
+		r.outside = append(r.outside, what)
+	}
+}
+
+type netnsFixed config.NetnsMode
+
+func (m netnsFixed) Mode() (config.NetnsMode, error) { return config.NetnsMode(m), nil }
+
+// RunningInput hands doctor the observed devices, each port's standing
+// failures joined into one message, and the policy, config error and
+// snapshot read together while no call is under way.
+func TestRunningInput(t *testing.T) {
+	r := &runningFake{h: host.New(t.TempDir()), pol: &config.Policy{}, cfgErr: errors.New("rdmad.toml:3: bad")}
+	st := reconcile.State{Devices: []reconcile.DeviceState{
+		{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{
+			{Port: host.Port{Number: 1}, Failures: []reconcile.Action{{Err: errors.New("roce tos: input/output error")}, {Err: errors.New("roce mode: invalid argument")}}},
+			{Port: host.Port{Number: 2}},
+		}},
+		{Device: host.Device{Name: "rxe0"}, Ports: []reconcile.PortState{{Port: host.Port{Number: 1}}}},
+	}}
+	snapshot := func() reconcile.State {
+		r.inside("snapshot")
+		return st
+	}
+	in := doctor.RunningInput(r, snapshot, netnsFixed(config.NetnsExclusive))
+	if len(r.outside) > 0 {
+		t.Errorf("read outside Settled: %v", r.outside)
+	}
+	if in.Host != r.h || in.Policy != r.pol || in.ConfigError != r.cfgErr {
+		t.Errorf("host %v policy %v config error %v", in.Host, in.Policy, in.ConfigError)
+	}
+	if len(in.Devices) != 2 || in.Devices[0].Name != "mlx5_0" || in.Devices[1].Name != "rxe0" {
+		t.Errorf("devices %+v", in.Devices)
+	}
+	want := map[doctor.PortRef]string{{Device: "mlx5_0", Port: 1}: "roce tos: input/output error\nroce mode: invalid argument"}
+	if len(in.Errors) != len(want) || in.Errors[doctor.PortRef{Device: "mlx5_0", Port: 1}] != want[doctor.PortRef{Device: "mlx5_0", Port: 1}] {
+		t.Errorf("errors %q, want %q", in.Errors, want)
+	}
+	if m, err := in.Netns.Mode(); err != nil || m != config.NetnsExclusive {
+		t.Errorf("netns %v %v", m, err)
+	}
+	if in.DCB != nil {
+		t.Errorf("DCB %v from a daemon without one", in.DCB)
+	}
+}
