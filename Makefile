@@ -20,7 +20,7 @@ build: cockpit
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/rdmactl ./cmd/rdmactl
 
 # rdmactl's shell completions, generated from its command tree and
-# committed (docs/decisions/cli.md); dbusapi/cli's tests fail when they are
+# committed (docs/decisions/cli.md); cmd/rdmactl/internal/cli's tests fail when they are
 # not current. They ask rdmactl itself (rdmactl __complete) for the words,
 # so adding a command does not change them.
 completions:

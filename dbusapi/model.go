@@ -2,7 +2,7 @@
 // contract (org.rdmad1.xml, from which docs/dbus-api.md is generated), the
 // names and object paths, the data model that the daemon publishes and
 // clients decode and print as JSON, the escaping of host strings, and the
-// client (dbusapi/client) and CLI (dbusapi/cli) rdmactl is made of. It
+// client (dbusapi/client) rdmactl uses. rdmactl's command tree is cmd/rdmactl/internal/cli. It
 // imports nothing of the daemon; the server side is daemon/bus.
 package dbusapi
 

@@ -98,3 +98,18 @@ func TestArchitectureDependencyColumnIsGoList(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedAPIImportsNoCLI keeps dbusapi what both sides of the bus share:
+// rdmactl's command tree (cobra) lives under cmd/rdmactl, so the daemon,
+// which imports dbusapi, never links a CLI framework.
+func TestSharedAPIImportsNoCLI(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../dbusapi/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.Contains(dep, "spf13/cobra") || strings.Contains(dep, "spf13/pflag") {
+			t.Errorf("dbusapi/... depends on %s: the CLI belongs in cmd/rdmactl/internal/cli", dep)
+		}
+	}
+}

@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/rdmad/rdmad/dbusapi/cli"
+	"github.com/rdmad/rdmad/cmd/rdmactl/internal/cli"
 )
 
 func main() {

@@ -17,11 +17,10 @@ import (
 	"github.com/godbus/dbus/v5/introspect"
 
 	"github.com/rdmad/rdmad/daemon/bus"
-	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
-	"github.com/rdmad/rdmad/dbusapi/cli"
 	"github.com/rdmad/rdmad/dbusapi/client"
 	"github.com/rdmad/rdmad/test/bustest"
+	"github.com/rdmad/rdmad/test/livetest"
 )
 
 const mlx5Config = `
@@ -29,11 +28,38 @@ const mlx5Config = `
 enable = false
 `
 
+// bins are rdmad and rdmactl built from this tree: the bus tests drive the
+// daemon through the rdmactl binary users run.
+var bins livetest.Binaries
+
+func TestMain(m *testing.M) { livetest.Main(m, &bins) }
+
+// rdmactl runs the real rdmactl against addr and returns its exit code,
+// stdout and stderr.
 func rdmactl(t *testing.T, addr string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := cli.Main(append([]string{"--bus", addr}, args...), &out, &errb)
-	return code, out.String(), errb.String()
+	cmd := exec.Command(bins.Rdmactl, append([]string{"--bus", addr}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out.String(), errb.String()
+	case err != nil:
+		t.Fatalf("rdmactl %v: %v", args, err)
+	}
+	return 0, out.String(), errb.String()
+}
+
+// roceRow is one line of `rdmactl -o json roce show`, as its users decode it.
+type roceRow struct {
+	Port        string `json:"port"`
+	Mode        string `json:"mode"`
+	TOS         int32  `json:"tos"`
+	DesiredMode string `json:"desired_mode"`
+	DesiredTOS  int32  `json:"desired_tos"`
+	Source      string `json:"source"`
 }
 
 // TestContractMatchesServedObjects introspects the live objects over the
@@ -152,7 +178,7 @@ func TestSetRoCEEmitsPropertiesChanged(t *testing.T) {
 	}
 	// roce show reflects it, and the change is runtime only.
 	code, out, _ := rdmactl(t, e.addr, "-o", "json", "roce", "show", "mlx5_0/1")
-	var rows []cli.RoCEJSON
+	var rows []roceRow
 	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 {
 		t.Fatalf("roce show: exit %d, %q", code, out)
 	}
@@ -242,7 +268,7 @@ func TestPersistedChangeSurvivesRestart(t *testing.T) {
 		t.Errorf("after restart tos = %q, want 42", got)
 	}
 	code, out, _ := rdmactl(t, e.addr, "-o", "json", "roce", "show", "mlx5_1/1")
-	var rows []cli.RoCEJSON
+	var rows []roceRow
 	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || !strings.Contains(rows[0].Source, "zz-rdmad-persist.toml") {
 		t.Errorf("roce show after restart: %q", out)
 	}
@@ -416,9 +442,11 @@ func TestUnprivilegedCallerAskedOfPolkit(t *testing.T) {
 		t.Skip("needs root to run a client as another uid")
 	}
 	e := newEnv(t, "mlx5", mlx5Config)
+	// The binary must be readable by uid 65534: livetest builds it in a
+	// private temporary directory, so use a copy in the test's own.
 	bin := filepath.Join(e.dir, "rdmactl")
-	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(hosttest.RepoRoot(), "cmd/rdmactl")).CombinedOutput(); err != nil {
-		t.Fatalf("build rdmactl: %v\n%s", err, out)
+	if b, err := os.ReadFile(bins.Rdmactl); err != nil || os.WriteFile(bin, b, 0o755) != nil {
+		t.Fatalf("copy rdmactl: %v", err)
 	}
 	asNobody := func(args ...string) (int, string) {
 		cmd := exec.Command(bin, append([]string{"--bus", e.addr}, args...)...)

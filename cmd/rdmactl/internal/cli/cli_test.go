@@ -15,7 +15,7 @@ import (
 // client imports a daemon package (version, the build stamp, aside).
 func TestRdmactlImportsNoDaemonCode(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}: {{join .Imports \" \"}}",
-		"github.com/rdmad/rdmad/dbusapi/cli", "github.com/rdmad/rdmad/dbusapi/client").CombinedOutput()
+		"github.com/rdmad/rdmad/cmd/rdmactl/internal/cli", "github.com/rdmad/rdmad/dbusapi/client").CombinedOutput()
 	if err != nil {
 		t.Skipf("go list: %v: %s", err, out)
 	}

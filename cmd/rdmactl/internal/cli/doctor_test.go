@@ -10,12 +10,12 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/rdmad/rdmad/cmd/rdmactl/internal/cli"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
-	"github.com/rdmad/rdmad/dbusapi/cli"
 	"github.com/rdmad/rdmad/test/bustest"
 )
 
