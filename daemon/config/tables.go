@@ -1,0 +1,350 @@
+package config
+
+// The decoders of each table's keys: decode.go walks a file, these turn
+// one table's values into typed settings with file:line errors.
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Key decoders: each makes the field of one key, so a table lists its keys
+// one per line. check validates and normalises a string; nil accepts it.
+
+type check func(string) (string, error)
+
+// is turns a validator into a check that keeps the value.
+func is(valid func(string) error) check {
+	return func(s string) (string, error) { return s, valid(s) }
+}
+
+// oneOf accepts the listed values only; msg says what the key takes.
+func oneOf(msg string, values ...string) check {
+	return func(s string) (string, error) {
+		for _, v := range values {
+			if s == v {
+				return s, nil
+			}
+		}
+		return "", fmt.Errorf("%q is not %s", s, msg)
+	}
+}
+
+// absPath accepts an absolute path and cleans it.
+func absPath(s string) (string, error) {
+	if !filepath.IsAbs(s) {
+		return "", fmt.Errorf("%q must be an absolute path (the host root is prefixed by rdmad)", s)
+	}
+	return filepath.Clean(s), nil
+}
+
+// stringValue decodes and checks the string of key p.
+func (d *decoder) stringValue(p string, v any, c check) (string, bool) {
+	s, ok := d.str(p, v)
+	if !ok {
+		return "", false
+	}
+	if c != nil {
+		var err error
+		if s, err = c(s); err != nil {
+			d.failf(p, "%v", err)
+			return "", false
+		}
+	}
+	return s, true
+}
+
+// stringKey decodes a string key into dst.
+func stringKey[T ~string](d *decoder, name string, c check, dst *T) field {
+	return field{name, func(p string, v any) {
+		if s, ok := d.stringValue(p, v, c); ok {
+			*dst = T(s)
+		}
+	}}
+}
+
+// stringSetting decodes a string key of a merged table into dst.
+func stringSetting[T ~string](d *decoder, name string, c check, dst *setting[T]) field {
+	return field{name, func(p string, v any) {
+		if s, ok := d.stringValue(p, v, c); ok {
+			*dst = setting[T]{T(s), d.pos(p), true}
+		}
+	}}
+}
+
+// boolSetting decodes a boolean key of a merged table into dst.
+func (d *decoder) boolSetting(name string, dst *setting[bool]) field {
+	return field{name, func(p string, v any) {
+		if b, ok := d.boolean(p, v); ok {
+			*dst = setting[bool]{b, d.pos(p), true}
+		}
+	}}
+}
+
+// limitSetting decodes a memlock limit: "unlimited", a size, or bytes.
+func (d *decoder) limitSetting(name string, dst *setting[Limit]) field {
+	return field{name, func(p string, v any) {
+		var l Limit
+		switch x := v.(type) {
+		case string:
+			var err error
+			if l, err = ParseLimit(x); err != nil {
+				d.failf(p, "%v", err)
+				return
+			}
+		case int64:
+			if x <= 0 {
+				d.failf(p, "%d is out of range: a limit is a positive number of bytes or \"unlimited\"", x)
+				return
+			}
+			l = Limit{Bytes: uint64(x)}
+		default:
+			d.failf(p, "must be \"unlimited\" or a size such as \"64G\", not %s", describe(v))
+			return
+		}
+		*dst = setting[Limit]{l, d.pos(p), true}
+	}}
+}
+
+// intKey decodes an integer in lo..hi into dst.
+func (d *decoder) intKey(name string, lo, hi int64, dst *int) field {
+	return field{name, func(p string, v any) {
+		if n, ok := d.integer(p, v, lo, hi); ok {
+			*dst = n
+		}
+	}}
+}
+
+// optIntKey decodes an integer in lo..hi into *dst, which stays nil when
+// the key is absent.
+func (d *decoder) optIntKey(name string, lo, hi int64, dst **int) field {
+	return field{name, func(p string, v any) {
+		if n, ok := d.integer(p, v, lo, hi); ok {
+			*dst = &n
+		}
+	}}
+}
+
+func (d *decoder) modules(decl *fileDecl, path string, v any) {
+	if m, ok := d.singleTable(path, v); ok {
+		d.table(path, m, "[modules]", []field{
+			d.boolSetting("enable", &decl.modules.enable),
+			stringSetting(d, "directory", absPath, &decl.modules.directory),
+		})
+	}
+}
+
+func (d *decoder) memlock(decl *fileDecl, path string, v any) {
+	m, ok := d.singleTable(path, v)
+	if !ok {
+		return
+	}
+	decl.memlock.present = true
+	d.table(path, m, "[memlock]", []field{
+		d.boolSetting("enable", &decl.memlock.enable),
+		stringSetting(d, "group", is(validGroupName), &decl.memlock.group),
+		d.limitSetting("soft", &decl.memlock.soft),
+		d.limitSetting("hard", &decl.memlock.hard),
+		d.boolSetting("services", &decl.memlock.services),
+	})
+	// Within one file soft > hard is certain to be an error; across files
+	// it is checked again after merging.
+	if s, h := decl.memlock.soft, decl.memlock.hard; s.Set && h.Set && s.Value.above(h.Value) {
+		d.failf(joinPath(path, "soft"), "%s is above memlock.hard %s; the soft limit cannot exceed the hard one", s.Value.Human(), h.Value.Human())
+	}
+}
+
+func (d *decoder) netns(decl *fileDecl, path string, v any) {
+	if m, ok := d.singleTable(path, v); ok {
+		d.table(path, m, "[netns]", []field{
+			stringSetting(d, "mode", oneOf(`a netns mode: use "shared" or "exclusive" (as in `+"`rdma system set netns`)",
+				string(NetnsShared), string(NetnsExclusive)), &decl.netns.mode),
+		})
+	}
+}
+
+func (d *decoder) metrics(decl *fileDecl, path string, v any) {
+	if m, ok := d.singleTable(path, v); ok {
+		d.table(path, m, "[metrics]", []field{
+			stringSetting(d, "textfile", textfilePath, &decl.metrics.textfile),
+		})
+	}
+}
+
+// selectorFields decodes the device-selecting keys shared by [[roce]] and [[vpi]].
+func (d *decoder) selectorFields(sel *Selector) []field {
+	return []field{
+		{"device", func(p string, v any) {
+			if s, ok := d.stringValue(p, v, is(validGlob)); ok {
+				sel.Device = Glob(s)
+			}
+		}},
+		stringKey(d, "guid", normalizeGUID, &sel.GUID),
+		stringKey(d, "pci", normalizePCI, &sel.PCI),
+		stringKey(d, "netdev", is(validGlob), &sel.Netdev),
+		stringKey(d, "driver", is(validDriver), &sel.Driver),
+	}
+}
+
+const selectorKeys = "device, guid, pci, netdev or driver"
+
+func (d *decoder) port(dst *int) field { return d.intKey("port", 1, math.MaxUint32, dst) }
+
+// roceMode accepts "v1" and "v2", and names the config value for a kernel
+// string written by mistake.
+func roceMode(s string) (string, error) {
+	switch RoCEMode(s) {
+	case RoCEv1, RoCEv2:
+		return s, nil
+	}
+	if m, ok := RoCEModeFromKernel(s); ok || strings.EqualFold(s, "RoCE v1") {
+		if !ok {
+			m = RoCEv1
+		}
+		return "", fmt.Errorf("%q is not a config value: write mode = %q (rdmad writes the kernel string %q to configfs)", s, m, m.Kernel())
+	}
+	return "", fmt.Errorf("%q is not a RoCE mode: use \"v1\" (IB/RoCE v1) or \"v2\" (RoCE v2)", s)
+}
+
+func (d *decoder) roce(path string, m map[string]any) (RoCERule, bool) {
+	before := len(d.errs)
+	r := RoCERule{Source: d.pos(path)}
+	fields := append(d.selectorFields(&r.Selector),
+		d.port(&r.Port),
+		stringKey(d, "mode", roceMode, &r.Mode),
+		d.optIntKey("tos", 0, 255, &r.TOS),
+	)
+	d.table(path, m, "[[roce]]", fields)
+	if len(d.errs) > before {
+		return r, false
+	}
+	if r.Selector == (Selector{}) {
+		d.failf(path, "no device selector: set at least one of %s (device = \"*\" selects every device)", selectorKeys)
+	}
+	if r.Mode == "" && r.TOS == nil {
+		d.failf(path, "sets nothing: set mode, tos or both")
+	}
+	return r, len(d.errs) == before
+}
+
+func (d *decoder) vpi(path string, m map[string]any) (VPIRule, bool) {
+	before := len(d.errs)
+	r := VPIRule{Source: d.pos(path)}
+	fields := append(d.selectorFields(&r.Selector),
+		d.port(&r.Port),
+		stringKey(d, "type", oneOf(`a VPI port type: use "ib", "eth" or "auto"`, string(VPIib), string(VPIeth), string(VPIauto)), &r.Type),
+	)
+	d.table(path, m, "[[vpi]]", fields)
+	if len(d.errs) > before {
+		return r, false
+	}
+	if r.Selector == (Selector{}) {
+		d.failf(path, "no device selector: set at least one of %s", selectorKeys)
+	}
+	if r.Type == "" {
+		d.failf(path, "missing key type (\"ib\", \"eth\" or \"auto\")")
+	}
+	return r, len(d.errs) == before
+}
+
+func (d *decoder) qos(path string, m map[string]any) (QoSRule, bool) {
+	before := len(d.errs)
+	r := QoSRule{Source: d.pos(path)}
+	fields := append(d.selectorFields(&r.Selector),
+		d.port(&r.Port),
+		stringKey(d, "trust", oneOf(`a QoS trust mode: use "dscp" or "pcp"`, string(TrustDSCP), string(TrustPCP)), &r.Trust),
+		field{"pfc", func(p string, v any) { r.PFC, r.HasPFC = d.pfcList(p, v) }},
+		field{"dscp_prio", func(p string, v any) { r.DSCPPrio = d.dscpPrio(p, v) }},
+	)
+	d.table(path, m, "[[qos]]", fields)
+	if len(d.errs) > before {
+		return r, false
+	}
+	if r.Selector == (Selector{}) {
+		d.failf(path, "no device selector: set at least one of %s (device = \"*\" selects every device)", selectorKeys)
+	}
+	if r.Trust == "" && !r.HasPFC && r.DSCPPrio == nil {
+		d.failf(path, "sets nothing: set trust, pfc, dscp_prio or several")
+	}
+	if r.Trust == TrustPCP && r.DSCPPrio != nil {
+		d.failf(joinPath(path, "dscp_prio"), "applies with trust = \"dscp\" only; this rule sets trust = \"pcp\"")
+	}
+	return r, len(d.errs) == before
+}
+
+// pfcList decodes pfc: an array of distinct priorities 0..7 ([] = off).
+func (d *decoder) pfcList(p string, v any) ([]uint8, bool) {
+	a, ok := v.([]any)
+	if !ok {
+		d.failf(p, "must be an array of priorities 0..7 such as [3] ([] turns PFC off), not %s", describe(v))
+		return nil, false
+	}
+	var seen uint8
+	out := []uint8{}
+	for i, e := range a {
+		n, ok := d.integer(indexPath(p, i), e, 0, 7)
+		if !ok {
+			return nil, false
+		}
+		if seen&(1<<n) != 0 {
+			d.failf(p, "priority %d is listed twice", n)
+			return nil, false
+		}
+		seen |= 1 << n
+	}
+	for n := uint8(0); n < 8; n++ {
+		if seen&(1<<n) != 0 {
+			out = append(out, n)
+		}
+	}
+	return out, true
+}
+
+// dscpPrio decodes dscp_prio: a table of DSCP (0..63) = priority (0..7).
+func (d *decoder) dscpPrio(p string, v any) map[uint8]uint8 {
+	m, ok := v.(map[string]any)
+	if !ok {
+		d.failf(p, "must be a table of DSCP = priority such as { 26 = 3 }, not %s", describe(v))
+		return nil
+	}
+	out := map[uint8]uint8{}
+	for k, e := range m {
+		kp := joinPath(p, k)
+		dscp, err := strconv.ParseUint(k, 10, 8)
+		if err != nil || dscp > 63 {
+			d.failf(kp, "%q is not a DSCP value: use 0..63", k)
+			continue
+		}
+		if n, ok := d.integer(kp, e, 0, 7); ok {
+			out[uint8(dscp)] = uint8(n)
+		}
+	}
+	return out
+}
+
+func (d *decoder) link(path string, m map[string]any) (Link, bool) {
+	before := len(d.errs)
+	l := Link{Source: d.pos(path)}
+	d.table(path, m, "[[link]]", []field{
+		stringKey(d, "name", is(ValidLinkName), &l.Name),
+		stringKey(d, "type", oneOf(`a soft RDMA link type: use "rxe" (Soft-RoCE) or "siw" (Soft-iWARP)`, string(LinkRXE), string(LinkSIW)), &l.Type),
+		stringKey(d, "netdev", is(ValidNetdevName), &l.Netdev),
+	})
+	if len(d.errs) > before {
+		return l, false
+	}
+	var missing []string
+	for _, kv := range []struct{ key, val string }{{"name", l.Name}, {"type", string(l.Type)}, {"netdev", l.Netdev}} {
+		if kv.val == "" {
+			missing = append(missing, kv.key)
+		}
+	}
+	if len(missing) > 0 {
+		d.failf(path, "missing %s: a link needs name, type and netdev", strings.Join(missing, " and "))
+		return l, false
+	}
+	return l, true
+}
