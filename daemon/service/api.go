@@ -586,6 +586,10 @@ func (s *Service) commit(ctx context.Context, persist bool, c change) error {
 		if err := s.ConfigError(); err != nil {
 			return &ConfigError{Err: fmt.Errorf("the configuration files do not load, so nothing can be persisted until they are fixed (runtime changes, without persist, still work): %w", err)}
 		}
+		// Saved as the last good configuration only once its pass
+		// succeeded (or, withdrawn, the files as they were again).
+		s.beginTentative()
+		defer s.endTentative()
 		u, err := s.persistDropIn(c.persist, c.forget)
 		if err != nil {
 			return err

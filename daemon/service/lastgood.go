@@ -56,9 +56,11 @@ func (s *Service) SaveLastGood() {
 	s.saveLastGood()
 }
 
-// saveLastGood runs under loadMu.
+// saveLastGood runs under loadMu. While a persisted call is tentative the
+// files include a drop-in the kernel may still refuse: the call saves once
+// its pass has succeeded (endTentative).
 func (s *Service) saveLastGood() {
-	if s.oneShot || s.snapshot == nil || s.snapshot.Same(s.saved) {
+	if s.oneShot || s.tentative || s.snapshot == nil || s.snapshot.Same(s.saved) {
 		return
 	}
 	name := s.host.Path(config.LastGoodFile)
@@ -74,4 +76,21 @@ func (s *Service) saveLastGood() {
 	}
 	s.saved = &snap
 	s.log.Debug("saved the last good configuration", "file", name, "files", len(snap.Files))
+}
+
+// beginTentative marks the files as holding a persisted call that has not
+// yet been applied: reloads put them in force but do not save them.
+func (s *Service) beginTentative() {
+	s.loadMu.Lock()
+	s.tentative = true
+	s.loadMu.Unlock()
+}
+
+// endTentative ends a persisted call, applied or withdrawn, and saves the
+// files then in force (nothing is written when they are the saved ones).
+func (s *Service) endTentative() {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	s.tentative = false
+	s.saveLastGood()
 }

@@ -75,8 +75,11 @@ type Service struct {
 
 	// The last configuration that loaded (under loadMu): saved to
 	// config.LastGoodFile by SaveLastGood, applied at start when the files
-	// do not load. saved is what is known to be on disk.
+	// do not load. saved is what is known to be on disk. tentative is set
+	// while a persisted call's drop-in is written but its pass has not
+	// yet succeeded: nothing is saved meanwhile (lastgood.go).
 	snapshot, saved *config.Snapshot
+	tentative       bool
 
 	queue      *Queue
 	runtime    runtime     // overlay.go: last good policy + runtime overlay
