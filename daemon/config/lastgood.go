@@ -114,6 +114,27 @@ func ParseSnapshot(name string, data []byte) (*Snapshot, error) {
 	return &s, nil
 }
 
+// Verify refuses a snapshot rdmad must not apply in place of mainFile's
+// files: one saved for another main file (a copy planted to stand for
+// files rdmad never read), one naming a file twice, or one holding a file
+// larger than maxFile, the bound the files themselves are read with.
+func (s *Snapshot) Verify(mainFile string, maxFile int) error {
+	if s.MainFile != mainFile {
+		return fmt.Errorf("config: the last good configuration was saved for %s, not the configured main file %s", s.MainFile, mainFile)
+	}
+	seen := make(map[string]bool, len(s.Files))
+	for _, f := range s.Files {
+		if seen[f.Name] {
+			return fmt.Errorf("config: the last good configuration holds %s twice", f.Name)
+		}
+		seen[f.Name] = true
+		if len(f.Data) > maxFile {
+			return fmt.Errorf("config: the last good copy of %s is %d bytes, larger than the %d a configuration file may be", f.Name, len(f.Data), maxFile)
+		}
+	}
+	return nil
+}
+
 // snapshotReader serves a snapshot's files by their names.
 type snapshotReader struct{ s *Snapshot }
 

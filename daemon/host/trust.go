@@ -81,6 +81,13 @@ func (t Trust) check(name string, st *unix.Stat_t) error {
 // to it (openat, O_NOFOLLOW, never blocking) and the descriptor that is
 // read is judged: what is checked is what is read.
 func (h *Host) ReadTrustedFile(rel string) ([]byte, error) {
+	return h.ReadTrustedFileLimit(rel, MaxConfigSize)
+}
+
+// ReadTrustedFileLimit is ReadTrustedFile for a file of at most limit
+// bytes (rdmad's state under /var/lib/rdmad, which stands for files of
+// MaxConfigSize each).
+func (h *Host) ReadTrustedFileLimit(rel string, limit int) ([]byte, error) {
 	trust := TrustFor(h.Root)
 	name := h.Path(rel)
 	dir, base := filepath.Split(name)
@@ -108,5 +115,5 @@ func (h *Host) ReadTrustedFile(rel string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	defer unix.Close(fd)
-	return readOpen(fd, name, MaxConfigSize, trust)
+	return readOpen(fd, name, limit, trust)
 }

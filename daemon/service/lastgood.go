@@ -17,7 +17,7 @@ import (
 func (s *Service) lastGood(loadErr error) *config.Policy {
 	s.log.Error("the configuration does not load; rdmad starts with the last good one", "err", loadErr)
 	name := s.host.Path(config.LastGoodFile)
-	snap, err := readLastGood(name)
+	snap, err := s.readLastGood()
 	if err == nil {
 		var pol *config.Policy
 		if pol, err = snap.Load(); err == nil {
@@ -34,12 +34,24 @@ func (s *Service) lastGood(loadErr error) *config.Policy {
 	return config.NothingDeclared(s.configFile)
 }
 
-func readLastGood(name string) (*config.Snapshot, error) {
-	b, err := host.ReadFileLimit(name, maxLastGood)
+// readLastGood reads the last good configuration trusted as the files it
+// stands for are (host.ReadTrustedFileLimit: root's, not writable by
+// others, no symlink, its directory judged too), for this daemon's main
+// file only, each file in it bounded as the files are.
+func (s *Service) readLastGood() (*config.Snapshot, error) {
+	name := s.host.Path(config.LastGoodFile)
+	b, err := s.host.ReadTrustedFileLimit(config.LastGoodFile, maxLastGood)
 	if err != nil {
 		return nil, err
 	}
-	return config.ParseSnapshot(name, b)
+	snap, err := config.ParseSnapshot(name, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := snap.Verify(s.configFile, host.MaxConfigSize); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return snap, nil
 }
 
 // maxLastGood bounds the last good configuration file: its files are at
@@ -64,7 +76,7 @@ func (s *Service) saveLastGood() {
 		return
 	}
 	name := s.host.Path(config.LastGoodFile)
-	if old, err := readLastGood(name); err == nil && old.Same(s.snapshot) {
+	if old, err := s.readLastGood(); err == nil && old.Same(s.snapshot) {
 		s.saved = old
 		return
 	}
