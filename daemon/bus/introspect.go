@@ -3,6 +3,7 @@ package bus
 import (
 	"fmt"
 	"reflect"
+	"sort"
 
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/introspect"
@@ -124,4 +125,13 @@ var objectManagerData = introspect.Interface{
 		{Name: "InterfacesAdded", Args: []introspect.Arg{{Name: "object_path", Type: "o"}, {Name: "interfaces_and_properties", Type: "a{sa{sv}}"}}},
 		{Name: "InterfacesRemoved", Args: []introspect.Arg{{Name: "object_path", Type: "o"}, {Name: "interfaces", Type: "as"}}},
 	},
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
