@@ -179,8 +179,8 @@
         return (src || "").split(", ").map(e => e.replace(/^.*\//, "")).join(", ");
     }
 
-    /* hasQoS: the QoS columns (issue 20's Port properties) are shown when
-     * this rdmad has them and some port has QoS declared or reported. */
+    /* hasQoS: the QoS columns (the Port properties QoSTrust, QoSPFC and their
+     * Desired* twins) are shown when this rdmad has them and some port has QoS declared or reported. */
     function hasQoS() {
         return Object.keys(ports).some(k => {
             const p = ports[k];

@@ -15,7 +15,8 @@ import (
 	"github.com/godbus/dbus/v5"
 )
 
-// Fixed names (DESIGN.md §4).
+// Fixed names: clients, the D-Bus policy, the polkit actions and the
+// activation file depend on them (docs/dbus-api.md).
 const (
 	BusName         = "org.rdmad1"
 	RootPath        = dbus.ObjectPath("/org/rdmad1")

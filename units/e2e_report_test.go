@@ -267,7 +267,7 @@ func TestE2EReportFailures(t *testing.T) {
 	}
 }
 
-// The policy-window scenario's measurements (issue 17: how long after a
+// The policy-window scenario's measurements (how long after a
 // device's arrival the policy is in force) come back as one table row per
 // suite, with the first device of the boot and the hot-adds' percentiles.
 func TestE2EReportShowsPolicyWindow(t *testing.T) {

@@ -21,8 +21,10 @@ import (
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
-// maxExposure is the ceiling issue 10 sets for rdmad.service (systemd-hostnamed
-// scores 1.5, systemd-networkd 2.8 on the reference machine).
+// maxExposure is the ceiling of systemd-analyze security's exposure score
+// for rdmad.service: no more exposed than the system services that also
+// change the host for D-Bus callers (systemd-hostnamed scores 1.5,
+// systemd-networkd 2.8 on the reference machine).
 const maxExposure = 2.5
 
 // sandboxDoc lists, under notTightenedHeading, the analyzer items that stay

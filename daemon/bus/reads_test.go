@@ -110,8 +110,7 @@ func heapAfterGC() uint64 {
 	return ms.HeapAlloc
 }
 
-// No published value shares memory with state it must not change (issue
-// 19): with hostile names in every string source, 20 rounds of every read
+// No published value shares memory with state it must not change: with hostile names in every string source, 20 rounds of every read
 // method give byte-identical replies, and the heap after GC does not grow.
 // Describe once escaped the policy's file names in place, doubling each
 // backslash of 50-a\b.toml on every call until the OOM killer stopped

@@ -212,7 +212,8 @@ func (d *diag) checkRoCE() {
 			"RoCE policy declared for "+strings.Join(declaredWithoutConfigfs, " ")+" cannot apply: "+d.configfsProblem(),
 			d.configfsFix())
 	}
-	// Mixed modes (seeds: a RoCE v2 client cannot reach a v1 server). A
+	// Mixed modes (v1 and v2 are different encapsulations: a RoCE v2
+	// client cannot reach a v1 server). A
 	// mix the policy declares port by port is the operator's choice; one
 	// that comes from kernel defaults is worth a warning.
 	modes := map[string][]string{}

@@ -201,8 +201,8 @@ s_tos-hotadd() {
 	pass "rxe1/1 tos $declared_tos applied ${took}s after rxe1 appeared (${total}s after rdma link add started)"
 }
 
-# How long after a device's arrival the declared policy is in force (issue
-# 17): the time from the return of `rdma link add` to the moment configfs
+# How long after a device's arrival the declared policy is in force (the
+# window rdmad exists to close): the time from the return of `rdma link add` to the moment configfs
 # shows the declared TOS (the last declared value rdmad writes for an rxe
 # port: the guest policy declares no mode for them), on the guest's clock.
 # configfs is polled every 2 ms without forking ($EPOCHREALTIME, `read -t` on
@@ -629,7 +629,8 @@ s_reboot-doctor() {
 	pass "$(jq -r 'group_by(.severity) | map("\(length) \(.[0].severity)") | join(", ")' <<<"$json"), exit $rc; not ok: $(jq -r '[.[] | select(.severity != "ok") | .id] | join(" ")' <<<"$json")"
 }
 
-# A drop-in made bad between two boots (issue 19 item 1). It also declares a
+# A drop-in made bad between two boots: the last good policy must apply at
+# the next start (docs/decisions/last-good.md). It also declares a
 # TOS for every Soft-RoCE port, so a policy applied in part would show.
 bad_dropin=/etc/rdma/rdmad.d/70-e2e-bad.toml
 bad_tos=40
