@@ -6,7 +6,7 @@
 # changes to this machine: everything happens in a temporary copy.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-bin=$repo/bin
+bin=${BIN:-$repo/bin} # make demo builds them there; test/demo_test.go elsewhere
 work=$(mktemp -d /tmp/rdmad-demo.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 root=$work/host
@@ -76,4 +76,5 @@ cp -a "$repo/test/hosts/demo" "$root"
 mkdir -p "$root/etc/rdma/rdmad.d"
 cp "$repo/etc/rdma/rdmad.toml" "$root/etc/rdma/rdmad.toml"
 sed -i "s|$work/host/|$root/|" "$work/bin/modprobe"
-RDMAD=$bin/rdmad RDMACTL=$bin/rdmactl "$repo/test/demo-bus.sh" "$root" "$repo/docs/examples/50-roce.toml" 2>&1 | sed "s|$root||g"
+RDMAD=$bin/rdmad RDMACTL=$bin/rdmactl "$repo/test/demo-bus.sh" "$root" "$repo/docs/examples/50-roce.toml" 2>&1 |
+	awk -v root="$root" -f "$repo/test/unroot.awk"
