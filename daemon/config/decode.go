@@ -84,7 +84,14 @@ type decoder struct {
 
 // parseFile decodes one file strictly. Every problem found is returned,
 // joined, in file order.
+//
+// Every file reaches the TOML parser through here, whatever it came from
+// (the files, the last good snapshot, rdmad's drop-in, bytes a caller
+// hands over), and checkNesting runs first.
 func parseFile(name string, data []byte) (*fileDecl, error) {
+	if err := checkNesting(name, data); err != nil {
+		return nil, err
+	}
 	var raw map[string]any
 	if _, err := toml.NewDecoder(strings.NewReader(string(data))).Decode(&raw); err != nil {
 		return nil, syntaxError(name, err)

@@ -74,6 +74,18 @@ type scanner struct {
 	line   int
 	index  lineIndex
 	arrays map[string]int // indexed path of an array of tables -> tables seen
+	// open is the arrays and inline tables being read, innermost last: the
+	// scanner keeps its own stack rather than recursing, so no input
+	// nests it deeper than the memory of the frames.
+	open []frame
+}
+
+// frame is an array or inline table being read: the path of its key and,
+// for an array, the index of its next element.
+type frame struct {
+	array bool
+	path  string
+	next  int
 }
 
 func indexLines(src string) lineIndex {
@@ -81,21 +93,55 @@ func indexLines(src string) lineIndex {
 	table := ""
 	for s.pos < len(s.src) {
 		start := s.pos
-		s.skipBlank(true)
-		if s.pos >= len(s.src) {
-			break
-		}
-		if s.src[s.pos] == '[' {
-			table = s.header()
+		if len(s.open) > 0 {
+			s.inContainer()
 		} else {
-			s.keyValue(table)
+			s.skipBlank(true)
+			if s.pos >= len(s.src) {
+				break
+			}
+			if s.src[s.pos] == '[' {
+				table = s.header()
+			} else {
+				s.keyValue(table)
+			}
+			if len(s.open) == 0 {
+				s.skipLine()
+			}
 		}
-		s.skipLine()
 		if s.pos == start { // cannot happen on valid TOML; guarantees progress
 			s.pos++
 		}
 	}
 	return s.index
+}
+
+// inContainer reads one step inside the innermost array or inline table:
+// its end (and, for the outermost, the rest of its line), a separator, or
+// one element (a value; a key = value in an inline table).
+func (s *scanner) inContainer() {
+	top := &s.open[len(s.open)-1]
+	s.skipBlank(true)
+	switch c := s.peek(0); {
+	case s.pos >= len(s.src):
+	case c == ']' && top.array, c == '}' && !top.array:
+		s.pos++
+		s.open = s.open[:len(s.open)-1]
+		if len(s.open) == 0 {
+			s.skipLine()
+		}
+	case c == ',':
+		s.pos++
+	case top.array:
+		elem := indexPath(top.path, top.next)
+		top.next++
+		if c == '{' {
+			s.index[elem] = s.line
+		}
+		s.value(elem) // may push: top is not used after this
+	default:
+		s.keyValue(top.path)
+	}
 }
 
 func (s *scanner) peek(off int) byte {
@@ -145,7 +191,7 @@ func (s *scanner) header() string {
 	if array {
 		s.pos++
 	}
-	keys := s.keyParts()
+	keys := indexedParts(s.keyParts())
 	p := ""
 	for i, k := range keys {
 		p = joinPath(p, k)
@@ -167,6 +213,12 @@ func (s *scanner) header() string {
 	}
 	return p
 }
+
+// indexedParts is the parts of a key that are indexed: maxNesting, as
+// deep as checkNesting lets a file reach the parser. Deeper keys (only in
+// text the guard did not see) are found at the line of their ancestor,
+// and joining their paths costs nothing quadratic.
+func indexedParts(keys []string) []string { return keys[:min(len(keys), maxNesting)] }
 
 // keyParts reads a dotted key (bare or quoted parts) up to '=' or ']'.
 func (s *scanner) keyParts() []string {
@@ -196,10 +248,11 @@ func (s *scanner) keyParts() []string {
 	return parts
 }
 
-// keyValue reads key = value, recording the key and any inline tables.
+// keyValue reads key = value, recording the key and, when the value is an
+// array or inline table, opening it for inContainer.
 func (s *scanner) keyValue(table string) {
 	line := s.line
-	keys := s.keyParts()
+	keys := indexedParts(s.keyParts())
 	if len(keys) == 0 {
 		return
 	}
@@ -219,6 +272,8 @@ func (s *scanner) keyValue(table string) {
 	s.value(p)
 }
 
+// value reads a string or scalar whole; an array or inline table is
+// opened (pushed) and its elements read by inContainer.
 func (s *scanner) value(p string) {
 	switch c := s.peek(0); c {
 	case '"':
@@ -233,10 +288,13 @@ func (s *scanner) value(p string) {
 		} else {
 			s.literalString()
 		}
-	case '[':
-		s.array(p)
-	case '{':
-		s.inlineTable(p)
+	case '[', '{':
+		if len(s.open) >= maxNesting {
+			s.skipNested() // only on text the nesting guard did not see
+			return
+		}
+		s.pos++
+		s.open = append(s.open, frame{array: c == '[', path: p})
 	default:
 		for s.pos < len(s.src) {
 			switch s.src[s.pos] {
@@ -248,49 +306,27 @@ func (s *scanner) value(p string) {
 	}
 }
 
-func (s *scanner) array(p string) {
-	s.pos++ // [
-	for i := 0; s.pos < len(s.src); i++ {
-		s.skipBlank(true)
-		if c := s.peek(0); c == ']' {
-			s.pos++
-			return
-		} else if c == ',' {
-			s.pos++
-			continue
-		}
-		start := s.pos
-		elem := indexPath(p, i)
-		if s.peek(0) == '{' {
-			s.index[elem] = s.line
-		}
-		s.value(elem)
-		if s.pos == start {
-			s.pos++
-		}
-		s.skipBlank(true)
-		if s.peek(0) == ',' {
-			s.pos++
-		}
-	}
-}
-
-func (s *scanner) inlineTable(p string) {
-	s.pos++ // {
+// skipNested skips an array or inline table whole, recording nothing in
+// it: lines are indexed maxNesting deep, as deep as checkNesting lets a
+// file reach the parser, so no text costs more than a pass over it.
+func (s *scanner) skipNested() {
+	depth := 0
 	for s.pos < len(s.src) {
 		s.skipBlank(true)
-		switch s.peek(0) {
-		case '}':
-			s.pos++
+		switch c := s.peek(0); {
+		case s.pos >= len(s.src):
 			return
-		case ',':
-			s.pos++
+		case c == '"' || c == '\'':
+			s.value("")
 			continue
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			depth--
 		}
-		start := s.pos
-		s.keyValue(p)
-		if s.pos == start {
-			s.pos++
+		s.pos++
+		if depth <= 0 {
+			return
 		}
 	}
 }
