@@ -3,8 +3,13 @@ GO        ?= go
 PREFIX    ?= /usr
 DESTDIR   ?=
 BIN       := bin
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)
-LDFLAGS   := -X github.com/rdmad/rdmad/daemon/version.Version=$(VERSION)
+# The version: VERSION for a release, VERSION+N.gHASH for a development build
+# (packaging/version.sh). REVISION is the commit, from git or, in the source
+# tarball of `make dist`, from its REVISION file.
+VERSION   ?= $(shell ./packaging/version.sh)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || cat REVISION 2>/dev/null)
+LDFLAGS   := -X github.com/rdmad/rdmad/daemon/version.Version=$(VERSION) \
+	-X github.com/rdmad/rdmad/daemon/version.Revision=$(REVISION)
 
 .PHONY: all build cockpit test vet fmt-check staticcheck bench bench-go demo install e2e clean deps-test package completions
 

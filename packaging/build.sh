@@ -2,7 +2,7 @@
 # Builds dist/rdmad_<version>_<arch>.deb and dist/rdmad-<version>.<arch>.rpm,
 # and the Cockpit page's dist/cockpit-rdmad_<version>_all.deb and .noarch.rpm,
 # with nfpm (see docs/decisions/packaging.md). Called by `make package`:
-#   VERSION   binaries' version (git describe), mapped by version.sh
+#   VERSION   binaries' version (packaging/version.sh), mapped by version.sh --package
 #   LDFLAGS   Go linker flags of the Makefile (version stamp)
 #   NFPM      the pinned nfpm binary
 #   PKG_VERSION, PKG_ARCH   override the package version / Debian arch
@@ -18,7 +18,7 @@ cd "$repo"
 make=${MAKE:-make}
 go=${GO:-go}
 
-PKG_VERSION=${PKG_VERSION:-$(packaging/version.sh "$VERSION")}
+PKG_VERSION=${PKG_VERSION:-$(packaging/version.sh --package "$VERSION")}
 PKG_ARCH=${PKG_ARCH:-$($go env GOARCH)}
 PKG_MAINTAINER=${PKG_MAINTAINER:-rdmad developers <rdmad@users.noreply.github.com>}
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}

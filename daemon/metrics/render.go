@@ -7,6 +7,7 @@ package metrics
 
 import (
 	"bytes"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -267,8 +268,9 @@ var subjectKinds = []struct {
 // write after its pass.
 func render(b *bytes.Buffer, s *snapshot) {
 	b.WriteString(Header)
-	family(b, "rdmad_info", "rdmad's version; always 1.")
-	b.WriteString(`rdmad_info{version="` + labelValue(version.Version) + "\"} 1\n")
+	family(b, "rdmad_build_info", "rdmad's version, the commit it was built from and its Go version; always 1.")
+	b.WriteString(`rdmad_build_info{version="` + labelValue(version.Version) + `",revision="` + labelValue(version.Revision) +
+		`",goversion="` + labelValue(runtime.Version()) + "\"} 1\n")
 
 	family(b, "rdmad_heartbeat_timestamp_seconds", "When rdmad wrote this file, Unix time; rewritten at least once a minute while rdmad runs.")
 	sample(b, "rdmad_heartbeat_timestamp_seconds", seconds(s.now))

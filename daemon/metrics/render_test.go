@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -202,7 +203,7 @@ func TestRenderHostFacts(t *testing.T) {
 	fams := ParseText(t, b.Bytes())
 	Promtool(t, b.Bytes())
 
-	want := []string{"rdmad_info", "rdmad_heartbeat_timestamp_seconds", "rdmad_last_reconcile_timestamp_seconds",
+	want := []string{"rdmad_build_info", "rdmad_heartbeat_timestamp_seconds", "rdmad_last_reconcile_timestamp_seconds",
 		"rdmad_config_error", "rdmad_devices", "rdmad_ports", "rdmad_failures", "rdmad_port_drift",
 		"rdmad_port_roce_tos", "rdmad_port_roce_mode_info", "rdmad_doctor_findings", "rdmad_doctor_finding"}
 	if len(fams) != len(want) {
@@ -216,7 +217,7 @@ func TestRenderHostFacts(t *testing.T) {
 	mustValue(t, fams, 1, "rdmad_config_error")
 	mustValue(t, fams, 3, "rdmad_devices")
 	mustValue(t, fams, 0, "rdmad_last_reconcile_timestamp_seconds") // no pass yet
-	mustValue(t, fams, 1, "rdmad_info", "version=dev")
+	mustValue(t, fams, 1, "rdmad_build_info", "version=dev", "revision=", "goversion="+runtime.Version())
 	mustValue(t, fams, 1, "rdmad_ports", "transport=roce", "state=ACTIVE")
 	mustValue(t, fams, 1, "rdmad_ports", "transport=infiniband", "state=ACTIVE")
 	mustValue(t, fams, 1, "rdmad_ports", "transport=infiniband", "state=DOWN")

@@ -103,16 +103,6 @@ func runErr(name string, args ...string) (string, error) {
 	return buf.String(), err
 }
 
-// gitDescribe is the version the Makefile stamps into the binaries.
-func gitDescribe(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("git", "-C", repo, "describe", "--tags", "--always", "--dirty").Output()
-	if err != nil {
-		t.Skipf("not a git checkout: %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 func fileExists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
 func must(t *testing.T, cond bool, format string, args ...any) {

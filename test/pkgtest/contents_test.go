@@ -131,10 +131,11 @@ func TestDebControl(t *testing.T) {
 }
 
 // TestBinariesStaticAndStamped: the packaged binaries have no ELF
-// interpreter or shared library (CGO_ENABLED=0) and report the git version.
+// interpreter or shared library (CGO_ENABLED=0) and report the tree's version
+// (packaging/version.sh), rdmad and rdmactl alike.
 func TestBinariesStaticAndStamped(t *testing.T) {
 	p := build(t, version1)
-	describe := gitDescribe(t)
+	version := treeVersion(t)
 	for _, bin := range []string{"usr/sbin/rdmad", "usr/bin/rdmactl"} {
 		path := filepath.Join(p.stage, bin)
 		f, err := elf.Open(path)
@@ -152,8 +153,11 @@ func TestBinariesStaticAndStamped(t *testing.T) {
 		}
 		f.Close()
 	}
-	if out := run(t, filepath.Join(p.stage, "usr/sbin/rdmad"), "--version"); strings.TrimSpace(out) != "rdmad "+describe {
-		t.Errorf("rdmad --version = %q, want %q", out, "rdmad "+describe)
+	for _, bin := range []string{"usr/sbin/rdmad", "usr/bin/rdmactl"} {
+		name := filepath.Base(bin)
+		if out := run(t, filepath.Join(p.stage, bin), "--version"); strings.TrimSpace(out) != name+" "+version {
+			t.Errorf("%s --version = %q, want %q", name, out, name+" "+version)
+		}
 	}
 }
 

@@ -123,7 +123,7 @@ func debLifecycle(t *testing.T, root string) {
 	}
 	// The packaged binaries run there, and the shipped conffile is valid:
 	// one pass on an empty root applies its memlock policy.
-	if out := chroot(t, root, "rdmad --version"); strings.TrimSpace(out) != "rdmad "+gitDescribe(t) {
+	if out := chroot(t, root, "rdmad --version"); strings.TrimSpace(out) != "rdmad "+treeVersion(t) {
 		t.Errorf("installed rdmad --version = %q", out)
 	}
 	chroot(t, root, "mkdir -p /srv/empty && rdmad --config /etc/rdma/rdmad.toml --root /srv/empty --once")

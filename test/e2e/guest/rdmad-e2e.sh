@@ -1206,8 +1206,8 @@ upgrade_over_edit() {
 	journal_since "$cursor" "${by[@]}" |
 		matches -E "msg=applied subject=rxe0/1 what=\"roce tos\" from=0 to=$edited_tos" ||
 		fail "the journal of $who has no 'applied' rxe0/1 tos 0 -> $edited_tos"
-	[[ ! -e $metrics_file ]] || wait_for 5 metrics_have "rdmad_info{version=\"$binary\"} 1" ||
-		fail "$metrics_file after the restart: $(grep '^rdmad_info' "$metrics_file")"
+	[[ ! -e $metrics_file ]] || wait_for 5 grep -qF "rdmad_build_info{version=\"$binary\"," "$metrics_file" ||
+		fail "$metrics_file after the restart: $(grep '^rdmad_build_info' "$metrics_file")"
 	upgrade_detail="$version, pid $pid -> $newpid, edit kept, .dpkg-dist is the new default, rxe0/1 tos 0 -> $edited_tos by ${who%% (*}"
 }
 
@@ -1378,7 +1378,7 @@ s_pkg-install() {
 	cmp -s "$conffile" <(dpkg-deb --fsys-tarfile "$pkg_dir/$pkg_prompt" | tar -xOf - ./etc/rdma/rdmad.toml) ||
 		fail "$conffile is not the shipped default after a purge and a fresh install"
 	wait_for 10 tos_is rxe0 "$admin_tos" || fail "rxe0/1 tos '$(tos_of rxe0)', the kept $admin_dropin declares $admin_tos"
-	wait_for 5 metrics_have "rdmad_info{version=\"$bin_prompt_version\"} 1" || fail "no textfile at $metrics_file from the kept $metrics_dropin"
+	wait_for 5 grep -qF "rdmad_build_info{version=\"$bin_prompt_version\"," "$metrics_file" || fail "no textfile at $metrics_file from the kept $metrics_dropin"
 	pass "postinst enabled and started rdmad (pid $pid); shipped rdmad.toml; kept drop-ins applied: rxe0/1 tos $admin_tos, textfile written"
 }
 
