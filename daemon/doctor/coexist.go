@@ -3,6 +3,7 @@ package doctor
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -62,21 +63,38 @@ func (d *diag) checkMLX4Conf() {
 }
 
 // checkRDMALoadModules: rdma-core's rdma-load-modules@ instances and
-// rdmad's [modules] both load /etc/rdma/modules/*.conf when a device
-// appears. An instance counts when its unit file is installed and it is not
-// masked (enablement does not matter: rdma-core's udev rules start it).
+// rdmad's [modules] both load module lists when a device appears. An
+// instance counts when its unit file is installed and it is not masked
+// (enablement does not matter: rdma-core's udev rules start it). Loading a
+// module that is loaded is a no-op, so two loaders of the same lists are
+// harmless (ok, the default beside rdma-core on Debian and RHEL); they are
+// worth a warning when they load different lists (rdmad's directory is not
+// rdma-core's, and the lists differ) or when MLNX_OFED's openibd loads its
+// own driver stack at boot too.
 func (d *diag) checkRDMALoadModules() {
 	if !d.pol.Modules.Enable {
 		return
 	}
+	openibd := d.openibdLoads()
 	// The template as systemd loads it: a mask in /etc hides /usr/lib's.
 	file := unitFile(d.h, rdmaCoreLoadUnit)
-	if file == "" {
+	if file == "" && openibd == "" {
 		return
 	}
 	installed := "/" + file
 	dir, lists := d.moduleListFiles()
-	var live, off []string
+	if file == "" {
+		lists = nil // no instance of rdma-core's loader runs
+	}
+	same := path.Clean(dir) == rdmaCoreModulesDir
+	if !same && file != "" { // rdma-core runs an instance for each list of its own directory
+		for _, list := range moduleLists {
+			if exists(d.h, path.Join(strings.TrimPrefix(rdmaCoreModulesDir, "/"), list+".conf")) && !slices.Contains(lists, list) {
+				lists = append(lists, list)
+			}
+		}
+	}
+	var live, off, differ []string
 	for _, list := range lists {
 		unit := "rdma-load-modules@" + list + ".service"
 		isMasked := false
@@ -85,23 +103,121 @@ func (d *diag) checkRDMALoadModules() {
 		}
 		if isMasked {
 			off = append(off, unit)
-		} else {
-			live = append(live, unit)
+			continue
+		}
+		live = append(live, unit)
+		if !same && !maps.Equal(d.modulesListed(path.Join(strings.TrimPrefix(dir, "/"), list+".conf")),
+			d.modulesListed(path.Join(strings.TrimPrefix(rdmaCoreModulesDir, "/"), list+".conf"))) {
+			differ = append(differ, list+".conf")
 		}
 	}
 	sort.Strings(live)
 	sort.Strings(off)
+	sort.Strings(differ)
 	if len(live) == 0 {
-		if len(off) > 0 {
+		if len(off) > 0 && openibd == "" {
 			d.ok("coexist-rdma-load-modules", hostSubject, "rdmad loads "+dir+"/*.conf; rdma-core's "+strings.Join(off, ", ")+" masked")
 		}
-		return
+		if openibd == "" {
+			return
+		}
 	}
-	d.warn("coexist-rdma-load-modules", hostSubject,
-		fmt.Sprintf("the lists of %s are loaded twice when a device appears: by rdmad ([modules] enable) and by rdma-core's %s (%s, started by its udev rules)",
-			dir, strings.Join(live, ", "), installed),
-		"give them one owner: rdmad (one batched modprobe, reported in rdmactl status): systemctl mask "+strings.Join(live, " ")+
-			"; or rdma-core: set [modules] enable = false")
+	mask := "systemctl mask " + strings.Join(live, " ")
+	switch {
+	case openibd != "":
+		loaders := "rdmad ([modules] enable)"
+		if len(live) > 0 {
+			loaders += ", rdma-core's " + strings.Join(live, ", ") + " (" + installed + ")"
+		}
+		fix := "give module loading one owner: with MLNX_OFED, openibd (its driver stack, loaded in its order): set [modules] enable = false"
+		if len(live) > 0 {
+			fix += " and " + mask
+		}
+		fix += "; or rdmad: systemctl disable openibd.service and set ONBOOT=no in /" + openibConf
+		d.warn("coexist-rdma-load-modules", hostSubject,
+			"RDMA modules are loaded by "+loaders+" and by MLNX_OFED's "+openibd+", which loads and unloads its own driver stack at boot: they can load modules of two driver stacks or in an order openibd does not expect", fix)
+	case len(differ) > 0:
+		d.warn("coexist-rdma-load-modules", hostSubject,
+			fmt.Sprintf("two loaders with different lists: rdmad loads %s/*.conf ([modules] directory) and rdma-core's %s (%s, started by its udev rules) loads %s/*.conf; %s differ, so which modules a device gets depends on which loader ran",
+				dir, strings.Join(live, ", "), installed, rdmaCoreModulesDir, strings.Join(differ, ", ")),
+			"give them the same lists: set [modules] directory = \""+rdmaCoreModulesDir+"\" (or remove it), or make the lists of "+dir+" and "+rdmaCoreModulesDir+" the same; or one loader: "+mask)
+	default:
+		d.ok("coexist-rdma-load-modules", hostSubject,
+			fmt.Sprintf("rdmad ([modules] enable) and rdma-core's %s (%s) both load the lists of %s when a device appears; loading a loaded module changes nothing, so this is harmless (one loader: %s, or [modules] enable = false)",
+				strings.Join(live, ", "), installed, rdmaCoreModulesDir, mask))
+	}
+}
+
+// rdmaCoreModulesDir is the directory rdma-core's loader reads, fixed in its
+// unit: ExecStart=systemd-modules-load /etc/rdma/modules/%I.conf.
+const rdmaCoreModulesDir = "/etc/rdma/modules"
+
+// moduleLists are the lists rdmad (and rdma-core's udev rules) load:
+// rdma.conf for any device, one per transport for the others.
+var moduleLists = []string{"rdma", "infiniband", "roce", "iwarp", "opa"}
+
+// MLNX_OFED's driver loader (github.com/Mellanox/mlnx-ofa_kernel,
+// ofed_scripts/openibd and openibd.service, WantedBy=sysinit.target): at
+// boot it does nothing unless /etc/infiniband/openib.conf says ONBOOT=yes,
+// and then loads (and first unloads) the OFED driver stack.
+const (
+	openibdUnit = "openibd.service"
+	openibdInit = "etc/init.d/openibd"
+	openibConf  = "etc/infiniband/openib.conf"
+)
+
+// openibdLoads describes MLNX_OFED's openibd when it loads modules at boot
+// ("openibd.service (/usr/lib/systemd/system/openibd.service, enabled,
+// ONBOOT=yes in /etc/infiniband/openib.conf)"), "" when it does not: not
+// installed, masked, not enabled, or ONBOOT is not yes.
+func (d *diag) openibdLoads() string {
+	file := unitFile(d.h, openibdUnit)
+	if file == "" {
+		for _, udir := range unitDirs[:2] {
+			if masked(d.h, path.Join(udir, openibdUnit)) {
+				return ""
+			}
+		}
+		if !exists(d.h, openibdInit) { // the SysV script, run through systemd's generator
+			return ""
+		}
+		file = openibdInit
+	}
+	enabled := ""
+	if wants, err := boundedDir(d.h, "etc/systemd/system"); err == nil {
+		for _, w := range wants {
+			if strings.HasSuffix(w, ".wants") && exists(d.h, path.Join("etc/systemd/system", w, openibdUnit)) {
+				enabled = "etc/systemd/system/" + w + "/" + openibdUnit
+				break
+			}
+		}
+	}
+	for _, rc := range []string{"etc/rc3.d", "etc/rc5.d", "etc/rcS.d"} {
+		if enabled != "" {
+			break
+		}
+		names, _ := boundedDir(d.h, rc)
+		for _, n := range names {
+			if strings.HasPrefix(n, "S") && strings.HasSuffix(n, "openibd") {
+				enabled = rc + "/" + n
+				break
+			}
+		}
+	}
+	if enabled == "" {
+		return ""
+	}
+	onboot := ""
+	_ = boundedLines(d.h, openibConf, capConfig, func(line string) bool {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && k == "ONBOOT" {
+			onboot = strings.Trim(strings.TrimSpace(v), `"'`)
+		}
+		return true
+	})
+	if onboot != "yes" {
+		return ""
+	}
+	return fmt.Sprintf("openibd (/%s, enabled by /%s, ONBOOT=yes in /%s)", file, enabled, openibConf)
 }
 
 // moduleListFiles is the modules directory of the policy and the lists in
@@ -112,7 +228,7 @@ func (d *diag) moduleListFiles() (dir string, lists []string) {
 	if dir == "" {
 		dir = "/etc/rdma/modules"
 	}
-	for _, list := range []string{"rdma", "infiniband", "roce", "iwarp", "opa"} {
+	for _, list := range moduleLists {
 		if exists(d.h, path.Join(strings.TrimPrefix(dir, "/"), list+".conf")) {
 			lists = append(lists, list)
 		}

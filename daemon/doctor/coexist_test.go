@@ -36,9 +36,11 @@ func TestCoexistMLX4Conf(t *testing.T) {
 	}
 }
 
-// rdma-core's rdma-load-modules@ loads the same lists as rdmad's [modules]
-// when its unit is installed and the instance of a list that exists is not
-// masked; masked instances or [modules] enable = false end the warning.
+// rdma-core's rdma-load-modules@ loads the lists of /etc/rdma/modules when
+// its unit is installed and the instance of a list that exists is not
+// masked. Beside rdmad's [modules] reading the same directory that is
+// harmless (ok: loading a loaded module is a no-op); masked instances or
+// [modules] enable = false end the finding.
 func TestCoexistRDMALoadModules(t *testing.T) {
 	root := hosttest.Copy(t, "demo")
 	for _, f := range []string{"rdma", "roce", "infiniband"} {
@@ -52,9 +54,11 @@ func TestCoexistRDMALoadModules(t *testing.T) {
 	}
 	hosttest.Write(t, root, "usr/lib/systemd/system/rdma-load-modules@.service", "[Unit]\nDescription=Load RDMA modules from /etc/rdma/modules/%I.conf\n")
 	fs := diagnose(t, root, withPolicy(parsePolicy(t, "")))
-	mustFix(t, fs, "coexist-rdma-load-modules", "host", dbusapi.SeverityWarn,
-		"rdma-load-modules@infiniband.service, rdma-load-modules@rdma.service, rdma-load-modules@roce.service (/usr/lib/systemd/system/rdma-load-modules@.service",
-		"systemctl mask rdma-load-modules@infiniband.service rdma-load-modules@rdma.service rdma-load-modules@roce.service")
+	f := mustFix(t, fs, "coexist-rdma-load-modules", "host", dbusapi.SeverityOK,
+		"rdma-core's rdma-load-modules@infiniband.service, rdma-load-modules@rdma.service, rdma-load-modules@roce.service (/usr/lib/systemd/system/rdma-load-modules@.service) both load the lists of /etc/rdma/modules", "")
+	if !strings.Contains(f.Finding, "harmless") || !strings.Contains(f.Finding, "systemctl mask rdma-load-modules@infiniband.service rdma-load-modules@rdma.service rdma-load-modules@roce.service") {
+		t.Errorf("the same lists: %q, want harmless and how to keep one loader", f.Finding)
+	}
 
 	// Masking two: the third is still named.
 	for _, u := range []string{"rdma", "roce"} {
@@ -65,14 +69,14 @@ func TestCoexistRDMALoadModules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-rdma-load-modules", "host")
-	if f.Severity != dbusapi.SeverityWarn || f.Fix != "give them one owner: rdmad (one batched modprobe, reported in rdmactl status): systemctl mask rdma-load-modules@infiniband.service; or rdma-core: set [modules] enable = false" {
-		t.Errorf("with two instances masked: %s %q", f.Severity, f.Fix)
+	f = must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-rdma-load-modules", "host")
+	if f.Severity != dbusapi.SeverityOK || !strings.Contains(f.Finding, "rdma-core's rdma-load-modules@infiniband.service (") {
+		t.Errorf("with two instances masked: %s %q", f.Severity, f.Finding)
 	}
 	if err := os.Symlink("/dev/null", filepath.Join(root, "etc/systemd/system/rdma-load-modules@infiniband.service")); err != nil {
 		t.Fatal(err)
 	}
-	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-rdma-load-modules", "host"); f.Severity != dbusapi.SeverityOK {
+	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-rdma-load-modules", "host"); f.Severity != dbusapi.SeverityOK || !strings.Contains(f.Finding, "masked") {
 		t.Errorf("every instance masked: %s %q", f.Severity, f.Finding)
 	}
 	if err := os.Remove(filepath.Join(root, "etc/systemd/system/rdma-load-modules@infiniband.service")); err != nil {
@@ -89,6 +93,70 @@ func TestCoexistRDMALoadModules(t *testing.T) {
 	if f := find(diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-rdma-load-modules", "host"); f != nil {
 		t.Errorf("the template is masked in /etc, yet: %+v", f)
 	}
+}
+
+// rdmad reading another directory than rdma-core's /etc/rdma/modules: the
+// same lists (module by module, whatever the comments and order) are ok;
+// a list that differs is a warning naming it and both directories.
+func TestCoexistRDMALoadModulesOtherDirectory(t *testing.T) {
+	root := hosttest.Copy(t, "demo")
+	for _, f := range []string{"rdma", "roce", "infiniband", "iwarp", "opa"} {
+		_ = os.Remove(filepath.Join(root, "etc/rdma/modules/"+f+".conf"))
+	}
+	hosttest.Write(t, root, "usr/lib/systemd/system/rdma-load-modules@.service", "[Unit]\n")
+	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "ib_uverbs\nrdma_ucm\n")
+	hosttest.Write(t, root, "etc/rdma/modules/roce.conf", "ib_umad\n")
+	hosttest.Write(t, root, "etc/rdma/site-modules/rdma.conf", "# the site's copy\nrdma_ucm\nib_uverbs\n")
+	hosttest.Write(t, root, "etc/rdma/site-modules/roce.conf", "ib_umad\n")
+	pol := withPolicy(parsePolicy(t, "[modules]\ndirectory = \"/etc/rdma/site-modules\"\n"))
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityOK, "harmless", "")
+
+	hosttest.Write(t, root, "etc/rdma/site-modules/roce.conf", "ib_umad\nnvme_rdma\n")
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityWarn,
+		"rdmad loads /etc/rdma/site-modules/*.conf ([modules] directory) and rdma-core's rdma-load-modules@rdma.service, rdma-load-modules@roce.service (/usr/lib/systemd/system/rdma-load-modules@.service, started by its udev rules) loads /etc/rdma/modules/*.conf; roce.conf differ",
+		`set [modules] directory = "/etc/rdma/modules"`)
+
+	// A list only rdma-core has is loaded by it alone: it differs too.
+	hosttest.Write(t, root, "etc/rdma/site-modules/roce.conf", "ib_umad\n")
+	hosttest.Write(t, root, "etc/rdma/modules/infiniband.conf", "ib_ipoib\n")
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityWarn, "infiniband.conf differ", "")
+}
+
+// MLNX_OFED's openibd (test/coexist/mlnx-ofed: its unit, enabled, ONBOOT=yes)
+// loads its own driver stack at boot: beside rdmad's loading that is a
+// warning, whether rdma-core's loader is there or not; openibd not enabled,
+// masked or with ONBOOT=no loads nothing.
+func TestCoexistRDMALoadModulesOpenibd(t *testing.T) {
+	root := withCoexist(t, "mlnx-ofed")
+	pol := withPolicy(parsePolicy(t, ""))
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityWarn,
+		"RDMA modules are loaded by rdmad ([modules] enable) and by MLNX_OFED's openibd (/usr/lib/systemd/system/openibd.service, enabled by /etc/systemd/system/sysinit.target.wants/openibd.service, ONBOOT=yes in /etc/infiniband/openib.conf)",
+		"set [modules] enable = false; or rdmad: systemctl disable openibd.service and set ONBOOT=no in /etc/infiniband/openib.conf")
+
+	hosttest.Write(t, root, "usr/lib/systemd/system/rdma-load-modules@.service", "[Unit]\n")
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityWarn,
+		"rdmad ([modules] enable), rdma-core's rdma-load-modules@",
+		"set [modules] enable = false and systemctl mask rdma-load-modules@")
+	if f := find(diagnose(t, root, withPolicy(parsePolicy(t, "[modules]\nenable = false\n"))), "coexist-rdma-load-modules", "host"); f != nil {
+		t.Errorf("[modules] enable = false, yet: %+v", f)
+	}
+
+	hosttest.Write(t, root, "etc/infiniband/openib.conf", "ONBOOT=no\n")
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityOK, "harmless", "")
+	hosttest.Write(t, root, "etc/infiniband/openib.conf", "ONBOOT=\"yes\"\n")
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityWarn, "openibd", "")
+
+	if err := os.Remove(filepath.Join(root, "etc/systemd/system/sysinit.target.wants/openibd.service")); err != nil {
+		t.Fatal(err)
+	}
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityOK, "harmless", "")
+	if err := os.Symlink("/usr/lib/systemd/system/openibd.service", filepath.Join(root, "etc/systemd/system/sysinit.target.wants/openibd.service")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/null", filepath.Join(root, "etc/systemd/system/openibd.service")); err != nil {
+		t.Fatal(err)
+	}
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityOK, "harmless", "")
 }
 
 // withCoexist lays test/coexist/<name> (the files another manager leaves
