@@ -182,6 +182,14 @@ func TestCheckConfig(t *testing.T) {
 	if _, errOut, code = rdmad(t, env, "--root", root, "--check-config", "--with", bad); code != 2 {
 		t.Errorf("--with a file not named *.toml and no --as: exit %d, want 2 (usage)\n%s", code, errOut)
 	}
+	// A typo in a validate command: the file to check does not exist.
+	missing := filepath.Join(t.TempDir(), "nonexistent.toml")
+	for _, args := range [][]string{{"--with", missing}, {"--with", missing, "--as", "50-roce.toml"}} {
+		out, errOut, code := rdmad(t, env, append([]string{"--root", root, "--check-config"}, args...)...)
+		if code != 1 || !strings.Contains(errOut, missing) || strings.Contains(out, "loads") {
+			t.Errorf("%v: exit %d, want 1 naming %s\n%s%s", args, code, missing, out, errOut)
+		}
+	}
 	hosttest.Write(t, root, "etc/rdma/rdmad.d/70-x.toml", "bogus = 1\n")
 	if _, errOut, code = rdmad(t, env, "--root", root, "--check-config"); code != 1 || !strings.Contains(errOut, "70-x.toml:1") {
 		t.Errorf("bad drop-in: exit %d\n%s", code, errOut)

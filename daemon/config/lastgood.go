@@ -175,10 +175,17 @@ type withReader struct {
 }
 
 func (w withReader) ReadFile(name string) ([]byte, error) {
-	if name == w.as {
-		return w.Reader.ReadFile(w.file)
+	if name != w.as {
+		return w.Reader.ReadFile(name)
 	}
-	return w.Reader.ReadFile(name)
+	b, err := w.Reader.ReadFile(w.file)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Load skips a drop-in that vanished since the listing; the file
+		// to check is no such drop-in: a typo in a validate command must
+		// not pass it.
+		return nil, fmt.Errorf("the file to check, %s, does not exist", w.file)
+	}
+	return b, err
 }
 
 func (w withReader) ReadDir(dir string) ([]string, error) {
