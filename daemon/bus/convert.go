@@ -215,6 +215,10 @@ func (s *Server) describe() ([]byte, error) {
 	for _, a := range st.Actions() {
 		d.Actions = append(d.Actions, actionModel(a))
 	}
-	dbusapi.EscapeStrings(&d)
+	// The Manager and devices come escaped from managerModel and
+	// deviceModel, as the properties do; escaping them again would turn
+	// "\xff" into "\\xff", a name that names nothing.
+	dbusapi.EscapeStrings(d.Runtime)
+	dbusapi.EscapeStrings(&d.Actions)
 	return json.MarshalIndent(d, "", "  ")
 }
