@@ -3,6 +3,7 @@ package dbusapi
 import (
 	"reflect"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -10,8 +11,8 @@ import (
 // be valid UTF-8 without NUL, and one bad byte in a firmware version or a
 // device name must not make GetManagedObjects fail for every client. Valid
 // printable text passes unchanged; a backslash becomes `\\`, and every byte
-// that is not valid UTF-8, a NUL or another control character (C0, DEL or
-// C1) becomes `\xNN`, so nothing is lost: Unescape gives back the original
+// that is not valid UTF-8, and every byte of a character Hidden reports,
+// becomes `\xNN`, so nothing is lost: Unescape gives back the original
 // bytes.
 func Escape(s string) string {
 	if isPlain(s) {
@@ -25,9 +26,7 @@ func Escape(s string) string {
 		switch {
 		case r == '\\':
 			b.WriteString(`\\`)
-		case (r == utf8.RuneError && size == 1) || r < 0x20 || (r >= 0x7f && r <= 0x9f):
-			// C1 controls (U+0080..U+009F, CSI among them) act on a
-			// terminal as C0 ones do: each of their bytes is escaped.
+		case (r == utf8.RuneError && size == 1) || Hidden(r):
 			for j := i; j < i+size; j++ {
 				c := s[j]
 				b.WriteString(`\x`)
@@ -42,24 +41,50 @@ func Escape(s string) string {
 	return b.String()
 }
 
+// Hidden reports whether a character acts on a display instead of showing
+// as itself, so nothing rdmad or rdmactl prints may hold it raw: control
+// characters (C0, DEL, and C1, U+0080..U+009F, whose CSI a terminal acts
+// on as on the C0 one), Unicode format characters (category Cf: the bidi
+// embeddings, overrides and isolates U+202A..U+202E and U+2066..U+2069,
+// the marks U+200E/U+200F, zero-width characters, U+FEFF; with them a
+// device name displays as another one) and the line and paragraph
+// separators U+2028/U+2029.
+func Hidden(r rune) bool {
+	switch {
+	case r < 0x20 || (r >= 0x7f && r <= 0x9f):
+		return true
+	case r < 0xad:
+		return false
+	case r == 0x2028 || r == 0x2029:
+		return true
+	}
+	return unicode.Is(unicode.Cf, r)
+}
+
 // isPlain reports whether s needs no escaping: the fast path of nearly
 // every published string.
 func isPlain(s string) bool {
-	ascii := true
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < 0x20 || c == 0x7f || c == '\\' {
 			return false
 		}
 		if c >= 0x80 {
-			ascii = false
-			// 0xc2 0x80..0x9f is a C1 control in UTF-8.
-			if c == 0xc2 && i+1 < len(s) && s[i+1] <= 0x9f {
-				return false
-			}
+			return plainRunes(s[i:])
 		}
 	}
-	return ascii || utf8.ValidString(s)
+	return true
+}
+
+func plainRunes(s string) bool {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\\' || Hidden(r) {
+			return false
+		}
+		i += size
+	}
+	return true
 }
 
 // Unescape reverses Escape.

@@ -28,7 +28,7 @@ import (
 // valid object path, is published escaped (every reader keeps working),
 // and can be addressed by the name as published.
 func TestHostileDeviceNameOnTheBus(t *testing.T) {
-	const name = "vf\xff \n*[..]$x"
+	const name = "vf\xff \n*[..]$x\u202e"
 	dir := bustest.PublicDir(t)
 	addr := privateBus(t, dir)
 	root := fixture(t, dir, "mlx5", mlx5Config)
@@ -49,7 +49,7 @@ func TestHostileDeviceNameOnTheBus(t *testing.T) {
 		t.Fatalf("no object %s among %d", path, len(objs))
 	}
 	published := dev["Name"].Value().(string)
-	if published != `vf\xff \x0a*[..]$x` || dbusapi.Unescape(published) != name {
+	if published != `vf\xff \x0a*[..]$x\xe2\x80\xae` || dbusapi.Unescape(published) != name {
 		t.Errorf("Name published as %q", published)
 	}
 	if code, out, errOut := rdmactl(t, addr, "-o", "json", "status"); code != 0 || !json.Valid([]byte(out)) {

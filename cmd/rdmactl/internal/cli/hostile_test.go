@@ -23,6 +23,7 @@ func hostile() *fakeRdmad {
 		c1     = "\u009b31m\u0085"                  // CSI and NEL as C1 controls
 		osc    = "\x1b]0;pwned\x07"                 // window title
 		forged = "\r\nok        host      all good" // a forged doctor line
+		bidi   = "\u202e1_5xlm\u2066\u2028"         // right-to-left override, isolate, line separator
 	)
 	f := fixture()
 	f.manager.Version = "6.6" + osc
@@ -37,6 +38,7 @@ func hostile() *fakeRdmad {
 	d.Name = "mlx5_0" + csi
 	d.FirmwareVersion = "16.35" + osc
 	d.Netdevs = []string{"ens1f0" + c1}
+	d.BoardID = "MT_0000000080" + bidi
 	d.Error = "broken" + forged
 	p := &d.Ports[0]
 	p.Device = d.Name
@@ -58,7 +60,7 @@ func hostile() *fakeRdmad {
 
 // rawControl matches a control character as a terminal would see it: C0
 // other than newline (tabwriter pads with spaces), DEL, and C1 in UTF-8.
-var rawControl = regexp.MustCompile(`[\x00-\x09\x0b-\x1f\x7f\x{80}-\x{9f}]`)
+var rawControl = regexp.MustCompile(`[\x00-\x09\x0b-\x1f\x7f\x{80}-\x{9f}\p{Cf}\x{2028}\x{2029}]`)
 
 // rdmactl escapes control characters in every string it prints, in every
 // format and in its error messages; its JSON still decodes to what the
@@ -102,6 +104,14 @@ func TestHostileServiceCannotReachTheTerminal(t *testing.T) {
 	_, out, _ = runCLI(addr, "device", "list")
 	if !strings.Contains(out, `mlx5_0\x1b[2J\x1b[31m`) || !strings.Contains(out, `ens1f0\xc2\x9b31m\xc2\x85`) {
 		t.Errorf("device list does not show the escapes:\n%s", out)
+	}
+	_, out, _ = runCLI(addr, "device", "show", dev)
+	if !strings.Contains(out, `MT_0000000080\xe2\x80\xae1_5xlm\xe2\x81\xa6\xe2\x80\xa8`) {
+		t.Errorf("device show does not escape bidi and format controls:\n%s", out)
+	}
+	_, out, _ = runCLI(addr, "-j", "device", "show", dev)
+	if !strings.Contains(out, `MT_0000000080\u202e1_5xlm\u2066\u2028`) {
+		t.Errorf("-j device show does not write bidi and format controls \\u escaped:\n%s", out)
 	}
 }
 

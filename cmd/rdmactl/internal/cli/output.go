@@ -9,22 +9,28 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // rdmactl trusts nothing it prints (anything can own org.rdmad1 on a
 // private bus; a future bug; a compromised daemon): every string from the
-// bus has its control characters escaped before it reaches a terminal.
+// bus has the characters that act on a display escaped before it reaches a
+// terminal (dbusapi.Hidden: control characters, bidi and other format
+// characters, line and paragraph separators).
 //
-// Text: C0 (\r and \n among them), DEL, C1 and bytes that are not UTF-8
-// become \xNN, as rdmad's dbusapi.Escape writes them. A backslash is left
-// as is: rdmad already publishes names escaped (a backslash doubled), and
-// doubling it again would print a name that cannot be pasted back.
+// Text: those characters and bytes that are not UTF-8 become \xNN, as
+// rdmad's dbusapi.Escape writes them. A backslash is left as is: rdmad
+// already publishes names escaped (a backslash doubled), and doubling it
+// again would print a name that cannot be pasted back.
 //
-// JSON: encoding/json writes C0 as \u00NN; DEL and C1 (U+0080..U+009F)
-// are written \u007f..\u009f too, and bytes that are not UTF-8 \ufffd.
+// JSON: encoding/json writes C0 as \u00NN; DEL, C1 and the other hidden
+// characters are written \u escapes too, and bytes that are not UTF-8
+// \ufffd.
 
-// escapeText escapes the control characters of s.
+// escapeText escapes the hidden characters of s.
 func escapeText(s string) string {
 	if plainText(s) {
 		return s
@@ -33,7 +39,7 @@ func escapeText(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+		if (r == utf8.RuneError && size == 1) || dbusapi.Hidden(r) {
 			for j := i; j < i+size; j++ {
 				b.WriteString(`\x`)
 				b.WriteByte(hex[s[j]>>4])
@@ -48,10 +54,12 @@ func escapeText(s string) string {
 }
 
 func plainText(s string) bool {
-	for _, r := range s {
-		if r == utf8.RuneError || r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || dbusapi.Hidden(r) {
 			return false
 		}
+		i += size
 	}
 	return true
 }
@@ -95,8 +103,8 @@ func escapeValue(v reflect.Value) {
 	}
 }
 
-// escapeJSON rewrites the raw DEL and C1 characters and the bytes that are
-// not UTF-8 inside the strings of a valid JSON document as \u escapes;
+// escapeJSON rewrites the raw hidden characters (DEL, C1, format
+// characters and separators) and the bytes that are not UTF-8 inside the strings of a valid JSON document as \u escapes;
 // everything else is kept byte for byte (rdmad's documents print as rdmad
 // wrote them).
 func escapeJSON(doc []byte) []byte {
@@ -128,7 +136,10 @@ func escapeJSON(doc []byte) []byte {
 			switch {
 			case r == utf8.RuneError && size == 1:
 				b.WriteString(`\ufffd`)
-			case r >= 0x80 && r <= 0x9f:
+			case dbusapi.Hidden(r) && r > 0xffff:
+				r1, r2 := utf16.EncodeRune(r)
+				fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+			case dbusapi.Hidden(r):
 				fmt.Fprintf(&b, `\u%04x`, r)
 			default:
 				b.Write(doc[i : i+size])
