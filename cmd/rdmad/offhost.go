@@ -22,8 +22,12 @@ func (o offHost) LinkDel(name string) error              { return o.err() }
 func (o offHost) Mode() (config.NetnsMode, error)        { return "", o.err() }
 func (o offHost) SetMode(config.NetnsMode) error         { return o.err() }
 
-func (o offHost) Get(string) (dcb.IEEE, error)    { return dcb.IEEE{}, o.err() }
-func (o offHost) DCBX(string) (uint8, error)      { return 0, o.err() }
-func (o offHost) SetPFC(string, dcb.PFC) error    { return o.err() }
-func (o offHost) SetApps(string, []dcb.App) error { return o.err() }
-func (o offHost) DelApps(string, []dcb.App) error { return o.err() }
+func (o offHost) Get(string) (dcb.IEEE, error)         { return dcb.IEEE{}, o.err() }
+func (o offHost) DCBX(string) (uint8, error)           { return 0, o.err() }
+func (o offHost) SetPFC(string, dcb.PFC) error         { return o.err() }
+func (o offHost) SetETS(string, dcb.ETS) error         { return o.err() }
+func (o offHost) SetMaxrate(string, dcb.Maxrate) error { return o.err() }
+func (o offHost) SetBuffer(string, dcb.Buffer) error   { return o.err() }
+func (o offHost) SetApp(string, dcb.App) error         { return o.err() }
+func (o offHost) DelApp(string, dcb.App) error         { return o.err() }
+func (o offHost) SetDCBX(string, uint8) error          { return o.err() }

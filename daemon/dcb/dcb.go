@@ -1,13 +1,19 @@
 // Package dcb is a small codec for DCB netlink (dcbnl: RTM_GETDCB and
 // RTM_SETDCB on NETLINK_ROUTE), limited to what lossless RoCE needs from
 // IEEE 802.1Qaz: Priority Flow Control (DCB_ATTR_IEEE_PFC, struct
-// ieee_pfc), APP table entries (DCB_ATTR_IEEE_APP_TABLE, struct dcb_app;
-// the DSCP selector gives DSCP trust on mlx5) and the DCBX capabilities
-// (DCB_CMD_GDCBX), which say whether the host may write at all.
+// ieee_pfc), ETS (struct ieee_ets), the per-class rate limits (struct
+// ieee_maxrate), the port buffers (struct dcbnl_buffer), APP table entries
+// (DCB_ATTR_IEEE_APP_TABLE, struct dcb_app: DSCP entries give DSCP trust
+// on mlx5, datagram-port entries classify RoCE v2 on bnxt_en) and the DCBX
+// mode (DCB_CMD_GDCBX, which says whether the host may write at all, and
+// DCB_CMD_SDCBX, sent only where the site declares host mode).
 //
 // The messages are byte for byte those iproute2's dcb(8) sends
-// (testdata/*.hex, captured by testdata/capture.sh). It never sends
-// DCB_CMD_SDCBX: on mlx5 that changes the firmware's DCBX mode.
+// (testdata/*.hex, captured by testdata/capture.sh). Every SET carries one
+// attribute, and an APP SET or DEL one entry: dcbnl applies a message's
+// entries in order and stops at the first the driver refuses, leaving the
+// earlier ones applied, so one entry per message is the only way to know
+// which entry the refusal was about.
 package dcb
 
 import (
@@ -24,6 +30,7 @@ const (
 	CmdIEEESet uint8 = 20 // DCB_CMD_IEEE_SET
 	CmdIEEEGet uint8 = 21 // DCB_CMD_IEEE_GET
 	CmdGDCBX   uint8 = 22 // DCB_CMD_GDCBX
+	CmdSDCBX   uint8 = 23 // DCB_CMD_SDCBX
 	CmdIEEEDel uint8 = 27 // DCB_CMD_IEEE_DEL
 )
 
@@ -36,9 +43,12 @@ const (
 
 // Attributes nested in DCB_ATTR_IEEE (enum ieee_attrs, ieee_attrs_app).
 const (
-	attrIEEEPFC      = 2 // DCB_ATTR_IEEE_PFC: struct ieee_pfc
-	attrIEEEAppTable = 3 // DCB_ATTR_IEEE_APP_TABLE: nested DCB_ATTR_IEEE_APP
-	attrIEEEApp      = 1 // DCB_ATTR_IEEE_APP: struct dcb_app
+	attrIEEEETS      = 1  // DCB_ATTR_IEEE_ETS: struct ieee_ets
+	attrIEEEPFC      = 2  // DCB_ATTR_IEEE_PFC: struct ieee_pfc
+	attrIEEEAppTable = 3  // DCB_ATTR_IEEE_APP_TABLE: nested DCB_ATTR_IEEE_APP
+	attrIEEEMaxrate  = 7  // DCB_ATTR_IEEE_MAXRATE: struct ieee_maxrate
+	attrDCBBuffer    = 10 // DCB_ATTR_DCB_BUFFER: struct dcbnl_buffer
+	attrIEEEApp      = 1  // DCB_ATTR_IEEE_APP: struct dcb_app
 )
 
 // DCBX capability bits (DCB_CAP_DCBX_*).
@@ -50,8 +60,14 @@ const (
 	CapStatic     uint8 = 0x10
 )
 
-// SelDSCP is the APP selector of DSCP entries (IEEE_8021QAZ_APP_SEL_DSCP).
-const SelDSCP uint8 = 5
+// APP selectors (IEEE_8021QAZ_APP_SEL_*).
+const (
+	SelDgram uint8 = 3 // UDP (datagram) destination port
+	SelDSCP  uint8 = 5 // DSCP of the IP header
+)
+
+// RoCEv2Port is the UDP destination port of RoCE v2 (IANA).
+const RoCEv2Port = 4791
 
 // MaxPrio is the number of 802.1p priorities (IEEE_8021QAZ_MAX_TCS).
 const MaxPrio = 8
@@ -128,6 +144,22 @@ type App struct {
 // DSCP is the APP entry mapping DSCP d to priority prio.
 func DSCP(d, prio uint8) App { return App{Selector: SelDSCP, Priority: prio, Protocol: uint16(d)} }
 
+// DgramPort is the APP entry mapping UDP destination port to priority
+// prio (`dcb app add ... dgram-port-prio PORT:PRIO`).
+func DgramPort(port uint16, prio uint8) App {
+	return App{Selector: SelDgram, Priority: prio, Protocol: port}
+}
+
+func (a App) String() string {
+	switch a.Selector {
+	case SelDSCP:
+		return fmt.Sprintf("dscp-prio %d:%d", a.Protocol, a.Priority)
+	case SelDgram:
+		return fmt.Sprintf("dgram-port-prio %d:%d", a.Protocol, a.Priority)
+	}
+	return fmt.Sprintf("selector %d protocol %d prio %d", a.Selector, a.Protocol, a.Priority)
+}
+
 func (a App) marshal() []byte {
 	b := make([]byte, 4)
 	b[0], b[1] = a.Selector, a.Priority
@@ -136,10 +168,15 @@ func (a App) marshal() []byte {
 }
 
 // IEEE is what DCB_CMD_IEEE_GET reports for one netdev (the parts rdmad
-// reads).
+// reads). dcbnl puts an object in the reply only when the driver has its
+// get operation and it succeeds: a nil object is one the driver does not
+// have (a SET of it would be skipped without an error).
 type IEEE struct {
-	PFC  *PFC  // nil when the driver reports no PFC
-	Apps []App // the APP table in the order the kernel lists it
+	PFC     *PFC     // nil when the driver reports no PFC
+	ETS     *ETS     // nil when the driver reports no ETS
+	Maxrate *Maxrate // nil when the driver has no rate limits
+	Buffer  *Buffer  // nil when the driver has no port buffers
+	Apps    []App    // the APP table in the order the kernel lists it
 	// DCBX is DCB_ATTR_DCBX when the reply carries it (drivers with
 	// getdcbx), with HasDCBX set.
 	DCBX    uint8
@@ -154,6 +191,18 @@ func (ie IEEE) DSCPMap() map[uint8]uint8 {
 	for _, a := range ie.Apps {
 		if a.Selector == SelDSCP && a.Protocol < 64 {
 			m[uint8(a.Protocol)] = a.Priority
+		}
+	}
+	return m
+}
+
+// DgramPortMap returns the datagram-port entries of the APP table: UDP
+// port -> priority (the last entry of a port wins, as in DSCPMap).
+func (ie IEEE) DgramPortMap() map[uint16]uint8 {
+	m := map[uint16]uint8{}
+	for _, a := range ie.Apps {
+		if a.Selector == SelDgram {
+			m[a.Protocol] = a.Priority
 		}
 	}
 	return m
@@ -186,18 +235,50 @@ func DCBXRequest(ifname string) *nl.NetlinkRequest {
 	return newRequest(unix.RTM_GETDCB, CmdGDCBX, ifname)
 }
 
-// PFCRequest is DCB_CMD_IEEE_SET of DCB_ATTR_IEEE_PFC.
-func PFCRequest(ifname string, p PFC) *nl.NetlinkRequest {
+// ieeeSetRequest is DCB_CMD_IEEE_SET of one object: DCB_ATTR_IEEE nesting
+// attr, as dcb's dcb_set_attribute frames every IEEE SET.
+func ieeeSetRequest(ifname string, attr int, payload []byte) *nl.NetlinkRequest {
 	req := newRequest(unix.RTM_SETDCB, CmdIEEESet, ifname)
 	ieee := nl.NewRtAttr(unix.NLA_F_NESTED|attrIEEE, nil)
-	ieee.AddRtAttr(attrIEEEPFC, p.marshal())
+	ieee.AddRtAttr(attr, payload)
 	req.AddData(ieee)
 	return req
 }
 
+// PFCRequest is DCB_CMD_IEEE_SET of DCB_ATTR_IEEE_PFC (`dcb pfc set`).
+func PFCRequest(ifname string, p PFC) *nl.NetlinkRequest {
+	return ieeeSetRequest(ifname, attrIEEEPFC, p.marshal())
+}
+
+// ETSRequest is DCB_CMD_IEEE_SET of DCB_ATTR_IEEE_ETS (`dcb ets set`).
+func ETSRequest(ifname string, e ETS) *nl.NetlinkRequest {
+	return ieeeSetRequest(ifname, attrIEEEETS, e.marshal())
+}
+
+// MaxrateRequest is DCB_CMD_IEEE_SET of DCB_ATTR_IEEE_MAXRATE (`dcb
+// maxrate set`).
+func MaxrateRequest(ifname string, m Maxrate) *nl.NetlinkRequest {
+	return ieeeSetRequest(ifname, attrIEEEMaxrate, m.marshal())
+}
+
+// BufferRequest is DCB_CMD_IEEE_SET of DCB_ATTR_DCB_BUFFER (`dcb buffer
+// set`).
+func BufferRequest(ifname string, b Buffer) *nl.NetlinkRequest {
+	return ieeeSetRequest(ifname, attrDCBBuffer, b.marshal())
+}
+
+// DCBXSetRequest is DCB_CMD_SDCBX with the DCBX mode bits (`dcb dcbx set
+// dev IF host ieee` sends CapHost|CapVerIEEE).
+func DCBXSetRequest(ifname string, mode uint8) *nl.NetlinkRequest {
+	req := newRequest(unix.RTM_SETDCB, CmdSDCBX, ifname)
+	req.AddData(nl.NewRtAttr(attrDCBX, []byte{mode}))
+	return req
+}
+
 // AppRequest is DCB_CMD_IEEE_SET (add) or DCB_CMD_IEEE_DEL (del) of APP
-// entries (`dcb app add|del dev IF dscp-prio D:P ...`).
-func AppRequest(ifname string, del bool, apps []App) *nl.NetlinkRequest {
+// entries (`dcb app add|del dev IF dscp-prio D:P ...`). rdmad sends one
+// entry per message (Netlink.SetApp); dcb sends all it is given in one.
+func AppRequest(ifname string, del bool, apps ...App) *nl.NetlinkRequest {
 	cmd := CmdIEEESet
 	if del {
 		cmd = CmdIEEEDel
@@ -256,6 +337,24 @@ func ParseGet(msg []byte) (IEEE, error) {
 						return IEEE{}, err
 					}
 					ie.PFC = &p
+				case attrIEEEETS:
+					e, err := unmarshalETS(n.Value)
+					if err != nil {
+						return IEEE{}, err
+					}
+					ie.ETS = &e
+				case attrIEEEMaxrate:
+					m, err := unmarshalMaxrate(n.Value)
+					if err != nil {
+						return IEEE{}, err
+					}
+					ie.Maxrate = &m
+				case attrDCBBuffer:
+					b, err := unmarshalBuffer(n.Value)
+					if err != nil {
+						return IEEE{}, err
+					}
+					ie.Buffer = &b
 				case attrIEEEAppTable:
 					apps, err := parseAttrs(n.Value)
 					if err != nil {
@@ -298,6 +397,36 @@ type StatusError struct {
 
 func (e *StatusError) Error() string {
 	return fmt.Sprintf("driver refused the DCB setting (status %d: %v)", e.Status, e.Unwrap())
+}
+
+// DCBXRefusedError is a DCB_CMD_SDCBX the driver refused: its setdcbx
+// returns 0 or 1, not an errno (mlx5 refuses a mode without the IEEE bit,
+// or LLD-managed; bnxt_en one without the host bit).
+type DCBXRefusedError struct {
+	Mode   uint8
+	Status uint8
+}
+
+func (e *DCBXRefusedError) Error() string {
+	return fmt.Sprintf("driver refused DCBX mode %#02x (status %d)", e.Mode, e.Status)
+}
+
+// ParseSDCBXStatus decodes the reply to DCB_CMD_SDCBX for mode: nil when
+// the driver's status is 0.
+func ParseSDCBXStatus(msg []byte, mode uint8) error {
+	as, err := attrs(msg, CmdSDCBX)
+	if err != nil {
+		return err
+	}
+	for _, a := range as {
+		if a.Attr.Type == attrDCBX && len(a.Value) >= 1 {
+			if a.Value[0] != 0 {
+				return &DCBXRefusedError{Mode: mode, Status: a.Value[0]}
+			}
+			return nil
+		}
+	}
+	return errors.New("dcb: DCB_CMD_SDCBX reply has no DCB_ATTR_DCBX status")
 }
 
 // Unwrap is the errno the driver returned.
@@ -343,8 +472,17 @@ func replyMsg(cmd uint8, ifname string, as ...*nl.RtAttr) []byte {
 // EncodeGetReply builds a DCB_CMD_IEEE_GET reply as dcbnl_ieee_fill does.
 func EncodeGetReply(ifname string, ie IEEE) []byte {
 	ieee := nl.NewRtAttr(unix.NLA_F_NESTED|attrIEEE, nil)
+	if ie.ETS != nil {
+		ieee.AddRtAttr(attrIEEEETS, ie.ETS.marshal())
+	}
 	if ie.PFC != nil {
 		ieee.AddRtAttr(attrIEEEPFC, ie.PFC.marshal())
+	}
+	if ie.Maxrate != nil {
+		ieee.AddRtAttr(attrIEEEMaxrate, ie.Maxrate.marshal())
+	}
+	if ie.Buffer != nil {
+		ieee.AddRtAttr(attrDCBBuffer, ie.Buffer.marshal())
 	}
 	table := ieee.AddRtAttr(unix.NLA_F_NESTED|attrIEEEAppTable, nil)
 	for _, a := range ie.Apps {
@@ -368,6 +506,12 @@ func EncodeSetReply(cmd uint8, driverErr int) []byte {
 	return replyMsg(cmd, "", nl.NewRtAttr(attrIEEE, []byte{byte(int8(driverErr))}))
 }
 
+// EncodeSDCBXReply builds the reply to DCB_CMD_SDCBX with the driver's
+// setdcbx return value.
+func EncodeSDCBXReply(status uint8) []byte {
+	return replyMsg(CmdSDCBX, "", nl.NewRtAttr(attrDCBX, []byte{status}))
+}
+
 // Reader reads the IEEE DCB state of a netdev: what doctor needs.
 type Reader interface {
 	Get(ifname string) (IEEE, error)
@@ -381,11 +525,18 @@ type Kernel interface {
 	// DCBX reads the DCBX capability bits of ifname (DCB_CMD_GDCBX).
 	DCBX(ifname string) (uint8, error)
 	// SetPFC writes struct ieee_pfc; a refusal in the status byte is a
-	// *StatusError.
+	// *StatusError. SetETS, SetMaxrate and SetBuffer write theirs alike.
 	SetPFC(ifname string, p PFC) error
-	// SetApps adds APP entries, DelApps removes them.
-	SetApps(ifname string, apps []App) error
-	DelApps(ifname string, apps []App) error
+	SetETS(ifname string, e ETS) error
+	SetMaxrate(ifname string, m Maxrate) error
+	SetBuffer(ifname string, b Buffer) error
+	// SetApp adds one APP entry, DelApp removes one, each in a message of
+	// its own.
+	SetApp(ifname string, a App) error
+	DelApp(ifname string, a App) error
+	// SetDCBX sets the DCBX mode bits (DCB_CMD_SDCBX); a refusal is a
+	// *DCBXRefusedError.
+	SetDCBX(ifname string, mode uint8) error
 }
 
 // Netlink talks dcbnl in the calling goroutine's network namespace.
@@ -456,14 +607,41 @@ func (n Netlink) SetPFC(ifname string, p PFC) error {
 	return n.set("set PFC of", ifname, PFCRequest(ifname, p), CmdIEEESet)
 }
 
-// SetApps implements Kernel.
-func (n Netlink) SetApps(ifname string, apps []App) error {
-	return n.set("add APP entries to", ifname, AppRequest(ifname, false, apps), CmdIEEESet)
+// SetETS implements Kernel.
+func (n Netlink) SetETS(ifname string, e ETS) error {
+	return n.set("set ETS of", ifname, ETSRequest(ifname, e), CmdIEEESet)
 }
 
-// DelApps implements Kernel.
-func (n Netlink) DelApps(ifname string, apps []App) error {
-	return n.set("delete APP entries of", ifname, AppRequest(ifname, true, apps), CmdIEEEDel)
+// SetMaxrate implements Kernel.
+func (n Netlink) SetMaxrate(ifname string, m Maxrate) error {
+	return n.set("set the rate limits of", ifname, MaxrateRequest(ifname, m), CmdIEEESet)
+}
+
+// SetBuffer implements Kernel.
+func (n Netlink) SetBuffer(ifname string, b Buffer) error {
+	return n.set("set the port buffers of", ifname, BufferRequest(ifname, b), CmdIEEESet)
+}
+
+// SetApp implements Kernel.
+func (n Netlink) SetApp(ifname string, a App) error {
+	return n.set("add APP entry "+a.String()+" to", ifname, AppRequest(ifname, false, a), CmdIEEESet)
+}
+
+// DelApp implements Kernel.
+func (n Netlink) DelApp(ifname string, a App) error {
+	return n.set("delete APP entry "+a.String()+" of", ifname, AppRequest(ifname, true, a), CmdIEEEDel)
+}
+
+// SetDCBX implements Kernel.
+func (n Netlink) SetDCBX(ifname string, mode uint8) error {
+	msg, err := n.exec(DCBXSetRequest(ifname, mode), unix.RTM_SETDCB)
+	if err == nil {
+		err = ParseSDCBXStatus(msg, mode)
+	}
+	if err != nil {
+		return wrap("set the DCBX mode of", ifname, err)
+	}
+	return nil
 }
 
 func wrap(what, ifname string, err error) error {
@@ -476,12 +654,18 @@ func Unsupported(err error) bool { return errors.Is(err, syscall.EOPNOTSUPP) }
 
 // Request is a dcbnl request decoded: what the kernel's dcb_doit sees.
 type Request struct {
-	Type   uint16 // RTM_GETDCB or RTM_SETDCB
-	Flags  uint16
-	Cmd    uint8
-	Ifname string
-	PFC    *PFC  // DCB_ATTR_IEEE_PFC of a SET
-	Apps   []App // DCB_ATTR_IEEE_APP_TABLE of a SET or DEL
+	Type    uint16 // RTM_GETDCB or RTM_SETDCB
+	Flags   uint16
+	Cmd     uint8
+	Ifname  string
+	PFC     *PFC     // DCB_ATTR_IEEE_PFC of a SET
+	ETS     *ETS     // DCB_ATTR_IEEE_ETS of a SET
+	Maxrate *Maxrate // DCB_ATTR_IEEE_MAXRATE of a SET
+	Buffer  *Buffer  // DCB_ATTR_DCB_BUFFER of a SET
+	Apps    []App    // DCB_ATTR_IEEE_APP_TABLE of a SET or DEL
+	// DCBX is DCB_ATTR_DCBX of a DCB_CMD_SDCBX, with HasDCBX set.
+	DCBX    uint8
+	HasDCBX bool
 }
 
 // ParseRequest decodes one serialized request (nlmsghdr included), as the
@@ -503,6 +687,11 @@ func ParseRequest(b []byte) (Request, error) {
 		switch a.Attr.Type &^ unix.NLA_F_NESTED {
 		case attrIfname:
 			r.Ifname = unix.ByteSliceToString(a.Value)
+		case attrDCBX:
+			if len(a.Value) < 1 {
+				return Request{}, errors.New("dcb: empty DCB_ATTR_DCBX")
+			}
+			r.DCBX, r.HasDCBX = a.Value[0], true
 		case attrIEEE:
 			nested, err := parseAttrs(a.Value)
 			if err != nil {
@@ -516,6 +705,24 @@ func ParseRequest(b []byte) (Request, error) {
 						return Request{}, err
 					}
 					r.PFC = &p
+				case attrIEEEETS:
+					e, err := unmarshalETS(n.Value)
+					if err != nil {
+						return Request{}, err
+					}
+					r.ETS = &e
+				case attrIEEEMaxrate:
+					m, err := unmarshalMaxrate(n.Value)
+					if err != nil {
+						return Request{}, err
+					}
+					r.Maxrate = &m
+				case attrDCBBuffer:
+					b, err := unmarshalBuffer(n.Value)
+					if err != nil {
+						return Request{}, err
+					}
+					r.Buffer = &b
 				case attrIEEEAppTable:
 					apps, err := parseAttrs(n.Value)
 					if err != nil {

@@ -44,9 +44,32 @@ func compareGolden(t *testing.T, name string, got []byte) {
 
 func TestGoldenRequestsMatchIproute2(t *testing.T) {
 	compareGolden(t, "ieee_get_veth0.hex", GetRequest("veth0").Serialize())
-	compareGolden(t, "app_add_veth0_26-3.hex", AppRequest("veth0", false, []App{DSCP(26, 3)}).Serialize())
-	compareGolden(t, "app_add_veth0_26-3_48-6.hex", AppRequest("veth0", false, []App{DSCP(26, 3), DSCP(48, 6)}).Serialize())
-	compareGolden(t, "app_del_veth0_26-3.hex", AppRequest("veth0", true, []App{DSCP(26, 3)}).Serialize())
+	compareGolden(t, "app_add_veth0_26-3.hex", AppRequest("veth0", false, DSCP(26, 3)).Serialize())
+	compareGolden(t, "app_add_veth0_26-3_48-6.hex", AppRequest("veth0", false, DSCP(26, 3), DSCP(48, 6)).Serialize())
+	compareGolden(t, "app_del_veth0_26-3.hex", AppRequest("veth0", true, DSCP(26, 3)).Serialize())
+	compareGolden(t, "app_add_veth0_dgram_4791-3.hex", AppRequest("veth0", false, DgramPort(RoCEv2Port, 3)).Serialize())
+	compareGolden(t, "app_del_veth0_dgram_4791-3.hex", AppRequest("veth0", true, DgramPort(RoCEv2Port, 3)).Serialize())
+	compareGolden(t, "dcbx_set_veth0_host_ieee.hex", DCBXSetRequest("veth0", CapHost|CapVerIEEE).Serialize())
+}
+
+// ieeeSetFraming is what dcb sends for an IEEE SET of one object with
+// payload st (dcb_set_attribute): the captured APP SET's first 32 bytes
+// (nlmsghdr RTM_SETDCB, dcbmsg DCB_CMD_IEEE_SET, DCB_ATTR_IFNAME "veth0")
+// with the length fixed up, then DCB_ATTR_IEEE|NLA_F_NESTED around one
+// attribute of type attr, padded to 4 bytes as netlink attributes are; the
+// nest's length counts that padding (libmnl's mnl_attr_nest_end measures
+// up to the aligned tail of the message, as the kernel's nla_nest_end).
+func ieeeSetFraming(t *testing.T, attr int, st []byte) []byte {
+	t.Helper()
+	app := golden(t, "app_add_veth0_26-3.hex")
+	inner := 4 + len(st)
+	padded := (inner + 3) &^ 3
+	total := 32 + 4 + padded
+	want := append([]byte(nil), app[:32]...)
+	want[0], want[1], want[2], want[3] = byte(total), byte(total>>8), 0, 0
+	want = append(want, byte(4+padded), byte((4+padded)>>8), 0x0d, 0x80, byte(inner), byte(inner>>8), byte(attr), 0)
+	want = append(want, st...)
+	return append(want, make([]byte, padded-inner)...)
 }
 
 // TestPFCSetMatchesUAPIStruct checks the PFC SET against the C compiler's
@@ -67,15 +90,7 @@ func TestPFCSetMatchesUAPIStruct(t *testing.T) {
 	if got := p.marshal(); !bytes.Equal(got, st) {
 		t.Errorf("struct ieee_pfc:\n got  % x\n want % x", got, st)
 	}
-	// The framing: the APP SET's first 32 bytes (header, dcbmsg, ifname)
-	// with the length fixed up, then DCB_ATTR_IEEE|NLA_F_NESTED around
-	// DCB_ATTR_IEEE_PFC (4 + 136 bytes).
-	app := golden(t, "app_add_veth0_26-3.hex")
-	want := append([]byte(nil), app[:32]...)
-	total := 32 + 4 + 4 + sizeofPFC
-	want[0], want[1], want[2], want[3] = byte(total), byte(total>>8), 0, 0
-	want = append(want, byte(4+4+sizeofPFC), 0, 0x0d, 0x80, byte(4+sizeofPFC), 0, attrIEEEPFC, 0)
-	want = append(want, st...)
+	want := ieeeSetFraming(t, attrIEEEPFC, st)
 	got := PFCRequest("veth0", p).Serialize()
 	if !bytes.Equal(masked(got), masked(want)) {
 		t.Errorf("PFC SET:\n got  % x\n want % x", masked(got), masked(want))
@@ -84,5 +99,70 @@ func TestPFCSetMatchesUAPIStruct(t *testing.T) {
 	ie, err := ParseGet(EncodeGetReply("veth0", IEEE{PFC: &p}))
 	if err != nil || ie.PFC == nil || *ie.PFC != p {
 		t.Errorf("PFC round trip: %+v, %v", ie.PFC, err)
+	}
+}
+
+// TestETSMaxrateBufferSetsMatchUAPIStructs checks the ETS, rate-limit and
+// buffer SETs against struct ieee_ets, struct ieee_maxrate and struct
+// dcbnl_buffer as the C compiler lays them out (testdata/*_struct.hex,
+// same field values), inside dcb's IEEE SET framing, and each through the
+// reply decoder and the request decoder the fake kernel uses. dcb ets,
+// maxrate and buffer set stop after their failing GET on a veth, so the
+// messages cannot be captured whole here.
+func TestETSMaxrateBufferSetsMatchUAPIStructs(t *testing.T) {
+	var e ETS
+	e.Willing, e.Cap, e.CBS = 1, 8, 2
+	for i := 0; i < MaxPrio; i++ {
+		e.TxBW[i], e.RxBW[i], e.TSA[i] = 0x10+uint8(i), 0x20+uint8(i), TSA(0x30+i)
+		e.PrioTC[i], e.RecoBW[i], e.RecoTSA[i], e.RecoPrioTC[i] = 0x40+uint8(i), 0x50+uint8(i), TSA(0x60+i), 0x70+uint8(i)
+	}
+	var m Maxrate
+	for i := range m.Rate {
+		m.Rate[i] = 0x2122232425262700 + uint64(i)
+	}
+	var b Buffer
+	for i := 0; i < MaxPrio; i++ {
+		b.PrioBuffer[i] = 0x80 + uint8(i)
+		b.Size[i] = 0x31323300 + uint32(i)
+	}
+	b.Total = 0x41424344
+
+	for _, c := range []struct {
+		file   string
+		size   int
+		attr   int
+		struc  []byte
+		packet []byte
+	}{
+		{"ieee_ets_struct.hex", sizeofETS, attrIEEEETS, e.marshal(), ETSRequest("veth0", e).Serialize()},
+		{"ieee_maxrate_struct.hex", sizeofMaxrate, attrIEEEMaxrate, m.marshal(), MaxrateRequest("veth0", m).Serialize()},
+		{"dcbnl_buffer_struct.hex", sizeofBuffer, attrDCBBuffer, b.marshal(), BufferRequest("veth0", b).Serialize()},
+	} {
+		st := golden(t, c.file)
+		if len(st) != c.size {
+			t.Errorf("%s: the C struct is %d bytes, the codec uses %d", c.file, len(st), c.size)
+			continue
+		}
+		if !bytes.Equal(c.struc, st) {
+			t.Errorf("%s:\n got  % x\n want % x", c.file, c.struc, st)
+		}
+		if want := ieeeSetFraming(t, c.attr, st); !bytes.Equal(masked(c.packet), masked(want)) {
+			t.Errorf("%s SET:\n got  % x\n want % x", c.file, masked(c.packet), masked(want))
+		}
+	}
+
+	ie, err := ParseGet(EncodeGetReply("veth0", IEEE{ETS: &e, Maxrate: &m, Buffer: &b}))
+	if err != nil || ie.ETS == nil || *ie.ETS != e || ie.Maxrate == nil || *ie.Maxrate != m || ie.Buffer == nil || *ie.Buffer != b || ie.PFC != nil {
+		t.Errorf("GET round trip: %+v %v", ie, err)
+	}
+	for _, req := range [][]byte{ETSRequest("x", e).Serialize(), MaxrateRequest("x", m).Serialize(), BufferRequest("x", b).Serialize()} {
+		r, err := ParseRequest(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (r.ETS != nil && *r.ETS != e) || (r.Maxrate != nil && *r.Maxrate != m) || (r.Buffer != nil && *r.Buffer != b) ||
+			r.Cmd != CmdIEEESet || r.Ifname != "x" {
+			t.Errorf("request round trip: %+v", r)
+		}
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"reflect"
 	"syscall"
 	"testing"
+
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
 )
 
 func TestParseGetReply(t *testing.T) {
@@ -100,10 +103,55 @@ func TestParseRequestRoundTrip(t *testing.T) {
 	if err != nil || r.Ifname != "eth0" || r.Cmd != CmdIEEESet || r.PFC == nil || *r.PFC != p {
 		t.Errorf("PFC request: %+v %v", r, err)
 	}
-	apps := []App{DSCP(26, 3), DSCP(0, 0)}
-	r, err = ParseRequest(AppRequest("eth0", true, apps).Serialize())
+	apps := []App{DSCP(26, 3), DSCP(0, 0), DgramPort(RoCEv2Port, 3)}
+	r, err = ParseRequest(AppRequest("eth0", true, apps...).Serialize())
 	if err != nil || r.Cmd != CmdIEEEDel || !reflect.DeepEqual(r.Apps, apps) {
 		t.Errorf("APP request: %+v %v", r, err)
+	}
+	r, err = ParseRequest(DCBXSetRequest("eth0", CapHost|CapVerIEEE).Serialize())
+	if err != nil || r.Cmd != CmdSDCBX || !r.HasDCBX || r.DCBX != 0x09 || r.Type != 0x4f {
+		t.Errorf("SDCBX request: %+v %v", r, err)
+	}
+}
+
+func TestSDCBXStatus(t *testing.T) {
+	if err := ParseSDCBXStatus(EncodeSDCBXReply(0), 9); err != nil {
+		t.Errorf("status 0: %v", err)
+	}
+	var re *DCBXRefusedError
+	if err := ParseSDCBXStatus(EncodeSDCBXReply(1), 1); !errors.As(err, &re) || re.Mode != 1 || re.Status != 1 {
+		t.Errorf("status 1: %v", err)
+	}
+	if err := ParseSDCBXStatus(EncodeSetReply(CmdIEEESet, 0), 9); err == nil {
+		t.Error("IEEE SET reply taken for SDCBX")
+	}
+	if err := ParseSDCBXStatus(replyMsg(CmdSDCBX, ""), 9); err == nil {
+		t.Error("SDCBX reply without status accepted")
+	}
+}
+
+func TestAppMaps(t *testing.T) {
+	ie := IEEE{Apps: []App{DSCP(26, 3), DgramPort(RoCEv2Port, 3), DgramPort(RoCEv2Port, 5), {Selector: 1, Priority: 4, Protocol: 0x8915}}}
+	if m := ie.DgramPortMap(); len(m) != 1 || m[RoCEv2Port] != 5 {
+		t.Errorf("datagram map %v", m)
+	}
+	if m := ie.DSCPMap(); len(m) != 1 || m[26] != 3 {
+		t.Errorf("DSCP map %v", m)
+	}
+	if s := DgramPort(4791, 3).String(); s != "dgram-port-prio 4791:3" {
+		t.Errorf("String %q", s)
+	}
+}
+
+// TestParseRefusesShortObjects: each IEEE object shorter than its struct
+// is an error, not a partial value.
+func TestParseRefusesShortObjects(t *testing.T) {
+	for _, attr := range []int{attrIEEEETS, attrIEEEMaxrate, attrDCBBuffer} {
+		ieee := nl.NewRtAttr(unix.NLA_F_NESTED|attrIEEE, nil)
+		ieee.AddRtAttr(attr, []byte{1, 2, 3})
+		if _, err := ParseGet(replyMsg(CmdIEEEGet, "x", ieee)); err == nil {
+			t.Errorf("attribute %d of 3 bytes accepted", attr)
+		}
 	}
 }
 
@@ -113,9 +161,12 @@ func FuzzParseGet(f *testing.F) {
 	f.Add(EncodeGetReply("eth0", IEEE{PFC: &pfc, Apps: []App{DSCP(26, 3)}, HasDCBX: true}))
 	f.Add(EncodeDCBXReply(1))
 	f.Add(EncodeSetReply(CmdIEEESet, -22))
+	f.Add(EncodeGetReply("eth0", IEEE{ETS: &ETS{Cap: 8}, Maxrate: &Maxrate{}, Buffer: &Buffer{}, Apps: []App{DgramPort(RoCEv2Port, 3)}}))
+	f.Add(EncodeSDCBXReply(1))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = ParseGet(b)
 		_, _ = ParseDCBX(b)
 		_ = ParseSetStatus(b, CmdIEEESet)
+		_ = ParseSDCBXStatus(b, 9)
 	})
 }

@@ -100,15 +100,8 @@ func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 			return fmt.Errorf("qos: %w", err)
 		}
 		del, add := diffApps(dscpEntries(ie.Apps), old.DSCP)
-		if len(del) > 0 {
-			if err := p.DCB.DelApps(old.Netdev, del); err != nil {
-				return fmt.Errorf("qos: %w", err)
-			}
-		}
-		if len(add) > 0 {
-			if err := p.DCB.SetApps(old.Netdev, add); err != nil {
-				return fmt.Errorf("qos: %w", err)
-			}
+		if err := p.writeApps(old.Netdev, del, add); err != nil {
+			return fmt.Errorf("qos: %w", err)
 		}
 		got, err := p.DCB.Get(old.Netdev)
 		if err != nil {
@@ -430,6 +423,22 @@ func (p *Part) setPFC(port *host.Port, subject reconcile.Subject, netdev string,
 	return act
 }
 
+// writeApps deletes then adds APP entries, one per message, and stops at
+// the first the driver refuses (the error names it).
+func (p *Part) writeApps(netdev string, del, add []dcb.App) error {
+	for _, a := range del {
+		if err := p.DCB.DelApp(netdev, a); err != nil {
+			return err
+		}
+	}
+	for _, a := range add {
+		if err := p.DCB.SetApp(netdev, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // reread refreshes the observed values after a refused write.
 func (p *Part) reread(port *host.Port, netdev string) {
 	if ie, err := p.DCB.Get(netdev); err == nil {
@@ -513,19 +522,10 @@ func (p *Part) setTrust(port *host.Port, subject reconcile.Subject, netdev strin
 		act.Status = reconcile.Unchanged
 		return act
 	}
-	if len(plan.Del) > 0 {
-		if err := p.DCB.DelApps(netdev, plan.Del); err != nil {
-			act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: %w", err)
-			p.reread(port, netdev)
-			return act
-		}
-	}
-	if len(plan.Add) > 0 {
-		if err := p.DCB.SetApps(netdev, plan.Add); err != nil {
-			act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: %w", err)
-			p.reread(port, netdev)
-			return act
-		}
+	if err := p.writeApps(netdev, plan.Del, plan.Add); err != nil {
+		act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: %w", err)
+		p.reread(port, netdev)
+		return act
 	}
 	got, err := p.DCB.Get(netdev)
 	if err != nil {
