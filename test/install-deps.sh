@@ -2,7 +2,7 @@
 # Installs what the tests need on a Debian machine, only when missing, so a
 # fresh machine passes `make test` and a prepared one does not touch apt.
 #   test/install-deps.sh test   dbus-daemon, busctl/gdbus, systemd-analyze, iproute2, man tools,
-#                               bash-completion, zsh and fish (rdmactl's completions, run in each),
+#                               ethtool, bash-completion, zsh and fish (rdmactl's completions, run in each),
 #                               packaging checks (lintian, rpm, mmdebstrap for the Debian root),
 #                               ansible-core, PyGObject and the Kubernetes API models (python3),
 #                               cockpit-ws, cockpit-bridge and chromium (the Cockpit page's test)
@@ -35,6 +35,7 @@ test)
 	want groff groff-base
 	want man man-db
 	want strace strace # units: the syscalls rdmad makes must be in its unit's filter
+	want ethtool ethtool # daemon/ethtool: a notification of the real monitor group (ethtool -K on a veth)
 	want lintian lintian
 	want rpm rpm
 	want dpkg-deb dpkg
