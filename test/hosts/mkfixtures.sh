@@ -149,6 +149,26 @@ mlx5() {
 	done
 }
 
+# ofed ROOT : the sysfs MLNX_OFED / DOCA-OFED's mlx5 driver adds to the mlx5
+# host (upstream has none of it). Per netdev, ecn/roce_{rp,np}/enable/<prio>
+# ("%d\n", firmware enables all eight) and the CNP marking (roce_np/cnp_dscp,
+# roce_np/cnp_802p_prio, as firmware sets them); per RDMA port,
+# tc/<port>/traffic_class, empty while no global traffic class is set.
+ofed() {
+	local root=$1 i p net d
+	for i in 0 1; do
+		net="$root/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.$i/net/ens1f${i}np${i}/ecn"
+		for p in 0 1 2 3 4 5 6 7; do
+			w "$net/roce_rp/enable/$p" 1
+			w "$net/roce_np/enable/$p" 1
+		done
+		w "$net/roce_rp/rpg_max_rate" 0; w "$net/roce_rp/rpg_min_rate" 1
+		w "$net/roce_np/cnp_dscp" 48; w "$net/roce_np/cnp_802p_prio" 6; w "$net/roce_np/min_time_between_cnps" 4
+		d="$root/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.$i/infiniband/mlx5_$i"
+		mkdir -p "$d/tc/1"; : > "$d/tc/1/traffic_class"
+	done
+}
+
 mlx4() {
 	local root=$1 pci="pci0000:00/0000:00:03.0/0000:05:00.0" d
 	pci_device "$root" "$pci" mlx4_core
@@ -359,6 +379,7 @@ build() {
 	"$@"
 }
 build mlx5 eval 'common mlx5 configfs ib_core rdma_cm ib_cm iw_cm mlx5_core mlx5_ib; mlx5 mlx5'
+build mlx5-ofed eval 'common mlx5-ofed configfs ib_core rdma_cm ib_cm iw_cm mlx5_core mlx5_ib; mlx5 mlx5-ofed; ofed mlx5-ofed'
 build mlx4 eval 'common mlx4 configfs ib_core rdma_cm mlx4_core mlx4_ib; mlx4 mlx4'
 build hfi1 eval 'common hfi1 configfs ib_core rdma_cm hfi1; hfi1 hfi1'
 build rxe eval 'common rxe configfs ib_core rdma_cm rdma_rxe; rxe rxe'
