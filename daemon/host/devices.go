@@ -145,10 +145,43 @@ func (h *Host) PortNetdev(d *Device, p *Port) string {
 	return ""
 }
 
-// IsVF reports whether d is on a PCI virtual function (its PCI device has
-// a physfn link).
+// IsVF reports whether d is on a PCI virtual function: its PCI device has
+// a physfn link (on the host that created it), or, for a VF passed through
+// to a virtual machine, where no physfn link exists, its PCI ID is one its
+// driver registers as a VF.
 func (h *Host) IsVF(d *Device) bool {
-	return d.PCIAddress != "" && h.Exists(path.Join(ClassInfiniband, d.Name, "device", "physfn"))
+	if d.PCIAddress == "" {
+		return false
+	}
+	dev := path.Join(ClassInfiniband, d.Name, "device")
+	if h.Exists(path.Join(dev, "physfn")) {
+		return true
+	}
+	vendor, err := h.ReadString(path.Join(dev, "vendor"))
+	if err != nil || strings.TrimSpace(vendor) != mellanoxVendor {
+		return false
+	}
+	id, err := h.ReadString(path.Join(dev, "device"))
+	return err == nil && mellanoxVFs[strings.TrimSpace(id)]
+}
+
+// mellanoxVendor is the PCI vendor ID of Mellanox (NVIDIA networking).
+const mellanoxVendor = "0x15b3"
+
+// mellanoxVFs are the PCI device IDs the kernel's mlx5_core and mlx4_core
+// tables mark as virtual functions (MLX5_PCI_DEV_IS_VF, MLX4_PCI_DEV_IS_VF in
+// drivers/net/ethernet/mellanox/mlx{5/core,4}/main.c).
+var mellanoxVFs = map[string]bool{
+	"0x1012": true, // Connect-IB VF
+	"0x1014": true, // ConnectX-4 VF
+	"0x1016": true, // ConnectX-4 Lx VF
+	"0x1018": true, // ConnectX-5 VF
+	"0x101a": true, // ConnectX-5 Ex VF
+	"0x101c": true, // ConnectX-6 VF
+	"0x101e": true, // ConnectX family mlx5Gen VF (ConnectX-6 Dx and later)
+	"0xa2d3": true, // BlueField integrated ConnectX-5 VF
+	"0x1002": true, // ConnectX-2 VF (mlx4)
+	"0x1004": true, // ConnectX-3 VF (mlx4)
 }
 
 // PortTransport is the transport of port p of d.

@@ -254,6 +254,70 @@ func TestVFsGetInfoAndInfiniBandNothing(t *testing.T) {
 	}
 }
 
+// A VF passed through to a virtual machine has no physfn link: its PCI ID
+// says it is a VF (driver = "mlx5_core" selects it in the guest too), and
+// [[qos]] on it is not applicable, not a failure of a netdev without DCB.
+// The same netdev on a PF ID still fails: no DCB there is a real problem.
+func TestVFInAVirtualMachineIsNotApplicable(t *testing.T) {
+	e := newEnv(t, "mlx5")
+	e.k.AddNoDCB("ens1f0np0")
+	hosttest.Write(t, e.root, "sys/class/infiniband/mlx5_0/device/device", "0x101e\n")
+	pol := policy(t, "[[qos]]\ndriver = \"mlx5_core\"\npfc = [3]\n")
+	acts, _ := e.apply(t, pol, "mlx5_0")
+	if got, want := statuses(acts), "mlx5_0/1 qos vf not-applicable"; got != want || !strings.Contains(acts[0].Err.Error(), "virtual function") {
+		t.Fatalf("a VF's PCI ID: %s %v", got, acts)
+	}
+	if c := e.k.Calls(); len(c) != 0 {
+		t.Errorf("the VF's netdev was asked: %q", c)
+	}
+	hosttest.Write(t, e.root, "sys/class/infiniband/mlx5_0/device/device", "0x1017\n") // ConnectX-5 PF
+	acts, _ = e.apply(t, pol, "mlx5_0")
+	if got, want := statuses(acts), "mlx5_0/1 qos pfc failed"; got != want {
+		t.Errorf("a PF's PCI ID without DCB: %s", got)
+	}
+}
+
+// The [[qos]] example of the shipped rdmad.toml (driver = "mlx5_core") on an
+// SR-IOV host: the PF is configured, its VF (which the same selector picks)
+// is not applicable, and nothing fails.
+func TestShippedQoSExampleOnAnSRIOVHost(t *testing.T) {
+	data, err := os.ReadFile("../../etc/rdma/rdmad.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example []string
+	in := false
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case line == "#[[qos]]":
+			in = true
+		case in && (line == "#" || !strings.HasPrefix(line, "#")):
+			in = false
+		}
+		if in {
+			example = append(example, strings.TrimPrefix(line, "#"))
+		}
+	}
+	if len(example) < 2 || !strings.Contains(strings.Join(example, "\n"), `driver = "mlx5_core"`) {
+		t.Fatalf("the shipped [[qos]] example does not select driver = \"mlx5_core\": %q", example)
+	}
+	pol := policy(t, strings.Join(example, "\n"))
+	e := newEnv(t, "mlx5")
+	e.k.Add("ens1f0np0")
+	e.k.AddNoDCB("ens1f1np1")
+	if err := os.MkdirAll(filepath.Join(e.root, "sys/class/infiniband/mlx5_1/device/physfn/net/ens1f0np0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	acts, _ := e.apply(t, pol, "mlx5_0")
+	if got, want := statuses(acts), "mlx5_0/1 qos pfc changed, mlx5_0/1 qos trust changed"; got != want {
+		t.Errorf("PF: %s", got)
+	}
+	acts, _ = e.apply(t, pol, "mlx5_1")
+	if got, want := statuses(acts), "mlx5_1/1 qos vf not-applicable"; got != want {
+		t.Errorf("VF: %s", got)
+	}
+}
+
 func TestMLX4TrustRefusedPFCApplied(t *testing.T) {
 	e := newEnv(t, "mlx4")
 	e.k.Add("ens2")
