@@ -105,10 +105,10 @@ func TestRemoteHost(t *testing.T) {
 // When ssh cannot reach the host, its own message reaches the user, then
 // one line saying what to check; exit 1.
 func TestRemoteHostUnreachable(t *testing.T) {
-	env, _ := fakeSSH(t, "unix:path=/nonexistent", "ssh: connect to host node7 port 22: Connection refused")
-	code, out, errs := rdmactl(t, env, "-H", "node7", "status")
-	if code != 1 || out != "" || !strings.Contains(errs, "ssh: connect to host node7 port 22: Connection refused\n") ||
-		!strings.HasSuffix(errs, "rdmactl: cannot reach the bus of node7 over ssh: check that \"ssh node7 systemd-stdio-bridge\" works (ssh access, systemd on the host)\n") {
+	env, _ := fakeSSH(t, "unix:path=/nonexistent", "ssh: connect to host node7 port 22: Connection refused\033]0;pwned\007\r")
+	code, out, errs := rdmactl(t, env, "-H", "root@node7:2222", "status")
+	if code != 1 || out != "" || !strings.Contains(errs, "ssh: connect to host node7 port 22: Connection refused\\x1b]0;pwned\\x07\n") ||
+		!strings.HasSuffix(errs, "rdmactl: cannot reach the bus of root@node7:2222 over ssh: check that ssh -xT -l root -p 2222 -- node7 systemd-stdio-bridge works (ssh access, systemd on the host)\n") {
 		t.Errorf("exit %d\n%s%s", code, out, errs)
 	}
 	if code, _, errs := rdmactl(t, env, "-H", "-oProxyCommand=x", "status"); code != 2 || !strings.Contains(errs, "want [USER@]HOST[:PORT]") {

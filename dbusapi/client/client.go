@@ -6,9 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +32,11 @@ type Client struct {
 type Target struct {
 	Bus  string
 	Host string
+	// Timeout bounds connecting: dial (or ssh), authentication, Hello and
+	// the question whether rdmad runs (0: DefaultConnectTimeout).
+	Timeout time.Duration
+	// Stderr gets what ssh writes to its stderr, escaped (nil: os.Stderr).
+	Stderr io.Writer
 }
 
 // BusError says the bus could not be reached, and what to do.
@@ -74,37 +79,40 @@ func reason(err error) string {
 	return ""
 }
 
-// busTimeout bounds the question to the bus daemon whether rdmad runs: a
-// bus that does not answer it in D-Bus's default method timeout is stuck.
-const busTimeout = 25 * time.Second
-
 // Connect dials bus ("system", "session" or an address) and checks that
 // rdmad owns its name, so callers get one clear error instead of a timeout.
 func Connect(bus string) (*Client, error) { return ConnectTarget(Target{Bus: bus}) }
 
-// ConnectTarget connects to the rdmad t names.
+// ConnectTarget connects to the rdmad t names. Everything up to the answer
+// whether rdmad runs happens within t.Timeout: a bus that accepts and then
+// says nothing, or an ssh remote that never answers, is given up.
 func ConnectTarget(t Target) (*Client, error) {
 	if t.Bus == "" {
 		t.Bus = "system"
 	}
+	if t.Timeout <= 0 {
+		t.Timeout = DefaultConnectTimeout
+	}
+	deadline := time.Now().Add(t.Timeout)
 	var conn *dbus.Conn
 	var err error
 	if t.Host != "" {
-		conn, err = dialSSH(t.Host, t.Bus)
+		conn, err = dialSSH(t, deadline)
 	} else {
-		conn, err = dial(t.Bus)
+		conn, err = dial(t.Bus, deadline)
 	}
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{conn: conn}
 	var has bool
-	cx, cancel := context.WithTimeout(context.Background(), busTimeout)
+	cx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := conn.BusObject().CallWithContext(cx, "org.freedesktop.DBus.NameHasOwner", 0, dbusapi.BusName).Store(&has); err != nil {
 		conn.Close()
 		if t.Host != "" {
-			return nil, &SSHError{Host: t.Host, Err: err}
+			argv, _ := SSHCommand(t.Host, t.Bus)
+			return nil, &SSHError{Host: t.Host, Argv: argv, Err: err}
 		}
 		return nil, &BusError{Bus: t.Bus, Reason: "it does not answer", Err: err}
 	}
@@ -126,16 +134,14 @@ func ConnectTarget(t Target) (*Client, error) {
 // specification's default address).
 const systemBusSocket = "/run/dbus/system_bus_socket"
 
-// dial connects to a local bus.
-func dial(bus string) (*dbus.Conn, error) {
-	if bus == "session" && os.Getenv("DBUS_SESSION_BUS_ADDRESS") == "" {
-		// godbus would start dbus-launch to make one up.
-		return nil, &BusError{Bus: bus, Reason: "DBUS_SESSION_BUS_ADDRESS is not set"}
+// dial connects to a local bus by its address, authenticates and says
+// Hello, all before deadline (openBus).
+func dial(bus string, deadline time.Time) (*dbus.Conn, error) {
+	addr, err := busAddress(bus)
+	if err != nil {
+		return nil, err
 	}
-	if bus != "system" && bus != "session" && !strings.Contains(bus, ":") {
-		return nil, &BusError{Bus: bus, Reason: "want system, session or an address like unix:path=/run/bus"}
-	}
-	conn, err := dbusapi.Dial(bus)
+	stream, err := dialAddress(addr, deadline)
 	if err != nil {
 		why := reason(err)
 		if bus == "system" && os.Getenv("DBUS_SYSTEM_BUS_ADDRESS") == "" {
@@ -143,7 +149,19 @@ func dial(bus string) (*dbus.Conn, error) {
 				why = reason(serr) + " at " + systemBusSocket
 			}
 		}
+		if why == "" && errors.Is(err, os.ErrDeadlineExceeded) {
+			why = "it does not answer"
+		}
 		return nil, &BusError{Bus: bus, Reason: why, Err: err}
+	}
+	conn, err := openBus(stream, nil, deadline)
+	switch {
+	case errors.Is(err, errConnectTimeout):
+		return nil, &BusError{Bus: bus, Reason: "it does not answer", Err: err}
+	case errors.Is(err, errAuthLine):
+		return nil, &BusError{Bus: bus, Reason: "it is not a D-Bus bus: " + errAuthLine.Error(), Err: err}
+	case err != nil:
+		return nil, &BusError{Bus: bus, Reason: "authentication failed", Err: err}
 	}
 	return conn, nil
 }

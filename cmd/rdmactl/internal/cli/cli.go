@@ -333,7 +333,12 @@ func (e *env) jsonMode() string {
 	return ""
 }
 
-func (e *env) target() client.Target { return client.Target{Bus: e.bus, Host: e.host} }
+// target is the rdmad to talk to; connecting is bounded as a read is
+// (dial or ssh, authentication, Hello), and ssh's stderr reaches the
+// user's escaped.
+func (e *env) target() client.Target {
+	return client.Target{Bus: e.bus, Host: e.host, Timeout: e.readTimeout, Stderr: e.stderr}
+}
 
 func (e *env) client() (*client.Client, error) {
 	c, err := e.connect(e.target())
