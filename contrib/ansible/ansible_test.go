@@ -5,15 +5,18 @@
 package ansible
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/BurntSushi/toml"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
@@ -84,26 +87,103 @@ rdmad_config_dir: %q
 `, bins.Rdmad, etc)
 }
 
-// TestRoleRendersEveryTable renders a drop-in with every table the role
-// knows, loads it with rdmad's own configuration loader, and checks that a
-// second run changes nothing.
-func TestRoleRendersEveryTable(t *testing.T) {
-	etc := filepath.Join(t.TempDir(), "etc/rdma")
-	vars := renderOnly(etc) + `rdmad_roce:
+// everyTable sets every table variable of the role, with values of the
+// shapes rdmad.toml(5) uses: strings, numbers, booleans, lists, an inline
+// table (dscp_prio) and a sub-table (doctor.counters).
+const everyTable = `rdmad_roce:
   - {device: "mlx5_*", mode: v2, tos: 106}
   - {pci: "0000:3b:00.1", port: 1, mode: v1}
   - {netdev: "ens*", driver: mlx5_core, tos: 0}
+rdmad_qos:
+  - {driver: mlx5_core, trust: dscp, pfc: [3], dscp_prio: {26: 3, 46: 5}}
+  - {pci: "0000:3b:00.*", port: 1, pfc: []}
 rdmad_vpi:
   - {device: mlx4_0, port: 2, type: eth}
 rdmad_links:
   - {name: rxe0, type: rxe, netdev: eth1}
+rdmad_expect:
+  - {driver: mlx5_core, state: up, rate: 200}
+  - {pci: "0000:3b:00.1", port: 1, state: down}
 rdmad_memlock: {group: hpc, soft: 64G, hard: unlimited, services: false}
 rdmad_netns_mode: exclusive
 rdmad_modules: {enable: false, directory: /etc/rdma/modules}
+rdmad_metrics: {textfile: /var/lib/prometheus/node-exporter/rdmad.prom}
+rdmad_drift: {action: report, verify_interval: "0"}
+rdmad_api: {changes: runtime}
+rdmad_doctor: {ignore: ["nfs-*", "port-no-sm:mlx4_0/1"], counters: {interval: 1m, symbol_error: 10}}
 `
+
+// everyTableTOML is everyTable as TOML decodes it (numbers are int64).
+var everyTableTOML = map[string]any{
+	"roce": []map[string]any{
+		{"device": "mlx5_*", "mode": "v2", "tos": int64(106)},
+		{"pci": "0000:3b:00.1", "port": int64(1), "mode": "v1"},
+		{"netdev": "ens*", "driver": "mlx5_core", "tos": int64(0)},
+	},
+	"qos": []map[string]any{
+		{"driver": "mlx5_core", "trust": "dscp", "pfc": []any{int64(3)}, "dscp_prio": map[string]any{"26": int64(3), "46": int64(5)}},
+		{"pci": "0000:3b:00.*", "port": int64(1), "pfc": []any{}},
+	},
+	"vpi":  []map[string]any{{"device": "mlx4_0", "port": int64(2), "type": "eth"}},
+	"link": []map[string]any{{"name": "rxe0", "type": "rxe", "netdev": "eth1"}},
+	"expect": []map[string]any{
+		{"driver": "mlx5_core", "state": "up", "rate": int64(200)},
+		{"pci": "0000:3b:00.1", "port": int64(1), "state": "down"},
+	},
+	"memlock": map[string]any{"group": "hpc", "soft": "64G", "hard": "unlimited", "services": false},
+	"netns":   map[string]any{"mode": "exclusive"},
+	"modules": map[string]any{"enable": false, "directory": "/etc/rdma/modules"},
+	"metrics": map[string]any{"textfile": "/var/lib/prometheus/node-exporter/rdmad.prom"},
+	"drift":   map[string]any{"action": "report", "verify_interval": "0"},
+	"api":     map[string]any{"changes": "runtime"},
+	"doctor": map[string]any{"ignore": []any{"nfs-*", "port-no-sm:mlx4_0/1"},
+		"counters": map[string]any{"interval": "1m", "symbol_error": int64(10)}},
+}
+
+// TestRoleRendersEveryTable renders a drop-in with every table the role
+// knows, written generically from the variables: decoded as TOML it is
+// exactly the variables, tables, sub-tables, inline tables and all; a
+// second run changes nothing.
+func TestRoleRendersEveryTable(t *testing.T) {
+	etc := filepath.Join(t.TempDir(), "etc/rdma")
+	vars := renderOnly(etc) + "rdmad_validate: false\n" + everyTable
 	r, out, err := playbook(t, vars)
 	if err != nil || r.failed != 0 || r.changed <= 0 {
 		t.Fatalf("first run: %+v %v\n%s", r, err, out)
+	}
+	text := readFile(t, filepath.Join(etc, "rdmad.d/50-ansible.toml"))
+	var got map[string]any
+	if _, err := toml.Decode(text, &got); err != nil {
+		t.Fatalf("the rendered drop-in is not TOML: %v\n%s", err, text)
+	}
+	if diff := cmpJSON(got, everyTableTOML); diff != "" {
+		t.Errorf("the rendered drop-in is not the variables: %s\n%s", diff, text)
+	}
+	r, out, err = playbook(t, vars)
+	if err != nil || r.changed != 0 {
+		t.Errorf("second run is not idempotent: %+v %v\n%s", r, err, out)
+	}
+}
+
+// cmpJSON compares two decoded documents by their JSON form ("" when equal).
+func cmpJSON(got, want any) string {
+	g, _ := json.MarshalIndent(got, "", " ")
+	w, _ := json.MarshalIndent(want, "", " ")
+	if string(g) == string(w) {
+		return ""
+	}
+	return fmt.Sprintf("got\n%s\nwant\n%s", g, w)
+}
+
+// TestRoleDropInLoadsInRdmad: the drop-in of every table passes the role's
+// own validation (rdmad --check-config --with, as a real run does) and
+// rdmad's configuration loader takes it, with the values the variables give.
+func TestRoleDropInLoadsInRdmad(t *testing.T) {
+	etc := filepath.Join(t.TempDir(), "etc/rdma")
+	vars := renderOnly(etc) + withoutTables(everyTable, tablesRdmadLacks(t)...)
+	r, out, err := playbook(t, vars)
+	if err != nil || r.failed != 0 {
+		t.Fatalf("rdmad --check-config refuses the rendered drop-in: %+v %v\n%s", r, err, out)
 	}
 	p, err := config.Load(host.Files{}, filepath.Join(etc, "rdmad.toml"))
 	if err != nil {
@@ -113,6 +193,9 @@ rdmad_modules: {enable: false, directory: /etc/rdma/modules}
 		p.RoCE[1].PCI != "0000:3b:00.1" || p.RoCE[1].Port != 1 || p.RoCE[1].Mode != config.RoCEv1 || p.RoCE[1].TOS != nil ||
 		p.RoCE[2].Netdev != "ens*" || p.RoCE[2].Driver != "mlx5_core" || p.RoCE[2].TOS == nil || *p.RoCE[2].TOS != 0 {
 		t.Errorf("roce rules = %+v", p.RoCE)
+	}
+	if len(p.QoS) != 2 || p.QoS[0].Driver != "mlx5_core" || p.QoS[1].PCI != "0000:3b:00.*" {
+		t.Errorf("qos rules = %+v", p.QoS)
 	}
 	if len(p.VPI) != 1 || p.VPI[0].Device.Name != "mlx4_0" || p.VPI[0].Port != 2 || p.VPI[0].Type != config.VPIeth {
 		t.Errorf("vpi rules = %+v", p.VPI)
@@ -129,26 +212,93 @@ rdmad_modules: {enable: false, directory: /etc/rdma/modules}
 	if p.Modules.Enable {
 		t.Errorf("modules = %+v", p.Modules)
 	}
-
-	r, out, err = playbook(t, vars)
-	if err != nil || r.changed != 0 {
-		t.Errorf("second run is not idempotent: %+v %v\n%s", r, err, out)
+	if p.Metrics.Textfile != "/var/lib/prometheus/node-exporter/rdmad.prom" {
+		t.Errorf("metrics = %+v", p.Metrics)
 	}
 }
 
-// TestRoleRejectsUnknownKey: a misspelt key stops the role before the host
-// changes, naming the key.
+// tablesRdmadLacks lists the role's table variables (rdmad_drift...) whose
+// table the rdmad under test does not know yet: rdmad --check-config answers
+// "unknown key; the top level accepts". The role renders them all the same
+// (TestRoleRendersEveryTable); the day rdmad knows one, it is checked here
+// with the others.
+func tablesRdmadLacks(t *testing.T) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var lacks []string
+	for variable, table := range map[string]string{"rdmad_drift": "[drift]\naction = \"report\"\n",
+		"rdmad_api": "[api]\nchanges = \"runtime\"\n", "rdmad_doctor": "[doctor]\nignore = [\"nfs-*\"]\n",
+		"rdmad_expect": "[[expect]]\ndriver = \"mlx5_core\"\nstate = \"up\"\n"} {
+		f := filepath.Join(dir, "t.toml")
+		if err := os.WriteFile(f, []byte(table), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bins.Rdmad, "--check-config", "--config", filepath.Join(dir, "none.toml"), "--with", f).CombinedOutput()
+		if err != nil && strings.Contains(string(out), "unknown key; the top level accepts") {
+			t.Logf("rdmad does not know the table of %s yet: not loaded here", variable)
+			lacks = append(lacks, variable)
+		}
+	}
+	return lacks
+}
+
+// withoutTables drops the given variables (one line each, with their
+// indented lines) from a vars file.
+func withoutTables(vars string, names ...string) string {
+	var out []string
+	skip := false
+	for _, line := range strings.Split(vars, "\n") {
+		if !strings.HasPrefix(line, " ") {
+			name, _, _ := strings.Cut(line, ":")
+			skip = slices.Contains(names, name)
+		}
+		if !skip {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestRoleRejectsUnknownKey: a misspelt key fails in validate, with rdmad's
+// error naming it, and the drop-in is not written.
 func TestRoleRejectsUnknownKey(t *testing.T) {
 	etc := filepath.Join(t.TempDir(), "etc/rdma")
 	_, out, err := playbook(t, renderOnly(etc)+"rdmad_roce:\n  - {device: mlx5_0, tso: 106}\n")
 	if err == nil {
 		t.Fatalf("a misspelt key was accepted:\n%s", out)
 	}
-	if !strings.Contains(out, "unknown: tso") {
-		t.Errorf("the failure does not name the key:\n%s", out)
+	if !strings.Contains(out, "failed to validate") || !regexp.MustCompile(`50-ansible\.toml:\d+: [^"]*tso`).MatchString(out) {
+		t.Errorf("the failure does not name the key with its file:line:\n%s", out)
 	}
 	if _, err := os.Stat(filepath.Join(etc, "rdmad.d/50-ansible.toml")); !os.IsNotExist(err) {
 		t.Errorf("the drop-in was written despite the bad key: %v", err)
+	}
+}
+
+// TestRoleRejectsUnknownVariable: a misspelt variable name (rdmad_qoss for
+// rdmad_qos) would be ignored and its policy silently not applied; the play
+// stops before the host changes and names it. So does a table of the wrong
+// shape.
+func TestRoleRejectsUnknownVariable(t *testing.T) {
+	etc := filepath.Join(t.TempDir(), "etc/rdma")
+	_, out, err := playbook(t, renderOnly(etc)+"rdmad_qoss:\n  - {driver: mlx5_core, pfc: [3]}\nrdmad_tos: 106\n")
+	if err == nil {
+		t.Fatalf("unknown variables were accepted:\n%s", out)
+	}
+	if !strings.Contains(out, "unknown variables rdmad_qoss, rdmad_tos") || !strings.Contains(out, "rdmad_qos,") {
+		t.Errorf("the failure does not name the variables and the ones the role reads:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(etc, "rdmad.d/50-ansible.toml")); !os.IsNotExist(err) {
+		t.Errorf("the drop-in was written despite an unknown variable: %v", err)
+	}
+	for vars, want := range map[string]string{
+		"rdmad_qos: {driver: mlx5_core}\n": "rdmad_qos must be a list of mappings",
+		"rdmad_api: [runtime]\n":           "rdmad_api must be a mapping",
+		"rdmad_expect: [up]\n":             "rdmad_expect must be a list of mappings",
+	} {
+		if _, out, err := playbook(t, renderOnly(etc)+vars); err == nil || !strings.Contains(out, want) {
+			t.Errorf("%q: want a failure saying %q:\n%s", vars, want, out)
+		}
 	}
 }
 
@@ -262,5 +412,57 @@ rdmad_memlock: {soft: 64G, hard: unlimited}
 	}
 	if got := portFile("mlx5_0", "default_roce_tos"); got != "32" {
 		t.Errorf("mlx5_0 tos = %s: one failing port stopped the others", got)
+	}
+}
+
+// TestRoleVerifiesEveryDeclaredKind: the verification is not RoCE's alone.
+// A [[qos]] rule rdmad cannot apply (a fixture root: rdmad refuses DCB
+// netlink there, which would act on this machine's kernel), memlock limits
+// it cannot write (limits.d is a file) and a soft link whose netdev does not
+// exist each fail the run, named with the port, setting or link.
+func TestRoleVerifiesEveryDeclaredKind(t *testing.T) {
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	livetest.Start(t, bins, addr, root, env)
+	etc := filepath.Join(root, "etc/rdma")
+	if err := os.RemoveAll(filepath.Join(root, "etc/security/limits.d")); err != nil {
+		t.Fatal(err)
+	}
+	hosttest.Write(t, root, "etc/security/limits.d", "not a directory\n")
+	vars := fmt.Sprintf(`rdmad_install: false
+rdmad_manage_service: false
+rdmad_rdmactl: %q
+rdmad_rdmad: %q
+rdmad_bus: %q
+rdmad_config_dir: %q
+rdmad_verify_delay: 0
+rdmad_verify_retries: 2
+rdmad_roce:
+  - {driver: mlx5_core, tos: 106}
+rdmad_qos:
+  - {device: mlx5_0, port: 1, pfc: [3]}
+rdmad_memlock: {soft: 64G, hard: unlimited}
+rdmad_links:
+  - {name: rxe0, type: rxe, netdev: veth0}
+  - {name: rxe7, type: rxe, netdev: nosuch0}
+`, bins.Rdmactl, bins.Rdmad, addr, etc)
+	_, out, err := playbook(t, vars)
+	if err == nil {
+		t.Fatalf("the run passed although QoS, memlock and a link did not apply:\n%s", out)
+	}
+	if !strings.Contains(out, "rdmad does not run the declared policy") {
+		t.Fatalf("the run did not fail in the verification:\n%s", out)
+	}
+	for _, want := range []string{"mlx5_0/1 qos pfc", "host memlock limits.d: memlock:", "rxe7 (rxe on nosuch0: not created"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the verification failure does not name %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "rxe0 (") {
+		t.Errorf("rxe0, which exists, is reported missing:\n%s", out)
+	}
+	// The RoCE part applied: one failing kind does not stop the others.
+	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")); got != "106" {
+		t.Errorf("mlx5_0/1 tos = %s", got)
 	}
 }
