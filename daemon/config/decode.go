@@ -61,6 +61,9 @@ type fileDecl struct {
 		soft     setting[Limit]
 		hard     setting[Limit]
 		services setting[bool]
+		// checkUnits is check_units, which alone does not make rdmad
+		// manage memlock (present stays false for it).
+		checkUnits setting[[]string]
 	}
 	netns struct {
 		mode setting[NetnsMode]
@@ -72,6 +75,9 @@ type fileDecl struct {
 	links []Link
 	vpi   []VPIRule
 	qos   []QoSRule
+	// expect and doctor: health.go.
+	expect []ExpectRule
+	doctor doctorDecl
 	// tables names the top-level keys present, for LoadPersisted's check.
 	tables []string
 }
@@ -170,7 +176,7 @@ func (d *decoder) unknown(path, key, what string, fields []field) {
 		names[i] = f.name
 		if path == key { // top level: show how each is written
 			names[i] = "[" + f.name + "]"
-			if f.name == "roce" || f.name == "link" || f.name == "vpi" || f.name == "qos" {
+			if f.name == "roce" || f.name == "link" || f.name == "vpi" || f.name == "qos" || f.name == "expect" {
 				names[i] = "[[" + f.name + "]]"
 			}
 		}
@@ -271,6 +277,14 @@ func (d *decoder) root(decl *fileDecl, raw map[string]any) {
 				}
 			}
 		}},
+		{"expect", func(p string, v any) {
+			for _, e := range d.arrayOfTables(p, v) {
+				if r, ok := d.expect(e.path, e.m); ok {
+					decl.expect = append(decl.expect, r)
+				}
+			}
+		}},
+		{"doctor", func(p string, v any) { d.doctor(decl, p, v) }},
 	})
 	for k := range raw {
 		decl.tables = append(decl.tables, k)

@@ -137,6 +137,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 		memSoft, memHard                  setting[Limit]
 		netnsMode                         setting[NetnsMode]
 		memPresent                        bool
+		checkUnits                        setting[[]string]
 	)
 	p := &Policy{Files: []string{}}
 	for _, d := range decls {
@@ -149,11 +150,13 @@ func merge(decls []*fileDecl) (*Policy, error) {
 		memSoft.override(d.memlock.soft)
 		memHard.override(d.memlock.hard)
 		memServices.override(d.memlock.services)
+		checkUnits.override(d.memlock.checkUnits)
 		netnsMode.override(d.netns.mode)
 		textfile.override(d.metrics.textfile)
 		p.RoCE = append(p.RoCE, d.roce...)
 		p.VPI = append(p.VPI, d.vpi...)
 		p.QoS = append(p.QoS, d.qos...)
+		p.Expect = append(p.Expect, d.expect...)
 		for _, l := range d.links {
 			p.Links = replaceLink(p.Links, l)
 		}
@@ -161,6 +164,8 @@ func merge(decls []*fileDecl) (*Policy, error) {
 	p.Modules = Modules{Enable: modEnable.or(true), Directory: modDir.or(DefaultModulesDirectory)}
 	p.Netns = Netns{Mode: netnsMode.Value, Source: netnsMode.Pos}
 	p.Metrics = Metrics{Textfile: textfile.Value}
+	p.Doctor = mergeDoctor(decls)
+	p.MemlockCheckUnits = checkUnits.Value
 
 	var errs []error
 	if memPresent && memEnable.or(true) {

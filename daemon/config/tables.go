@@ -142,13 +142,17 @@ func (d *decoder) memlock(decl *fileDecl, path string, v any) {
 	if !ok {
 		return
 	}
-	decl.memlock.present = true
+	// [memlock] makes rdmad manage the limits, even empty; check_units
+	// alone (what doctor checks) does not.
+	_, units := m["check_units"]
+	decl.memlock.present = decl.memlock.present || !units || len(m) > 1
 	d.table(path, m, "[memlock]", []field{
 		d.boolSetting("enable", &decl.memlock.enable),
 		stringSetting(d, "group", is(validGroupName), &decl.memlock.group),
 		d.limitSetting("soft", &decl.memlock.soft),
 		d.limitSetting("hard", &decl.memlock.hard),
 		d.boolSetting("services", &decl.memlock.services),
+		d.checkUnits(&decl.memlock.checkUnits),
 	})
 	// Within one file soft > hard is certain to be an error; across files
 	// it is checked again after merging.

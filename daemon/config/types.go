@@ -52,6 +52,15 @@ type Policy struct {
 	VPI       []VPIRule // mlx4 VPI port types; later rules win
 	QoS       []QoSRule // lossless RoCE (PFC, DSCP trust); later rules win per field
 	Metrics   Metrics
+	// Expect is what doctor judges ports against ([[expect]], health.go);
+	// later rules win per field.
+	Expect []ExpectRule
+	// Doctor is [doctor]: findings ignored, error-counter sampling.
+	Doctor Doctor
+	// MemlockCheckUnits are the services beside slurmd and pbs_mom whose
+	// memlock limit doctor checks ([memlock] check_units; the last file
+	// that sets it wins). It does not make rdmad manage memlock.
+	MemlockCheckUnits []string
 }
 
 // Metrics is the [metrics] table.
