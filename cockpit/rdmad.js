@@ -426,7 +426,9 @@
 
     /* ---- health ---- */
 
-    const SEVERITIES = [["fail", "Failing"], ["warn", "Warnings"], ["ok", "Passing"]];
+    /* Ignored findings ([doctor] ignore) come after the warnings: listed,
+       with what they were and the entry that ignores them, but not counted. */
+    const SEVERITIES = [["fail", "Failing"], ["warn", "Warnings"], ["ignored", "Ignored"], ["ok", "Passing"]];
 
     function subjectText(s) {
         if (!s || s.kind === "host")
@@ -455,6 +457,8 @@
                                 badge(sev, sev), " ",
                                 el("span", { class: "subject" }, subjectText(f.subject)), ": ",
                                 el("span", { class: "text" }, f.finding),
+                                sev === "ignored" ? el("div", { class: "ignored-by" },
+                                                       (f.ignored_severity || "warn") + ", ignored by ", el("code", {}, f.ignored_by || "")) : null,
                                 f.fix ? el("div", { class: "fix" }, "Fix: ", el("code", {}, f.fix)) : null));
                         box.appendChild(el("section", { class: "severity severity-" + sev, "data-severity": sev },
                             el("h2", {}, title + " (" + list.length + ")"), ul));

@@ -35,9 +35,10 @@ func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger, co
 			Log:  log.With("source", "uevent"),
 		},
 		"rtnetlink": &events.LinkSource{
-			Sub: events.RTNetlink{},
-			Req: svc,
-			Log: log.With("source", "rtnetlink"),
+			Sub:         events.RTNetlink{},
+			Req:         svc,
+			Log:         log.With("source", "rtnetlink"),
+			CarrierLost: svc.Health().CarrierLost,
 		},
 		"config": &events.ConfigWatcher{
 			MainFile:   svc.ConfigFile(),

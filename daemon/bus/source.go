@@ -5,6 +5,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
@@ -38,6 +39,7 @@ type Daemon interface {
 	Host() *host.Host // for Diagnose
 	NetnsKernel() service.NetnsKernel
 	DCB() dcb.Reader
+	Health() *health.Monitor // for Diagnose: counters, link history
 
 	ReconcileNow(ctx context.Context) reconcile.Report
 	ReloadNow(ctx context.Context) (reconcile.Report, error)

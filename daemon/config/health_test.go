@@ -138,7 +138,7 @@ func TestDoctorTableMergesAcrossFiles(t *testing.T) {
 	if th := d.Counters.Threshold("link_downed"); th.PerHour != 2 || th.Source != (Position{}) {
 		t.Errorf("link_downed default %+v", th)
 	}
-	if strings.Join(p.MemlockCheckUnits, " ") != "slurmd.service gpu-job.service" {
+	if strings.Join(p.MemlockCheckUnits.Names, " ") != "slurmd.service gpu-job.service" || p.MemlockCheckUnits.Source.File != site {
 		t.Errorf("check_units %v", p.MemlockCheckUnits)
 	}
 	if p.Memlock != nil {
@@ -153,7 +153,7 @@ func TestDoctorTableMergesAcrossFiles(t *testing.T) {
 	if q, err := Parse("f.toml", []byte("[memlock]\n")); err != nil || q.Memlock == nil {
 		t.Errorf("empty [memlock]: %+v %v", q.Memlock, err)
 	}
-	if q, err := Parse("f.toml", []byte("[memlock]\nsoft = \"1G\"\nhard = \"1G\"\ncheck_units = [\"x\"]\n")); err != nil || q.Memlock == nil || len(q.MemlockCheckUnits) != 1 {
+	if q, err := Parse("f.toml", []byte("[memlock]\nsoft = \"1G\"\nhard = \"1G\"\ncheck_units = [\"x\"]\n")); err != nil || q.Memlock == nil || len(q.MemlockCheckUnits.Names) != 1 {
 		t.Errorf("[memlock] with limits and check_units: %+v %v", q, err)
 	}
 }

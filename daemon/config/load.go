@@ -165,7 +165,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 	p.Netns = Netns{Mode: netnsMode.Value, Source: netnsMode.Pos}
 	p.Metrics = Metrics{Textfile: textfile.Value}
 	p.Doctor = mergeDoctor(decls)
-	p.MemlockCheckUnits = checkUnits.Value
+	p.MemlockCheckUnits = UnitList{Names: checkUnits.Value, Source: checkUnits.Pos}
 
 	var errs []error
 	if memPresent && memEnable.or(true) {

@@ -60,7 +60,13 @@ type Policy struct {
 	// MemlockCheckUnits are the services beside slurmd and pbs_mom whose
 	// memlock limit doctor checks ([memlock] check_units; the last file
 	// that sets it wins). It does not make rdmad manage memlock.
-	MemlockCheckUnits []string
+	MemlockCheckUnits UnitList
+}
+
+// UnitList is a list of systemd units and where it was declared.
+type UnitList struct {
+	Names  []string // "slurmd.service"
+	Source Position
 }
 
 // Metrics is the [metrics] table.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -56,15 +57,25 @@ type Input struct {
 	// ConfigError is the error of the last reload, nil when the files on
 	// disk are in force.
 	ConfigError error
+	// Health is what the running daemon observed over time: error
+	// counters, carrier losses, since when each link is up (nil: no
+	// history; counters and flaps are not judged, and a port without a
+	// subnet manager fails at once, with no grace).
+	Health *health.View
+	// Addrs lists the addresses of a netdev, for its RoCE v2 GIDs (nil:
+	// not checked).
+	Addrs AddrReader
 }
 
 // Diagnose runs every check and returns the findings in a fixed order:
-// configuration, devices and ports, RoCE, rules that select nothing,
-// user-space access, memlock, NFS
-// over RDMA, IPoIB, netns, other managers of the same settings. It never fails: what it cannot read becomes a
+// configuration, devices and ports (with what [[expect]] declares), the
+// PCIe links, error counters and flaps, RoCE, rules that select nothing,
+// user-space access, memlock, NFS over RDMA, IPoIB, netns, other managers
+// of the same settings. A warn or fail finding that [doctor] ignore names
+// is then "ignored". It never fails: what it cannot read becomes a
 // finding or is skipped, and a cancelled ctx ends it with what it has.
 func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
-	d := &diag{in: in, h: in.Host, pol: in.Policy}
+	d := &diag{in: in, h: in.Host, pol: in.Policy, unjudged: map[PortRef]bool{}}
 	if d.pol == nil {
 		d.pol = declaresNothing()
 	}
@@ -85,9 +96,13 @@ func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
 		d.checkConfig,
 		d.checkLinks,
 		d.checkPorts,
+		d.checkPCIe,
+		d.checkCounters,
 		d.checkRoCE,
+		d.checkRoCENetdevs,
 		d.checkLossless,
 		d.checkRules,
+		d.checkExpectRules,
 		d.checkVerbs,
 		d.checkModuleLists,
 		d.checkProviders,
@@ -102,6 +117,7 @@ func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
 		}
 		check()
 	}
+	d.applyIgnore()
 	return d.out
 }
 
@@ -112,6 +128,9 @@ type diag struct {
 	pol  *config.Policy
 	devs []host.Device
 	out  []dbusapi.Finding
+	// unjudged are the ports an [[expect]] rule declares unused: no
+	// finding is made about them but the one that says so.
+	unjudged map[PortRef]bool
 
 	loaded  map[string]bool // cached LoadedModules
 	modDeps map[string][]string
@@ -158,6 +177,7 @@ func (d *diag) add(sev dbusapi.Severity, id string, s dbusapi.Subject, finding, 
 		Severity: sev,
 		Finding:  dbusapi.Escape(finding),
 		Fix:      dbusapi.Escape(fix),
+		Scope:    scopeOf(id),
 	})
 }
 

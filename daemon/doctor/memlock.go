@@ -79,6 +79,7 @@ func (d *diag) checkMemlock() {
 	d.checkLoginMemlock(m, services)
 	d.checkServicesMemlock(m, services)
 	d.checkContainerMemlock(m, services)
+	d.checkJobServiceMemlock(m, services)
 }
 
 // --- systemd ---
@@ -464,9 +465,16 @@ func (d *diag) unitMemlock(unit string, services sourcedLimit) (lim sourcedLimit
 	if file == "" {
 		return lim, false
 	}
-	dropDirs := make([]string, len(unitDirs))
-	for i, dir := range unitDirs {
-		dropDirs[i] = path.Join(dir, unit+".d")
+	// The unit's own drop-ins, then those of every service (service.d,
+	// systemd 246 on): systemd reads them together, by file name.
+	var dropDirs []string
+	for _, dir := range unitDirs {
+		dropDirs = append(dropDirs, path.Join(dir, unit+".d"))
+	}
+	if strings.HasSuffix(unit, ".service") {
+		for _, dir := range unitDirs {
+			dropDirs = append(dropDirs, path.Join(dir, "service.d"))
+		}
 	}
 	lim = services
 	for _, f := range append([]string{file}, confFiles(d.h, ".conf", dropDirs...)...) {

@@ -5,9 +5,12 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // checkLinks: every declared soft link exists, or says what it waits for.
@@ -68,8 +71,10 @@ func firstLine(s string) string {
 	return s
 }
 
-// checkPorts: devices present, every port ACTIVE with its physical link
-// up, and InfiniBand/OPA ports with a subnet manager.
+// checkPorts: devices present, and each port as the site expects it
+// ([[expect]]): without an expectation a port that is down, uncabled or
+// polling is a warning (a second port left unused is common), with
+// state = "up" it fails, with state = "down" nothing is judged.
 func (d *diag) checkPorts() {
 	if len(d.devs) == 0 {
 		d.fail("no-device", hostSubject, "no RDMA device: /"+host.ClassInfiniband+" is empty",
@@ -93,31 +98,62 @@ func fabricManaged(t host.Transport) bool {
 	return t == host.TransportInfiniBand || t == host.TransportOPA
 }
 
+// SMGrace is how long a port with its link up may wait for a subnet
+// manager before doctor fails it: from the first time the running rdmad
+// saw the link up (or from rdmad's start). A subnet manager sweeps within
+// seconds of a new link; a port still unconfigured after two minutes has
+// none.
+const SMGrace = 2 * time.Minute
+
 func (d *diag) checkPort(dev *host.Device, p *host.Port) {
 	s := portSubject(dev.Name, p.Number)
 	t := dev.PortTransport(p)
 	name := fmt.Sprintf("%s/%d", dev.Name, p.Number)
 	state := fmt.Sprintf("state %s, physical state %s", orUnknown(p.State), orUnknown(p.PhysState))
 	netdev := portNetdev(dev, p)
+	want := d.pol.ExpectFor(roceTarget(dev), p.Number)
+	if want.State == config.ExpectDown {
+		d.unjudged[PortRef{dev.Name, p.Number}] = true
+		d.ok("port-expected-down", s, fmt.Sprintf("%s (%s) is not judged: unused by design, [[expect]] state = \"down\" at %s", name, state, want.StateSource))
+		return
+	}
+	sev, expected := dbusapi.SeverityWarn, ""
+	if want.State == config.ExpectUp {
+		sev, expected = dbusapi.SeverityFail, fmt.Sprintf("; [[expect]] at %s says up", want.StateSource)
+	}
+	up := p.State == "ACTIVE" && (p.PhysState == "LinkUp" || p.PhysState == "")
+	if !up && netdev != "" && !fabricManaged(t) {
+		// An Ethernet port follows its netdev, and mlx5 reports physical
+		// state Disabled both for an interface set down and for one
+		// without carrier: the netdev's flags tell them apart.
+		switch d.netdevLink(netdev) {
+		case linkAdminDown:
+			d.add(sev, "port-admin-down", s, name+" is down: its network interface "+netdev+" is administratively down ("+state+")"+expected,
+				"ip link set dev "+netdev+" up, and bring it up in its network configuration (NetworkManager, systemd-networkd, ifupdown)")
+			return
+		case linkNoCarrier:
+			d.add(sev, "port-no-carrier", s, name+" has no link: "+netdev+" is up but has no carrier ("+state+")"+expected,
+				"check the cable, the transceiver and the switch port: ethtool "+netdev)
+			return
+		}
+	}
 	switch {
 	case p.PhysState == "Disabled":
 		fix := "ip link set dev " + netdev + " up"
 		if netdev == "" || fabricManaged(t) {
 			fix = fmt.Sprintf("enable the port: ibportstate -C %s -P %d -D 0 %d enable (or on the switch)", dev.Name, p.Number, p.Number)
 		}
-		d.fail("port-disabled", s, name+" is administratively disabled: "+state, fix)
+		d.add(sev, "port-disabled", s, name+" is administratively disabled: "+state+expected, fix)
 	case p.PhysState != "" && p.PhysState != "LinkUp":
 		fix := fmt.Sprintf("check the cable and the peer port: ibstat %s %d", dev.Name, p.Number)
 		if netdev != "" && !fabricManaged(t) {
 			fix = "check the cable and the switch port: ethtool " + netdev
 		}
-		d.fail("port-link-down", s, name+" has no physical link: "+state, fix)
+		d.add(sev, "port-link-down", s, name+" has no physical link (uncabled, or the peer is down): "+state+expected, fix)
 	case fabricManaged(t) && (p.State == "INIT" || p.State == "ARMED" || (p.State == "ACTIVE" && !lidSet(p.SMLID))):
-		d.fail("port-no-sm", s,
-			fmt.Sprintf("%s: link up but no subnet manager has configured it (%s, sm_lid %s)", name, state, orUnknown(p.SMLID)),
-			smFix(t))
+		d.noSubnetManager(dev, p, t, state)
 	case p.State != "ACTIVE":
-		d.fail("port-not-active", s, name+" is not ACTIVE: "+state+d.lastError(dev.Name, p.Number),
+		d.add(sev, "port-not-active", s, name+" is not ACTIVE: "+state+d.lastError(dev.Name, p.Number)+expected,
 			fmt.Sprintf("rdma link show %s; journalctl -k -g %s", name, dev.Name))
 	default:
 		desc := []string{"ACTIVE", p.PhysState}
@@ -133,8 +169,51 @@ func (d *diag) checkPort(dev *host.Device, p *host.Port) {
 		if netdev != "" {
 			desc = append(desc, "netdev "+netdev)
 		}
-		d.ok("port-active", s, name+": "+strings.Join(desc, ", "))
+		if d.checkSpeed(dev, p, want) {
+			d.ok("port-active", s, name+": "+strings.Join(desc, ", ")+expectedText(want))
+		}
 	}
+}
+
+// noSubnetManager: an InfiniBand or Omni-Path port with its link up that
+// no subnet manager has configured. Within SMGrace of the link coming up
+// it is a warning (the SM sweeps soon), then a failure.
+func (d *diag) noSubnetManager(dev *host.Device, p *host.Port, t host.Transport, state string) {
+	s := portSubject(dev.Name, p.Number)
+	finding := fmt.Sprintf("%s/%d: link up but no subnet manager has configured it (%s, sm_lid %s)", dev.Name, p.Number, state, orUnknown(p.SMLID))
+	if since, ok := d.linkUpSince(dev.Name, p.Number); ok {
+		if up := d.now().Sub(since); up < SMGrace {
+			d.warn("port-no-sm", s, fmt.Sprintf("%s; link up for %s: this fails once it has been up for %s", finding, up.Round(time.Second), SMGrace), smFix(t))
+			return
+		}
+	}
+	d.fail("port-no-sm", s, finding, smFix(t))
+}
+
+// now is the time of the run: the history's, else the clock's.
+func (d *diag) now() time.Time {
+	if d.in.Health != nil {
+		return d.in.Health.Now
+	}
+	return time.Now()
+}
+
+// linkUpSince is when the running rdmad saw the port's link come up, no
+// earlier than rdmad's start; a port it has not seen up yet came up now.
+// ok is false without a history.
+func (d *diag) linkUpSince(dev string, port int) (time.Time, bool) {
+	v := d.in.Health
+	if v == nil {
+		return time.Time{}, false
+	}
+	pv, ok := v.Ports[health.PortKey{Device: dev, Port: port}]
+	if !ok || pv.LinkUpSince.IsZero() {
+		return v.Now, true
+	}
+	if pv.LinkUpSince.Before(v.Start) {
+		return v.Start, true
+	}
+	return pv.LinkUpSince, true
 }
 
 func smFix(t host.Transport) string {

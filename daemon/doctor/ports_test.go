@@ -43,43 +43,55 @@ func TestSiwLinkOnAKernelWithoutSiw(t *testing.T) {
 		"does not exist", "rdma link add siw0 type siw netdev eth0")
 }
 
+// Without an expectation a port that is down, uncabled or polling is a
+// warning (a port left unused is common); a port without a subnet
+// manager fails when no history says since when its link is up.
 func TestPortStates(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		host, dev string
 		port      int
 		attrs     map[string]string
+		netdev    map[string]string // sys/class/net/<netdev>/... of the port
 		id        string
+		sev       dbusapi.Severity
 		inFinding string
 		inFix     string
 	}{
 		{name: "Soft-RoCE netdev down", host: "rxe-ready", dev: "rxe0", port: 1,
-			attrs: map[string]string{"state": "1: DOWN", "phys_state": "3: Disabled"},
-			id:    "port-disabled", inFinding: "state DOWN, physical state Disabled", inFix: "ip link set dev veth0 up"},
+			attrs: map[string]string{"state": "1: DOWN", "phys_state": "3: Disabled"}, netdev: map[string]string{"veth0/flags": "0x1002"},
+			id: "port-admin-down", sev: dbusapi.SeverityWarn, inFinding: "veth0 is administratively down (state DOWN, physical state Disabled)", inFix: "ip link set dev veth0 up"},
+		// mlx5 says Disabled for both; the netdev's flags tell.
+		{name: "RoCE netdev down", host: "mlx5", dev: "mlx5_0", port: 1,
+			attrs: map[string]string{"state": "1: DOWN", "phys_state": "3: Disabled"}, netdev: map[string]string{"ens1f0np0/flags": "0x1002"},
+			id: "port-admin-down", sev: dbusapi.SeverityWarn, inFinding: "ens1f0np0 is administratively down", inFix: "ip link set dev ens1f0np0 up"},
+		{name: "RoCE no carrier", host: "mlx5", dev: "mlx5_0", port: 1,
+			attrs: map[string]string{"state": "1: DOWN", "phys_state": "3: Disabled"}, netdev: map[string]string{"ens1f0np0/carrier": "0"},
+			id: "port-no-carrier", sev: dbusapi.SeverityWarn, inFinding: "ens1f0np0 is up but has no carrier", inFix: "ethtool ens1f0np0"},
 		{name: "InfiniBand port disabled", host: "ib-ready", dev: "mlx4_0", port: 2,
 			attrs: map[string]string{"state": "1: DOWN", "phys_state": "3: Disabled"},
-			id:    "port-disabled", inFinding: "administratively disabled", inFix: "ibportstate -C mlx4_0 -P 2"},
+			id:    "port-disabled", sev: dbusapi.SeverityWarn, inFinding: "administratively disabled", inFix: "ibportstate -C mlx4_0 -P 2"},
 		{name: "no cable", host: "ib-ready", dev: "mlx4_0", port: 1,
 			attrs: map[string]string{"state": "1: DOWN", "phys_state": "2: Polling"},
-			id:    "port-link-down", inFinding: "no physical link: state DOWN, physical state Polling", inFix: "ibstat mlx4_0 1"},
-		{name: "Ethernet no carrier", host: "mlx5", dev: "mlx5_0", port: 1,
-			attrs: map[string]string{"state": "1: DOWN", "phys_state": "2: Polling"},
-			id:    "port-link-down", inFinding: "no physical link", inFix: "ethtool ens1f0np0"},
+			id:    "port-link-down", sev: dbusapi.SeverityWarn, inFinding: "no physical link (uncabled, or the peer is down): state DOWN, physical state Polling", inFix: "ibstat mlx4_0 1"},
+		{name: "Ethernet polling, netdev unknown", host: "mlx5", dev: "mlx5_0", port: 1,
+			attrs: map[string]string{"state": "1: DOWN", "phys_state": "2: Polling"}, netdev: map[string]string{"ens1f0np0/flags": "garbage"},
+			id: "port-link-down", sev: dbusapi.SeverityWarn, inFinding: "no physical link", inFix: "ethtool ens1f0np0"},
 		{name: "IB INIT: no subnet manager", host: "ib-ready", dev: "mlx4_0", port: 1,
 			attrs: map[string]string{"state": "2: INIT", "sm_lid": "0x0", "lid": "0x0"},
-			id:    "port-no-sm", inFinding: "no subnet manager", inFix: "systemctl enable --now opensm"},
+			id:    "port-no-sm", sev: dbusapi.SeverityFail, inFinding: "no subnet manager", inFix: "systemctl enable --now opensm"},
 		{name: "IB ARMED", host: "ib-ready", dev: "mlx4_0", port: 2,
 			attrs: map[string]string{"state": "3: ARMED"},
-			id:    "port-no-sm", inFinding: "state ARMED", inFix: "opensm"},
+			id:    "port-no-sm", sev: dbusapi.SeverityFail, inFinding: "state ARMED", inFix: "opensm"},
 		{name: "IB ACTIVE without SM LID", host: "mlx4", dev: "mlx4_0", port: 1,
 			attrs: map[string]string{"sm_lid": "0x0000"},
-			id:    "port-no-sm", inFinding: "sm_lid 0x0000", inFix: "opensm"},
+			id:    "port-no-sm", sev: dbusapi.SeverityFail, inFinding: "sm_lid 0x0000", inFix: "opensm"},
 		{name: "Omni-Path without fabric manager", host: "hfi1", dev: "hfi1_0", port: 1,
 			attrs: map[string]string{"state": "2: INIT", "sm_lid": "0x0"},
-			id:    "port-no-sm", inFinding: "no subnet manager", inFix: "systemctl enable --now opafm"},
+			id:    "port-no-sm", sev: dbusapi.SeverityFail, inFinding: "no subnet manager", inFix: "systemctl enable --now opafm"},
 		{name: "RoCE port DOWN with link", host: "mlx5", dev: "mlx5_1", port: 1,
 			attrs: map[string]string{"state": "1: DOWN"},
-			id:    "port-not-active", inFinding: "is not ACTIVE: state DOWN, physical state LinkUp", inFix: "rdma link show mlx5_1/1"},
+			id:    "port-not-active", sev: dbusapi.SeverityWarn, inFinding: "is not ACTIVE: state DOWN, physical state LinkUp", inFix: "rdma link show mlx5_1/1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := hosttest.Copy(t, tc.host)
@@ -87,9 +99,12 @@ func TestPortStates(t *testing.T) {
 				root = readyIB(t)
 			}
 			setPort(t, root, tc.dev, tc.port, tc.attrs)
+			for k, v := range tc.netdev {
+				hosttest.Write(t, root, "sys/class/net/"+k, v+"\n")
+			}
 			fs := diagnose(t, root)
 			subject := fmt.Sprintf("%s/%d", tc.dev, tc.port)
-			mustFix(t, fs, tc.id, subject, dbusapi.SeverityFail, tc.inFinding, tc.inFix)
+			mustFix(t, fs, tc.id, subject, tc.sev, tc.inFinding, tc.inFix)
 			if f := find(fs, "port-active", subject); f != nil {
 				t.Errorf("a faulty port is also reported active: %+v", f)
 			}
@@ -103,7 +118,7 @@ func TestLastReconcileErrorIsQuotedNotRepeated(t *testing.T) {
 	fs := diagnose(t, root, func(in *doctor.Input) {
 		in.Errors = map[doctor.PortRef]string{{Device: "rxe0", Port: 1}: "roce: set rxe0 port 1: write: input/output error\nsecond line"}
 	})
-	f := mustFix(t, fs, "port-not-active", "rxe0/1", dbusapi.SeverityFail, "(last pass: roce: set rxe0 port 1: write: input/output error)", "")
+	f := mustFix(t, fs, "port-not-active", "rxe0/1", dbusapi.SeverityWarn, "(last pass: roce: set rxe0 port 1: write: input/output error)", "")
 	if strings.Contains(f.Finding, "second line") {
 		t.Errorf("finding is not one line: %q", f.Finding)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
@@ -20,13 +21,16 @@ type Running interface {
 	PolicyInForce() *config.Policy
 	ConfigError() error
 	DCB() dcb.Reader
+	// Health is the counter and link history (nil: none is kept).
+	Health() *health.Monitor
 }
 
 // RunningInput is doctor's input from a running rdmad: the observed
 // devices (no second walk of sysfs), the policy in force and the config
 // error read together with the snapshot while no call is under way, each
-// port's standing failures, and the kernel's netns mode (nil: unknown)
-// and DCB.
+// port's standing failures, the kernel's netns mode (nil: unknown), DCB,
+// the counter and link history, and (on the real host only: under --root
+// the netdevs are a fixture's) the netdevs' addresses.
 func RunningInput(d Running, snapshot func() reconcile.State, netns NetnsReader) Input {
 	var st reconcile.State
 	in := Input{Host: d.Host(), Errors: map[PortRef]string{}, Netns: netns}
@@ -36,6 +40,13 @@ func RunningInput(d Running, snapshot func() reconcile.State, netns NetnsReader)
 	})
 	if r := d.DCB(); r != nil {
 		in.DCB = r
+	}
+	if m := d.Health(); m != nil {
+		v := m.View()
+		in.Health = &v
+	}
+	if in.Host != nil && in.Host.Root == "/" {
+		in.Addrs = NetlinkAddrs{}
 	}
 	in.Devices = make([]host.Device, 0, len(st.Devices))
 	for i := range st.Devices {

@@ -7,6 +7,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/doctor"
+	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
@@ -30,6 +31,7 @@ func (r *runningFake) Settled(fn func()) {
 func (r *runningFake) PolicyInForce() *config.Policy { r.inside("policy"); return r.pol }
 func (r *runningFake) ConfigError() error            { r.inside("config error"); return r.cfgErr }
 func (r *runningFake) DCB() dcb.Reader               { return nil }
+func (r *runningFake) Health() *health.Monitor       { return nil }
 func (r *runningFake) inside(what string) {
 	if !r.settled {
 		r.outside = append(r.outside, what)

@@ -112,6 +112,10 @@ type LinkSource struct {
 	Req   Requester
 	Log   *slog.Logger
 	Retry func(ctx context.Context) bool // nil: fixed back-off
+	// CarrierLost, when set, is told each loss of carrier of a netdev
+	// that stays administratively up (IFF_LOWER_UP cleared, IFF_UP set):
+	// doctor counts link flaps of RoCE ports from it.
+	CarrierLost func(netdev string)
 
 	links map[int]linkView
 	drops dropLog
@@ -205,6 +209,9 @@ func (s *LinkSource) changed(u netlink.LinkUpdate) []string {
 		lower: u.Flags&unix.IFF_LOWER_UP != 0,
 	}
 	s.links[idx] = v
+	if known && old.lower && !v.lower && v.up && s.CarrierLost != nil {
+		s.CarrierLost(v.name)
+	}
 	switch {
 	case !known:
 		return []string{v.name}

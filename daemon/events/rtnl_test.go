@@ -48,6 +48,27 @@ func TestLinkChangeFilter(t *testing.T) {
 	}
 }
 
+// A loss of carrier while the netdev stays up is told to CarrierLost; a
+// netdev taken down, a new one and one that never had carrier are not.
+func TestLinkSourceTellsCarrierLosses(t *testing.T) {
+	var lost []string
+	s := &LinkSource{links: map[int]linkView{}, CarrierLost: func(n string) { lost = append(lost, n) }}
+	up := uint32(unix.IFF_UP | unix.IFF_LOWER_UP)
+	for _, u := range []netlink.LinkUpdate{
+		linkUpdate(unix.RTM_NEWLINK, 4, "ens1f0np0", netlink.OperDown, unix.IFF_UP), // new, no carrier yet
+		linkUpdate(unix.RTM_NEWLINK, 4, "ens1f0np0", netlink.OperUp, up),
+		linkUpdate(unix.RTM_NEWLINK, 4, "ens1f0np0", netlink.OperLowerLayerDown, unix.IFF_UP), // cable pulled
+		linkUpdate(unix.RTM_NEWLINK, 4, "ens1f0np0", netlink.OperUp, up),
+		linkUpdate(unix.RTM_NEWLINK, 4, "ens1f0np0", netlink.OperDown, 0), // ip link set down
+		linkUpdate(unix.RTM_NEWLINK, 5, "ens1f1np1", netlink.OperUp, up),  // new and up
+	} {
+		s.changed(u)
+	}
+	if !reflect.DeepEqual(lost, []string{"ens1f0np0"}) {
+		t.Errorf("carrier losses %v, want one of ens1f0np0", lost)
+	}
+}
+
 // fakeSubscriber hands each subscription to the test.
 type fakeSubscriber struct {
 	subs chan *fakeSub

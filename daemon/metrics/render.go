@@ -336,23 +336,26 @@ func render(b *bytes.Buffer, s *snapshot) {
 
 // Doctor's findings (rdmactl doctor, org.rdmad1.Manager.Diagnose).
 const (
-	findingsHelp = "Doctor's findings by severity (ok, warn, fail), as rdmactl doctor shows them; computed off the pass, after full passes and at least every minute."
-	findingHelp  = "1 for each standing warn or fail finding of doctor, by id, subject (as rdmactl doctor names it) and severity."
+	findingsHelp = "Doctor's findings by severity (ok, warn, fail; ignored ones are not counted), as rdmactl doctor shows them; computed off the pass, after full passes and at least every minute."
+	findingHelp  = "1 for each standing warn, fail or ignored ([doctor] ignore) finding of doctor, by id, subject (as rdmactl doctor names it) and severity."
 )
 
-// severities are the rdmad_doctor_findings series, always all present.
+// severities are the rdmad_doctor_findings series, always all present. An
+// ignored finding has none: it counts toward no alert on the counts.
 var severities = []dbusapi.Severity{dbusapi.SeverityOK, dbusapi.SeverityWarn, dbusapi.SeverityFail}
 
 // renderFindings renders doctor's findings: counts by severity, and one
-// series per distinct warn/fail finding (two findings with the same id,
-// subject and severity are one series: Prometheus refuses duplicates).
+// series per distinct warn, fail or ignored finding (two findings with the
+// same id, subject and severity are one series: Prometheus refuses
+// duplicates). An ignored finding is kept visible with severity="ignored"
+// so a dashboard can show what a site silenced.
 func renderFindings(fs []dbusapi.Finding) []byte {
 	counts := map[dbusapi.Severity]int{}
 	seen := map[string]bool{}
 	var lines []string
 	for _, f := range fs {
 		counts[f.Severity]++
-		if f.Severity != dbusapi.SeverityWarn && f.Severity != dbusapi.SeverityFail {
+		if f.Severity == dbusapi.SeverityOK {
 			continue
 		}
 		line := `rdmad_doctor_finding{id="` + labelValue(f.ID) + `",subject="` + labelValue(f.Subject.String()) +

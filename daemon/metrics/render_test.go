@@ -248,6 +248,8 @@ var sampleFindings = []dbusapi.Finding{
 	{ID: "coexist-mlx4-conf", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityWarn},
 	{ID: "coexist-mlx4-conf", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityWarn},
 	{ID: "roce-mode", Subject: dbusapi.Subject{Kind: "port", Device: "q\"uo\\te\n\xff", Port: 2}, Severity: dbusapi.SeverityFail},
+	{ID: "port-no-sm", Subject: dbusapi.Subject{Kind: "port", Device: "mlx4_0", Port: 1}, Severity: dbusapi.SeverityIgnored,
+		IgnoredSeverity: dbusapi.SeverityFail, IgnoredBy: "/etc/rdma/rdmad.toml:3"},
 }
 
 // Doctor's findings: counts of every severity (a duplicate counted, as
@@ -264,8 +266,13 @@ func TestRenderFindings(t *testing.T) {
 	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=port-down", "subject=mlx5_1/1", "severity=warn")
 	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=coexist-mlx4-conf", "subject=host", "severity=warn")
 	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=roce-mode", "subject="+dbusapi.Escape("q\"uo\\te\n\xff/2"), "severity=fail")
-	if n := len(fams["rdmad_doctor_finding"].Metric); n != 3 {
-		t.Errorf("%d rdmad_doctor_finding series, want 3 (no ok finding, the duplicate once)", n)
+	// An ignored finding: its own series, counted under no severity.
+	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=port-no-sm", "subject=mlx4_0/1", "severity=ignored")
+	if n := len(fams["rdmad_doctor_finding"].Metric); n != 4 {
+		t.Errorf("%d rdmad_doctor_finding series, want 4 (no ok finding, the duplicate once, the ignored one)", n)
+	}
+	if n := len(fams["rdmad_doctor_findings"].Metric); n != 3 || bytes.Contains(b.Bytes(), []byte(`rdmad_doctor_findings{severity="ignored"}`)) {
+		t.Errorf("rdmad_doctor_findings has %d series, want ok, warn and fail only:\n%s", n, b.Bytes())
 	}
 
 	// Before doctor ran: the families, no samples; with no finding at all,

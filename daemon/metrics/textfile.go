@@ -147,6 +147,16 @@ func (t *Textfile) Changed(ch reconcile.Change) {
 	t.signal()
 }
 
+// FindingsChanged asks for doctor's findings to be run again at the next
+// write: what they read changed without a pass (the error counters and
+// link history of daemon/health).
+func (t *Textfile) FindingsChanged() {
+	t.mu.Lock()
+	t.findingsDue = true
+	t.mu.Unlock()
+	t.signal()
+}
+
 func (t *Textfile) signal() {
 	select {
 	case t.wake <- struct{}{}:

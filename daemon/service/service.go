@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/metrics"
 	"github.com/rdmad/rdmad/daemon/reconcile"
@@ -65,6 +66,7 @@ type Service struct {
 	runCtx     context.Context // Run's; nil before Run
 	preloads   sync.WaitGroup
 	textfile   *metrics.Textfile // [metrics] textfile; nil with OneShot
+	health     *health.Monitor   // counters and link history for doctor (health.go); nil with OneShot
 	findings   func(*Service) []dbusapi.Finding
 	oneShot    bool
 
@@ -124,6 +126,7 @@ func New(o Options) (*Service, error) {
 	s.setPolicy(pol)
 	if !o.OneShot {
 		s.startMetrics()
+		s.startHealth()
 	}
 	return s, nil
 }
@@ -250,6 +253,9 @@ func (s *Service) Run(ctx context.Context) error {
 	go s.refreshPortStates(ctx, DefaultPortStateInterval)
 	if s.textfile != nil {
 		go s.textfile.Run(ctx)
+	}
+	if s.health != nil {
+		go s.health.Run(ctx)
 	}
 	s.queue.Run(ctx)
 	if s.parts.Background != nil {

@@ -32,12 +32,48 @@ ib_device() {
 	echo "$d"
 }
 
-# netdev ROOT DEVPATH IFNAME
+# netdev ROOT DEVPATH IFNAME [MTU] : an interface that is up with carrier
+# (flags IFF_UP|IFF_BROADCAST|IFF_MULTICAST; sysfs flags has no IFF_LOWER_UP,
+# carrier says it)
 netdev() {
-	local root=$1 devpath=$2 ifname=$3
-	mkdir -p "$root/sys/devices/$devpath/net/$ifname" "$root/sys/class/net"
+	local root=$1 devpath=$2 ifname=$3 n="$1/sys/devices/$2/net/$3"
+	mkdir -p "$n" "$root/sys/class/net"
 	ln -sfn "../../devices/$devpath/net/$ifname" "$root/sys/class/net/$ifname"
-	w "$root/sys/devices/$devpath/net/$ifname/operstate" up
+	w "$n/operstate" up; w "$n/flags" 0x1003; w "$n/carrier" 1; w "$n/mtu" "${4:-1500}"
+}
+
+# pci_link ROOT PCIPATH SPEED WIDTH [MAXSPEED MAXWIDTH] : the PCIe link of a
+# function as the kernel prints it (pci_speed_string: "8.0 GT/s PCIe")
+pci_link() {
+	local d="$1/sys/devices/$2"
+	w "$d/current_link_speed" "$3 GT/s PCIe"; w "$d/current_link_width" "$4"
+	w "$d/max_link_speed" "${5:-$3} GT/s PCIe"; w "$d/max_link_width" "${6:-$4}"
+}
+
+# pma PORTDIR : the InfiniBand PortCounters a port answers through its PMA,
+# as a port that has run for weeks has them: a few discards and one link
+# loss from long before rdmad started (not news).
+pma() {
+	local c=$1/counters n
+	for n in symbol_error link_error_recovery port_rcv_errors port_rcv_remote_physical_errors \
+		port_rcv_switch_relay_errors port_xmit_constraint_errors port_rcv_constraint_errors \
+		local_link_integrity_errors excessive_buffer_overrun_errors VL15_dropped; do
+		w "$c/$n" 0
+	done
+	w "$c/link_downed" 1; w "$c/port_xmit_discards" 17
+	w "$c/port_xmit_data" 2891562841; w "$c/port_rcv_data" 3157729712
+	w "$c/port_xmit_packets" 90116455; w "$c/port_rcv_packets" 98733109
+}
+
+# roce_hw PORTDIR : mlx5's RoCE driver statistics (hw_counters), a handful
+# of the ones doctor watches non-zero from before rdmad started
+roce_hw() {
+	local c=$1/hw_counters n
+	for n in packet_seq_err implied_nak_seq_err local_ack_timeout_err out_of_buffer \
+		rp_cnp_ignored rx_icrc_encapsulated duplicate_request rnr_nak_retry_err; do
+		w "$c/$n" 0
+	done
+	w "$c/out_of_sequence" 12; w "$c/np_cnp_sent" 4021; w "$c/rp_cnp_handled" 3990; w "$c/lifespan" 10
 }
 
 # port DEVDIR N STATE PHYS RATE LINKLAYER LID SMLID "gidtype:ndev ..." (gidtype with _ for space)
@@ -138,13 +174,15 @@ mlx5() {
 	for i in 0 1; do
 		pci="pci0000:3a/0000:3a:00.0/0000:3b:00.$i"
 		pci_device "$root" "$pci" mlx5_core
-		netdev "$root" "$pci" "ens1f${i}np${i}"
+		pci_link "$root" "$pci" 8.0 16
+		netdev "$root" "$pci" "ens1f${i}np${i}" 9000
 		d=$(ib_device "$root" "$pci" "mlx5_$i")
 		w "$d/node_type" "1: CA"; local guids=(2e7a 2e7b); w "$d/node_guid" "b859:9f03:00d4:${guids[$i]}"
 		w "$d/sys_image_guid" "b859:9f03:00d4:2e7a"; w "$d/fw_ver" "16.35.2000"
 		w "$d/hca_type" "MT4119"; w "$d/board_id" "MT_0000000080"; w "$d/node_desc" "demo-host mlx5_$i"
 		port "$d" 1 "4: ACTIVE" "5: LinkUp" "100 Gb/sec (4X EDR)" Ethernet 0x0000 0x0000 \
 			"IB/RoCE_v1:ens1f${i}np${i} RoCE_v2:ens1f${i}np${i}"
+		pma "$d/ports/1"; roce_hw "$d/ports/1"
 		configfs "$root" "mlx5_$i" 1 "RoCE v2" 0
 	done
 }
@@ -172,7 +210,8 @@ ofed() {
 mlx4() {
 	local root=$1 pci="pci0000:00/0000:00:03.0/0000:05:00.0" d
 	pci_device "$root" "$pci" mlx4_core
-	netdev "$root" "$pci" ens2
+	pci_link "$root" "$pci" 8.0 8
+	netdev "$root" "$pci" ens2 9000
 	w "$root/sys/devices/$pci/mlx4_port1" ib
 	w "$root/sys/devices/$pci/mlx4_port2" eth
 	d=$(ib_device "$root" "$pci" mlx4_0)
@@ -180,16 +219,19 @@ mlx4() {
 	w "$d/fw_ver" "2.42.5000"; w "$d/hca_type" "MT4099"; w "$d/board_id" "MT_1090120019"
 	port "$d" 1 "4: ACTIVE" "5: LinkUp" "56 Gb/sec (4X FDR)" InfiniBand 0x0003 0x0001 "IB/RoCE_v1:"
 	port "$d" 2 "4: ACTIVE" "5: LinkUp" "40 Gb/sec (4X QDR)" Ethernet 0x0000 0x0000 "IB/RoCE_v1:ens2"
+	pma "$d/ports/1"; pma "$d/ports/2"
 	configfs "$root" mlx4_0 2 "IB/RoCE v1" 0
 }
 
 hfi1() {
 	local root=$1 pci="pci0000:80/0000:80:02.0/0000:81:00.0" d
 	pci_device "$root" "$pci" hfi1
+	pci_link "$root" "$pci" 8.0 16
 	d=$(ib_device "$root" "$pci" hfi1_0)
 	w "$d/node_type" "1: CA"; w "$d/node_guid" "0011:7501:0179:e2d5"; w "$d/sys_image_guid" "0011:7501:0179:e2d5"
 	w "$d/fw_ver" "1.27.0"; w "$d/hca_type" "HFI100"; w "$d/board_id" "Intel Omni-Path Host Fabric Interface Adapter 100 Series"
 	port "$d" 1 "4: ACTIVE" "5: LinkUp" "100 Gb/sec (4X EDR)" InfiniBand 0x0001 0x0001 "IB/RoCE_v1:"
+	pma "$d/ports/1"
 	configfs "$root" hfi1_0 1 "IB/RoCE v1" 0
 }
 
@@ -198,6 +240,8 @@ rxe() {
 	mkdir -p "$root/sys/devices/virtual/net/veth0" "$root/sys/class/net"
 	ln -sfn ../../devices/virtual/net/veth0 "$root/sys/class/net/veth0"
 	w "$root/sys/devices/virtual/net/veth0/operstate" up
+	w "$root/sys/devices/virtual/net/veth0/flags" 0x1003; w "$root/sys/devices/virtual/net/veth0/carrier" 1
+	w "$root/sys/devices/virtual/net/veth0/mtu" 9000
 	d=$(ib_device "$root" virtual rxe0)
 	w "$d/node_type" "1: CA"; w "$d/node_guid" "a8e5:95ff:fe1c:0d2b"; w "$d/sys_image_guid" "a8e5:95ff:fe1c:0d2b"
 	w "$d/fw_ver" "0.0.0"; w "$d/parent" veth0
@@ -306,6 +350,7 @@ EOC
 ib_ready() {
 	local root=$1 pci="pci0000:00/0000:00:03.0/0000:05:00.0" d rel=6.1.0-28-amd64
 	pci_device "$root" "$pci" mlx4_core
+	pci_link "$root" "$pci" 8.0 8
 	w "$root/sys/devices/$pci/mlx4_port1" ib
 	w "$root/sys/devices/$pci/mlx4_port2" ib
 	d=$(ib_device "$root" "$pci" mlx4_0)
@@ -313,6 +358,7 @@ ib_ready() {
 	w "$d/fw_ver" "2.42.5000"; w "$d/hca_type" "MT4099"; w "$d/board_id" "MT_1090120019"
 	port "$d" 1 "4: ACTIVE" "5: LinkUp" "56 Gb/sec (4X FDR)" InfiniBand 0x0005 0x0001 "IB/RoCE_v1:"
 	port "$d" 2 "4: ACTIVE" "5: LinkUp" "56 Gb/sec (4X FDR)" InfiniBand 0x0006 0x0001 "IB/RoCE_v1:"
+	pma "$d/ports/1"; pma "$d/ports/2"
 	ipoib "$root" "$pci" ib0 1 connected 65520
 	ipoib "$root" "$pci" ib1 2 datagram 4092
 	userspace "$root" "$pci" "uverbs0:mlx4_0" mlx4 mlx5 rxe

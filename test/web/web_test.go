@@ -305,7 +305,7 @@ func TestCockpitPage(t *testing.T) {
 	addr := bustest.Start(t)
 	root, env := livetest.DemoHost(t)
 	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-roce.toml",
-		"[[roce]]\ndevice = \"mlx5_*\"\nmode = \"v2\"\ntos = 106\n\n[[roce]]\ndevice = \"mlx4_0\"\ntos = 7\n")
+		"[[roce]]\ndevice = \"mlx5_*\"\nmode = \"v2\"\ntos = 106\n\n[[roce]]\ndevice = \"mlx4_0\"\ntos = 7\n\n[doctor]\nignore = [\"roce-modes-mixed\"]\n")
 	// mlx5_1's TOS cannot be written (a directory where configfs has the
 	// file): its port drifts.
 	tos1 := filepath.Join(root, "sys/kernel/config/rdma_cm/mlx5_1/ports/1/default_roce_tos")
@@ -368,17 +368,24 @@ func TestCockpitPage(t *testing.T) {
 	addDevice(t, root, "rxe9")
 	b.run(t, "open Health", chromedp.Click("#tab-health", chromedp.ByID))
 	b.waitFor(t, "the findings", `document.querySelectorAll("#findings .finding").length > 0`)
-	// Findings are grouped fail, warn, ok; each that is not ok says its fix.
+	// Findings are grouped fail, warn, ignored, ok; each that is not ok
+	// says its fix, an ignored one what it was and the entry that ignores
+	// it ([doctor] ignore of the drop-in above).
 	var health struct {
-		Groups []string
-		NotOK  int
-		NoFix  []string
+		Groups  []string
+		NotOK   int
+		NoFix   []string
+		Ignored []string
 	}
 	b.eval(t, `({Groups: Array.from(document.querySelectorAll("#findings section[data-severity]")).map(s => s.dataset.severity),
 		NotOK: document.querySelectorAll("#findings .finding-fail, #findings .finding-warn").length,
-		NoFix: Array.from(document.querySelectorAll("#findings .finding-fail, #findings .finding-warn")).filter(li => !li.querySelector(".fix code") || !li.querySelector(".fix code").textContent).map(li => li.textContent)})`, &health)
-	if strings.Join(health.Groups, ",") != "fail,warn,ok" && strings.Join(health.Groups, ",") != "warn,ok" && strings.Join(health.Groups, ",") != "fail,ok" {
-		t.Errorf("health groups are %v, want fail, warn, ok in that order", health.Groups)
+		NoFix: Array.from(document.querySelectorAll("#findings .finding-fail, #findings .finding-warn")).filter(li => !li.querySelector(".fix code") || !li.querySelector(".fix code").textContent).map(li => li.textContent),
+		Ignored: Array.from(document.querySelectorAll("#findings .finding-ignored .ignored-by")).map(e => e.textContent)})`, &health)
+	if g := strings.Join(health.Groups, ","); g != "fail,warn,ignored,ok" && g != "warn,ignored,ok" && g != "fail,ignored,ok" {
+		t.Errorf("health groups are %v, want fail, warn, ignored, ok in that order", health.Groups)
+	}
+	if len(health.Ignored) != 1 || !regexp.MustCompile(`^warn, ignored by .*/etc/rdma/rdmad\.d/50-roce\.toml:11$`).MatchString(health.Ignored[0]) {
+		t.Errorf("ignored findings %q, want roce-modes-mixed ignored by 50-roce.toml:11", health.Ignored)
 	}
 	if health.NotOK == 0 || len(health.NoFix) > 0 {
 		t.Errorf("health: %d findings not ok (mlx5_1's refused TOS is one), %d without their fix: %q", health.NotOK, len(health.NoFix), health.NoFix)

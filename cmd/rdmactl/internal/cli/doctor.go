@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -16,24 +17,34 @@ func init() { register("", doctorCommand) }
 
 func doctorCommand(e *env) *cobra.Command {
 	var quiet bool
+	var scope string
 	c := &cobra.Command{
-		Use:   "doctor [--quiet]",
+		Use:   "doctor [--quiet] [--scope policy]",
 		Short: "Check that RDMA is usable on the host",
 		Long: `Ask rdmad whether RDMA is usable on this host (org.rdmad1.Manager.Diagnose)
-and print its findings: severity (ok, warn, fail), subject and finding, with
-its fix on the line below. Exits 0 when no finding is fail, 1 otherwise.
-With --quiet nothing is printed (a readiness probe): only the exit status
-tells.`,
-		RunE: func(*cobra.Command, []string) error { return e.doctor(quiet) },
+and print its findings: severity (ok, warn, fail, ignored), subject and
+finding, with its fix on the line below. Exits 0 when no finding is fail,
+1 otherwise; a finding that [doctor] ignore names is listed as ignored and
+counts for nothing. With --quiet nothing is printed (a readiness probe):
+only the exit status tells. With --scope policy only the findings about
+the configuration and the settings it declares are kept: is the policy in
+force, whatever the host's hardware and user space say (a rollout gate).`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if scope != "" && scope != dbusapi.ScopePolicy {
+				return usagef(cmd, "--scope %q: the only scope is %q", scope, dbusapi.ScopePolicy)
+			}
+			return e.doctor(quiet, scope)
+		},
 	}
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing; exit 1 if a finding fails, 0 otherwise")
+	c.Flags().StringVar(&scope, "scope", "", "policy: only the findings about the configuration and its declared settings")
 	return c
 }
 
 // doctor renders what rdmad's Diagnose finds. rdmactl reads nothing of the
 // host itself: rdmad checks the host it manages (under its --root), with
 // the rights to read what an RDMA host's health depends on.
-func (e *env) doctor(quiet bool) error {
+func (e *env) doctor(quiet bool, scope string) error {
 	var doc string
 	err := e.read(func(c *client.Client, cx context.Context) (err error) {
 		doc, err = c.Diagnose(cx)
@@ -48,6 +59,16 @@ func (e *env) doctor(quiet bool) error {
 	findings, err := dbusapi.DecodeFindings(doc)
 	if err != nil {
 		return &documentError{what: "Diagnose", err: err}
+	}
+	if scope != "" {
+		if findings, err = inScope(findings, scope); err != nil {
+			return err
+		}
+		b, err := json.Marshal(findings)
+		if err != nil {
+			return err
+		}
+		doc = string(b)
 	}
 	switch {
 	case quiet:
@@ -67,10 +88,29 @@ func (e *env) doctor(quiet bool) error {
 	return nil
 }
 
+// inScope keeps the findings of scope. An rdmad that tells no scope is
+// older than the option: passing on an empty list would pass a gate that
+// checked nothing.
+func inScope(fs []dbusapi.Finding, scope string) ([]dbusapi.Finding, error) {
+	out := []dbusapi.Finding{}
+	told := false
+	for _, f := range fs {
+		told = told || f.Scope != ""
+		if f.Scope == scope {
+			out = append(out, f)
+		}
+	}
+	if !told && len(fs) > 0 {
+		return nil, failf("doctor: this rdmad does not tell the scope of its findings (it is older than rdmactl; upgrade and restart rdmad)")
+	}
+	return out, nil
+}
+
 // printFindings is the doctor table: severity, subject and finding, with
 // the fix on a line of its own under the finding (findings and fixes are
 // long; four columns side by side would not fit a terminal), then a count
-// by severity.
+// by severity. An ignored finding says what it was and which entry
+// ignores it.
 func (e *env) printFindings(w io.Writer, findings []dbusapi.Finding) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if !e.noLegend {
@@ -80,12 +120,19 @@ func (e *env) printFindings(w io.Writer, findings []dbusapi.Finding) {
 	for _, f := range findings {
 		count[f.Severity]++
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Severity, f.Subject, f.Finding)
+		if f.Severity == dbusapi.SeverityIgnored {
+			fmt.Fprintf(tw, "\t\t%s, ignored by %s\n", f.IgnoredSeverity, f.IgnoredBy)
+		}
 		if f.Fix != "" {
 			fmt.Fprintf(tw, "\t\tfix: %s\n", f.Fix)
 		}
 	}
 	tw.Flush()
 	if !e.noLegend {
-		fmt.Fprintf(w, "\n%d ok, %d warn, %d fail\n", count[dbusapi.SeverityOK], count[dbusapi.SeverityWarn], count[dbusapi.SeverityFail])
+		fmt.Fprintf(w, "\n%d ok, %d warn, %d fail", count[dbusapi.SeverityOK], count[dbusapi.SeverityWarn], count[dbusapi.SeverityFail])
+		if n := count[dbusapi.SeverityIgnored]; n > 0 {
+			fmt.Fprintf(w, ", %d ignored", n)
+		}
+		fmt.Fprintln(w)
 	}
 }

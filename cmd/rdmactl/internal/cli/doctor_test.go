@@ -86,7 +86,7 @@ func TestDoctorHealthyHost(t *testing.T) {
 	if !strings.Contains(out, "ok        rxe0/1     rxe0/1: ACTIVE, LinkUp") {
 		t.Errorf("port row missing or misaligned:\n%s", out)
 	}
-	if last := lines[len(lines)-1]; last != "9 ok, 0 warn, 0 fail" {
+	if last := lines[len(lines)-1]; last != "10 ok, 0 warn, 0 fail" {
 		t.Errorf("summary = %q\n%s", last, out)
 	}
 }
@@ -98,11 +98,11 @@ func TestDoctorFailingHostExitsOne(t *testing.T) {
 	if code != cli.ExitFailure {
 		t.Fatalf("exit %d, want 1", code)
 	}
-	if !strings.Contains(errs, "doctor: 3 of ") || !strings.Contains(errs, "findings fail") {
+	if !strings.Contains(errs, "doctor: 2 of ") || !strings.Contains(errs, "findings fail") {
 		t.Errorf("stderr = %q", errs)
 	}
 	for _, want := range []string{
-		"fail      bnxt_re0/1  bnxt_re0/1 is not ACTIVE: state DOWN, physical state unknown\n" +
+		"warn      bnxt_re0/1  bnxt_re0/1 is not ACTIVE: state DOWN, physical state unknown\n" +
 			"                      fix: rdma link show bnxt_re0/1; journalctl -k -g bnxt_re0\n",
 		"warn      host        RDMA users get memlock 8 MiB at login",
 		"ok        host        NFS over RDMA is not enabled on this host ([nfsd] rdma in /etc/nfs.conf)\nok ",
@@ -130,6 +130,78 @@ func TestDoctorWarningsAloneExitZero(t *testing.T) {
 	addr := serve(t, &manager{doc: doc})
 	if code, out, errs := rdmactl(addr, "doctor"); code != cli.ExitOK || !strings.Contains(out, "0 ok, 1 warn, 0 fail") {
 		t.Errorf("exit %d %q\n%s", code, errs, out)
+	}
+}
+
+// An ignored finding is listed with what it was and the entry that
+// ignores it, counted apart, and fails nothing.
+func TestDoctorIgnoredFindings(t *testing.T) {
+	doc, err := dbusapi.EncodeFindings([]dbusapi.Finding{
+		{ID: "port-no-sm", Subject: dbusapi.Subject{Kind: "port", Device: "mlx4_0", Port: 1}, Severity: dbusapi.SeverityIgnored,
+			Finding: "mlx4_0/1: link up but no subnet manager", Fix: "systemctl enable --now opensm", Scope: dbusapi.ScopeHost,
+			IgnoredSeverity: dbusapi.SeverityFail, IgnoredBy: "/etc/rdma/rdmad.d/50-site.toml:2"},
+		{ID: "config-loaded", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityOK, Finding: "configuration in force", Scope: dbusapi.ScopePolicy},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, &manager{doc: doc})
+	code, out, errs := rdmactl(addr, "doctor")
+	if code != cli.ExitOK || errs != "" {
+		t.Fatalf("exit %d, %q\n%s", code, errs, out)
+	}
+	for _, want := range []string{
+		"ignored   mlx4_0/1  mlx4_0/1: link up but no subnet manager\n" +
+			"                    fail, ignored by /etc/rdma/rdmad.d/50-site.toml:2\n" +
+			"                    fix: systemctl enable --now opensm\n",
+		"\n1 ok, 0 warn, 0 fail, 1 ignored\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, _ := rdmactl(addr, "doctor", "--quiet"); code != cli.ExitOK {
+		t.Errorf("--quiet: exit %d", code)
+	}
+}
+
+// --scope policy keeps the findings about the configuration and its
+// declared settings: a pod that sees no /dev/infiniband passes when the
+// policy is in force, and fails when a declared setting does not hold.
+func TestDoctorScopePolicy(t *testing.T) {
+	fs := []dbusapi.Finding{
+		{ID: "config-loaded", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityOK, Finding: "configuration in force", Scope: dbusapi.ScopePolicy},
+		{ID: "rdma-cm-device-missing", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityFail, Finding: "/dev/infiniband/rdma_cm is missing", Fix: "udevadm trigger", Scope: dbusapi.ScopeHost},
+	}
+	doc, _ := dbusapi.EncodeFindings(fs)
+	addr := serve(t, &manager{doc: doc})
+	if code, out, errs := rdmactl(addr, "doctor", "--quiet", "--scope", "policy"); code != cli.ExitOK || out != "" {
+		t.Errorf("policy in force: exit %d %q %q", code, out, errs)
+	}
+	code, out, _ := rdmactl(addr, "-j", "doctor", "--scope", "policy")
+	if code != cli.ExitOK || strings.Contains(out, "rdma-cm-device-missing") || !strings.Contains(out, `"id":"config-loaded"`) {
+		t.Errorf("-j --scope policy: exit %d\n%s", code, out)
+	}
+	if code, _, _ := rdmactl(addr, "doctor", "--quiet"); code != cli.ExitFailure {
+		t.Errorf("without --scope the host's failure counts: exit %d", code)
+	}
+	fs = append(fs, dbusapi.Finding{ID: "roce-tos-differs", Subject: dbusapi.Subject{Kind: "port", Device: "mlx5_0", Port: 1}, Severity: dbusapi.SeverityFail, Finding: "TOS is 0, declared 106", Scope: dbusapi.ScopePolicy})
+	doc, _ = dbusapi.EncodeFindings(fs)
+	addr = serve(t, &manager{doc: doc})
+	if code, _, _ := rdmactl(addr, "doctor", "--quiet", "--scope", "policy"); code != cli.ExitFailure {
+		t.Errorf("a declared setting that does not hold: exit %d", code)
+	}
+	// An rdmad that tells no scope is not taken as passing.
+	for i := range fs {
+		fs[i].Scope = ""
+	}
+	doc, _ = dbusapi.EncodeFindings(fs[:1])
+	addr = serve(t, &manager{doc: doc})
+	if code, _, errs := rdmactl(addr, "doctor", "--scope", "policy"); code != cli.ExitFailure || !strings.Contains(errs, "does not tell the scope") {
+		t.Errorf("older rdmad: exit %d %q", code, errs)
+	}
+	if code, _, errs := rdmactl(addr, "doctor", "--scope", "ports"); code != cli.ExitUsage || !strings.Contains(errs, `the only scope is "policy"`) {
+		t.Errorf("--scope ports: exit %d %q", code, errs)
 	}
 }
 

@@ -1,0 +1,52 @@
+package doctor
+
+import "github.com/rdmad/rdmad/dbusapi"
+
+// policyIDs are the findings about the configuration and the settings it
+// declares: rdmactl doctor --scope policy keeps only these. It is the
+// readiness gate of a rollout (the Kubernetes DaemonSet's probe): does the
+// new policy load, and does what it declares hold? What only the host's
+// hardware and user space decide (ports, counters, /dev/infiniband,
+// libibverbs providers, which a pod does not see) is left out. A new
+// finding about a declared setting belongs here.
+var policyIDs = map[string]bool{
+	"config-loaded": true, "config-error": true,
+	"link-present": true, "link-waiting": true, "link-missing": true,
+	"roce-policy-applied": true, "roce-mode-differs": true, "roce-tos-differs": true, "roce-configfs-missing": true,
+	"rules-matched": true, "rule-unmatched": true,
+	"expect-rules-matched": true, "expect-unmatched": true,
+	"memlock-login": true, "memlock-login-low": true, "memlock-group-missing": true,
+	"memlock-services": true, "memlock-services-low": true,
+	"netns-mode": true, "netns-not-persistent": true, "netns-reboot-pending": true,
+	"netns-boot-differs": true, "netns-mode-differs": true, "netns-initramfs-stale": true,
+	"qos-owner": true, "qos-vf": true, "qos-mlx4-initramfs-stale": true,
+}
+
+// scopeOf is the scope of a finding id.
+func scopeOf(id string) string {
+	if policyIDs[id] {
+		return dbusapi.ScopePolicy
+	}
+	return dbusapi.ScopeHost
+}
+
+// applyIgnore turns every warn or fail finding that a [doctor] ignore
+// entry names into an ignored one, keeping its severity and naming the
+// entry. An ok finding stays ok: there is nothing to silence.
+func (d *diag) applyIgnore() {
+	if len(d.pol.Doctor.Ignore) == 0 {
+		return
+	}
+	for i := range d.out {
+		f := &d.out[i]
+		if f.Severity != dbusapi.SeverityWarn && f.Severity != dbusapi.SeverityFail {
+			continue
+		}
+		// The subject as rdmactl doctor shows it; escaped names match
+		// as they are printed.
+		if r, ok := d.pol.Doctor.IgnoredBy(f.ID, f.Subject.String()); ok {
+			f.IgnoredSeverity, f.Severity = f.Severity, dbusapi.SeverityIgnored
+			f.IgnoredBy = dbusapi.Escape(r.Source.String())
+		}
+	}
+}

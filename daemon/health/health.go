@@ -1,0 +1,455 @@
+// Package health is what the running daemon observes over time for doctor:
+// each port's error counters, sampled as the port is first seen and every
+// [doctor.counters] interval after; the losses of carrier rtnetlink
+// reports on RoCE netdevs; and since when each port's physical link has
+// been up. Doctor judges a moment; these need a history, which only the
+// daemon has.
+//
+// The monitor reads only counter files, through host's bounded reader, on
+// its own goroutine: the reconciler's listener only marks which devices
+// changed (Changed), as the bus's does.
+package health
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+)
+
+// Window is how far back increases are counted: thresholds are per hour.
+const Window = time.Hour
+
+// widths are the bits of the InfiniBand PortCounters doctor watches, as
+// the kernel reads them from the PMA (drivers/infiniband/core/sysfs.c,
+// PORT_PMA_ATTR): they saturate at 2^bits - 1 instead of wrapping. The
+// driver statistics of hw_counters/ are 64-bit.
+var widths = map[string]uint{
+	"symbol_error":                    16,
+	"link_error_recovery":             8,
+	"link_downed":                     8,
+	"port_rcv_errors":                 16,
+	"port_rcv_remote_physical_errors": 16,
+	"port_rcv_switch_relay_errors":    16,
+	"port_xmit_discards":              16,
+	"port_xmit_constraint_errors":     8,
+	"port_rcv_constraint_errors":      8,
+	"local_link_integrity_errors":     4,
+	"excessive_buffer_overrun_errors": 4,
+	"VL15_dropped":                    16,
+}
+
+// Max is the value at which counter name saturates; 0 for a 64-bit
+// counter, which does not in practice.
+func Max(name string) uint64 {
+	if b, ok := widths[name]; ok {
+		return 1<<b - 1
+	}
+	return 0
+}
+
+// PortKey names a port of a device.
+type PortKey struct {
+	Device string
+	Port   int
+}
+
+func (k PortKey) String() string { return k.Device + "/" + strconv.Itoa(k.Port) }
+
+// Options configures a Monitor.
+type Options struct {
+	Host *host.Host
+	// Policy is the policy in force: its [doctor.counters] interval.
+	Policy func() *config.Policy
+	// Devices returns the observed devices named (nil: every one), from
+	// the reconciler's state: the monitor walks no sysfs of its own.
+	Devices func(names []string) []host.Device
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Changed, when set, is called after a sample that changed what View
+	// shows of the counters (a new port, a counter that moved, one that
+	// became available or not): doctor's findings are worth a new run.
+	Changed func()
+}
+
+// Monitor keeps the history doctor reads through View.
+type Monitor struct {
+	o     Options
+	start time.Time
+	wake  chan struct{}
+
+	mu      sync.Mutex
+	ports   map[PortKey]*portHistory
+	netdevs map[string][]time.Time // carrier losses within the window
+	// Marks from Changed, drained by the monitor's goroutine.
+	dirty   map[string]bool
+	removed map[string]bool
+	all     bool
+}
+
+type portHistory struct {
+	linkUpSince time.Time // zero: the link was not up when last seen
+	netdev      string
+	first, last time.Time // first and last sample; zero: never sampled
+	counters    map[string]*counterHistory
+}
+
+// counterHistory is one counter of one port: the samples at which its
+// value changed, oldest first, pruned to the window (the last sample
+// before the window's start is kept: it is the value the increase counts
+// from).
+type counterHistory struct {
+	available bool
+	why       string // why it is not available
+	samples   []sample
+}
+
+type sample struct {
+	at    time.Time
+	value uint64
+}
+
+// New makes a monitor; Run samples.
+func New(o Options) *Monitor {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Monitor{o: o, start: o.Now(), wake: make(chan struct{}, 1),
+		ports: map[PortKey]*portHistory{}, netdevs: map[string][]time.Time{},
+		dirty: map[string]bool{}, removed: map[string]bool{}}
+}
+
+// Changed marks what a pass changed (reconcile.Change): devices updated
+// are looked at again (their link state, a baseline sample of new ports),
+// removed ones forgotten. It only marks; Run does the work.
+func (m *Monitor) Changed(full bool, updated, removed []string) {
+	m.mu.Lock()
+	m.all = m.all || full
+	for _, n := range updated {
+		m.dirty[n] = true
+		delete(m.removed, n)
+	}
+	for _, n := range removed {
+		m.removed[n] = true
+		delete(m.dirty, n)
+	}
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// CarrierLost records that netdev lost its carrier while administratively
+// up (rtnetlink: IFF_LOWER_UP cleared, IFF_UP set).
+func (m *Monitor) CarrierLost(netdev string) {
+	now := m.o.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.netdevs[netdev] = append(pruneTimes(m.netdevs[netdev], now.Add(-Window)), now)
+}
+
+func pruneTimes(ts []time.Time, from time.Time) []time.Time {
+	i := 0
+	for i < len(ts) && ts[i].Before(from) {
+		i++
+	}
+	return append(ts[:0], ts[i:]...)
+}
+
+// interval is the sampling interval of the policy in force.
+func (m *Monitor) interval() time.Duration {
+	if m.o.Policy != nil {
+		if p := m.o.Policy(); p != nil && p.Doctor.Counters.Interval > 0 {
+			return p.Doctor.Counters.Interval
+		}
+	}
+	return config.DefaultCounterInterval
+}
+
+// Run follows the marks and samples every port each interval until ctx
+// ends.
+func (m *Monitor) Run(ctx context.Context) {
+	t := time.NewTimer(m.interval())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.wake:
+			m.Update()
+		case <-t.C:
+			m.Update()
+			m.SampleAll()
+			t.Reset(m.interval())
+		}
+	}
+}
+
+// Update takes the marks: it forgets removed devices, records the link
+// state of the marked ones and samples the ports it had not seen.
+func (m *Monitor) Update() {
+	m.mu.Lock()
+	all, dirty, removed := m.all, m.dirty, m.removed
+	m.all, m.dirty, m.removed = false, map[string]bool{}, map[string]bool{}
+	m.mu.Unlock()
+	if !all && len(dirty) == 0 && len(removed) == 0 {
+		return
+	}
+	var names []string
+	if !all {
+		for n := range dirty {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+	}
+	var devs []host.Device
+	if m.o.Devices != nil && (all || len(names) > 0) {
+		devs = m.o.Devices(names)
+	}
+	// The netdevs are read before the lock: PortNetdev lists the PCI
+	// function's net/ directory.
+	type portSeen struct {
+		k      PortKey
+		up     bool
+		netdev string
+	}
+	var obs []portSeen
+	for i := range devs {
+		d := &devs[i]
+		for j := range d.Ports {
+			p := &d.Ports[j]
+			obs = append(obs, portSeen{PortKey{d.Name, p.Number}, p.PhysState == "LinkUp", m.o.Host.PortNetdev(d, p)})
+		}
+	}
+	now := m.o.Now()
+	seen := map[PortKey]bool{}
+	var fresh []PortKey
+	m.mu.Lock()
+	for k := range m.ports {
+		if removed[k.Device] {
+			delete(m.ports, k)
+		}
+	}
+	for _, o := range obs {
+		seen[o.k] = true
+		h := m.ports[o.k]
+		if h == nil {
+			h = &portHistory{counters: map[string]*counterHistory{}}
+			m.ports[o.k] = h
+			fresh = append(fresh, o.k)
+		}
+		h.netdev = o.netdev
+		switch {
+		case !o.up:
+			h.linkUpSince = time.Time{}
+		case h.linkUpSince.IsZero():
+			h.linkUpSince = now
+		}
+	}
+	if all { // a full pass saw every device: the others are gone
+		for k := range m.ports {
+			if !seen[k] {
+				delete(m.ports, k)
+			}
+		}
+	}
+	m.mu.Unlock()
+	m.sample(fresh)
+}
+
+// SampleAll reads every known port's counters.
+func (m *Monitor) SampleAll() {
+	m.mu.Lock()
+	keys := make([]PortKey, 0, len(m.ports))
+	for k := range m.ports {
+		keys = append(keys, k)
+	}
+	m.mu.Unlock()
+	m.sample(keys)
+}
+
+// reading is one counter as read.
+type reading struct {
+	value     uint64
+	available bool
+	why       string
+}
+
+// readCounter reads one counter file. Absent, "N/A (no PMA)" (a driver
+// without a performance management agent), EINVAL (no answer from the
+// PMA, as the kernel reports it) and anything that is not a number are
+// "not available", never zero.
+func (m *Monitor) readCounter(k PortKey, c config.Counter) reading {
+	dir := "counters"
+	if c.HW {
+		dir = "hw_counters"
+	}
+	s, err := m.o.Host.ReadString(path.Join(host.ClassInfiniband, k.Device, "ports", strconv.Itoa(k.Port), dir, c.Name))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return reading{why: "absent"}
+	case errors.Is(err, syscall.EINVAL):
+		return reading{why: "EINVAL"}
+	case err != nil:
+		return reading{why: "unreadable"}
+	}
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "N/A") {
+		return reading{why: s}
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return reading{why: "not a number"}
+	}
+	return reading{value: v, available: true}
+}
+
+func (m *Monitor) sample(keys []PortKey) {
+	changed := false
+	for _, k := range keys {
+		read := make(map[string]reading, len(config.Counters))
+		for _, c := range config.Counters {
+			read[c.Name] = m.readCounter(k, c)
+		}
+		now := m.o.Now()
+		m.mu.Lock()
+		if h := m.ports[k]; h != nil { // not removed meanwhile
+			changed = h.record(now, read) || changed
+		}
+		m.mu.Unlock()
+	}
+	if changed && m.o.Changed != nil {
+		m.o.Changed()
+	}
+}
+
+// record adds a sample; it reports whether it changed anything but the
+// time of the last sample.
+func (h *portHistory) record(now time.Time, read map[string]reading) (changed bool) {
+	if h.first.IsZero() {
+		h.first, changed = now, true
+	}
+	h.last = now
+	from := now.Add(-Window)
+	for name, r := range read {
+		c := h.counters[name]
+		if c == nil {
+			c = &counterHistory{}
+			h.counters[name] = c
+		}
+		if c.available != r.available || c.why != r.why {
+			c.available, c.why, changed = r.available, r.why, true
+		}
+		if !r.available {
+			continue
+		}
+		if n := len(c.samples); n == 0 || c.samples[n-1].value != r.value {
+			c.samples = append(c.samples, sample{now, r.value})
+			changed = true
+		}
+		// Keep the last sample before the window: the increase counts
+		// from it.
+		i := 0
+		for i+1 < len(c.samples) && !c.samples[i+1].at.After(from) {
+			i++
+		}
+		c.samples = append(c.samples[:0], c.samples[i:]...)
+	}
+	return changed
+}
+
+// View is what the monitor has seen, for one run of doctor.
+type View struct {
+	Now   time.Time
+	Start time.Time // when the monitor started: rdmad's start
+	Ports map[PortKey]PortView
+	// CarrierLosses are the losses of carrier of each netdev within the
+	// window.
+	CarrierLosses map[string]int
+}
+
+// PortView is one port.
+type PortView struct {
+	// LinkUpSince is when the monitor first saw the physical link up in
+	// its current run; zero when it was not up when last seen.
+	LinkUpSince time.Time
+	Netdev      string
+	// From and To are the first and the last sample; zero before the
+	// first sample.
+	From, To time.Time
+	Counters []CounterView // in config.Counters order
+}
+
+// CounterView is one counter of one port.
+type CounterView struct {
+	Name      string
+	Available bool
+	Why       string // why not available: "absent", "EINVAL", "N/A (no PMA)"
+	Value     uint64
+	Max       uint64 // the saturation value; 0 for a 64-bit counter
+	Saturated bool
+	// Increase is how much it rose within the window (since the first
+	// sample when that is more recent), counting from 0 again after a
+	// reset (perfquery -R); Since is where that count starts.
+	Increase uint64
+	Since    time.Time
+}
+
+// View returns what the monitor has seen, now.
+func (m *Monitor) View() View {
+	now := m.o.Now()
+	from := now.Add(-Window)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := View{Now: now, Start: m.start, Ports: make(map[PortKey]PortView, len(m.ports)), CarrierLosses: map[string]int{}}
+	for n, ts := range m.netdevs {
+		c := 0
+		for _, t := range ts {
+			if !t.Before(from) {
+				c++
+			}
+		}
+		if c > 0 {
+			v.CarrierLosses[n] = c
+		}
+	}
+	for k, h := range m.ports {
+		pv := PortView{LinkUpSince: h.linkUpSince, Netdev: h.netdev, From: h.first, To: h.last}
+		for _, c := range config.Counters {
+			ch := h.counters[c.Name]
+			if ch == nil {
+				continue
+			}
+			cv := CounterView{Name: c.Name, Available: ch.available, Why: ch.why, Max: Max(c.Name)}
+			if ch.available && len(ch.samples) > 0 {
+				cv.Value = ch.samples[len(ch.samples)-1].value
+				cv.Saturated = cv.Max != 0 && cv.Value >= cv.Max
+				cv.Since = ch.samples[0].at
+				if cv.Since.Before(from) {
+					cv.Since = from
+				}
+				for i := 1; i < len(ch.samples); i++ {
+					prev, cur := ch.samples[i-1].value, ch.samples[i].value
+					if cur >= prev {
+						cv.Increase += cur - prev
+					} else {
+						cv.Increase += cur // reset to 0, then rose to cur
+					}
+				}
+			}
+			pv.Counters = append(pv.Counters, cv)
+		}
+		v.Ports[k] = pv
+	}
+	return v
+}
