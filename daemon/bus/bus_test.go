@@ -16,6 +16,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/links"
@@ -117,8 +118,33 @@ func startDaemonKernel(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Ke
 	if err := srv.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+	waitCountersSampled(t, svc)
 	t.Cleanup(d.stop)
 	return d
+}
+
+// waitCountersSampled waits for the health monitor's first sample of every
+// port the first pass saw (it follows the pass on its own goroutine), so
+// Diagnose has the same findings from the start of a test.
+func waitCountersSampled(t *testing.T, svc *service.Service) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second) // guards a hang only
+	for {
+		v, all := svc.Health().View(), true
+		for _, ds := range svc.Reconciler().Snapshot().Devices {
+			for _, p := range ds.Ports {
+				pv, ok := v.Ports[health.PortKey{Device: ds.Name, Port: p.Number}]
+				all = all && ok && !pv.To.IsZero()
+			}
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the health monitor never sampled every port")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (d *daemon) stop() {

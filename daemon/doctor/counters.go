@@ -132,12 +132,13 @@ func thresholdSource(t config.CounterThreshold) string {
 }
 
 // overText says over which span a count was taken: the last hour, or
-// since the first sample when that is more recent.
+// since the first sample when that is more recent. The first sample's time
+// is fixed, so the text does not change from one run to the next.
 func overText(now, from time.Time) string {
 	if now.Sub(from) >= health.Window {
 		return "within the last hour"
 	}
-	return "in the " + now.Sub(from).Round(time.Second).String() + " since rdmad first read them"
+	return "since rdmad first read them at " + from.Format(time.RFC3339)
 }
 
 func counterFix(dev *host.Device, p *host.Port, kinds []string) string {
