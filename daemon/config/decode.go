@@ -71,6 +71,7 @@ type fileDecl struct {
 	metrics struct {
 		textfile setting[string]
 	}
+	api   apiDecl
 	roce  []RoCERule
 	links []Link
 	vpi   []VPIRule
@@ -249,6 +250,7 @@ func (d *decoder) root(decl *fileDecl, raw map[string]any) {
 		{"memlock", func(p string, v any) { d.memlock(decl, p, v) }},
 		{"netns", func(p string, v any) { d.netns(decl, p, v) }},
 		{"metrics", func(p string, v any) { d.metrics(decl, p, v) }},
+		{"api", func(p string, v any) { d.api(decl, p, v) }},
 		{"roce", func(p string, v any) {
 			for _, e := range d.arrayOfTables(p, v) {
 				if r, ok := d.roce(e.path, e.m); ok {

@@ -166,6 +166,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 	p.Metrics = Metrics{Textfile: textfile.Value}
 	p.Doctor = mergeDoctor(decls)
 	p.MemlockCheckUnits = UnitList{Names: checkUnits.Value, Source: checkUnits.Pos}
+	p.API = mergeAPI(decls)
 
 	var errs []error
 	if memPresent && memEnable.or(true) {

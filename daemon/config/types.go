@@ -52,6 +52,7 @@ type Policy struct {
 	VPI       []VPIRule // mlx4 VPI port types; later rules win
 	QoS       []QoSRule // lossless RoCE (PFC, DSCP trust); later rules win per field
 	Metrics   Metrics
+	API       API // what D-Bus clients may declare ([api], api.go)
 	// Expect is what doctor judges ports against ([[expect]], health.go);
 	// later rules win per field.
 	Expect []ExpectRule
