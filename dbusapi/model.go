@@ -27,7 +27,8 @@ const (
 	ErrConfig       = "org.rdmad1.Error.Config"
 	ErrFailed       = "org.rdmad1.Error.Failed"
 	ErrNextBoot     = "org.rdmad1.Error.NextBoot"     // persisted; the running kernel takes it at the next boot
-	ErrBusy         = "org.rdmad1.Error.Busy"         // too many Describe/Diagnose calls at once; try again later
+	ErrBusy         = "org.rdmad1.Error.Busy"         // a local limit: too many reports, or authorization checks, at once; try again later
+	ErrNotAllowed   = "org.rdmad1.Error.NotAllowed"   // [api] changes in the configuration refuses the declaration; the message names the file:line
 	ErrNoSuchDevice = "org.rdmad1.Error.NoSuchDevice" // no RDMA device (or network interface) of that name
 	ErrNoSuchPort   = "org.rdmad1.Error.NoSuchPort"   // the device has no port of that number
 	ErrNoSuchLink   = "org.rdmad1.Error.NoSuchLink"   // no soft link of that name is declared

@@ -12,6 +12,8 @@ TMPFILESDIR    ?= $(PREFIX)/lib/tmpfiles.d
 DBUSPOLICYDIR  ?= $(PREFIX)/share/dbus-1/system.d
 DBUSSERVICEDIR ?= $(PREFIX)/share/dbus-1/system-services
 POLKITDIR      ?= $(PREFIX)/share/polkit-1/actions
+# Optional polkit rules: shipped, active only once linked into /etc/polkit-1/rules.d.
+POLKITRULESDIR ?= $(PREFIX)/share/rdmad/polkit
 BASHCOMPDIR    ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR     ?= $(PREFIX)/share/zsh/vendor-completions
 FISHCOMPDIR    ?= $(PREFIX)/share/fish/vendor_completions.d
@@ -25,6 +27,7 @@ INSTALL        ?= install
 OPTIONAL_DATA := \
 	units/org.rdmad1.conf:$(DBUSPOLICYDIR)/org.rdmad1.conf \
 	units/org.rdmad1.policy:$(POLKITDIR)/org.rdmad1.policy \
+	units/50-rdmad-persist-as-runtime.rules:$(POLKITRULESDIR)/50-rdmad-persist-as-runtime.rules \
 	contrib/completion/rdmactl.bash:$(BASHCOMPDIR)/rdmactl \
 	contrib/completion/_rdmactl:$(ZSHCOMPDIR)/_rdmactl \
 	contrib/completion/rdmactl.fish:$(FISHCOMPDIR)/rdmactl.fish

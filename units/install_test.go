@@ -74,6 +74,7 @@ func expectedFiles(t *testing.T) map[string]fs.FileMode {
 		"org.rdmad1.conf":                    "usr/share/dbus-1/system.d/org.rdmad1.conf",
 		"org.rdmad1.service":                 "usr/share/dbus-1/system-services/org.rdmad1.service",
 		"org.rdmad1.policy":                  "usr/share/polkit-1/actions/org.rdmad1.policy",
+		"50-rdmad-persist-as-runtime.rules":  "usr/share/rdmad/polkit/50-rdmad-persist-as-runtime.rules",
 		"../contrib/completion/rdmactl.bash": "usr/share/bash-completion/completions/rdmactl",
 		"../contrib/completion/_rdmactl":     "usr/share/zsh/vendor-completions/_rdmactl",
 		"../contrib/completion/rdmactl.fish": "usr/share/fish/vendor_completions.d/rdmactl.fish",

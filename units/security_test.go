@@ -417,9 +417,18 @@ func privateBus(t *testing.T) string {
 	return startBus(t, dir, conf)
 }
 
+// actionIDs are the polkit action ids a text names, sorted, without
+// repeats.
+func actionIDs(text string) []string {
+	ids := regexp.MustCompile(`org\.rdmad1\.[a-z-]*[a-z]`).FindAllString(text, -1)
+	sort.Strings(ids)
+	return slices.Compact(ids)
+}
+
 // managerTable reads the org.rdmad1.Manager table of docs/security.md:
-// method -> [polkit action, polkit default] ("none" when unauthorized).
-func managerTable(t *testing.T) map[string][2]string {
+// method -> the polkit actions its row names (none: nil) and their
+// default ("none" when unauthorized).
+func managerTable(t *testing.T) map[string]managerRow {
 	t.Helper()
 	data, err := os.ReadFile("../docs/security.md")
 	if err != nil {
@@ -432,21 +441,23 @@ func managerTable(t *testing.T) map[string][2]string {
 	if i := strings.Index(section, "\n#"); i >= 0 {
 		section = section[:i]
 	}
-	row := regexp.MustCompile("^\\| `([A-Za-z]+)` \\| (?:`([^`]+)`|none) \\| (?:`([^`]+)`|none) \\|")
-	rows := map[string][2]string{}
+	row := regexp.MustCompile("^\\| `([A-Za-z]+)` \\| ([^|]*) \\| (?:`([^`]+)`|none) \\|")
+	rows := map[string]managerRow{}
 	for _, line := range strings.Split(section, "\n") {
 		if m := row.FindStringSubmatch(line); m != nil {
-			action, def := m[2], m[3]
-			if action == "" {
-				action = "none"
-			}
+			def := m[3]
 			if def == "" {
 				def = "none"
 			}
-			rows[m[1]] = [2]string{action, def}
+			rows[m[1]] = managerRow{actionIDs(m[2]), def}
 		}
 	}
 	return rows
+}
+
+type managerRow struct {
+	actions []string
+	def     string
 }
 
 // TestSecurityDocMethodTable keeps docs/security.md's table of who may call
@@ -485,7 +496,6 @@ func TestSecurityDocMethodTable(t *testing.T) {
 	}
 
 	table := managerTable(t)
-	actionDoc := regexp.MustCompile(`Polkit action:\s*([a-z0-9.-]*[a-z0-9-])`)
 	methods := map[string]bool{}
 	for _, iface := range contract.Interfaces {
 		if iface.Name != dbusapi.ManagerIface {
@@ -496,29 +506,28 @@ func TestSecurityDocMethodTable(t *testing.T) {
 				continue
 			}
 			methods[m.Name] = true
-			want := "none"
-			if a := actionDoc.FindStringSubmatch(m.Doc); a != nil {
-				want = a[1]
+			var want []string
+			if _, after, ok := strings.Cut(m.Doc, "Polkit action:"); ok {
+				want = actionIDs(after)
 			}
 			row, ok := table[m.Name]
 			switch {
 			case !ok:
-				t.Errorf("docs/security.md: no row for %s.%s (polkit action %s)", iface.Name, m.Name, want)
+				t.Errorf("docs/security.md: no row for %s.%s (polkit actions %q)", iface.Name, m.Name, want)
 				continue
-			case row[0] != want:
-				t.Errorf("docs/security.md: %s has polkit action %s, the XML says %s", m.Name, row[0], want)
+			case !slices.Equal(row.actions, want):
+				t.Errorf("docs/security.md: %s has polkit actions %q, the XML says %q", m.Name, row.actions, want)
 			}
-			if want == "none" {
-				continue
-			}
-			d, ok := defaults[want]
-			if !ok {
-				t.Errorf("%s: action %s is not in org.rdmad1.policy", m.Name, want)
-				continue
-			}
-			for i, v := range d {
-				if v != row[1] {
-					t.Errorf("org.rdmad1.policy: %s default %d is %q, docs/security.md says %q", want, i, v, row[1])
+			for _, a := range want {
+				d, ok := defaults[a]
+				if !ok {
+					t.Errorf("%s: action %s is not in org.rdmad1.policy", m.Name, a)
+					continue
+				}
+				for i, v := range d {
+					if v != row.def {
+						t.Errorf("org.rdmad1.policy: %s default %d is %q, docs/security.md says %q", a, i, v, row.def)
+					}
 				}
 			}
 		}

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,7 +31,12 @@ enable = false
 // daemon through the rdmactl binary users run.
 var bins livetest.Binaries
 
-func TestMain(m *testing.M) { livetest.Main(m, &bins) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(callerEnv); spec != "" {
+		os.Exit(runCaller(spec))
+	}
+	livetest.Main(m, &bins)
+}
 
 // rdmactl runs the real rdmactl against addr and returns its exit code,
 // stdout and stderr.
@@ -393,46 +397,6 @@ func TestNotRunning(t *testing.T) {
 	}
 }
 
-// fakePolkit is org.freedesktop.PolicyKit1 on the test bus: it answers
-// CheckAuthorization from a table and records the calls.
-type fakePolkit struct {
-	mu    sync.Mutex
-	allow map[string]bool
-	calls chan polkitCall
-}
-
-type polkitCall struct {
-	Subject bus.PolkitSubject
-	Action  string
-	Flags   uint32
-}
-
-func (p *fakePolkit) CheckAuthorization(subject bus.PolkitSubject, action string, _ map[string]string, flags uint32, _ string) (bus.PolkitResult, *dbus.Error) {
-	p.calls <- polkitCall{subject, action, flags}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return bus.PolkitResult{IsAuthorized: p.allow[action], Details: map[string]string{}}, nil
-}
-
-func (p *fakePolkit) setAllowed(action string) {
-	p.mu.Lock()
-	p.allow[action] = true
-	p.mu.Unlock()
-}
-
-func startFakePolkit(t *testing.T, addr string, allow map[string]bool) *fakePolkit {
-	t.Helper()
-	conn := dialT(t, addr)
-	p := &fakePolkit{allow: allow, calls: make(chan polkitCall, 16)}
-	if err := conn.Export(p, "/org/freedesktop/PolicyKit1/Authority", "org.freedesktop.PolicyKit1.Authority"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.RequestName("org.freedesktop.PolicyKit1", dbus.NameFlagDoNotQueue); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // TestUnprivilegedCallerAskedOfPolkit runs the real rdmactl binary as uid
 // 65534: the bus authenticates it with EXTERNAL as that uid, rdmad's real
 // GetConnectionUnixUser lookup sees a non-root caller and asks the fake
@@ -473,35 +437,63 @@ func TestUnprivilegedCallerAskedOfPolkit(t *testing.T) {
 		t.Fatalf("status as nobody: exit %d: %s", code, out)
 	}
 
-	pk := startFakePolkit(t, e.addr, map[string]bool{bus.ActionReconcile: true})
+	pk := newPolkitFake(t, e.addr)
+	pk.start(t)
+	pk.set([]string{bus.ActionReconcile}, false, false)
 	code, out := asNobody("roce", "set", "mlx5_0/1", "--mode", "v1")
 	if code != 1 || !strings.Contains(out, "access denied") {
 		t.Fatalf("polkit says no: exit %d: %s", code, out)
 	}
-	call := <-pk.calls
-	if call.Action != bus.ActionSetRoCE || call.Subject.Kind != "system-bus-name" {
+	call := waitCheck(t, pk)
+	if call.Action != bus.ActionSetRoCE || call.Subject.Kind != "system-bus-name" || call.UID != nobody {
 		t.Errorf("polkit asked %+v", call)
 	}
 	if name, _ := call.Subject.Details["name"].Value().(string); !strings.HasPrefix(name, ":") {
 		t.Errorf("subject name %v is not a unique bus name", call.Subject.Details["name"])
 	}
 	if call.Flags != 0 {
-		t.Errorf("flags %d without a terminal, want 0", call.Flags)
+		t.Errorf("flags %d with stdin /dev/null, not a terminal: want 0", call.Flags)
 	}
 	if got := e.read(t, modeFile); got != before {
 		t.Errorf("refused call changed the mode to %q", got)
 	}
+	// On a terminal rdmactl lets polkit ask the user (its agent on that
+	// terminal), unless --no-ask-password.
+	if _, err := exec.LookPath("script"); err == nil {
+		for _, tc := range []struct {
+			flags []string
+			want  uint32
+		}{{nil, 1}, {[]string{"--no-ask-password"}, 0}} {
+			args := append(append([]string{"--bus", e.addr}, tc.flags...), "roce", "set", "mlx5_0/1", "--mode", "v1")
+			cmd := exec.Command("script", "-qec", shellQuote(append([]string{bin}, args...)), "/dev/null")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+			cmd.Dir = "/"
+			out, _ := cmd.CombinedOutput()
+			if c := waitCheck(t, pk); c.Flags != tc.want {
+				t.Errorf("rdmactl %q on a terminal: polkit flags %d, want %d (%s)", tc.flags, c.Flags, tc.want, out)
+			}
+		}
+	}
 	// Once polkit allows the action, the same caller goes through.
-	pk.setAllowed(bus.ActionSetRoCE)
+	pk.set([]string{bus.ActionReconcile, bus.ActionSetRoCE}, false, false)
 	if code, out := asNobody("roce", "set", "mlx5_0/1", "--mode", "v1"); code != 0 {
 		t.Fatalf("polkit says yes: exit %d: %s", code, out)
 	}
-	if call := <-pk.calls; call.Action != bus.ActionSetRoCE {
+	if call := waitCheck(t, pk); call.Action != bus.ActionSetRoCE {
 		t.Errorf("polkit asked %+v", call)
 	}
 	if got := e.read(t, modeFile); got != "IB/RoCE v1" {
 		t.Errorf("allowed call: mode %q", got)
 	}
+}
+
+// shellQuote quotes args for sh.
+func shellQuote(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
 }
 
 func TestBusctlAndJSONStatus(t *testing.T) {

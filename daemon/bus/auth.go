@@ -4,30 +4,88 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/godbus/dbus/v5"
 )
 
-// Authorizer decides whether the sender of a call may perform action.
+// Authorizer decides whether the sender of a call may perform every one of
+// actions, in order.
 type Authorizer interface {
-	Authorize(ctx context.Context, sender, action string, interactive bool) error
+	Authorize(ctx context.Context, sender string, actions []string, interactive bool) error
 }
 
 var _ Authorizer = (*PolkitAuthorizer)(nil)
 
-// ErrNotAuthorized is returned (wrapped) when the caller is refused.
-var ErrNotAuthorized = errors.New("not authorized")
+var (
+	// ErrNotAuthorized is the kind of a refusal: AccessDenied.
+	ErrNotAuthorized = errors.New("not authorized")
+	// ErrBusy is the kind of a check a local limit stopped (too many
+	// outstanding, no answer in time): org.rdmad1.Error.Busy, never a
+	// denial.
+	ErrBusy = errors.New("busy")
+)
 
-// PolkitAuthorizer is the production Authorizer, as systemd-hostnamed does it:
-// uid 0 is allowed outright; anyone else is asked of polkit on the same bus.
-// No polkit, or polkit answering an error, means no.
+// authError is a refusal whose text says why; errors.Is finds its kind
+// (ErrNotAuthorized or ErrBusy) without the kind's word in the text.
+type authError struct {
+	kind error
+	msg  string
+}
+
+func (e *authError) Error() string { return e.msg }
+func (e *authError) Unwrap() error { return e.kind }
+
+func denied(format string, args ...any) error {
+	return &authError{ErrNotAuthorized, fmt.Sprintf(format, args...)}
+}
+
+func busyError(format string, args ...any) error {
+	return &authError{ErrBusy, fmt.Sprintf(format, args...)}
+}
+
+// Bounds of the outstanding polkit checks. polkitd leaves an interactive
+// check pending while the user's agent shows its prompt, and a bus daemon
+// limits the replies a connection may wait for (dbus-daemon: 128 by
+// default); without a bound, one user's pending checks would take every
+// one of rdmad's and refuse everybody else. A user can open many
+// connections, so the bound is per uid.
+const (
+	DefaultChecksPerUser      = 2
+	DefaultChecks             = 32
+	DefaultPolkitTimeout      = 25 * time.Second // a non-interactive check, D-Bus's default call timeout
+	DefaultInteractiveTimeout = 60 * time.Second // a user answering polkit's prompt
+)
+
+// PolkitAuthorizer is the production Authorizer, as systemd-hostnamed does
+// it: uid 0 is allowed outright; anyone else is asked of polkit on the same
+// bus, one check per action. No polkit, or polkit answering an error or a
+// challenge, means no.
+//
+// Each check carries a cancellation id unique to this rdmad, and is
+// cancelled (CancelCheckAuthorization) when it times out or its caller
+// leaves the bus, so polkit's agent stops asking.
 type PolkitAuthorizer struct {
 	Conn *dbus.Conn
-	// PolkitTimeout bounds a non-interactive CheckAuthorization; interactive
-	// ones wait for the user up to InteractiveTimeout.
+	// PolkitTimeout bounds a non-interactive CheckAuthorization (0:
+	// DefaultPolkitTimeout); InteractiveTimeout an interactive one (0:
+	// DefaultInteractiveTimeout).
 	PolkitTimeout      time.Duration
 	InteractiveTimeout time.Duration
+	// ChecksPerUser and Checks bound the outstanding checks per uid and in
+	// all (0: DefaultChecksPerUser, DefaultChecks).
+	ChecksPerUser, Checks int
+
+	mu      sync.Mutex
+	perUser map[uint32]int
+	total   int
+
+	nextID  atomic.Uint64
+	watchMu sync.Mutex
+	watch   *senderWatch
 }
 
 const (
@@ -36,6 +94,8 @@ const (
 	polkitIface = "org.freedesktop.PolicyKit1.Authority"
 
 	polkitAllowUserInteraction = 1
+
+	errLimitsExceeded = "org.freedesktop.DBus.Error.LimitsExceeded"
 )
 
 // PolkitSubject is polkit's (sa{sv}) subject.
@@ -52,43 +112,207 @@ type PolkitResult struct {
 }
 
 // Authorize implements Authorizer.
-func (a *PolkitAuthorizer) Authorize(ctx context.Context, sender, action string, interactive bool) error {
+func (a *PolkitAuthorizer) Authorize(ctx context.Context, sender string, actions []string, interactive bool) error {
 	if sender == "" {
-		return fmt.Errorf("auth: %s: call without a sender: %w", action, ErrNotAuthorized)
+		return denied("%v: a call without a sender", actions)
 	}
 	var uid uint32
 	if err := a.Conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetConnectionUnixUser", 0, sender).Store(&uid); err != nil {
-		return fmt.Errorf("auth: %s: cannot identify caller %s: %v: %w", action, sender, err, ErrNotAuthorized)
+		return denied("cannot identify caller %s: %v", sender, err)
 	}
 	if uid == 0 {
 		return nil
 	}
-	timeout := a.PolkitTimeout
-	if timeout == 0 {
-		timeout = 25 * time.Second
+	release, err := a.take(uid)
+	if err != nil {
+		return err
 	}
+	defer release()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	unwatch := a.watcher().follow(sender, cancel)
+	defer unwatch()
+	for _, action := range actions {
+		if action == "" {
+			return denied("no polkit action for this call")
+		}
+		if err := a.check(ctx, sender, uid, action, interactive); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// take counts one outstanding check of uid, or refuses it when uid, or
+// everybody, has as many as the bounds allow.
+func (a *PolkitAuthorizer) take(uid uint32) (release func(), _ error) {
+	perUser, total := a.ChecksPerUser, a.Checks
+	if perUser <= 0 {
+		perUser = DefaultChecksPerUser
+	}
+	if total <= 0 {
+		total = DefaultChecks
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.perUser == nil {
+		a.perUser = map[uint32]int{}
+	}
+	switch {
+	case a.perUser[uid] >= perUser:
+		return nil, busyError("uid %d already has %d authorization checks waiting for polkit (at most %d a user); try again once they are answered", uid, a.perUser[uid], perUser)
+	case a.total >= total:
+		return nil, busyError("%d authorization checks are waiting for polkit (at most %d); try again later", a.total, total)
+	}
+	a.perUser[uid]++
+	a.total++
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.perUser[uid]--; a.perUser[uid] <= 0 {
+			delete(a.perUser, uid)
+		}
+		a.total--
+	}, nil
+}
+
+// check asks polkit for one action and cancels the check when ctx ends
+// (the caller left) or the timeout passes first.
+func (a *PolkitAuthorizer) check(ctx context.Context, sender string, uid uint32, action string, interactive bool) error {
+	timeout := cmpOr(a.PolkitTimeout, DefaultPolkitTimeout)
 	var flags uint32
 	if interactive {
 		flags |= polkitAllowUserInteraction
-		timeout = a.InteractiveTimeout
-		if timeout == 0 {
-			timeout = 5 * time.Minute
-		}
+		timeout = cmpOr(a.InteractiveTimeout, DefaultInteractiveTimeout)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	id := fmt.Sprintf("rdmad-%d-%d", os.Getpid(), a.nextID.Add(1))
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	subject := PolkitSubject{Kind: "system-bus-name", Details: map[string]dbus.Variant{"name": dbus.MakeVariant(sender)}}
 	var res PolkitResult
-	call := a.Conn.Object(polkitName, polkitPath).CallWithContext(ctx, polkitIface+".CheckAuthorization", 0,
-		subject, action, map[string]string{}, flags, "")
-	if err := call.Store(&res); err != nil {
-		return fmt.Errorf("auth: %s for uid %d: polkit did not answer (%v): %w", action, uid, err, ErrNotAuthorized)
+	call := a.Conn.Object(polkitName, polkitPath).CallWithContext(cctx, polkitIface+".CheckAuthorization", 0,
+		subject, action, map[string]string{}, flags, id)
+	err := call.Store(&res)
+	var de dbus.Error
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		go a.cancelCheck(id)
+		return denied("%s for uid %d: the caller left the bus before polkit answered", action, uid)
+	case cctx.Err() != nil:
+		go a.cancelCheck(id)
+		what := "polkit did not answer"
+		if interactive {
+			what = "nobody answered polkit's authentication prompt"
+		}
+		return busyError("%s for uid %d: %s within %s; try again", action, uid, what, timeout)
+	case errors.As(err, &de) && de.Name == errLimitsExceeded:
+		return busyError("%s for uid %d: the bus refused to pass on another authorization check (%v); try again later", action, uid, err)
+	default:
+		return denied("%s for uid %d: polkit did not answer (%v)", action, uid, err)
 	}
 	if res.IsAuthorized {
 		return nil
 	}
 	if res.IsChallenge {
-		return fmt.Errorf("auth: %s for uid %d: authentication required (run as root, or with a polkit agent): %w", action, uid, ErrNotAuthorized)
+		return denied("%s for uid %d: authentication required (run as root, or with a polkit agent)", action, uid)
 	}
-	return fmt.Errorf("auth: %s for uid %d: %w", action, uid, ErrNotAuthorized)
+	return denied("polkit refused %s to uid %d", action, uid)
+}
+
+// cancelCheck has polkit drop the check of id (its agent stops asking).
+func (a *PolkitAuthorizer) cancelCheck(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultPolkitTimeout)
+	defer cancel()
+	_ = a.Conn.Object(polkitName, polkitPath).CallWithContext(ctx, polkitIface+".CancelCheckAuthorization", 0, id).Err
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func (a *PolkitAuthorizer) watcher() *senderWatch {
+	a.watchMu.Lock()
+	defer a.watchMu.Unlock()
+	if a.watch == nil {
+		a.watch = newSenderWatch(a.Conn)
+	}
+	return a.watch
+}
+
+// senderWatch notices callers that leave the bus while their checks are
+// outstanding: a match on NameOwnerChanged for each such unique name (so
+// the bus sends only those), and one signal channel on the connection.
+type senderWatch struct {
+	conn    *dbus.Conn
+	mu      sync.Mutex
+	waiting map[string]map[*context.CancelFunc]struct{}
+}
+
+func newSenderWatch(conn *dbus.Conn) *senderWatch {
+	w := &senderWatch{conn: conn, waiting: map[string]map[*context.CancelFunc]struct{}{}}
+	ch := make(chan *dbus.Signal, 16)
+	conn.Signal(ch)
+	go w.run(ch)
+	return w
+}
+
+func nameOwnerMatch(sender string) []dbus.MatchOption {
+	return []dbus.MatchOption{
+		dbus.WithMatchSender("org.freedesktop.DBus"),
+		dbus.WithMatchInterface("org.freedesktop.DBus"),
+		dbus.WithMatchMember("NameOwnerChanged"),
+		dbus.WithMatchArg(0, sender),
+	}
+}
+
+// follow calls cancel when sender leaves the bus, until the returned stop
+// is called. A sender gone already is cancelled at once. Each follow adds
+// its own match rule and stop removes it: the bus counts them, so
+// concurrent checks of one sender need no bookkeeping here.
+func (w *senderWatch) follow(sender string, cancel context.CancelFunc) (stop func()) {
+	key := &cancel
+	w.mu.Lock()
+	if w.waiting[sender] == nil {
+		w.waiting[sender] = map[*context.CancelFunc]struct{}{}
+	}
+	w.waiting[sender][key] = struct{}{}
+	w.mu.Unlock()
+	matched := w.conn.AddMatchSignal(nameOwnerMatch(sender)...) == nil
+	// It may have left before the match was in place.
+	var has bool
+	if err := w.conn.BusObject().Call("org.freedesktop.DBus.NameHasOwner", 0, sender).Store(&has); err == nil && !has {
+		cancel()
+	}
+	return func() {
+		w.mu.Lock()
+		delete(w.waiting[sender], key)
+		if len(w.waiting[sender]) == 0 {
+			delete(w.waiting, sender)
+		}
+		w.mu.Unlock()
+		if matched {
+			_ = w.conn.RemoveMatchSignal(nameOwnerMatch(sender)...)
+		}
+	}
+}
+
+func (w *senderWatch) run(ch <-chan *dbus.Signal) {
+	for sig := range ch {
+		if sig.Name != "org.freedesktop.DBus.NameOwnerChanged" || len(sig.Body) != 3 {
+			continue
+		}
+		name, _ := sig.Body[0].(string)
+		if newOwner, _ := sig.Body[2].(string); newOwner != "" {
+			continue
+		}
+		w.mu.Lock()
+		for c := range w.waiting[name] {
+			(*c)()
+		}
+		w.mu.Unlock()
+	}
 }

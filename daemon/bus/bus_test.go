@@ -88,6 +88,13 @@ func startDaemonLinks(t *testing.T, conn *dbus.Conn, h *host.Host, nl links.Netl
 // interfaces k (fakes).
 func startDaemonKernel(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Kernel) *daemon {
 	t.Helper()
+	return startDaemonAuth(t, conn, h, k, &bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second})
+}
+
+// startDaemonAuth starts rdmad on conn over h with the kernel interfaces
+// k and the authorizer auth.
+func startDaemonAuth(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Kernel, auth bus.Authorizer) *daemon {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -98,7 +105,7 @@ func startDaemonKernel(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Ke
 	if err != nil {
 		t.Fatalf("service: %v", err)
 	}
-	srv, err := bus.New(conn, svc.Reconciler(), svc, &bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second}, log)
+	srv, err := bus.New(conn, svc.Reconciler(), svc, auth, log)
 	if err != nil {
 		t.Fatal(err)
 	}

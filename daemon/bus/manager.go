@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/godbus/dbus/v5"
 
@@ -14,76 +13,9 @@ import (
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
-// Polkit action ids, one per kind of change (units/org.rdmad1.policy).
-const (
-	ActionReconcile   = "org.rdmad1.reconcile"
-	ActionReload      = "org.rdmad1.reload"
-	ActionSetRoCE     = "org.rdmad1.set-roce"
-	ActionManageLinks = "org.rdmad1.manage-links"
-	ActionSetNetns    = "org.rdmad1.set-netns"
-)
-
-// manager implements the org.rdmad1.Manager methods.
+// manager implements the org.rdmad1.Manager methods (methods.go has the
+// table).
 type manager struct{ s *Server }
-
-func (m *manager) methods() map[string]any {
-	return map[string]any{
-		"Reconcile":    m.Reconcile,
-		"Reload":       m.Reload,
-		"SetRoCE":      m.SetRoCE,
-		"SetQoS":       m.SetQoS,
-		"AddLink":      m.AddLink,
-		"DeleteLink":   m.DeleteLink,
-		"SetNetnsMode": m.SetNetnsMode,
-		"Describe":     m.Describe,
-		"Diagnose":     m.Diagnose,
-	}
-}
-
-// inSignatures are the input signatures of the Manager's methods in the
-// contract.
-var inSignatures = func() map[string]string {
-	out := map[string]string{}
-	for _, mb := range dbusapi.TheContract().Interface(dbusapi.ManagerIface).Members {
-		if mb.Kind != "method" {
-			continue
-		}
-		var sig strings.Builder
-		for _, a := range mb.Args {
-			if a.Direction != "out" {
-				sig.WriteString(a.Type)
-			}
-		}
-		out[mb.Name] = sig.String()
-	}
-	return out
-}()
-
-// checkCall is where every method call starts: the arguments must have
-// exactly the contract's signature (godbus would otherwise convert a
-// 64-bit port of 2^32+1 into the uint32 1), then the caller must be
-// authorized for action ("" for methods open to everyone).
-func (m *manager) checkCall(msg dbus.Message, method, action string) *dbus.Error {
-	got := ""
-	if v, ok := msg.Headers[dbus.FieldSignature]; ok {
-		if sig, ok := v.Value().(dbus.Signature); ok {
-			got = sig.String()
-		}
-	}
-	if want := inSignatures[method]; got != want {
-		return dbus.NewError(dbusapi.ErrInvalidArgs, []any{fmt.Sprintf("%s takes arguments (%s), the call has (%s)", method, want, got)})
-	}
-	if action == "" {
-		return nil
-	}
-	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
-	interactive := msg.Flags&dbus.FlagAllowInteractiveAuthorization != 0
-	if err := m.s.auth.Authorize(context.Background(), sender, action, interactive); err != nil {
-		m.s.log.Info("call refused", "sender", sender, "action", action, "err", err)
-		return dbus.NewError(dbusapi.ErrAccessDenied, []any{dbusapi.Escape(err.Error())})
-	}
-	return nil
-}
 
 // busError maps service errors to D-Bus errors.
 func busError(err error) *dbus.Error {
@@ -94,7 +26,10 @@ func busError(err error) *dbus.Error {
 	var cfg *service.ConfigError
 	var next *service.NextBootError
 	var missing *service.NotFoundError
+	var refused *config.NotAllowedError
 	switch {
+	case errors.As(err, &refused):
+		return dbus.NewError(dbusapi.ErrNotAllowed, []any{dbusapi.Escape(err.Error())})
 	case errors.As(err, &next):
 		return dbus.NewError(dbusapi.ErrNextBoot, []any{dbusapi.Escape(err.Error())})
 	case errors.As(err, &missing):
@@ -115,7 +50,7 @@ func busError(err error) *dbus.Error {
 }
 
 func (m *manager) Reconcile(msg dbus.Message) (uint32, uint32, string, *dbus.Error) {
-	if e := m.checkCall(msg, "Reconcile", ActionReconcile); e != nil {
+	if e := m.admit(msg, "Reconcile", call{}); e != nil {
 		return 0, 0, "", e
 	}
 	rep := m.s.svc.ReconcileNow(context.Background())
@@ -125,7 +60,7 @@ func (m *manager) Reconcile(msg dbus.Message) (uint32, uint32, string, *dbus.Err
 }
 
 func (m *manager) Reload(msg dbus.Message) (string, *dbus.Error) {
-	if e := m.checkCall(msg, "Reload", ActionReload); e != nil {
+	if e := m.admit(msg, "Reload", call{}); e != nil {
 		return "", e
 	}
 	rep, err := m.s.svc.ReloadNow(context.Background())
@@ -137,33 +72,43 @@ func (m *manager) Reload(msg dbus.Message) (string, *dbus.Error) {
 }
 
 func (m *manager) SetRoCE(msg dbus.Message, device string, port uint32, mode string, tos int32, persist bool) *dbus.Error {
-	if e := m.checkCall(msg, "SetRoCE", ActionSetRoCE); e != nil {
-		return e
-	}
-	if port > dbusapi.MaxPort {
-		return busError(&service.ArgError{Arg: "port", Msg: fmt.Sprintf("%d is not a port number (1..%d, or 0 for every port)", port, dbusapi.MaxPort)})
-	}
 	// Device names are published escaped (a byte D-Bus cannot carry is
 	// \xNN), so that is the form a client has to name them by.
-	err := m.s.svc.SetRoCE(context.Background(), service.RoCEChange{
-		Device: dbusapi.Unescape(device), Port: int(port), Mode: config.RoCEMode(mode), TOS: int(tos), Persist: persist,
-	})
+	c := service.RoCEChange{Device: dbusapi.Unescape(device), Port: int(port), Mode: config.RoCEMode(mode), TOS: int(tos), Persist: persist}
+	if e := m.admit(msg, "SetRoCE", call{persist: persist, check: func() error {
+		if err := portArg(port); err != nil {
+			return err
+		}
+		return m.s.svc.CheckSetRoCE(c)
+	}}); e != nil {
+		return e
+	}
+	err := m.s.svc.SetRoCE(context.Background(), c)
 	m.s.flushForReply()
 	return busError(err)
 }
 
-// SetQoS is authorized by the same polkit action as SetRoCE: both set the
-// RoCE traffic of a port.
-func (m *manager) SetQoS(msg dbus.Message, device string, port uint32, trust string, pfc []byte, persist bool) *dbus.Error {
-	if e := m.checkCall(msg, "SetQoS", ActionSetRoCE); e != nil {
-		return e
-	}
+// portArg refuses a port number no device has, before it is narrowed to
+// an int.
+func portArg(port uint32) error {
 	if port > dbusapi.MaxPort {
-		return busError(&service.ArgError{Arg: "port", Msg: fmt.Sprintf("%d is not a port number (1..%d, or 0 for every port)", port, dbusapi.MaxPort)})
+		return &service.ArgError{Arg: "port", Msg: fmt.Sprintf("%d is not a port number (1..%d, or 0 for every port)", port, dbusapi.MaxPort)}
 	}
+	return nil
+}
+
+func (m *manager) SetQoS(msg dbus.Message, device string, port uint32, trust string, pfc []byte, persist bool) *dbus.Error {
 	c := service.QoSChange{Device: dbusapi.Unescape(device), Port: int(port), Trust: config.QoSTrust(trust), Persist: persist}
 	if len(pfc) != 1 || pfc[0] != dbusapi.QoSKeepPFC {
 		c.PFC, c.HasPFC = append([]uint8{}, pfc...), true
+	}
+	if e := m.admit(msg, "SetQoS", call{persist: persist, check: func() error {
+		if err := portArg(port); err != nil {
+			return err
+		}
+		return m.s.svc.CheckSetQoS(c)
+	}}); e != nil {
+		return e
 	}
 	err := m.s.svc.SetQoS(context.Background(), c)
 	m.s.flushForReply()
@@ -171,40 +116,59 @@ func (m *manager) SetQoS(msg dbus.Message, device string, port uint32, trust str
 }
 
 func (m *manager) AddLink(msg dbus.Message, name, typ, netdev string, persist bool) *dbus.Error {
-	if e := m.checkCall(msg, "AddLink", ActionManageLinks); e != nil {
-		return e
-	}
 	// Link and netdev names are published escaped, like device names
 	// (SetRoCE): a client names them as Manager.Links spells them. The
 	// service validates the unescaped names (InvalidArgs naming the
 	// argument), so an escape cannot smuggle in a '/' or a NUL.
 	l := config.Link{Name: dbusapi.Unescape(name), Type: config.LinkType(typ), Netdev: dbusapi.Unescape(netdev)}
+	if e := m.admit(msg, "AddLink", call{persist: persist, check: func() error { return m.s.svc.CheckAddLink(l, persist) }}); e != nil {
+		return e
+	}
 	err := m.s.svc.AddLink(context.Background(), l, persist)
 	m.s.flushForReply()
 	return busError(err)
 }
 
 func (m *manager) DeleteLink(msg dbus.Message, name string, persist bool) *dbus.Error {
-	if e := m.checkCall(msg, "DeleteLink", ActionManageLinks); e != nil {
+	// As Manager.Links spells it (AddLink).
+	name = dbusapi.Unescape(name)
+	if e := m.admit(msg, "DeleteLink", call{persist: persist, check: func() error { return m.s.svc.CheckDeleteLink(name, persist) }}); e != nil {
 		return e
 	}
-	// As Manager.Links spells it (AddLink).
-	err := m.s.svc.DeleteLink(context.Background(), dbusapi.Unescape(name), persist)
+	err := m.s.svc.DeleteLink(context.Background(), name, persist)
 	m.s.flushForReply()
 	return busError(err)
 }
 
 func (m *manager) SetNetnsMode(msg dbus.Message, mode string, persist bool) *dbus.Error {
-	if e := m.checkCall(msg, "SetNetnsMode", ActionSetNetns); e != nil {
+	nm := config.NetnsMode(mode)
+	if e := m.admit(msg, "SetNetnsMode", call{persist: persist, check: func() error { return m.s.svc.CheckSetNetnsMode(nm, persist) }}); e != nil {
 		return e
 	}
-	err := m.s.svc.SetNetnsMode(context.Background(), config.NetnsMode(mode), persist)
+	err := m.s.svc.SetNetnsMode(context.Background(), nm, persist)
+	m.s.flushForReply()
+	return busError(err)
+}
+
+// Withdraw removes a declaration made over D-Bus so the files decide
+// again; [api] changes never refuses it.
+func (m *manager) Withdraw(msg dbus.Message, kind, device string, port uint32, persist bool) *dbus.Error {
+	w := service.Withdrawal{Kind: service.WithdrawKind(kind), Name: dbusapi.Unescape(device), Port: int(port), Persist: persist}
+	if e := m.admit(msg, "Withdraw", call{kind: kind, persist: persist, check: func() error {
+		if err := portArg(port); err != nil {
+			return err
+		}
+		return m.s.svc.CheckWithdraw(w)
+	}}); e != nil {
+		return e
+	}
+	err := m.s.svc.Withdraw(context.Background(), w)
 	m.s.flushForReply()
 	return busError(err)
 }
 
 func (m *manager) Describe(msg dbus.Message) (string, *dbus.Error) {
-	if e := m.checkCall(msg, "Describe", ""); e != nil {
+	if e := m.admit(msg, "Describe", call{}); e != nil {
 		return "", e
 	}
 	release, e := m.s.enterReport("Describe")

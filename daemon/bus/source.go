@@ -41,6 +41,16 @@ type Daemon interface {
 	DCB() dcb.Reader
 	Health() *health.Monitor // for Diagnose: counters, link history
 
+	// The Check methods validate a call's arguments without changing
+	// anything, before authorization; CheckAPI applies [api] changes.
+	CheckSetRoCE(c service.RoCEChange) error
+	CheckSetQoS(c service.QoSChange) error
+	CheckAddLink(l config.Link, persist bool) error
+	CheckDeleteLink(name string, persist bool) error
+	CheckSetNetnsMode(mode config.NetnsMode, persist bool) error
+	CheckWithdraw(w service.Withdrawal) error
+	CheckAPI(persist bool) error
+
 	ReconcileNow(ctx context.Context) reconcile.Report
 	ReloadNow(ctx context.Context) (reconcile.Report, error)
 	SetRoCE(ctx context.Context, c service.RoCEChange) error
@@ -48,6 +58,7 @@ type Daemon interface {
 	AddLink(ctx context.Context, l config.Link, persist bool) error
 	DeleteLink(ctx context.Context, name string, persist bool) error
 	SetNetnsMode(ctx context.Context, mode config.NetnsMode, persist bool) error
+	Withdraw(ctx context.Context, w service.Withdrawal) error
 }
 
 var (

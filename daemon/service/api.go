@@ -5,106 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"syscall"
-	"unicode/utf8"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
-
-// ArgError is an invalid argument to a mutating operation. It is returned
-// before anything was touched; the bus maps it to InvalidArgs.
-type ArgError struct {
-	Arg string // name of the argument, as in the D-Bus signature
-	Msg string
-}
-
-func (e *ArgError) Error() string { return fmt.Sprintf("invalid argument %s: %s", e.Arg, e.Msg) }
-
-// Missing is the kind of thing a NotFoundError says does not exist.
-type Missing int
-
-const (
-	MissingDevice Missing = iota // an RDMA device, or the netdev of a link
-	MissingPort                  // a port of an existing device
-	MissingLink                  // a declared soft link
-)
-
-// NotFoundError says a well-formed name given to a call names nothing that
-// exists. Like an ArgError it is returned before anything was touched; the
-// bus maps it to org.rdmad1.Error.NoSuchDevice, NoSuchPort or NoSuchLink
-// (a malformed name is an ArgError: InvalidArgs).
-type NotFoundError struct {
-	What Missing
-	Arg  string // name of the argument, as in the D-Bus signature
-	Msg  string
-}
-
-func (e *NotFoundError) Error() string { return fmt.Sprintf("argument %s: %s", e.Arg, e.Msg) }
-
-// ConfigError wraps a configuration that does not load: the last good
-// policy stays in force.
-type ConfigError struct{ Err error }
-
-func (e *ConfigError) Error() string { return e.Err.Error() }
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// ApplyError says the kernel refused a change. The change was withdrawn
-// (the runtime overlay or rdmad's drop-in restored) so the policy in force
-// does not keep failing on every pass, and the kernel values the same call
-// had already set were put back, so nothing stays half-applied.
-type ApplyError struct {
-	Failed   []reconcile.Action // what this call asked for and the kernel refused
-	Restored []reconcile.Action // values the call had set, put back: From is the refused call's value, To the one restored
-	UndoErr  error              // what could not be undone; nil when everything was
-}
-
-func (e *ApplyError) Error() string {
-	var b strings.Builder
-	b.WriteString("the kernel refused the change: ")
-	for i, a := range e.Failed {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "%s %s", a.Subject, a.Kind)
-		if a.To != "" {
-			fmt.Fprintf(&b, " %q", a.To)
-		}
-		fmt.Fprintf(&b, ": %v", a.Err)
-	}
-	b.WriteString(". The declaration was withdrawn")
-	if len(e.Restored) > 0 {
-		b.WriteString(" and the values this call had already set were put back (")
-		for i, a := range e.Restored {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "%s %s %q -> %q", a.Subject, a.Kind, a.From, a.To)
-		}
-		b.WriteString(")")
-	}
-	if e.UndoErr != nil {
-		fmt.Fprintf(&b, ", but undoing it failed: %v", e.UndoErr)
-	}
-	return b.String()
-}
-
-// Unwrap gives the kernel's errors (errors.Is(err, syscall.EIO)) and the
-// undo error.
-func (e *ApplyError) Unwrap() []error {
-	var errs []error
-	for _, a := range e.Failed {
-		if a.Err != nil {
-			errs = append(errs, a.Err)
-		}
-	}
-	if e.UndoErr != nil {
-		errs = append(errs, e.UndoErr)
-	}
-	return errs
-}
 
 // RoCEChange is a SetRoCE request.
 type RoCEChange struct {
@@ -249,175 +155,13 @@ func (s *Service) undo(ctx context.Context, rep reconcile.Report, dev string, po
 	return done, errors.Join(errs...)
 }
 
-// deviceArg is the device a call names: the argument checks every
-// per-port call shares (SetRoCE, SetQoS), then the device as last read.
-func (s *Service) deviceArg(name string) (host.Device, error) {
-	if name == "" {
-		return host.Device{}, &ArgError{"device", "empty device name"}
-	}
-	if len(name) > host.MaxDeviceNameLen {
-		return host.Device{}, &ArgError{"device", fmt.Sprintf("%s is %d bytes long; RDMA device names have at most %d", argName(name), len(name), host.MaxDeviceNameLen)}
-	}
-	return s.device(name)
-}
-
-// portsArg is the ports of dev a call's port argument names: every port
-// for 0, else that one (NoSuchPort when dev has none of that number).
-func portsArg(dev host.Device, port int) ([]int, error) {
-	if port < 0 {
-		return nil, &ArgError{"port", fmt.Sprintf("%d is not a port number", port)}
-	}
-	var ports []int
-	for _, p := range dev.Ports {
-		if port == 0 || p.Number == port {
-			ports = append(ports, p.Number)
-		}
-	}
-	if len(ports) == 0 {
-		return nil, &NotFoundError{MissingPort, "port", fmt.Sprintf("%s has no port %d (ports: %s)", dev.Name, port, portList(dev))}
-	}
-	return ports, nil
-}
-
-func (s *Service) validateRoCE(c RoCEChange) (host.Device, []int, error) {
-	dev, err := s.deviceArg(c.Device)
-	if err != nil {
-		return host.Device{}, nil, err
-	}
-	switch c.Mode {
-	case "", config.RoCEv1, config.RoCEv2:
-	default:
-		return dev, nil, &ArgError{"mode", fmt.Sprintf("%s is not a RoCE mode: use v1, v2, or \"\" to keep", config.QuoteName(string(c.Mode)))}
-	}
-	if c.TOS < -1 || c.TOS > 255 {
-		return dev, nil, &ArgError{"tos", fmt.Sprintf("%d is out of range 0..255 (-1 keeps the TOS)", c.TOS)}
-	}
-	if c.Mode == "" && c.TOS == -1 {
-		return dev, nil, &ArgError{"mode", "nothing to set: give a mode, a TOS, or both"}
-	}
-	ports, err := portsArg(dev, c.Port)
-	if err != nil {
-		return dev, nil, err
-	}
-	for _, n := range ports {
-		p := dev.Port(n)
-		if t := dev.PortTransport(p); t != host.TransportRoCE {
-			if c.Port == 0 && len(ports) > 1 {
-				continue // mixed VPI device: the RoCE part skips non-Ethernet ports
-			}
-			return dev, nil, &ArgError{"port", fmt.Sprintf("%s port %d is %s, not RoCE: mode and TOS apply to Ethernet ports", dev.Name, n, t)}
-		}
-	}
-	if !hasRoCEPort(dev, ports) {
-		return dev, nil, &ArgError{"device", fmt.Sprintf("%s has no RoCE (Ethernet) port", dev.Name)}
-	}
-	return dev, ports, nil
-}
-
-func hasRoCEPort(dev host.Device, ports []int) bool {
-	for _, n := range ports {
-		if dev.PortTransport(dev.Port(n)) == host.TransportRoCE {
-			return true
-		}
-	}
-	return false
-}
-
-func portList(dev host.Device) string {
-	var s []string
-	for _, p := range dev.Ports {
-		s = append(s, fmt.Sprint(p.Number))
-	}
-	if len(s) == 0 {
-		return "none"
-	}
-	return strings.Join(s, ", ")
-}
-
-// argName quotes a name taken from a D-Bus argument for its error message,
-// as the caller spelled it: the bus escapes the whole message once
-// (dbusapi.Escape), so a byte quoted here too would come back as "\\xff"
-// and could not be pasted back. Cut after 64 bytes, as config.QuoteName.
-func argName(s string) string {
-	const keep = 64
-	if len(s) <= keep {
-		return `"` + s + `"`
-	}
-	return `"` + s[:keep] + `"...`
-}
-
-// storable refuses, for a persisted change, a name the drop-in cannot hold:
-// TOML is UTF-8 only, and a name with another byte (which the kernel
-// allows, and D-Bus clients send escaped) would come back as another name.
-func storable(persist bool, arg, name string) error {
-	if persist && !utf8.ValidString(name) {
-		return &ArgError{arg, fmt.Sprintf("%s is not UTF-8: it cannot be stored in the TOML drop-in; set it without persist", argName(name))}
-	}
-	return nil
-}
-
-// validLinkName applies the config file's rules for link names, so a name
-// D-Bus accepts is one the persisted drop-in can hold.
-func validLinkName(name string) error {
-	if err := config.ValidLinkName(name); err != nil {
-		return &ArgError{"name", err.Error()}
-	}
-	return nil
-}
-
-// device returns a device as last observed, or as read now when no pass
-// has seen it yet (its uevent is still queued).
-func (s *Service) device(name string) (host.Device, error) {
-	if d, ok := s.rec.Device(name); ok {
-		return d, nil
-	}
-	d, err := s.host.ReadDevice(name, host.DetailPolicy)
-	if errors.Is(err, host.ErrNoDevice) {
-		if !host.ValidDeviceName(name) {
-			return host.Device{}, &ArgError{"device", fmt.Sprintf("%s cannot be an RDMA device name", argName(name))}
-		}
-		return host.Device{}, &NotFoundError{MissingDevice, "device", fmt.Sprintf("no RDMA device %s", argName(name))}
-	}
-	if err != nil {
-		return host.Device{}, fmt.Errorf("service: %w", err)
-	}
-	return d, nil
-}
-
 // AddLink declares a soft RDMA link (rxe or siw on a netdev). The links part
 // of the reconciler creates it in the pass that follows.
 func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) error {
 	s.runtime.mutation.Lock()
 	defer s.runtime.mutation.Unlock()
-	if err := validLinkName(l.Name); err != nil {
+	if err := s.checkAddLink(l, persist); err != nil {
 		return err
-	}
-	if l.Type != config.LinkRXE && l.Type != config.LinkSIW {
-		return &ArgError{"type", fmt.Sprintf("%s is not a soft RDMA link type: use rxe or siw", config.QuoteName(string(l.Type)))}
-	}
-	if err := config.ValidNetdevName(l.Netdev); err != nil {
-		return &ArgError{"netdev", err.Error()}
-	}
-	if err := storable(persist, "name", l.Name); err != nil {
-		return err
-	}
-	if err := storable(persist, "netdev", l.Netdev); err != nil {
-		return err
-	}
-	if !s.host.NetdevExists(l.Netdev) {
-		return &NotFoundError{MissingDevice, "netdev", fmt.Sprintf("no network interface %s", argName(l.Netdev))}
-	}
-	if s.parts.Links == nil {
-		return fmt.Errorf("service: add link %s: this rdmad does not manage soft links", l.Name)
-	}
-	pol := s.PolicyInForce()
-	for _, other := range pol.Links {
-		if other.Name != l.Name && other.Type == l.Type && other.Netdev == l.Netdev {
-			return &ArgError{"netdev", fmt.Sprintf("%s already has %s link %s (%s); the kernel allows one per netdev", l.Netdev, l.Type, argName(other.Name), other.Source)}
-		}
-	}
-	if _, declared := pol.LinkSource(l.Name); !declared && s.host.Exists(host.ClassInfiniband+"/"+l.Name) {
-		return &ArgError{"name", fmt.Sprintf("an RDMA device %s already exists and is not a link rdmad manages", argName(l.Name))}
 	}
 	return s.commit(ctx, persist, change{
 		runtime: func(o *Overlay) { o.addLink(l) },
@@ -444,25 +188,8 @@ func (s *Service) AddLink(ctx context.Context, l config.Link, persist bool) erro
 func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) error {
 	s.runtime.mutation.Lock()
 	defer s.runtime.mutation.Unlock()
-	if err := validLinkName(name); err != nil {
+	if err := s.checkDeleteLink(name, persist); err != nil {
 		return err
-	}
-	if _, declared := s.PolicyInForce().LinkSource(name); !declared {
-		return &NotFoundError{MissingLink, "name", fmt.Sprintf("no link %s is declared", argName(name))}
-	}
-	if persist {
-		admin, err := config.AdminLinkSources(host.Files{}, s.configFile, name)
-		if err != nil {
-			return &ConfigError{Err: err}
-		}
-		if len(admin) > 0 {
-			where := make([]string, len(admin))
-			for i, pos := range admin {
-				where[i] = pos.String()
-			}
-			return &ArgError{"name", fmt.Sprintf("link %s is declared at %s, which rdmad does not edit: remove it there (without persist, the link is deleted until rdmad restarts)",
-				argName(name), strings.Join(where, " and "))}
-		}
 	}
 	exists := s.host.Exists(host.ClassInfiniband + "/" + name)
 	if exists && s.parts.Links == nil {
@@ -490,11 +217,8 @@ func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) err
 func (s *Service) SetNetnsMode(ctx context.Context, mode config.NetnsMode, persist bool) error {
 	s.runtime.mutation.Lock()
 	defer s.runtime.mutation.Unlock()
-	if mode != config.NetnsShared && mode != config.NetnsExclusive {
-		return &ArgError{"mode", fmt.Sprintf("%s is not a netns mode: use shared or exclusive", config.QuoteName(string(mode)))}
-	}
-	if s.parts.Netns == nil {
-		return fmt.Errorf("service: set netns mode: this rdmad does not manage the RDMA netns mode")
+	if err := s.checkNetnsMode(mode); err != nil {
+		return err
 	}
 	kinds := []reconcile.Kind{reconcile.KindNetnsMode}
 	if persist {
@@ -521,14 +245,6 @@ func (s *Service) SetNetnsMode(ctx context.Context, mode config.NetnsMode, persi
 		},
 	})
 }
-
-// NextBootError says a persisted change holds but the running kernel
-// refused to take it now: it applies at the next boot. Nothing was
-// withdrawn.
-type NextBootError struct{ Err error }
-
-func (e *NextBootError) Error() string { return e.Err.Error() }
-func (e *NextBootError) Unwrap() error { return e.Err }
 
 // failedOn returns the failed actions on subject, limited to the given
 // kinds when there are any.
@@ -561,6 +277,10 @@ type change struct {
 	// after, when set, runs once the change stands and may still say it is
 	// not complete (a NextBootError); nil: done.
 	after func(reconcile.Report) error
+	// withdraws is set for a change that only removes declarations made
+	// over D-Bus (Withdraw): [api] changes does not govern it, since it
+	// hands the host back to the files.
+	withdraws bool
 }
 
 // commit is the one path of every mutating call: change the declaration,
@@ -570,6 +290,13 @@ type change struct {
 func (s *Service) commit(ctx context.Context, persist bool, c change) error {
 	if s.stopping.Load() {
 		return ErrStopping
+	}
+	// The bus checked [api] before authorizing; the files may have been
+	// reloaded while the caller answered polkit.
+	if !c.withdraws {
+		if err := s.CheckAPI(persist); err != nil {
+			return err
+		}
 	}
 	var undo func() error
 	if !persist {

@@ -179,7 +179,33 @@ func (c *Client) call(ctx context.Context, method string, args ...any) *dbus.Cal
 	if c.Interactive {
 		flags |= dbus.FlagAllowInteractiveAuthorization
 	}
-	return c.root().CallWithContext(ctx, dbusapi.ManagerIface+"."+method, flags, args...)
+	call := GoWithFlags(ctx, c.conn, dbusapi.BusName, dbusapi.RootPath, dbusapi.ManagerIface+"."+method, flags, make(chan *dbus.Call, 1), args...)
+	<-call.Done // also when ctx ends
+	return call
+}
+
+// GoWithFlags sends a method call with exactly the flags given and returns
+// at once; call.Done is signalled with the reply. godbus's Object.Call
+// and Go keep only NO_AUTO_START and NO_REPLY_EXPECTED and drop
+// ALLOW_INTERACTIVE_AUTHORIZATION, without which polkit never asks the
+// user for a password.
+func GoWithFlags(ctx context.Context, conn *dbus.Conn, dest string, path dbus.ObjectPath, method string, flags dbus.Flags, ch chan *dbus.Call, args ...any) *dbus.Call {
+	iface, member := "", method
+	if i := strings.LastIndexByte(method, '.'); i >= 0 {
+		iface, member = method[:i], method[i+1:]
+	}
+	msg := &dbus.Message{Type: dbus.TypeMethodCall, Flags: flags, Body: args, Headers: map[dbus.HeaderField]dbus.Variant{
+		dbus.FieldDestination: dbus.MakeVariant(dest),
+		dbus.FieldPath:        dbus.MakeVariant(path),
+		dbus.FieldMember:      dbus.MakeVariant(member),
+	}}
+	if iface != "" {
+		msg.Headers[dbus.FieldInterface] = dbus.MakeVariant(iface)
+	}
+	if len(args) > 0 {
+		msg.Headers[dbus.FieldSignature] = dbus.MakeVariant(dbus.SignatureOf(args...))
+	}
+	return conn.SendWithContext(ctx, msg, ch)
 }
 
 // Snapshot is everything rdmad publishes, read in one GetManagedObjects.
@@ -295,6 +321,13 @@ func (c *Client) DeleteLink(ctx context.Context, name string, persist bool) erro
 // SetNetnsMode sets the RDMA netns mode.
 func (c *Client) SetNetnsMode(ctx context.Context, mode string, persist bool) error {
 	return c.call(ctx, "SetNetnsMode", mode, persist).Err
+}
+
+// Withdraw removes a declaration of kind ("roce", "qos", "link",
+// "netns") made over D-Bus, so the files decide again: at runtime, or with
+// persist also in rdmad's drop-in.
+func (c *Client) Withdraw(ctx context.Context, kind, device string, port uint32, persist bool) error {
+	return c.call(ctx, "Withdraw", kind, device, port, persist).Err
 }
 
 // Describe returns rdmad's JSON description.

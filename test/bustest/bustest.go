@@ -7,11 +7,15 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 )
@@ -107,4 +111,135 @@ func PublicDir(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// Broker is a kind of bus daemon a test can run: dbus-daemon, the
+// reference implementation (Debian, Ubuntu), or dbus-broker (the system
+// bus of Fedora and RHEL), which limits clients by per-user quotas rather
+// than dbus-daemon's per-connection counts.
+type Broker struct {
+	Name  string
+	Start func(testing.TB) string // the bus address; skips the test when the broker cannot run here
+}
+
+// Brokers are the bus daemons rdmad is tested on.
+var Brokers = []Broker{{"dbus-daemon", Start}, {"dbus-broker", StartBroker}}
+
+// StartBroker runs Debian's dbus-broker with the same private configuration
+// as Start and returns its address; it stops when the test ends. Without
+// dbus-broker-launch (test/install-deps.sh installs it where that is
+// harmless), or without root (it needs a mount namespace), the test is
+// skipped.
+//
+// dbus-broker-launch expects what systemd gives it: the listening socket
+// as fd 3 (LISTEN_FDS), a journal socket to log to, and the bus it serves
+// as the system bus (it connects to it as a client). It runs in a private
+// mount namespace where /run is a tmpfs holding a journal socket this test
+// reads, so the host's /run is not touched.
+func StartBroker(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("dbus-broker-launch"); err != nil {
+		t.Skip("dbus-broker not installed (test/install-deps.sh installs it on a machine not booted with systemd)")
+	}
+	if os.Getuid() != 0 {
+		t.Skip("dbus-broker-launch runs in a mount namespace of its own here: needs root")
+	}
+	dir := PublicDir(t)
+	tmpl, err := os.ReadFile(filepath.Join(hosttest.RepoRoot(), "test/bus/bus.conf.in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "bus.conf")
+	sock := filepath.Join(dir, "bus.sock")
+	// dbus-broker ignores eavesdropping (it is deprecated) and says so.
+	text := strings.ReplaceAll(string(tmpl), ` eavesdrop="true"`, "")
+	text = strings.ReplaceAll(text, "    <allow/>\n", "")
+	if err := os.WriteFile(conf, []byte(strings.ReplaceAll(text, "@SOCKET@", sock)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	listener, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener.SetUnlinkOnClose(false) // closed here once the launcher has its copy
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	lf, err := listener.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	journalDir := filepath.Join(dir, "journal")
+	if err := os.Mkdir(journalDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	journal, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: filepath.Join(journalDir, "socket"), Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logMu sync.Mutex
+	var log strings.Builder
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := journal.Read(buf)
+			if err != nil {
+				return
+			}
+			logMu.Lock()
+			if log.Len() < 1<<20 {
+				log.WriteString(strings.ReplaceAll(string(buf[:n]), "\n", " ") + "\n")
+			}
+			logMu.Unlock()
+		}
+	}()
+	const script = `set -e
+mount --make-rprivate /
+mount -t tmpfs tmpfs /run
+mkdir -p /run/systemd/journal
+mount --bind "$1" /run/systemd/journal
+LISTEN_PID=$$ exec dbus-broker-launch --scope system --config-file "$2"`
+	cmd := exec.Command("sh", "-c", script, "sh", journalDir, conf)
+	cmd.Env = append(os.Environ(), "LISTEN_FDS=1", "DBUS_SYSTEM_BUS_ADDRESS=unix:path="+sock)
+	cmd.ExtraFiles = []*os.File{lf}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("dbus-broker-launch: %v", err)
+	}
+	lf.Close()
+	listener.Close() // the launcher has its own copy
+	t.Cleanup(func() {
+		// SIGTERM: the launcher stops its broker and reaps it.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		journal.Close()
+		if t.Failed() {
+			logMu.Lock()
+			t.Logf("dbus-broker's log:\n%s%s", stderr.String(), log.String())
+			logMu.Unlock()
+		}
+	})
+	addr := "unix:path=" + sock
+	// The socket accepts at once; the bus answers once the launcher has
+	// started the broker and handed it the socket.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := exec.Command("busctl", "--address="+addr, "call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetId").CombinedOutput()
+		if err == nil {
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dbus-broker did not answer within 10s: %v: %s\n%s", err, out, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -227,7 +227,7 @@ func (NoModprobe) Load(context.Context, []string) error { return nil }
 // polkit (the bus tests exercise authorization).
 type allowAll struct{}
 
-func (allowAll) Authorize(context.Context, string, string, bool) error { return nil }
+func (allowAll) Authorize(context.Context, string, []string, bool) error { return nil }
 
 // StormResult is what a boot storm measured.
 type StormResult struct {

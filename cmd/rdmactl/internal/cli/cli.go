@@ -24,6 +24,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/rdmad/rdmad/daemon/version"
 	"github.com/rdmad/rdmad/dbusapi/client"
@@ -81,8 +82,10 @@ type env struct {
 func newEnv(stdout, stderr io.Writer) *env {
 	e := &env{stdout: stdout, stderr: stderr, bus: "system", output: "text", loc: time.Local,
 		readTimeout: ReadTimeout, changeTimeout: ChangeTimeout, connect: client.ConnectTarget}
-	if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-		e.interactive = true // a polkit agent on this terminal may ask
+	if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err == nil {
+		// A terminal (not /dev/null, also a character device): a polkit
+		// agent on it may ask for a password.
+		e.interactive = true
 	}
 	return e
 }

@@ -42,7 +42,9 @@ func TestDescribeError(t *testing.T) {
 		{dbusapi.ErrConfig, `a.toml:3: bad\x0ab.toml:1: worse` + "\nc.toml:2: \x1b[31m", "configuration error, the last good configuration stays in force:\n  a.toml:3: bad\n  b.toml:1: worse\n  c.toml:2: \\x1b[31m"},
 		{"org.example.Other\x1b", "why\r", `org.example.Other\x1b: why\x0d`},
 		{dbusapi.ErrNextBoot, "persisted; applies at the next boot", "persisted; applies at the next boot"},
-		{dbusapi.ErrBusy, "64 calls wait", "rdmad is busy answering other report requests; try again in a moment (64 calls wait)"},
+		{dbusapi.ErrBusy, "Describe: 4 reports are being built and 64 calls wait for them; try again later", "rdmad is busy: Describe: 4 reports are being built and 64 calls wait for them; try again later"},
+		{dbusapi.ErrBusy, "uid 1000 already has 2 authorization checks waiting for polkit (at most 2 a user); try again once they are answered: busy", "rdmad is busy: uid 1000 already has 2 authorization checks waiting for polkit (at most 2 a user); try again once they are answered: busy"},
+		{dbusapi.ErrNotAllowed, `/etc/rdma/rdmad.d/50-site.toml:2: [api] changes = "none": this host takes no declarations over D-Bus; declare it in a configuration file and reload`, `not allowed on this host: /etc/rdma/rdmad.d/50-site.toml:2: [api] changes = "none": this host takes no declarations over D-Bus; declare it in a configuration file and reload (rdmactl ... unset still withdraws what was set over D-Bus)`},
 		{"org.freedesktop.DBus.Error.UnknownMethod", "no Diagnose", "this rdmad does not have what rdmactl asked for (no Diagnose): it is older than rdmactl; upgrade rdmad and restart it"},
 		{"org.example.Other", "why", "org.example.Other: why"},
 	}

@@ -87,10 +87,12 @@ func sentence(err error) string {
 	}
 	name, msg := client.ErrorName(err), client.ErrorMessage(err)
 	switch {
+	case name == dbusapi.ErrNotAllowed:
+		return "not allowed on this host: " + msg + " (rdmactl ... unset still withdraws what was set over D-Bus)"
 	case name == dbusapi.ErrAccessDenied:
 		return "access denied: " + msg + " (run it as root, or ask for the polkit action in rdmactl(8))"
 	case name == dbusapi.ErrBusy:
-		return "rdmad is busy answering other report requests; try again in a moment (" + msg + ")"
+		return "rdmad is busy: " + msg
 	case name == dbusapi.ErrInvalidArgs, strings.HasPrefix(name, "org.rdmad1.Error."):
 		return msg
 	case name == "org.freedesktop.DBus.Error.ServiceUnknown", name == "org.freedesktop.DBus.Error.NameHasNoOwner",

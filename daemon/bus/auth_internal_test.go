@@ -1,0 +1,43 @@
+package bus
+
+import (
+	"errors"
+	"testing"
+)
+
+// The default bound: 2 outstanding checks a user, 32 in all, each freed
+// when its check ends.
+func TestPolkitBoundDefaults(t *testing.T) {
+	a := &PolkitAuthorizer{}
+	var release []func()
+	take := func(uid uint32) error {
+		r, err := a.take(uid)
+		if err == nil {
+			release = append(release, r)
+		}
+		return err
+	}
+	for i := range DefaultChecksPerUser {
+		if err := take(1000); err != nil {
+			t.Fatalf("check %d of uid 1000: %v", i+1, err)
+		}
+	}
+	if err := take(1000); !errors.Is(err, ErrBusy) {
+		t.Fatalf("check %d of uid 1000: %v, want busy", DefaultChecksPerUser+1, err)
+	}
+	for uid := uint32(2000); len(release) < DefaultChecks; uid++ {
+		if err := take(uid); err != nil {
+			t.Fatalf("check %d in all (uid %d): %v", len(release)+1, uid, err)
+		}
+	}
+	if err := take(9999); !errors.Is(err, ErrBusy) {
+		t.Fatalf("check %d in all: %v, want busy", DefaultChecks+1, err)
+	}
+	release[0]()
+	if err := take(9999); err != nil {
+		t.Fatalf("a check after one ended: %v", err)
+	}
+	if err := take(1000); !errors.Is(err, ErrBusy) {
+		t.Errorf("uid 1000's checks were freed by another's: %v", err)
+	}
+}
