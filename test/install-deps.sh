@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a Debian machine, only when missing, so a
 # fresh machine passes `make test` and a prepared one does not touch apt.
-#   test/install-deps.sh test   dbus-daemon, busctl/gdbus, systemd-analyze, iproute2, man tools,
+#   test/install-deps.sh test   dbus-daemon, dbus-broker (not on a host booted with systemd),
+#                               busctl/gdbus, systemd-analyze, iproute2, man tools,
 #                               ethtool, bash-completion, zsh and fish (rdmactl's completions, run in each),
 #                               packaging checks (lintian, rpm, mmdebstrap for the Debian root),
 #                               ansible-core, PyGObject and the Kubernetes API models (python3),
@@ -23,6 +24,12 @@ want_py() { # want_py MODULE PACKAGE
 case "${1:-test}" in
 test)
 	want dbus-daemon dbus-daemon
+	# dbus-broker (Fedora's and RHEL's system bus), run by the bus tests
+	# with a private configuration. Debian's package makes it the system bus
+	# at the next boot, so it is installed only where no systemd booted
+	# (containers, CI); elsewhere the dbus-broker tests are skipped until
+	# it is installed by hand.
+	[ -d /run/systemd/system ] || want dbus-broker-launch dbus-broker
 	want dbus-send dbus-bin
 	want busctl systemd
 	want systemd-stdio-bridge systemd # rdmactl -H: the fake ssh runs the real bridge

@@ -430,7 +430,7 @@ func TestPolkitChecksAreBounded(t *testing.T) {
 				t.Errorf("at most %d checks were pending at once, want %d", maxTotal, total)
 			}
 			for uid, n := range maxPerUID {
-				if n != perUser {
+				if n > perUser || uid == nobody && n != perUser {
 					t.Errorf("uid %d had at most %d checks pending at once, want %d", uid, n, perUser)
 				}
 			}
