@@ -96,6 +96,11 @@ func (m fakeManager) SetNetnsMode(mode string, persist bool) *dbus.Error {
 	return m.f.record("SetNetnsMode " + string(b))
 }
 
+func (m fakeManager) Withdraw(kind, dev string, port uint32, persist bool) *dbus.Error {
+	b, _ := json.Marshal([]any{kind, dev, port, persist})
+	return m.f.record("Withdraw " + string(b))
+}
+
 func (m fakeManager) Reload() (string, *dbus.Error) {
 	return m.f.reload, m.f.record("Reload")
 }

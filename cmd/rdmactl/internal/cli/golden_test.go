@@ -115,6 +115,11 @@ func TestGoldenUsageErrors(t *testing.T) {
 		"qos set mlx5_0/1 --pfc 8",
 		"qos set mlx5_0/1 --pfc 3,3",
 		"qos show mlx5_0 mlx5_1",
+		"roce unset",
+		"roce unset /1",
+		"qos unset mlx5_0/0",
+		"link unset",
+		"netns unset shared",
 	} {
 		code, out, errs := runCLI(addr, strings.Fields(args)...)
 		if code != ExitUsage || out != "" || strings.Count(errs, "\n") != 2 {
@@ -144,7 +149,8 @@ func TestGoldenOutput(t *testing.T) {
 		"roce set mlx5_0/1 --mode v1 --tos 96 --persist", "link add rxe2 type rxe netdev eth3",
 		"link add rxe2 --type siw --netdev eth3 --persist", "link del rxe1", "netns set exclusive --persist",
 		"device show mlx9_0", "roce show mlx9_0", "qos", "qos set mlx5_0/1 --trust dscp --pfc 3,4 --persist",
-		"qos set mlx5_0 --pfc none", "qos set mlx5_0/1 --trust pcp", "qos show mlx9_0")
+		"qos set mlx5_0 --pfc none", "qos set mlx5_0/1 --trust pcp", "qos show mlx9_0",
+		"roce unset mlx5_0/1", "qos unset mlx5_0 --persist", "link unset rxe1 --persist", "netns unset")
 	for _, args := range cases {
 		code, out, errs := runCLI(addr, strings.Fields(args)...)
 		golden(t, "out_"+goldenName(args), args, code, out, errs)
@@ -170,6 +176,10 @@ func TestGoldenOutput(t *testing.T) {
 		`SetQoS ["mlx5_0",1,"dscp",[3,4],true]`,
 		`SetQoS ["mlx5_0",1,"pcp",[255],false]`,
 		`SetRoCE ["mlx5_0",1,"v1",96,true]`,
+		`Withdraw ["link","rxe1",0,true]`,
+		`Withdraw ["netns","",0,false]`,
+		`Withdraw ["qos","mlx5_0",0,true]`,
+		`Withdraw ["roce","mlx5_0",1,false]`,
 	}
 	if got := f.callLog(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
