@@ -102,7 +102,7 @@
         case "org.rdmad1.Error.Busy":
             return "rdmad is busy building other reports; try again in a moment (" + msg + ").";
         case "org.rdmad1.Error.Config":
-            return "The configuration files have an error; the last good configuration stays in force: " + msg;
+            return "The configuration files have an error; the policy in force stays (" + policyText(manager) + "): " + msg;
         case "org.freedesktop.DBus.Error.InvalidArgs":
             return "rdmad refused a value: " + msg;
         case "org.freedesktop.DBus.Error.ServiceUnknown":
@@ -303,8 +303,30 @@
             devs.length + " device" + (devs.length === 1 ? "" : "s") + ", " + nports + " port" + (nports === 1 ? "" : "s"),
             ndrift ? ndrift + " drifting" : "no drift",
             "last reconcile " + last + ": " + (manager.LastResult || "")];
+        const policy = policyText(manager);
+        if (policy)
+            parts.push("in force: " + policy);
         $("summary").textContent = parts.join(" · ");
-        banner(manager.ConfigError ? "Configuration error (the last good configuration stays in force): " + manager.ConfigError : "");
+        const problems = [];
+        if (manager.ConfigError)
+            problems.push("Configuration error; in force instead: " + policy + ". " + manager.ConfigError);
+        if (manager.LastGoodError)
+            problems.push("The last good configuration (applied when the files do not load at start): " + manager.LastGoodError);
+        banner(problems.join(" "));
+    }
+
+    /* Which policy rdmad applies, as the Manager publishes it. */
+    function policyText(m) {
+        switch (m.PolicyInForce) {
+        case "files":
+            return "the configuration files";
+        case "last-good":
+            return m.PolicySaved ? "the last good configuration saved " + new Date(m.PolicySaved / 1000).toLocaleString() :
+                "the last configuration that loaded (not saved)";
+        case "nothing":
+            return "nothing declared (the files do not load and no last good configuration can be used)";
+        }
+        return "";
     }
 
     function renderLinks() {

@@ -48,6 +48,9 @@ type Manager struct {
 	Version       string            `prop:"Version" json:"version"`
 	ConfigFiles   []string          `prop:"ConfigFiles" json:"config_files"`
 	ConfigError   string            `prop:"ConfigError" json:"config_error"`
+	PolicyInForce string            `prop:"PolicyInForce" json:"policy_in_force"`
+	PolicySaved   uint64            `prop:"PolicySaved" json:"policy_saved_usec"`
+	LastGoodError string            `prop:"LastGoodError" json:"last_good_error"`
 	LastReconcile uint64            `prop:"LastReconcile" json:"last_reconcile_usec"`
 	LastResult    string            `prop:"LastResult" json:"last_result"`
 	NetnsMode     string            `prop:"NetnsMode" json:"netns_mode"`

@@ -88,7 +88,7 @@ func TestLiveConfigEdits(t *testing.T) {
 		var st status
 		return err == nil && json.Unmarshal([]byte(out), &st) == nil && strings.Contains(st.ConfigError, "50-roce.toml:4")
 	})
-	if out, _ := ctl("status"); !strings.Contains(out, "last good configuration in force") {
+	if out, _ := ctl("status"); !strings.Contains(out, "policy in force: last good configuration saved ") {
 		t.Errorf("human status does not say the last good configuration is in force:\n%s", out)
 	}
 	if got := tos(); got != "77" {

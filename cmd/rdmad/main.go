@@ -249,12 +249,18 @@ func startWatchdog(ctx context.Context, svc *service.Service, log *slog.Logger) 
 }
 
 // statusText is what systemctl status shows: the configuration error
-// first (STATUS= is cut), then devices and the last reconcile.
+// first, with which policy is in force instead (STATUS= is cut), then
+// devices and the last reconcile, then a last good configuration that
+// cannot be saved.
 func statusText(svc *service.Service) string {
 	sum := svc.Reconciler().Summary()
 	text := fmt.Sprintf("%d RDMA devices; last reconcile: %s", len(sum.Devices), reconcile.Summarize(sum.Failures))
+	in := svc.InForce()
 	if err := svc.ConfigError(); err != nil {
-		text = "config error (last good configuration in force): " + err.Error() + "; " + text
+		text = "config error (in force: " + in.Describe() + "): " + err.Error() + "; " + text
+	}
+	if in.SaveError != nil {
+		text += "; the last good configuration cannot be saved (rdmactl doctor)"
 	}
 	return text
 }

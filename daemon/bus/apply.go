@@ -122,7 +122,7 @@ func (s *Server) applySettled() {
 	sum = s.state.Summary()
 	states = s.state.DeviceStates(names)
 	if mgr {
-		manager = managerModel(s.svc.PolicyInForce(), s.svc.ConfigError(), sum, nil)
+		manager = managerModel(s.svc.PolicyInForce(), s.svc.ConfigError(), s.svc.InForce(), sum, nil)
 	}
 	s.mu.Lock()
 	if !slices.Equal(sum.Devices, s.deviceNames) {

@@ -20,13 +20,18 @@ import (
 // a byte read from the host that is not UTF-8 never reaches a client.
 
 // managerModel builds the Manager properties from the policy in force,
-// the config error and the state's facts; paths are the device objects'
-// paths (devicePaths).
-func managerModel(pol *config.Policy, configErr error, sum reconcile.Summary, paths []dbus.ObjectPath) dbusapi.Manager {
+// the config error, which policy that is, and the state's facts; paths are
+// the device objects' paths (devicePaths).
+func managerModel(pol *config.Policy, configErr error, inForce config.InForce, sum reconcile.Summary, paths []dbus.ObjectPath) dbusapi.Manager {
 	m := dbusapi.Manager{
-		Version:    version.Version,
-		LastResult: reconcile.Summarize(sum.Failures),
-		Modules:    sum.Modules,
+		Version:       version.Version,
+		LastResult:    reconcile.Summarize(sum.Failures),
+		Modules:       sum.Modules,
+		PolicyInForce: string(inForce.Origin),
+		LastGoodError: inForce.LastGoodError(),
+	}
+	if !inForce.Saved.IsZero() {
+		m.PolicySaved = uint64(inForce.Saved.UnixMicro())
 	}
 	if pol != nil {
 		m.ConfigFiles = pol.Files
@@ -177,18 +182,20 @@ func (s *Server) describe() ([]byte, error) {
 		pol       *config.Policy
 		ov        service.Overlay
 		configErr error
+		inForce   config.InForce
 	)
 	s.svc.Settled(func() {
 		st = s.state.Snapshot()
 		pol, ov = s.svc.Declared()
 		configErr = s.svc.ConfigError()
+		inForce = s.svc.InForce()
 	})
 	if h := s.hook(); h != nil && h.afterSnapshot != nil {
 		h.afterSnapshot()
 	}
 	d := dbusapi.Description{
 		// Manager.Devices is not part of the JSON document: no paths.
-		Manager: managerModel(pol, configErr, summaryOf(&st), nil),
+		Manager: managerModel(pol, configErr, inForce, summaryOf(&st), nil),
 		Devices: make([]dbusapi.Device, 0, len(st.Devices)),
 		Actions: []dbusapi.Action{},
 	}

@@ -27,6 +27,9 @@ type Daemon interface {
 	PolicyInForce() *config.Policy
 	Declared() (*config.Policy, service.Overlay)
 	ConfigError() error
+	// InForce says which policy is in force (the files, the last good
+	// one, nothing) and how the saved copy stands.
+	InForce() config.InForce
 	OnConfigChange(fn func())
 	// Settled runs fn while no mutating call is between its change and
 	// its outcome, so what fn reads is what holds: never a declaration a

@@ -12,6 +12,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 
@@ -65,6 +66,9 @@ type Input struct {
 	// Addrs lists the addresses of a netdev, for its RoCE v2 GIDs (nil:
 	// not checked).
 	Addrs AddrReader
+	// InForce says which policy a running rdmad applies and how its saved
+	// last good configuration stands (zero outside a running rdmad).
+	InForce config.InForce
 }
 
 // Diagnose runs every check and returns the findings in a fixed order:
@@ -216,10 +220,17 @@ func (d *diag) missingModules(names ...string) []string {
 }
 
 func (d *diag) checkConfig() {
+	d.checkLastGood()
 	if err := d.in.ConfigError; err != nil {
 		msg := strings.ReplaceAll(err.Error(), "\n", "; ")
-		d.fail("config-error", hostSubject,
-			"the configuration does not load; rdmad applies the last one that loaded (nothing declared if none ever did): "+msg,
+		applies := "rdmad applies the last one that loaded (nothing declared if none ever did)"
+		switch in := d.in.InForce; in.Origin {
+		case config.OriginLastGood:
+			applies = "rdmad applies " + in.Describe() + " (" + strings.Join(in.Files, ", ") + ")"
+		case config.OriginNothing:
+			applies = "nothing declared is in force: no last good configuration can be used"
+		}
+		d.fail("config-error", hostSubject, "the configuration does not load; "+applies+": "+msg,
 			"correct the file and line named, then: rdmactl reload")
 		return
 	}
@@ -228,4 +239,23 @@ func (d *diag) checkConfig() {
 		files = strings.Join(d.pol.Files, ", ")
 	}
 	d.ok("config-loaded", hostSubject, "configuration in force: "+files)
+}
+
+// checkLastGood reports what stands in the way of rdmad's safety net, the
+// saved copy of the last configuration that loaded: without it the next
+// boot whose files do not load applies nothing.
+func (d *diag) checkLastGood() {
+	in := d.in.InForce
+	what := in.LastGoodError()
+	if what == "" {
+		return
+	}
+	fix := "correct the configuration files: once they load, rdmad saves a new copy"
+	switch {
+	case errors.Is(in.SaveError, host.ErrNotManaged):
+		fix = "move the file named away (rdmad never replaces a file it did not write); rdmad saves its copy after the next pass"
+	case in.SaveError != nil:
+		fix = "make /var/lib/rdmad writable (space, permissions); rdmad tries again after every pass"
+	}
+	d.warn("last-good", hostSubject, "the last good configuration, applied when the files do not load at start: "+what, fix)
 }

@@ -20,6 +20,7 @@ type Running interface {
 	Settled(fn func())
 	PolicyInForce() *config.Policy
 	ConfigError() error
+	InForce() config.InForce
 	DCB() dcb.Reader
 	// Health is the counter and link history (nil: none is kept).
 	Health() *health.Monitor
@@ -36,7 +37,7 @@ func RunningInput(d Running, snapshot func() reconcile.State, netns NetnsReader)
 	in := Input{Host: d.Host(), Errors: map[PortRef]string{}, Netns: netns}
 	d.Settled(func() {
 		st = snapshot()
-		in.Policy, in.ConfigError = d.PolicyInForce(), d.ConfigError()
+		in.Policy, in.ConfigError, in.InForce = d.PolicyInForce(), d.ConfigError(), d.InForce()
 	})
 	if r := d.DCB(); r != nil {
 		in.DCB = r

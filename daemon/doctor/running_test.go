@@ -2,7 +2,10 @@ package doctor_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb"
@@ -10,6 +13,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // runningFake is a running rdmad: Settled records that the snapshot, the
@@ -32,6 +36,10 @@ func (r *runningFake) PolicyInForce() *config.Policy { r.inside("policy"); retur
 func (r *runningFake) ConfigError() error            { r.inside("config error"); return r.cfgErr }
 func (r *runningFake) DCB() dcb.Reader               { return nil }
 func (r *runningFake) Health() *health.Monitor       { return nil }
+func (r *runningFake) InForce() config.InForce {
+	r.inside("in force")
+	return config.InForce{Origin: config.OriginNothing}
+}
 func (r *runningFake) inside(what string) {
 	if !r.settled {
 		r.outside = append(r.outside, what)
@@ -62,8 +70,8 @@ func TestRunningInput(t *testing.T) {
 	if len(r.outside) > 0 {
 		t.Errorf("read outside Settled: %v", r.outside)
 	}
-	if in.Host != r.h || in.Policy != r.pol || in.ConfigError != r.cfgErr {
-		t.Errorf("host %v policy %v config error %v", in.Host, in.Policy, in.ConfigError)
+	if in.Host != r.h || in.Policy != r.pol || in.ConfigError != r.cfgErr || in.InForce.Origin != config.OriginNothing {
+		t.Errorf("host %v policy %v config error %v in force %+v", in.Host, in.Policy, in.ConfigError, in.InForce)
 	}
 	if len(in.Devices) != 2 || in.Devices[0].Name != "mlx5_0" || in.Devices[1].Name != "rxe0" {
 		t.Errorf("devices %+v", in.Devices)
@@ -77,5 +85,46 @@ func TestRunningInput(t *testing.T) {
 	}
 	if in.DCB != nil {
 		t.Errorf("DCB %v from a daemon without one", in.DCB)
+	}
+}
+
+// Doctor says which policy is in force when the files do not load, and
+// reports what stands in the way of the last good configuration: a copy
+// that cannot be used, a save refused by a file rdmad did not write, a
+// save that failed.
+func TestConfigFindingsSayWhatIsInForce(t *testing.T) {
+	saved := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	notManaged := fmt.Errorf("save the last good configuration: /var/lib/rdmad/last-good-config.json: %w", host.ErrNotManaged)
+	for _, c := range []struct {
+		what     string
+		in       doctor.Input
+		id       string
+		sev      dbusapi.Severity
+		has, fix string
+	}{
+		{"nothing", doctor.Input{ConfigError: errors.New("rdmad.toml:3: bad"), InForce: config.InForce{Origin: config.OriginNothing}},
+			"config-error", dbusapi.SeverityFail, "nothing declared is in force", "rdmactl reload"},
+		{"last good", doctor.Input{ConfigError: errors.New("rdmad.toml:3: bad"),
+			InForce: config.InForce{Origin: config.OriginLastGood, Saved: saved, Files: []string{"/etc/rdma/rdmad.toml"}}},
+			"config-error", dbusapi.SeverityFail, "the last good configuration saved 2026-01-02T03:04:05Z (/etc/rdma/rdmad.toml)", "rdmactl reload"},
+		{"unusable copy", doctor.Input{ConfigError: errors.New("rdmad.toml:3: bad"),
+			InForce: config.InForce{Origin: config.OriginNothing, Unusable: errors.New("no header")}},
+			"last-good", dbusapi.SeverityWarn, "the saved copy cannot be used: no header", "once they load"},
+		{"blocked save", doctor.Input{InForce: config.InForce{Origin: config.OriginFiles, SaveError: notManaged}},
+			"last-good", dbusapi.SeverityWarn, "cannot be saved: save the last good configuration: /var/lib/rdmad/last-good-config.json", "move the file named away"},
+		{"failed save", doctor.Input{InForce: config.InForce{Origin: config.OriginFiles, SaveError: errors.New("no space left on device")}},
+			"last-good", dbusapi.SeverityWarn, "no space left on device", "tries again after every pass"},
+	} {
+		c.in.Host = host.New(t.TempDir())
+		c.in.Devices = []host.Device{}
+		var found *dbusapi.Finding
+		for _, f := range doctor.Diagnose(t.Context(), c.in) {
+			if f.ID == c.id {
+				found = &f
+			}
+		}
+		if found == nil || found.Severity != c.sev || !strings.Contains(found.Finding, c.has) || !strings.Contains(found.Fix, c.fix) {
+			t.Errorf("%s: %s finding %+v, want %s saying %q, fix %q", c.what, c.id, found, c.sev, c.has, c.fix)
+		}
 	}
 }

@@ -245,6 +245,7 @@ type snapshot struct {
 	sum         reconcile.Summary
 	devices     map[string]*deviceMetrics
 	configError bool
+	inForce     config.InForce
 	now         time.Time
 	// findings is doctor's last run rendered (renderFindings), nil before
 	// the first: the families are then written without samples.
@@ -278,8 +279,16 @@ func render(b *bytes.Buffer, s *snapshot) {
 	family(b, "rdmad_last_reconcile_timestamp_seconds", "When rdmad's last reconcile pass ended, Unix time.")
 	sample(b, "rdmad_last_reconcile_timestamp_seconds", seconds(s.sum.LastReconcile))
 
-	family(b, "rdmad_config_error", "1 when the last configuration reload failed and the last good configuration is still in force, else 0.")
+	family(b, "rdmad_config_error", "1 when the last configuration reload failed (rdmad_policy_in_force says what applies instead), else 0.")
 	sample(b, "rdmad_config_error", boolValue(s.configError))
+
+	family(b, "rdmad_policy_in_force", "1 for the policy rdmad applies: the configuration files, the last good configuration (they do not load), or nothing (they do not load and no last good one can be used); 0 for the others.")
+	for _, o := range config.Origins {
+		b.WriteString(`rdmad_policy_in_force{origin="` + string(o) + `"} ` + boolValue(s.inForce.Origin == o) + "\n")
+	}
+
+	family(b, "rdmad_last_good_save_failed", "1 when rdmad could not save the configuration in force as the last good one (a full disk, a file it did not write at the path); it tries again after every pass. Else 0.")
+	sample(b, "rdmad_last_good_save_failed", boolValue(s.inForce.SaveError != nil))
 
 	family(b, "rdmad_devices", "RDMA devices present.")
 	sample(b, "rdmad_devices", strconv.Itoa(len(s.sum.Devices)))

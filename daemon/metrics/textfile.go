@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/dbusapi"
@@ -44,6 +45,9 @@ type Options struct {
 	// ConfigError returns the error of the last reload (nil: none); nil
 	// means there never is one.
 	ConfigError func() error
+	// InForce says which policy is in force and whether the last save of
+	// the last good configuration failed; nil: the files, saved.
+	InForce func() config.InForce
 	// Findings runs doctor (rdmad_doctor_findings, rdmad_doctor_finding);
 	// nil leaves those families without samples. It runs on the writer's
 	// goroutine, off the pass: after full passes, and at least every
@@ -62,6 +66,7 @@ type Options struct {
 type Textfile struct {
 	src         Source
 	configErr   func() error
+	inForce     func() config.InForce
 	findingsFn  func() []dbusapi.Finding
 	now         func() time.Time
 	log         *slog.Logger
@@ -97,6 +102,9 @@ func New(o Options) *Textfile {
 	if o.ConfigError == nil {
 		o.ConfigError = func() error { return nil }
 	}
+	if o.InForce == nil {
+		o.InForce = func() config.InForce { return config.InForce{Origin: config.OriginFiles} }
+	}
 	if o.MinInterval == 0 {
 		o.MinInterval = DefaultMinInterval
 	}
@@ -107,7 +115,7 @@ func New(o Options) *Textfile {
 		o.Now = time.Now
 	}
 	return &Textfile{
-		src: o.Source, configErr: o.ConfigError, findingsFn: o.Findings, now: o.Now, log: o.Log,
+		src: o.Source, configErr: o.ConfigError, inForce: o.InForce, findingsFn: o.Findings, now: o.Now, log: o.Log,
 		minInterval: max(o.MinInterval, 0), heartbeat: o.Heartbeat,
 		wake: make(chan struct{}, 1), full: true, dirty: map[string]struct{}{}, findingsDue: true,
 	}
@@ -301,6 +309,7 @@ func (t *Textfile) write(path string, sum reconcile.Summary) error {
 		sum:         sum,
 		devices:     t.devices,
 		configError: t.configErr() != nil,
+		inForce:     t.inForce(),
 		now:         t.now(),
 		findings:    t.findings,
 	})

@@ -15,7 +15,7 @@ import (
 // copies rdmad saved of its files, or, when there is none, a policy that
 // declares nothing (docs/decisions/last-good.md).
 func (s *Service) lastGood(loadErr error) *config.Policy {
-	s.log.Error("the configuration does not load; rdmad starts with the last good one", "err", loadErr)
+	s.log.Error("the configuration does not load; rdmad starts with the last good one, if one can be used", "err", loadErr)
 	name := s.host.Path(config.LastGoodFile)
 	snap, err := s.readLastGood()
 	if err == nil {
@@ -29,6 +29,7 @@ func (s *Service) lastGood(loadErr error) *config.Policy {
 	if errors.Is(err, fs.ErrNotExist) {
 		s.log.Error("no last good configuration was saved; applying nothing declared until the files load", "file", name)
 	} else {
+		s.unusable = err
 		s.log.Error("the last good configuration cannot be used; applying nothing declared until the files load", "file", name, "err", err)
 	}
 	return config.NothingDeclared(s.configFile)
@@ -83,11 +84,82 @@ func (s *Service) saveLastGood() {
 	snap := *s.snapshot
 	snap.Saved = time.Now().UTC().Truncate(time.Second)
 	if _, err := host.WriteManaged(name, config.LastGoodHeader, snap.Marshal()); err != nil {
-		s.log.Warn("could not save the last good configuration", "err", fmt.Errorf("service: %w", err))
+		s.setSaveError(fmt.Errorf("save the last good configuration: %w", err))
 		return
 	}
 	s.saved = &snap
+	s.setSaveError(nil)
 	s.log.Debug("saved the last good configuration", "file", name, "files", len(snap.Files))
+}
+
+// setSaveError records how the last save went (under loadMu). A failure
+// is logged at error priority once per distinct error (it is retried
+// after every pass: the journal would fill), and every change of it is
+// published (ConfigChanged: the bus, doctor, the metrics read InForce).
+func (s *Service) setSaveError(err error) {
+	old := s.saveErr
+	s.saveErr = err
+	if err == nil {
+		s.unusable = nil // the saved copy is a good one now
+	}
+	switch {
+	case err != nil && (old == nil || old.Error() != err.Error()):
+		s.log.Error("could not save the last good configuration: the next boot whose files do not load will not have it; retried after every pass", "err", err)
+	case err == nil && old != nil:
+		s.log.Info("saved the last good configuration again")
+	default:
+		s.refreshInForce()
+		return
+	}
+	s.refreshInForce()
+	s.configChanged()
+}
+
+// retrySave saves the configuration in force again after a pass when the
+// last save failed (a full disk, a file rdmad did not write at the path).
+func (s *Service) retrySave() {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	if s.saveErr != nil {
+		s.saveLastGood()
+	}
+}
+
+// InForce says which policy is in force: the files, the last good
+// configuration (when it was saved, its files), or nothing; and how the
+// saved copy stands. It takes no lock a reload holds: the bus, STATUS=,
+// doctor and the metrics read it from listeners that run during one.
+func (s *Service) InForce() config.InForce {
+	f := config.InForce{Origin: config.OriginNothing}
+	if p := s.inForce.Load(); p != nil {
+		f = *p
+	}
+	f.Files = []string{}
+	if f.Origin != config.OriginNothing {
+		f.Files = s.PolicyInForce().Files
+	}
+	return f
+}
+
+// refreshInForce records which policy is in force (under loadMu, after
+// every change of the config error, the snapshots or the save error).
+func (s *Service) refreshInForce() {
+	snapshot, saved := s.snapshot, s.saved
+	f := config.InForce{Unusable: s.unusable, SaveError: s.saveErr}
+	switch {
+	case s.ConfigError() == nil && snapshot != nil:
+		f.Origin = config.OriginFiles
+	case snapshot != nil: // loaded by this rdmad before the files broke
+		f.Origin = config.OriginLastGood
+		if saved.Same(snapshot) {
+			f.Saved = saved.Saved
+		}
+	case saved != nil: // read from the saved copy at start
+		f.Origin, f.Saved = config.OriginLastGood, saved.Saved
+	default:
+		f.Origin = config.OriginNothing
+	}
+	s.inForce.Store(&f)
 }
 
 // beginTentative marks the files as holding a persisted call that has not

@@ -15,7 +15,7 @@ func (s *Service) startMetrics() {
 	if s.findings != nil {
 		findings = func() []dbusapi.Finding { return s.findings(s) }
 	}
-	s.textfile = metrics.New(metrics.Options{Source: s.rec, ConfigError: s.ConfigError, Log: s.log, Findings: findings})
+	s.textfile = metrics.New(metrics.Options{Source: s.rec, ConfigError: s.ConfigError, InForce: s.InForce, Log: s.log, Findings: findings})
 	s.rec.OnChange(s.textfile.Changed)
 	s.OnConfigChange(s.followMetricsPath)
 	s.followMetricsPath()

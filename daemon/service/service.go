@@ -82,6 +82,10 @@ type Service struct {
 	// yet succeeded: nothing is saved meanwhile (lastgood.go).
 	snapshot, saved *config.Snapshot
 	tentative       bool
+	// unusable: why the saved copy could not be applied at start;
+	// saveErr: why the last save failed (retried after every pass).
+	unusable, saveErr error
+	inForce           atomic.Pointer[config.InForce] // refreshInForce
 
 	queue      *Queue
 	runtime    runtime     // overlay.go: last good policy + runtime overlay
@@ -124,9 +128,11 @@ func New(o Options) (*Service, error) {
 	s.queue = NewQueue(max(settle, 0), s.runWork)
 	s.rec = s.build(o.Parts, o.OneShot)
 	s.setPolicy(pol)
+	s.refreshInForce()
 	if !o.OneShot {
 		s.startMetrics()
 		s.startHealth()
+		s.OnPassDone(s.retrySave)
 	}
 	return s, nil
 }
@@ -187,7 +193,8 @@ func (s *Service) reload() (changed bool, err error) {
 	s.configErr = err
 	s.cfgMu.Unlock()
 	if err != nil {
-		s.log.Error("config reload failed; keeping the last good configuration", "err", err)
+		s.refreshInForce()
+		s.log.Error("config reload failed; the policy in force stays", "err", err, "in_force", s.InForce().Describe())
 		s.configChanged()
 		return false, fmt.Errorf("reload: %w", err)
 	}
@@ -200,6 +207,7 @@ func (s *Service) reload() (changed bool, err error) {
 	}
 	s.snapshot = snap
 	s.saveLastGood()
+	s.refreshInForce()
 	if changed || hadErr {
 		s.configChanged()
 	}

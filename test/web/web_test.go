@@ -511,3 +511,28 @@ func TestCockpitPageReadOnly(t *testing.T) {
 		t.Error("the refused call changed configfs")
 	}
 }
+
+// TestCockpitSaysWhatIsInForce: at a first boot whose files do not load,
+// nothing is declared, and the page says so (it said the last good
+// configuration stayed in force).
+func TestCockpitSaysWhatIsInForce(t *testing.T) {
+	exe := need(t)
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the bridge runs as root for the administrative view")
+	}
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/60-bad.toml", "[[roce]]\ndevice = \"x\"\ntos = 1060\n")
+	livetest.Start(t, bins, addr, root, env)
+	url := startWS(t, addr, installPage(t), 0)
+
+	b := newBrowser(t, exe)
+	b.run(t, "open "+url, chromedp.Navigate(url))
+	b.waitFor(t, "the page to connect", `document.body.dataset.ready === "yes" && !document.getElementById("banner").hidden`)
+	var text struct{ Banner, Summary string }
+	b.eval(t, `({Banner: document.getElementById("banner").textContent, Summary: document.getElementById("summary").textContent})`, &text)
+	if !strings.Contains(text.Banner, "in force instead: nothing declared") || !strings.Contains(text.Banner, "60-bad.toml:3") ||
+		strings.Contains(text.Banner, "last good configuration stays") || !strings.Contains(text.Summary, "in force: nothing declared") {
+		t.Errorf("the page says %+v, want nothing declared in force and the error", text)
+	}
+}

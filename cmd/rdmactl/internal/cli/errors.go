@@ -50,7 +50,7 @@ func describeError(err error) string {
 	name, msg := client.ErrorName(err), client.ErrorMessage(err)
 	if name == dbusapi.ErrConfig {
 		// One error per line, file:line first (rdmad escapes newlines).
-		return "configuration error, the last good configuration stays in force:\n  " + indentLines(msg, "  ")
+		return "configuration error, the policy in force stays (rdmactl status says which):\n  " + indentLines(msg, "  ")
 	}
 	return escapeText(sentence(err))
 }

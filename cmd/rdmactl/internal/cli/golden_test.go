@@ -230,8 +230,11 @@ func TestManPageHasEveryCommand(t *testing.T) {
 // Configuration errors, one per line with its file:line, in status and in
 // a refused reload.
 func TestGoldenConfigError(t *testing.T) {
+	// The last good configuration, saved an hour before the last reconcile,
+	// is in force.
 	f := fixture()
 	f.manager.ConfigError = `/etc/rdma/rdmad.d/50-roce.toml:3: mode "v3": want "v1" or "v2"\x0a/etc/rdma/rdmad.toml:9: tos 900: want 0..255`
+	f.manager.PolicyInForce, f.manager.PolicySaved = "last-good", fixtureReconcile-3600e6
 	f.callErr = &dbus.Error{Name: dbusapi.ErrConfig, Body: []any{"/etc/rdma/rdmad.d/50-roce.toml:3: mode \"v3\": want \"v1\" or \"v2\"\n/etc/rdma/rdmad.toml:9: tos 900: want 0..255"}}
 	addr := serveFake(t, f)
 	for _, args := range []string{"status", "reload", "roce set mlx5_0 --tos 1 --persist"} {

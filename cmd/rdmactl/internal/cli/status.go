@@ -19,7 +19,8 @@ func statusCommand(e *env) *cobra.Command {
 		Use:   "status",
 		Short: "Devices, ports, the last reconcile and problems",
 		Long: `Devices and ports, the last reconcile and its result, the configuration
-error if the files do not load, and the ports whose policy failed. As JSON
+error if the files do not load, which policy is in force (the files, the last
+good configuration, or nothing), and the ports whose policy failed. As JSON
 it prints the document of org.rdmad1.Manager.Describe.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return e.status(cmd) },
 	}
@@ -62,10 +63,16 @@ func (e *env) status(*cobra.Command) error {
 	fmt.Fprintf(w, "rdmad %s: %s, %s\n", d.Version, plural(len(d.Devices), "device", "devices"), plural(nports, "port", "ports"))
 	fmt.Fprintf(w, "last reconcile: %s (%s)\n", e.timestamp(d.LastReconcile), dash(d.LastResult))
 	if d.ConfigError != "" {
-		fmt.Fprintf(w, "config error (last good configuration in force):\n  %s\n", indentLines(raw.ConfigError, "  "))
+		fmt.Fprintf(w, "config error (the files are not in force):\n  %s\n", indentLines(raw.ConfigError, "  "))
+	}
+	if in := e.inForceText(d.Manager); in != "" {
+		fmt.Fprintf(w, "policy in force: %s\n", in)
 	}
 	if len(d.ConfigFiles) > 0 {
 		fmt.Fprintf(w, "config files: %s\n", strings.Join(d.ConfigFiles, " "))
+	}
+	if d.LastGoodError != "" {
+		fmt.Fprintf(w, "last good configuration: %s\n", d.LastGoodError)
 	}
 	if len(d.Devices) > 0 {
 		fmt.Fprintln(w)
@@ -93,4 +100,23 @@ func (e *env) status(*cobra.Command) error {
 		}
 	}
 	return nil
+}
+
+// inForceText says which policy is in force, as the Manager publishes it
+// ("" from an rdmad that does not say).
+func (e *env) inForceText(m dbusapi.Manager) string {
+	switch m.PolicyInForce {
+	case "files":
+		return "the configuration files"
+	case "last-good":
+		if m.PolicySaved == 0 {
+			return "the last configuration that loaded (not saved)"
+		}
+		return "last good configuration saved " + e.timestamp(m.PolicySaved)
+	case "nothing":
+		return "nothing declared (the files do not load and no last good configuration can be used)"
+	case "":
+		return ""
+	}
+	return m.PolicyInForce
 }
