@@ -6,12 +6,13 @@ BIN       := bin
 # The version: VERSION for a release, VERSION+N.gHASH for a development build
 # (packaging/version.sh). REVISION is the commit, from git or, in the source
 # tarball of `make dist`, from its REVISION file.
+# EXTRA_LDFLAGS adds to the linker flags (packages strip: -s -w).
 VERSION   ?= $(shell ./packaging/version.sh)
-REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || cat REVISION 2>/dev/null)
+REVISION  ?= $(shell if [ -e .git ]; then git rev-parse HEAD; else cat REVISION; fi 2>/dev/null)
 LDFLAGS   := -X github.com/rdmad/rdmad/daemon/version.Version=$(VERSION) \
-	-X github.com/rdmad/rdmad/daemon/version.Revision=$(REVISION)
+	-X github.com/rdmad/rdmad/daemon/version.Revision=$(REVISION) $(EXTRA_LDFLAGS)
 
-.PHONY: all build cockpit test vet fmt-check staticcheck bench bench-go demo install e2e clean deps-test package completions
+.PHONY: all build cockpit test vet fmt-check staticcheck bench bench-go demo install e2e clean deps-test package completions dist
 
 # Pinned tools, installed from the Go module proxy into .tools/.
 TOOLS       := $(CURDIR)/.tools
@@ -90,6 +91,14 @@ $(NFPM):
 
 package: $(NFPM)
 	VERSION='$(VERSION)' LDFLAGS='$(LDFLAGS)' NFPM='$(NFPM)' GO='$(GO)' MAKE='$(MAKE)' ./packaging/build.sh
+
+# The source tarball a distribution rebuilds without network:
+# dist/rdmad-<version>.tar.gz with the Go modules vendored, debian/, the rpm
+# spec and a CycloneDX SBOM (also beside it, dist/rdmad-<version>.cdx.json).
+# Inside it: GOFLAGS=-mod=vendor GOPROXY=off make build; rpmbuild -bb
+# packaging/rpm/rdmad.spec; dpkg-buildpackage -b (docs/decisions/packaging.md).
+dist:
+	VERSION='$(VERSION)' REVISION='$(REVISION)' GO='$(GO)' ./packaging/dist.sh
 
 include mk/install.mk
 include mk/e2e.mk

@@ -50,7 +50,9 @@ v=$(sed -n '1{s/[[:space:]]*$//;p;}' "$file")
 printf '%s\n' "$v" | grep -Eq "$semver" ||
 	{ echo "version.sh: $file holds '$v', not a semantic version (MAJOR.MINOR.PATCH[-PRE])" >&2; exit 1; }
 
-if ! git -C "$here" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+# Only the repository's own .git counts: a tarball unpacked inside another
+# repository's work tree is still a tarball.
+if [ ! -e "$here/.git" ] || ! git -C "$here" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	printf '%s\n' "$v"
 	exit 0
 fi

@@ -4,7 +4,8 @@
 #   test/install-deps.sh test   dbus-daemon, dbus-broker (not on a host booted with systemd),
 #                               busctl/gdbus, systemd-analyze, iproute2, man tools,
 #                               ethtool, bash-completion, zsh and fish (rdmactl's completions, run in each),
-#                               packaging checks (lintian, rpm, mmdebstrap for the Debian root),
+#                               packaging checks (lintian, rpm, mmdebstrap for the Debian root,
+#                               rpmbuild and debhelper to build make dist's tarball),
 #                               ansible-core, PyGObject and the Kubernetes API models (python3),
 #                               cockpit-ws, cockpit-bridge and chromium (the Cockpit page's test)
 set -euo pipefail
@@ -45,6 +46,9 @@ test)
 	want ethtool ethtool # daemon/ethtool: a notification of the real monitor group (ethtool -K on a veth)
 	want lintian lintian
 	want rpm rpm
+	want rpmbuild rpm # make dist's tarball built with packaging/rpm/rdmad.spec
+	want dh debhelper # ... and with debian/ (plain dh): dpkg-buildpackage
+	want dpkg-buildpackage dpkg-dev
 	want dpkg-deb dpkg
 	want mmdebstrap mmdebstrap
 	want unshare util-linux
