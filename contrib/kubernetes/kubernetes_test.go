@@ -234,7 +234,7 @@ func TestDaemonSetPrivileges(t *testing.T) {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	if want := "/etc/dbus-1/system.d /etc/modprobe.d /etc/rdma /lib/modules /run/dbus /run/rdmad /sys"; strings.Join(paths, " ") != want {
+	if want := "/etc/dbus-1/system.d /etc/modprobe.d /etc/rdma /lib/modules /run/dbus /run/rdmad /sys /var/lib/rdmad"; strings.Join(paths, " ") != want {
 		t.Errorf("host paths %v, want exactly %s", paths, want)
 	}
 
@@ -287,7 +287,9 @@ func TestDaemonSetPrivileges(t *testing.T) {
 		"/etc/modprobe.d": "/etc/modprobe.d ro", "/run/dbus": "/run/dbus",
 		// The root file system is read-only: the instance lock's directory
 		// (host.LockFile) must be a writable mount, the host's.
-		"/" + path.Dir(host.LockFile): "/" + path.Dir(host.LockFile)} {
+		"/" + path.Dir(host.LockFile): "/" + path.Dir(host.LockFile),
+		// The last good policy survives the pod: the host's state directory.
+		"/" + path.Dir(config.LastGoodFile): "/" + path.Dir(config.LastGoodFile)} {
 		if mounts[at] != want {
 			t.Errorf("rdmad mounts %q at %s, want the host's %s", mounts[at], at, want)
 		}
@@ -356,7 +358,7 @@ func TestConfigMapIsADropIn(t *testing.T) {
 }
 
 // TestRolloutIsNodeByNode: a new policy or image is rolled out one node at
-// a time, each node's new pod ready (rdmactl doctor --quiet passes) for
+// a time, each node's new pod ready (rdmactl doctor --quiet --scope policy passes) for
 // minReadySeconds before the next; the policy's ConfigMap is generated
 // with kustomize's content-hash suffix, so an edit changes the template.
 func TestRolloutIsNodeByNode(t *testing.T) {
@@ -377,8 +379,8 @@ func TestRolloutIsNodeByNode(t *testing.T) {
 			}
 		}
 	}
-	if strings.Join(probe, " ") != "rdmactl doctor --quiet" {
-		t.Errorf("rdmad's readiness probe runs %q, want rdmactl doctor --quiet", probe)
+	if strings.Join(probe, " ") != "rdmactl doctor --quiet --scope policy" {
+		t.Errorf("rdmad's readiness probe runs %q, want rdmactl doctor --quiet --scope policy (the pod sees no /dev/infiniband)", probe)
 	}
 
 	k, err := os.ReadFile("kustomization.yaml")
@@ -470,7 +472,7 @@ func TestPolicySyncFeedsRdmad(t *testing.T) {
 	dropin := filepath.Join(root, "etc/rdma/rdmad.d/50-kubernetes.toml")
 	dbusPolicy := filepath.Join(t.TempDir(), "host-dbus/system.d/org.rdmad1.conf")
 	syncEnv := append(os.Environ(), "POLICY="+policy, "DROPIN="+dropin, "INTERVAL=0.1",
-		"DBUS_POLICY_SRC="+filepath.Join(hosttest.RepoRoot(), "units/org.rdmad1.conf"))
+		"DBUS_POLICY_SRC="+filepath.Join(hosttest.RepoRoot(), "units/org.rdmad1.conf"), "RDMAD="+bins.Rdmad+" --root "+root)
 
 	once := exec.Command("./rdmad-policy-sync", "--once")
 	once.Env = append(syncEnv, "DBUS_POLICY="+dbusPolicy)
@@ -538,7 +540,7 @@ func TestPolicySyncFeedsRdmad(t *testing.T) {
 	if err := os.Mkdir(policy, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the sidecar reports the failed copy", func() bool { return strings.Contains(out.String(), "cannot install "+dropin) })
+	waitFor(t, "the sidecar reports the failed copy", func() bool { return strings.Contains(out.String(), "did not install "+dropin) })
 	if got := tos("mlx5_0"); got != "77" {
 		t.Errorf("a failed copy changed the policy: tos %s", got)
 	}
@@ -564,5 +566,92 @@ func TestPolicySyncFeedsRdmad(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "installed "+dropin) {
 		t.Errorf("sidecar log:\n%s", out.String())
+	}
+}
+
+// The init container refuses a policy that does not load with the host's
+// other files: it exits 1 with rdmad's file:line errors and installs
+// nothing, so the pod does not start and the rollout stops on this node.
+func TestPolicySyncRefusesABadPolicy(t *testing.T) {
+	root, _ := livetest.DemoHost(t)
+	dropin := filepath.Join(root, "etc/rdma/rdmad.d/50-kubernetes.toml")
+	good := "[[roce]]\ndriver = \"mlx5_core\"\ntos = 106\n"
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-kubernetes.toml", good)
+	policy := filepath.Join(t.TempDir(), "50-kubernetes.toml")
+	if err := os.WriteFile(policy, []byte("[[roce]]\ndriver = \"mlx5_core\"\ntos = 300\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	once := exec.Command("./rdmad-policy-sync", "--once")
+	once.Env = append(os.Environ(), "POLICY="+policy, "DROPIN="+dropin, "RDMAD="+bins.Rdmad+" --root "+root)
+	out, err := once.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "50-kubernetes.toml:3: roce[0].tos: 300 is out of range 0..255") ||
+		!strings.Contains(string(out), "did not install "+dropin) {
+		t.Fatalf("a bad policy: %v\n%s", err, out)
+	}
+	if got := hosttest.Read(t, root, "etc/rdma/rdmad.d/50-kubernetes.toml"); got != strings.TrimSpace(good) {
+		t.Errorf("the drop-in in place changed: %q", got)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dropin), ".*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	// The same set with a good policy installs it.
+	if err := os.WriteFile(policy, []byte(strings.Replace(good, "106", "72", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again := exec.Command("./rdmad-policy-sync", "--once")
+	again.Env = once.Env
+	if out, err := again.CombinedOutput(); err != nil || !strings.Contains(string(out), "installed "+dropin) {
+		t.Fatalf("a good policy: %v\n%s", err, out)
+	}
+}
+
+// The readiness probe as the pod runs it, on the host as the pod sees it
+// (test/hosts/pod: the host's sysfs, no /dev/infiniband, no
+// /etc/libibverbs.d): with --scope policy it passes while the policy is in
+// force, although doctor as a whole fails there; a declared setting that
+// does not hold makes it fail.
+func TestReadinessProbeOnThePodsView(t *testing.T) {
+	cm := find(t, load(t, policyConfigMap(t)), "ConfigMap")
+	ds := find(t, load(t, manifests...), "DaemonSet")
+	var probe []string
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == "rdmad" {
+			probe = c.ReadinessProbe.Exec.Command
+		}
+	}
+	addr := bustest.Start(t)
+	root := hosttest.Copy(t, "pod")
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-kubernetes.toml", cm.Data["50-kubernetes.toml"])
+	env := append(os.Environ(), "PATH="+t.TempDir()+":"+os.Getenv("PATH"))
+	livetest.Start(t, bins, addr, root, env)
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command(bins.Rdmactl, append([]string{"--bus", addr}, args...)...)
+		out, _ := cmd.CombinedOutput()
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	if probe[0] != "rdmactl" {
+		t.Fatalf("probe %v", probe)
+	}
+	if code, out := run(probe[1:]...); code != 0 || out != "" {
+		t.Errorf("%v on the pod's view: exit %d %q, want 0 and nothing printed", probe, code, out)
+	}
+	if code, out := run("doctor"); code != 1 || !strings.Contains(out, "rdma_cm is missing") || !strings.Contains(out, "/etc/libibverbs.d") {
+		t.Errorf("doctor without --scope on the pod's view: exit %d, want 1 for what the pod cannot see\n%s", code, out)
+	}
+	// mlx5_1's TOS cannot be written (its configfs attribute is broken):
+	// the declared TOS does not hold, and the probe fails.
+	tosFile := filepath.Join(root, host.ConfigfsPortPath("mlx5_1", 1, "default_roce_tos"))
+	if err := os.Remove(tosFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(tosFile, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = run("reconcile")
+	if code, _ := run(probe[1:]...); code != 1 {
+		t.Errorf("%v with a declared TOS that does not hold: exit %d, want 1", probe, code)
+	}
+	if code, out := run("-j", "doctor", "--scope", "policy"); !strings.Contains(out, `"id":"roce-tos-differs"`) || strings.Contains(out, "verbs") {
+		t.Errorf("--scope policy: exit %d\n%s", code, out)
 	}
 }

@@ -268,16 +268,22 @@ sparse() {
 # device nodes, so they are empty files here), rdma_ucm's /dev/infiniband/rdma_cm,
 # and rdma-core's provider files (/etc/libibverbs.d/NAME.driver).
 userspace() {
-	local root=$1 devpath=$2 map=$3 u dev p; shift 3
+	local root=$1 devpath=$2 map=$3 u p; shift 3
+	uverbs_class "$root" "$devpath" "$map"
+	for u in $map; do w "$root/dev/infiniband/${u%%:*}" ""; done
+	w "$root/dev/infiniband/rdma_cm" ""
+	for p in "$@"; do w "$root/etc/libibverbs.d/$p.driver" "driver $p"; done
+}
+
+# uverbs_class ROOT DEVPATH "uverbsN:DEV ..." : ib_uverbs' class devices in sysfs
+uverbs_class() {
+	local root=$1 devpath=$2 u dev
 	mkdir -p "$root/sys/class/infiniband_verbs"
-	for u in $map; do
+	for u in $3; do
 		dev=${u#*:}; u=${u%%:*}
 		w "$root/sys/devices/$devpath/infiniband_verbs/$u/ibdev" "$dev"
 		ln -sfn "../../devices/$devpath/infiniband_verbs/$u" "$root/sys/class/infiniband_verbs/$u"
-		w "$root/dev/infiniband/$u" ""
 	done
-	w "$root/dev/infiniband/rdma_cm" ""
-	for p in "$@"; do w "$root/etc/libibverbs.d/$p.driver" "driver $p"; done
 }
 
 # distro ROOT debian|rhel RELEASE : os-release and the running kernel's release
@@ -432,6 +438,20 @@ build rxe eval 'common rxe configfs ib_core rdma_cm rdma_rxe; rxe rxe'
 build sparse eval 'common sparse configfs ib_core rdma_cm; sparse sparse'
 build rxe-ready eval 'common rxe-ready configfs ib_core ib_cm iw_cm rdma_cm ib_uverbs rdma_ucm rdma_rxe; rxe_ready rxe-ready'
 build ib-ready eval 'common ib-ready configfs ib_core ib_cm iw_cm rdma_cm ib_uverbs rdma_ucm ib_umad ib_ipoib mlx4_core mlx4_ib sunrpc nfsd rpcrdma; ib_ready ib-ready'
+# The host as the rdmad DaemonSet's pod sees it (contrib/kubernetes): the
+# host's sysfs (configfs included), /etc/rdma, /etc/modprobe.d and the
+# kernel's /proc, but the container image's /dev (no /dev/infiniband) and
+# /etc (no /etc/libibverbs.d, no limits or systemd files): the user-space
+# checks fail there whatever the host has.
+pod_view() {
+	local root=$1
+	uverbs_class "$root" "pci0000:3a/0000:3a:00.0/0000:3b:00.0" "uverbs0:mlx5_0"
+	uverbs_class "$root" "pci0000:3a/0000:3a:00.0/0000:3b:00.1" "uverbs1:mlx5_1"
+	mkdir -p "$root/etc/modprobe.d" "$root/var/lib/rdmad"
+	w "$root/etc/modprobe.d/.keep" ""
+	w "$root/var/lib/rdmad/.keep" ""
+}
+build pod eval 'common pod configfs ib_core rdma_cm ib_cm iw_cm ib_uverbs rdma_ucm mlx5_core mlx5_ib; mlx5 pod; pod_view pod'
 # The demo host has rdma-core's user space, as a host a reader would try
 # rdmad on: what `make demo`'s doctor then reports is what rdmad's policy
 # changes (memlock) and what the demo's drop-in declares (mixed RoCE modes).

@@ -1,0 +1,70 @@
+// Package nhc tests rdmad.nhc, the LBNL NHC check on rdmactl doctor, with
+// its bash harness (check_rdmad_test.sh: NHC's die and dbg stubbed), the
+// real rdmactl and a real rdmad on a fixture host.
+package nhc
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/test/bustest"
+	"github.com/rdmad/rdmad/test/livetest"
+)
+
+var bins livetest.Binaries
+
+func TestMain(m *testing.M) { livetest.Main(m, &bins) }
+
+func harness(t *testing.T, rdmactl, expect string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("bash", append([]string{"./check_rdmad_test.sh", expect}, args...)...)
+	cmd.Env = append(os.Environ(), "RDMAD_RDMACTL="+rdmactl)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("check_rdmad %v, want %q: %v\n%s", args, expect, err, out)
+	}
+}
+
+func TestCheckRdmad(t *testing.T) {
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	livetest.Start(t, bins, addr, root, env)
+	rdmactl := bins.Rdmactl + " --bus " + addr
+
+	harness(t, rdmactl, "pass")
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-expect.toml", "[[expect]]\ndevice = \"rxe0\"\nrate = 1000\n")
+	_ = exec.Command(bins.Rdmactl, "--bus", addr, "reload").Run()
+	harness(t, rdmactl, "check_rdmad: rdmad: port-rate-low rxe0/1: rxe0/1 runs at 10 Gb/s")
+
+	// verify's first failing step (no RDMA tool installed here).
+	if err := os.Remove(filepath.Join(root, "etc/rdma/rdmad.d/50-expect.toml")); err != nil {
+		t.Fatal(err)
+	}
+	_ = exec.Command(bins.Rdmactl, "--bus", addr, "reload").Run()
+	t.Setenv("PATH", "/usr/bin:/bin")
+	if _, err := exec.LookPath("ibv_rc_pingpong"); err == nil {
+		t.Setenv("PATH", t.TempDir()+":"+filepath.Dir(mustLook(t, "timeout"))+":"+filepath.Dir(mustLook(t, "awk")))
+	}
+	harness(t, rdmactl, "check_rdmad: rdmad: verify-rc mlx4_0/1: ibv_rc_pingpong is not installed", "-v", "--root "+root+" --timeout 2s --size 1K")
+
+	harness(t, bins.Rdmactl+" --bus unix:path=/nonexistent/bus", "check_rdmad: rdmad: doctor did not answer: rdmactl:")
+	hang := filepath.Join(t.TempDir(), "hang")
+	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	harness(t, hang, "check_rdmad: rdmad: doctor did not answer within 1s", "-t", "1")
+	harness(t, rdmactl, "check_rdmad: usage", "-x")
+}
+
+func mustLook(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil || strings.Contains(p, " ") {
+		t.Skipf("%s: %v", name, err)
+	}
+	return p
+}

@@ -1,0 +1,234 @@
+// Package slurm tests rdmad-healthcheck, Slurm's HealthCheckProgram on
+// rdmactl doctor: the real script, the real rdmactl and rdmad on a
+// fixture host and a private bus, and a stand-in scontrol that keeps the
+// node's state in a file (the real slurmctld and slurmd run in the trixie
+// VM test).
+package slurm
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/test/bustest"
+	"github.com/rdmad/rdmad/test/livetest"
+)
+
+var bins livetest.Binaries
+
+func TestMain(m *testing.M) { livetest.Main(m, &bins) }
+
+// fakeScontrol answers `show node` from a state file (State=, Reason=) and
+// records every call; `update` changes the state as slurmctld would.
+const fakeScontrol = `#!/bin/sh
+echo "$*" >> "$SCONTROL_STATE.calls"
+state=$(sed -n 1p "$SCONTROL_STATE"); reason=$(sed -n 2p "$SCONTROL_STATE")
+case $1 in
+show)
+	echo "NodeName=$3 Arch=x86_64 CoresPerSocket=1"
+	echo "   State=$state ThreadsPerCore=1"
+	[ -n "$reason" ] && echo "   Reason=$reason [root@2026-03-01T08:00:00]"
+	exit 0 ;;
+update)
+	for a in "$@"; do
+		case $a in
+		state=drain) state=IDLE+DRAIN ;;
+		state=resume) state=IDLE; reason= ;;
+		reason=*) reason=${a#reason=} ;;
+		esac
+	done
+	printf '%s\n%s\n' "$state" "$reason" > "$SCONTROL_STATE"
+	exit 0 ;;
+esac
+exit 1
+`
+
+type slurm struct {
+	t     *testing.T
+	state string // the node's state file
+	env   []string
+}
+
+func newSlurm(t *testing.T, rdmactl string, extra ...string) *slurm {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "scontrol"), []byte(fakeScontrol), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &slurm{t: t, state: filepath.Join(dir, "node")}
+	s.set("IDLE", "")
+	s.env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "SCONTROL_STATE="+s.state,
+		"RDMACTL="+rdmactl, "RDMAD_HEALTHCHECK_CONF="+filepath.Join(dir, "none.conf"), "SLURMD_NODENAME=node1")
+	s.env = append(s.env, extra...)
+	return s
+}
+
+func (s *slurm) set(state, reason string) {
+	if err := os.WriteFile(s.state, []byte(state+"\n"+reason+"\n"), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *slurm) node() (state, reason string) {
+	b, _ := os.ReadFile(s.state)
+	l := strings.Split(string(b), "\n")
+	return l[0], l[1]
+}
+
+func (s *slurm) calls() string {
+	b, _ := os.ReadFile(s.state + ".calls")
+	return string(b)
+}
+
+// run runs the health check as slurmd does; it must exit 0 whatever it
+// found, within 45 s.
+func (s *slurm) run() string {
+	s.t.Helper()
+	cmd := exec.Command("./rdmad-healthcheck")
+	cmd.Env = s.env
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("rdmad-healthcheck: %v (it must always exit 0)\n%s", err, out)
+	}
+	if took := time.Since(start); took > 45*time.Second {
+		s.t.Errorf("rdmad-healthcheck took %s; slurmd kills it at 60 s", took)
+	}
+	return string(out)
+}
+
+// A failing finding drains the node naming it, the fix resumes it; a node
+// drained for another reason is neither re-drained nor resumed.
+func TestHealthCheckDrainsAndResumes(t *testing.T) {
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	livetest.Start(t, bins, addr, root, env)
+	s := newSlurm(t, bins.Rdmactl+" --bus "+addr)
+
+	s.run()
+	if st, r := s.node(); st != "IDLE" || r != "" || strings.Contains(s.calls(), "update") {
+		t.Fatalf("a healthy node was touched: %s %q\n%s", st, r, s.calls())
+	}
+
+	// The site expects rxe0 at 1000 Gb/s: an expectation not met fails.
+	dropIn := filepath.Join(root, "etc/rdma/rdmad.d/50-expect.toml")
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-expect.toml", "[[expect]]\ndevice = \"rxe0\"\nrate = 1000\n")
+	reload(t, addr)
+	s.run()
+	if st, r := s.node(); st != "IDLE+DRAIN" || r != "rdmad: port-rate-low rxe0/1" {
+		t.Fatalf("after a failing finding: %s %q\n%s", st, r, s.calls())
+	}
+	if !strings.Contains(s.calls(), `update nodename=node1 state=drain reason=rdmad: port-rate-low rxe0/1`) {
+		t.Errorf("calls:\n%s", s.calls())
+	}
+	// Again: already drained for it, no second update.
+	before := strings.Count(s.calls(), "update")
+	s.run()
+	if strings.Count(s.calls(), "update") != before {
+		t.Errorf("drained again for the same reason:\n%s", s.calls())
+	}
+
+	// The fix: the node is resumed.
+	if err := os.Remove(dropIn); err != nil {
+		t.Fatal(err)
+	}
+	reload(t, addr)
+	s.run()
+	if st, r := s.node(); st != "IDLE" || r != "" {
+		t.Fatalf("after the fix: %s %q\n%s", st, r, s.calls())
+	}
+
+	// An administrator's drain is theirs.
+	s.set("IDLE+DRAIN", "bad DIMM, ticket 4711")
+	s.run()
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-expect.toml", "[[expect]]\ndevice = \"rxe0\"\nrate = 1000\n")
+	reload(t, addr)
+	s.run()
+	if st, r := s.node(); st != "IDLE+DRAIN" || r != "bad DIMM, ticket 4711" {
+		t.Errorf("the administrator's drain was changed: %s %q\n%s", st, r, s.calls())
+	}
+}
+
+func reload(t *testing.T, addr string) {
+	t.Helper()
+	// reload exits 1 when a pass fails; the policy is in force either way.
+	_ = exec.Command(bins.Rdmactl, "--bus", addr, "reload").Run()
+}
+
+// rdmad not answering: the node is drained saying so (ON_ERROR=drain, the
+// default), within DOCTOR_TIMEOUT when rdmactl hangs; the node's name
+// comes from the configuration file when set there.
+func TestHealthCheckWhenDoctorDoesNotAnswer(t *testing.T) {
+	s := newSlurm(t, bins.Rdmactl+" --bus unix:path=/nonexistent/bus")
+	s.run()
+	if st, r := s.node(); st != "IDLE+DRAIN" || !strings.HasPrefix(r, "rdmad: doctor did not answer: ") {
+		t.Errorf("rdmad unreachable: %s %q", st, r)
+	}
+
+	dir := t.TempDir()
+	hang := filepath.Join(dir, "hang")
+	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "slurm-healthcheck.conf")
+	if err := os.WriteFile(conf, []byte("NODENAME=node042\nDOCTOR_TIMEOUT=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = newSlurm(t, hang, "RDMAD_HEALTHCHECK_CONF="+conf)
+	start := time.Now()
+	s.run()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("a hung rdmactl held the check %s past its 1 s bound", took)
+	}
+	if st, r := s.node(); st != "IDLE+DRAIN" || r != "rdmad: doctor did not answer within 1s" || !strings.Contains(s.calls(), "nodename=node042") {
+		t.Errorf("hung rdmactl: %s %q\n%s", st, r, s.calls())
+	}
+
+	s = newSlurm(t, bins.Rdmactl+" --bus unix:path=/nonexistent/bus", "ON_ERROR=ignore")
+	s.run()
+	if st, _ := s.node(); st != "IDLE" {
+		t.Errorf("ON_ERROR=ignore drained: %s", st)
+	}
+}
+
+// Without SLURMD_NODENAME the node is hostname -s.
+func TestHealthCheckNodeNameDefault(t *testing.T) {
+	s := newSlurm(t, bins.Rdmactl+" --bus unix:path=/nonexistent/bus")
+	var env []string
+	for _, e := range s.env {
+		if !strings.HasPrefix(e, "SLURMD_NODENAME=") {
+			env = append(env, e)
+		}
+	}
+	s.env = env
+	s.run()
+	short, err := exec.Command("hostname", "-s").Output()
+	if err != nil {
+		t.Skip("no hostname command")
+	}
+	if !strings.Contains(s.calls(), "show node "+strings.TrimSpace(string(short))) {
+		t.Errorf("node name is not hostname -s:\n%s", s.calls())
+	}
+}
+
+// VERIFY=yes: a failing verify step drains naming it.
+func TestHealthCheckVerify(t *testing.T) {
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	livetest.Start(t, bins, addr, root, env)
+	noTools := t.TempDir()
+	s := newSlurm(t, bins.Rdmactl+" --bus "+addr, "VERIFY=yes", "VERIFY_ARGS=--root "+root+" --timeout 2s --size 1K")
+	for i, e := range s.env { // the stand-in scontrol, and no RDMA tool
+		if strings.HasPrefix(e, "PATH=") {
+			s.env[i] = "PATH=" + filepath.Dir(s.state) + ":" + noTools + ":/usr/bin:/bin"
+		}
+	}
+	s.run()
+	if st, r := s.node(); st != "IDLE+DRAIN" || r != "rdmad: verify-rc mlx4_0/1" {
+		t.Errorf("verify failing: %s %q\n%s", st, r, s.calls())
+	}
+}
