@@ -16,7 +16,8 @@ import (
 // where the kernel has one (6.12+), rtnetlink link changes, and changes to
 // the configuration and modules directories. A source that cannot start is
 // logged and retried; it never stops the daemon, which still reconciles on
-// reload, SIGHUP and D-Bus calls. configReady is closed once the
+// reload, SIGHUP and D-Bus calls. On the real host the ethtool monitor
+// group says when another tool changes a netdev's global pause. configReady is closed once the
 // configuration files are watched.
 func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger, configReady chan<- struct{}) error {
 	var once sync.Once
@@ -61,6 +62,13 @@ func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger, co
 			Devices: events.RDMADevices,
 			Req:     svc,
 			Log:     log.With("source", "rdma-monitor"),
+		}
+		// Global pause changes made through ethtool netlink: [[qos]] pause
+		// drift is seen at once, not at the next verify read-back.
+		sources["ethtool-monitor"] = &events.PauseSource{
+			Open: events.OpenPauseMonitor,
+			Req:  svc,
+			Log:  log.With("source", "ethtool-monitor"),
 		}
 	}
 	return events.RunAll(ctx, log, sources)
