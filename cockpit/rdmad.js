@@ -100,7 +100,9 @@
         case "org.rdmad1.Error.NextBoot":
             return "Saved for the next boot, but the running kernel refused the switch now: " + msg;
         case "org.rdmad1.Error.Busy":
-            return "rdmad is busy building other reports; try again in a moment (" + msg + ").";
+            return "rdmad is busy; try again in a moment (" + msg + ").";
+        case "org.rdmad1.Error.NotAllowed":
+            return "This host's configuration does not let changes be made here: " + msg;
         case "org.rdmad1.Error.Config":
             return "The configuration files have an error; the policy in force stays (" + policyText(manager) + "): " + msg;
         case "org.freedesktop.DBus.Error.InvalidArgs":
@@ -130,11 +132,34 @@
     /* ---- administrative access ---- */
 
     const permission = cockpit.permission({ admin: true });
+
+    /* applyControls enables what this session may do: nothing read-only;
+     * with [api] changes = "none" (Manager.APIChanges) no declaration,
+     * with "runtime" no "keep after reboot". Reconcile always works. */
+    function applyControls() {
+        const api = (manager.valid && manager.APIChanges) || "all";
+        for (const e of document.querySelectorAll(".admin-only"))
+            e.disabled = readOnly;
+        for (const e of document.querySelectorAll(".declares"))
+            e.disabled = readOnly || api === "none";
+        for (const e of document.querySelectorAll(".persist")) {
+            e.disabled = readOnly || api !== "all";
+            if (api !== "all")
+                e.checked = false;
+        }
+        const note = $("api-note");
+        const where = manager.valid && manager.APIChangesSource ? " (" + manager.APIChangesSource + ")" : "";
+        if (api === "none")
+            note.textContent = "This host takes no changes from here: [api] changes = \"none\"" + where + ". Its configuration files alone declare the policy.";
+        else if (api === "runtime")
+            note.textContent = "Changes made here last until rdmad restarts: [api] changes = \"runtime\"" + where + " does not let them be kept after reboot.";
+        note.hidden = api === "all";
+    }
+
     function applyAccess() {
         readOnly = permission.allowed !== true || deniedByRdmad;
         document.body.classList.toggle("read-only", readOnly);
-        for (const e of document.querySelectorAll(".admin-only"))
-            e.disabled = readOnly;
+        applyControls();
         $("readonly-note").hidden = !readOnly;
         $("access").textContent = readOnly
             ? "Read-only: administrative access required to change the host."
@@ -337,9 +362,8 @@
             body.appendChild(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "No soft link is declared.")));
         for (const l of links) {
             const [name, type, netdev, source] = l;
-            const persist = el("input", { type: "checkbox", class: "admin-only", checked: source !== "runtime" });
-            const del = el("button", { type: "button", class: "admin-only danger" }, "Delete");
-            persist.disabled = del.disabled = readOnly;
+            const persist = el("input", { type: "checkbox", class: "admin-only declares persist", checked: source !== "runtime" });
+            const del = el("button", { type: "button", class: "admin-only declares danger" }, "Delete");
             del.addEventListener("click", () => {
                 showResult("link-result", "Deleting " + name + "…", "busy");
                 call("DeleteLink", "sb", [name, persist.checked])
@@ -507,8 +531,7 @@
             renderPortChoice(devs);
             renderLinks();
             renderPicture(devs);
-            for (const e of document.querySelectorAll(".admin-only"))
-                e.disabled = readOnly;
+            applyControls();
             document.body.setAttribute("data-ready", connected ? "yes" : "no");
         });
     }

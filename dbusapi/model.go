@@ -45,18 +45,22 @@ var IntrospectionXML []byte
 // Manager is the org.rdmad1.Manager properties. Field tags: `prop` is the
 // D-Bus property name, `json` the stable name of rdmactl -o json.
 type Manager struct {
-	Version       string            `prop:"Version" json:"version"`
-	ConfigFiles   []string          `prop:"ConfigFiles" json:"config_files"`
-	ConfigError   string            `prop:"ConfigError" json:"config_error"`
-	PolicyInForce string            `prop:"PolicyInForce" json:"policy_in_force"`
-	PolicySaved   uint64            `prop:"PolicySaved" json:"policy_saved_usec"`
-	LastGoodError string            `prop:"LastGoodError" json:"last_good_error"`
-	LastReconcile uint64            `prop:"LastReconcile" json:"last_reconcile_usec"`
-	LastResult    string            `prop:"LastResult" json:"last_result"`
-	NetnsMode     string            `prop:"NetnsMode" json:"netns_mode"`
-	Links         []Link            `prop:"Links" json:"links"`
-	Modules       []string          `prop:"Modules" json:"modules"`
-	Devices       []dbus.ObjectPath `prop:"Devices" json:"-"`
+	Version       string   `prop:"Version" json:"version"`
+	ConfigFiles   []string `prop:"ConfigFiles" json:"config_files"`
+	ConfigError   string   `prop:"ConfigError" json:"config_error"`
+	PolicyInForce string   `prop:"PolicyInForce" json:"policy_in_force"`
+	PolicySaved   uint64   `prop:"PolicySaved" json:"policy_saved_usec"`
+	LastGoodError string   `prop:"LastGoodError" json:"last_good_error"`
+	LastReconcile uint64   `prop:"LastReconcile" json:"last_reconcile_usec"`
+	LastResult    string   `prop:"LastResult" json:"last_result"`
+	NetnsMode     string   `prop:"NetnsMode" json:"netns_mode"`
+	Links         []Link   `prop:"Links" json:"links"`
+	Modules       []string `prop:"Modules" json:"modules"`
+	// APIChanges is [api] changes ("all", "runtime", "none") and
+	// APIChangesSource the file:line that sets it ("" for the default).
+	APIChanges       string            `prop:"APIChanges" json:"api_changes"`
+	APIChangesSource string            `prop:"APIChangesSource" json:"api_changes_source"`
+	Devices          []dbus.ObjectPath `prop:"Devices" json:"-"`
 }
 
 // Link is a declared soft RDMA link (D-Bus struct (ssss)).

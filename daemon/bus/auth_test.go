@@ -330,6 +330,10 @@ func TestChecksComeInOrder(t *testing.T) {
 	if _, err := e.root0.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	apiLine := fmt.Sprintf("%s:%d", filepath.Join(e.root, config.MainFile), strings.Count(authConfig, "\n")+3)
+	if got, src := managerProp(t, e.root0.Conn(), "APIChanges"), managerProp(t, e.root0.Conn(), "APIChangesSource"); got != "runtime" || src != apiLine {
+		t.Errorf("Manager.APIChanges %q from %q, want runtime from %s", got, src, apiLine)
+	}
 	err := e.root0.SetRoCE(t.Context(), "mlx5_0", 1, "v2", -1, true)
 	if client.ErrorName(err) != dbusapi.ErrNotAllowed || !strings.Contains(client.ErrorMessage(err), fmt.Sprintf("%s:%d", config.MainFile, strings.Count(authConfig, "\n")+3)) {
 		t.Errorf("root, persisted under [api] changes = runtime: %v", err)

@@ -33,7 +33,14 @@ func managerModel(pol *config.Policy, configErr error, inForce config.InForce, s
 	if !inForce.Saved.IsZero() {
 		m.PolicySaved = uint64(inForce.Saved.UnixMicro())
 	}
+	m.APIChanges = string(config.APIChangesAll)
 	if pol != nil {
+		if pol.API.Changes != "" {
+			m.APIChanges = string(pol.API.Changes)
+		}
+		if pol.API.Source.File != "" {
+			m.APIChangesSource = pol.API.Source.String()
+		}
 		m.ConfigFiles = pol.Files
 		m.NetnsMode = string(netns.InForce(pol.Netns))
 		for _, l := range pol.Links {

@@ -140,6 +140,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 		checkUnits                        setting[[]string]
 	)
 	p := &Policy{Files: []string{}}
+	var netnsDecls []Position
 	for _, d := range decls {
 		p.Files = append(p.Files, d.file)
 		modEnable.override(d.modules.enable)
@@ -152,17 +153,24 @@ func merge(decls []*fileDecl) (*Policy, error) {
 		memServices.override(d.memlock.services)
 		checkUnits.override(d.memlock.checkUnits)
 		netnsMode.override(d.netns.mode)
+		if d.netns.mode.Set {
+			netnsDecls = append(netnsDecls, d.netns.mode.Pos)
+		}
 		textfile.override(d.metrics.textfile)
 		p.RoCE = append(p.RoCE, d.roce...)
 		p.VPI = append(p.VPI, d.vpi...)
 		p.QoS = append(p.QoS, d.qos...)
 		p.Expect = append(p.Expect, d.expect...)
 		for _, l := range d.links {
-			p.Links = replaceLink(p.Links, l)
+			var old *Link
+			if p.Links, old = replaceLink(p.Links, l); old != nil {
+				p.ShadowedLinks = append(p.ShadowedLinks, ShadowedLink{Link: *old, By: l.Source})
+			}
 		}
 	}
 	p.Modules = Modules{Enable: modEnable.or(true), Directory: modDir.or(DefaultModulesDirectory)}
 	p.Netns = Netns{Mode: netnsMode.Value, Source: netnsMode.Pos}
+	p.NetnsDeclarations = netnsDecls
 	p.Metrics = Metrics{Textfile: textfile.Value}
 	p.Doctor = mergeDoctor(decls)
 	p.MemlockCheckUnits = UnitList{Names: checkUnits.Value, Source: checkUnits.Pos}
@@ -207,16 +215,17 @@ func checkSoftHard(soft, hard setting[Limit], m *Memlock) error {
 		Msg: fmt.Sprintf("%s is below memlock.soft %s (%s); set soft as well", m.Hard.Human(), m.Soft.Human(), where(soft))}
 }
 
-func replaceLink(links []Link, l Link) []Link {
+// replaceLink adds l to links, in place of an earlier link of the same
+// name, which it returns.
+func replaceLink(links []Link, l Link) ([]Link, *Link) {
 	for i, old := range links {
 		if old.Name == l.Name {
 			slog.Debug("config: link redeclared, later declaration wins",
 				"link", l.Name, "earlier", old.Source.String(), "later", l.Source.String())
-			links = append(links[:i:i], links[i+1:]...)
-			break
+			return append(append(links[:i:i], links[i+1:]...), l), &old
 		}
 	}
-	return append(links, l)
+	return append(links, l), nil
 }
 
 // checkLinkNetdevs refuses two links of one type on one netdev: the kernel
@@ -244,6 +253,10 @@ func (p *Policy) LinkSource(name string) (Position, bool) {
 	}
 	return Position{}, false
 }
+
+// FromDBus reports whether a declaration was made over D-Bus: at runtime,
+// or persisted in rdmad's drop-in.
+func FromDBus(pos Position) bool { return pos.IsRuntime() || IsPersistedFile(pos) }
 
 // IsPersistedFile reports whether a declaration comes from rdmad's own
 // drop-in, the only file rdmad may rewrite.

@@ -49,10 +49,18 @@ type Policy struct {
 	Netns     Netns
 	RoCE      []RoCERule // in declaration order; later rules win per field
 	Links     []Link
-	VPI       []VPIRule // mlx4 VPI port types; later rules win
-	QoS       []QoSRule // lossless RoCE (PFC, DSCP trust); later rules win per field
-	Metrics   Metrics
-	API       API // what D-Bus clients may declare ([api], api.go)
+	// ShadowedLinks are links a file declared that a later declaration
+	// of the same name replaced (a later file, rdmad's drop-in, a runtime
+	// change) or a runtime change deleted: doctor names them.
+	ShadowedLinks []ShadowedLink
+	// NetnsDeclarations are where the files set [netns] mode, in merge
+	// order (the last is Netns.Source): doctor tells one a later file
+	// overrides.
+	NetnsDeclarations []Position
+	VPI               []VPIRule // mlx4 VPI port types; later rules win
+	QoS               []QoSRule // lossless RoCE (PFC, DSCP trust); later rules win per field
+	Metrics           Metrics
+	API               API // what D-Bus clients may declare ([api], api.go)
 	// Expect is what doctor judges ports against ([[expect]], health.go);
 	// later rules win per field.
 	Expect []ExpectRule
@@ -329,6 +337,15 @@ func (p *Policy) RoCEFor(t Target, port int) RoCEDesired {
 		}
 	}
 	return d
+}
+
+// ShadowedLink is a link declaration that a later one replaced.
+type ShadowedLink struct {
+	Link Link     // the replaced declaration, with its Source
+	By   Position // where the replacing declaration was made (a file:line, or the runtime)
+	// Deleted says a runtime change deleted the link rather than
+	// redeclared it.
+	Deleted bool
 }
 
 // LinkType is the kind of soft RDMA device.

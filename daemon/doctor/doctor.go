@@ -98,6 +98,7 @@ func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
 	sort.Slice(d.devs, func(i, j int) bool { return d.devs[i].Name < d.devs[j].Name })
 	for _, check := range []func(){
 		d.checkConfig,
+		d.checkOverrides,
 		d.checkLinks,
 		d.checkPorts,
 		d.checkPCIe,

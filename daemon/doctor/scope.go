@@ -11,6 +11,7 @@ import "github.com/rdmad/rdmad/dbusapi"
 // finding about a declared setting belongs here.
 var policyIDs = map[string]bool{
 	"config-loaded": true, "config-error": true,
+	"override": true, "no-override": true, "api-tables": true,
 	"link-present": true, "link-waiting": true, "link-missing": true,
 	"roce-policy-applied": true, "roce-mode-differs": true, "roce-tos-differs": true, "roce-configfs-missing": true,
 	"rules-matched": true, "rule-unmatched": true,

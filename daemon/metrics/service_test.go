@@ -315,3 +315,29 @@ func TestDaemonTextfileHasCoexistenceFindings(t *testing.T) {
 		return !ok
 	})
 }
+
+// A TOS set over D-Bus over the files' is a standing override in the
+// running daemon's textfile, named by port, until it is withdrawn.
+func TestDaemonTextfileShowsOverrides(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	override := func(f map[string]*dto.MetricFamily) (float64, bool) {
+		return metrics.Sample(f, "rdmad_doctor_finding", "id=override", "subject=mlx5_0/1", "severity=warn")
+	}
+	if err := d.svc.SetRoCE(context.Background(), service.RoCEChange{Device: "mlx5_0", Port: 1, TOS: 0, Persist: true}); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(t, textfile, func(f map[string]*dto.MetricFamily) bool {
+		v, ok := override(f)
+		return ok && v == 1
+	})
+	metrics.Promtool(t, readTextfile(t, d))
+	if err := d.svc.Withdraw(context.Background(), service.Withdrawal{Kind: service.WithdrawRoCE, Name: "mlx5_0", Port: 1, Persist: true}); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(t, textfile, func(f map[string]*dto.MetricFamily) bool {
+		_, ok := override(f)
+		v, none := metrics.Sample(f, "rdmad_doctor_finding", "id=no-override", "subject=host", "severity=ok")
+		return !ok && none && v == 1
+	})
+}

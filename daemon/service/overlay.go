@@ -50,12 +50,20 @@ func (o Overlay) Apply(base *config.Policy) *config.Policy {
 	p.RoCE = append(slices.Clone(base.RoCE), o.RoCE...)
 	p.QoS = append(slices.Clone(base.QoS), o.QoS...)
 	var links []config.Link
+	p.ShadowedLinks = slices.Clone(base.ShadowedLinks)
 	for _, l := range base.Links {
-		if !slices.Contains(o.DeletedLinks, l.Name) {
-			links = append(links, l)
+		if slices.Contains(o.DeletedLinks, l.Name) {
+			p.ShadowedLinks = append(p.ShadowedLinks, config.ShadowedLink{Link: l, By: config.Position{File: config.RuntimeFile}, Deleted: true})
+			continue
 		}
+		links = append(links, l)
 	}
 	for _, l := range o.Links {
+		for _, old := range links {
+			if old.Name == l.Name {
+				p.ShadowedLinks = append(p.ShadowedLinks, config.ShadowedLink{Link: old, By: l.Source})
+			}
+		}
 		links = slices.DeleteFunc(links, func(old config.Link) bool { return old.Name == l.Name })
 		links = append(links, l)
 	}

@@ -536,3 +536,96 @@ func TestCockpitSaysWhatIsInForce(t *testing.T) {
 		t.Errorf("the page says %+v, want nothing declared in force and the error", text)
 	}
 }
+
+// TestCockpitPageFollowsAPIChanges: with [api] changes = "runtime" the page
+// says so with its file:line and turns "keep after reboot" off, a change
+// still goes through at runtime, and a value persisted before over a
+// file's is an override finding with its unset command; with "none"
+// every control that declares is off (Reconcile is not), and a change
+// forced through is refused as a sentence naming the file.
+func TestCockpitPageFollowsAPIChanges(t *testing.T) {
+	exe := need(t)
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the bridge runs as root for the administrative view")
+	}
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-roce.toml", "[[roce]]\ndevice = \"mlx5_*\"\nmode = \"v2\"\ntos = 106\n")
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/10-api.toml", "[api]\nchanges = \"runtime\"\n")
+	dropIn := filepath.Join(root, "etc/rdma/rdmad.d/zz-rdmad-persist.toml")
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/zz-rdmad-persist.toml",
+		"# Managed by rdmad: changes made with rdmactl --persist / D-Bus. Edit other files instead.\n\n[[roce]]\ndevice = \"mlx5_0\"\nport = 1\ntos = 0\n")
+	livetest.Start(t, bins, addr, root, env)
+	url := startWS(t, addr, installPage(t), 0)
+	apiFile := filepath.Join(root, "etc/rdma/rdmad.d/10-api.toml")
+
+	b := newBrowser(t, exe)
+	b.run(t, "open "+url, chromedp.Navigate(url), chromedp.Click("#tab-change", chromedp.ByID))
+	b.waitFor(t, "the [api] note", `!document.getElementById("api-note").hidden && document.body.dataset.ready === "yes" && !document.getElementById("reconcile").disabled`)
+	type controls struct {
+		Note                string
+		Persist             []bool // disabled
+		PersistChecked      []bool
+		Declares, Reconcile bool // disabled
+	}
+	const controlsJS = `({Note: document.getElementById("api-note").textContent,
+		Persist: ["roce-persist", "link-persist", "netns-persist"].map(id => document.getElementById(id).disabled),
+		PersistChecked: ["roce-persist", "link-persist", "netns-persist"].map(id => document.getElementById(id).checked),
+		Declares: ["roce-apply", "link-add", "netns-apply", "roce-tos"].every(id => document.getElementById(id).disabled),
+		Reconcile: document.getElementById("reconcile").disabled})`
+	var c controls
+	b.eval(t, controlsJS, &c)
+	if !strings.Contains(c.Note, `[api] changes = "runtime" (`+apiFile+`:2)`) || strings.Contains(fmt.Sprint(c.Persist), "false") ||
+		strings.Contains(fmt.Sprint(c.PersistChecked), "true") || c.Declares || c.Reconcile {
+		t.Errorf("under [api] changes = runtime: %+v", c)
+	}
+	b.screenshot(t, "change-api-runtime.png")
+
+	// A runtime change still goes through; the drop-in is left alone.
+	b.run(t, "set TOS 42 on mlx5_1/1",
+		chromedp.SetValue("#roce-port", `["mlx5_1",1]`, chromedp.ByID),
+		chromedp.SetValue("#roce-tos", "42", chromedp.ByID),
+		chromedp.Click("#roce-apply", chromedp.ByID),
+	)
+	b.waitFor(t, "the SetRoCE result", `document.getElementById("roce-result").classList.contains("ok")`)
+	if got := read(t, filepath.Join(root, "sys/kernel/config/rdma_cm/mlx5_1/ports/1/default_roce_tos")); got != "42" {
+		t.Errorf("configfs TOS of mlx5_1/1 = %q, want 42", got)
+	}
+	if got := read(t, dropIn); strings.Contains(got, "mlx5_1") {
+		t.Errorf("a runtime change reached the drop-in:\n%s", got)
+	}
+
+	// The persisted TOS over 50-roce.toml's is an override, with its fix.
+	b.run(t, "open Health", chromedp.Click("#tab-health", chromedp.ByID))
+	b.waitFor(t, "the override finding", `document.querySelector('#findings .finding-warn[data-id="override"]') !== null`)
+	var override struct{ Text, Fix string }
+	b.eval(t, `(() => { const li = Array.from(document.querySelectorAll('#findings .finding-warn[data-id="override"]')).find(li => li.querySelector(".subject").textContent === "mlx5_0/1");
+		return li ? {Text: li.querySelector(".text").textContent, Fix: li.querySelector(".fix code").textContent} : {}; })()`, &override)
+	if !strings.Contains(override.Text, "RoCE TOS 0 (persisted at "+dropIn) || !strings.Contains(override.Text, "overrides 106 declared at "+filepath.Join(root, "etc/rdma/rdmad.d/50-roce.toml:1")) ||
+		!strings.Contains(override.Text, `[api] changes = "runtime"`) || override.Fix != "rdmactl roce unset mlx5_0/1 --persist" {
+		t.Errorf("the override finding of mlx5_0/1: %+v", override)
+	}
+	b.screenshot(t, "health-override.png")
+
+	// "none": every declaring control goes off, Reconcile stays.
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/10-api.toml", "[api]\nchanges = \"none\"\n")
+	if out, err := exec.Command(bins.Rdmactl, "--bus", addr, "reload").CombinedOutput(); err != nil {
+		t.Fatalf("rdmactl reload: %v\n%s", err, out)
+	}
+	b.run(t, "open Change", chromedp.Click("#tab-change", chromedp.ByID))
+	b.waitFor(t, "the controls off", `document.getElementById("roce-apply").disabled && /"none"/.test(document.getElementById("api-note").textContent)`)
+	b.eval(t, controlsJS, &c)
+	if !c.Declares || c.Reconcile || !strings.Contains(c.Note, apiFile+":2") {
+		t.Errorf("under [api] changes = none: %+v", c)
+	}
+	b.run(t, "force SetRoCE",
+		chromedp.Evaluate(`for (const e of document.querySelectorAll(".declares")) e.disabled = false; document.getElementById("roce-tos").value = "7"; document.getElementById("roce-apply").click()`, nil),
+	)
+	b.waitFor(t, "the refusal", `document.getElementById("roce-result").classList.contains("fail")`)
+	var msg string
+	b.eval(t, `document.getElementById("roce-result").textContent`, &msg)
+	if !strings.HasPrefix(msg, "This host's configuration does not let changes be made here: "+apiFile+`:2: [api] changes = "none"`) {
+		t.Errorf("the refusal reads %q", msg)
+	}
+	b.screenshot(t, "change-api-none.png")
+}

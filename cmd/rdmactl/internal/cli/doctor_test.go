@@ -86,7 +86,7 @@ func TestDoctorHealthyHost(t *testing.T) {
 	if !strings.Contains(out, "ok        rxe0/1     rxe0/1: ACTIVE, LinkUp") {
 		t.Errorf("port row missing or misaligned:\n%s", out)
 	}
-	if last := lines[len(lines)-1]; last != "10 ok, 0 warn, 0 fail" {
+	if last := lines[len(lines)-1]; last != "11 ok, 0 warn, 0 fail" {
 		t.Errorf("summary = %q\n%s", last, out)
 	}
 }

@@ -174,7 +174,7 @@ var fixtureReconcile = uint64(time.Date(2026, 11, 24, 10, 52, 26, 0, time.UTC).U
 func fixture() *fakeRdmad {
 	return &fakeRdmad{
 		manager: dbusapi.Manager{Version: "1.2.3", ConfigFiles: []string{"/etc/rdma/rdmad.toml", "/etc/rdma/rdmad.d/50-roce.toml"}, PolicyInForce: "files",
-			LastReconcile: fixtureReconcile, LastResult: "ok", NetnsMode: "shared", Modules: []string{"mlx5_ib", "rdma_rxe"},
+			LastReconcile: fixtureReconcile, LastResult: "ok", NetnsMode: "shared", APIChanges: "all", Modules: []string{"mlx5_ib", "rdma_rxe"},
 			Links: []dbusapi.Link{{Name: "rxe0", Type: "rxe", Netdev: "eth1", Source: "/etc/rdma/rdmad.toml:12"},
 				{Name: "rxe1", Type: "rxe", Netdev: "eth2", Source: "runtime"}}},
 		devices: []dbusapi.Device{
@@ -211,7 +211,7 @@ func fixture() *fakeRdmad {
 
 // empty is a host with nothing: no device, no link, no finding.
 func empty() *fakeRdmad {
-	return &fakeRdmad{manager: dbusapi.Manager{Version: "1.2.3", LastResult: "ok", NetnsMode: "shared", PolicyInForce: "files"}, reload: "ok"}
+	return &fakeRdmad{manager: dbusapi.Manager{Version: "1.2.3", LastResult: "ok", NetnsMode: "shared", APIChanges: "all", PolicyInForce: "files"}, reload: "ok"}
 }
 
 // run runs rdmactl in-process against addr, in a fixed time zone.
