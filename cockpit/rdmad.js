@@ -12,7 +12,6 @@
     const BUS_NAME = "org.rdmad1";
     const ROOT = "/org/rdmad1";
     const MANAGER = "org.rdmad1.Manager";
-    const MODE_NAMES = { v1: "IB/RoCE v1", v2: "RoCE v2" };
     const SVG_NS = "http://www.w3.org/2000/svg";
 
     const $ = id => document.getElementById(id);
@@ -184,18 +183,28 @@
         return list.sort((a, b) => a.Number - b.Number);
     }
 
-    /* Settings as rdmad_port_drift names them, as operators read them. */
-    const SETTING_NAMES = { roce_mode: "RoCE mode", roce_tos: "TOS", vpi_type: "port type", qos_trust: "QoS trust", qos_pfc: "PFC" };
+    /* A port's settings as rdmad's parts recorded them (Port.Settings,
+     * "a(sssssss)": name, title, declared, source, observed, state, why).
+     * The page decides nothing about a setting itself: it shows what the
+     * records say, whatever the setting, so a new one needs no change here. */
+    function settings(p) {
+        return (p.Settings || []).map(([name, title, declaredValue, source, observed, state, why]) =>
+            ({ name, title, declared: declaredValue, source, observed, state, why }));
+    }
 
-    /* drift lists the declared settings that do not hold (Port.Drift). */
+    /* applies: declared, and applies to the port. */
+    function applies(s) {
+        return s.state !== "undeclared" && s.state !== "not-applicable";
+    }
+
+    /* drift lists the titles of the declared settings that do not hold. */
     function drift(p) {
-        const d = p.Drift || {};
-        return Object.keys(d).filter(k => d[k]).sort().map(k => SETTING_NAMES[k] || k);
+        return settings(p).filter(s => applies(s) && s.state !== "holds").map(s => s.title);
     }
 
     /* declared: some declared setting applies to the port. */
     function declared(p) {
-        return Object.keys(p.Drift || {}).length > 0;
+        return settings(p).some(applies);
     }
 
     /* shortSource shows "file:line" entries by file name (the whole path
@@ -204,22 +213,26 @@
         return (src || "").split(", ").map(e => e.replace(/^.*\//, "")).join(", ");
     }
 
-    /* hasQoS: the QoS columns (the Port properties QoSTrust, QoSPFC and their
-     * Desired* twins) are shown when this rdmad has them and some port has QoS declared or reported. */
-    function hasQoS() {
-        return Object.keys(ports).some(k => {
-            const p = ports[k];
-            return p && p.valid && p.QoSTrust !== undefined && Boolean(p.QoSTrust || p.DesiredQoSTrust || p.DesiredQoSPFCSet);
+    /* settingsCell: one line per setting, the kernel's value / the
+     * declared one, marked by whether it holds. */
+    function settingsCell(p) {
+        const lines = settings(p).filter(s => s.state !== "not-applicable").map(s => {
+            const kind = s.state === "holds" ? "ok" : s.state === "undeclared" ? "none" : "fail";
+            const title = [s.source ? "declared at " + s.source : "not declared", s.state, s.why].filter(Boolean).join(": ");
+            return el("div", { class: "setting setting-" + kind, title, "data-setting": s.name },
+                el("span", { class: "setting-title" }, s.title + " "),
+                s.observed || "—", el("span", { class: "sep" }, " / "), s.declared || "—");
         });
+        return el("td", { class: "pair" }, ...lines);
     }
 
-    function pfcText(v) {
-        if (v === undefined || v === null || v === "")
-            return "";
-        let bytes = v;
-        if (typeof v === "string") /* "ay" arrives base64-encoded */
-            bytes = Array.from(cockpit.base64_decode(v));
-        return Array.from(bytes).join(",");
+    /* sourcesOf: the distinct files:lines that declare the port's settings. */
+    function sourcesOf(p) {
+        const seen = [];
+        for (const s of settings(p))
+            if (s.source && !seen.includes(s.source))
+                seen.push(s.source);
+        return seen.join(", ");
     }
 
     function stateClass(state) {
@@ -239,14 +252,10 @@
     }
 
     function renderOverview(devs) {
-        const qos = hasQoS();
         const head = $("ports-head");
         clear(head);
         const cols = ["Device", "Port", "Transport", "State", "Rate", "Netdev",
-            "RoCE mode (now / declared)", "TOS (now / declared)", "Declared in"];
-        if (qos)
-            cols.push("QoS trust (now / declared)", "PFC (now / declared)");
-        cols.push("Drift");
+            "Settings (now / declared)", "Declared in", "Drift"];
         head.appendChild(el("tr", {}, ...cols.map(c => el("th", { scope: "col" }, c))));
 
         const body = $("ports-body");
@@ -269,14 +278,11 @@
                     driftCell = badge("fail", "drift: " + dr.join(", "), "the kernel value differs from the declared one, or could not be read or written");
                 else if (declared(p))
                     driftCell = badge("ok", "✓ as declared");
-                else if (p.DesiredRoCEMode || p.DesiredRoCETOS >= 0 || p.VPIType)
+                else if (settings(p).some(s => s.state === "not-applicable"))
                     driftCell = badge("none", "not applicable", "a rule selects this port, but its settings do not apply to a " + (p.Transport || "such") + " port");
                 else
                     driftCell = badge("none", "not declared");
-                const modeNow = p.RoCEMode || "—";
-                const modeWant = p.DesiredRoCEMode ? (MODE_NAMES[p.DesiredRoCEMode] || p.DesiredRoCEMode) : "—";
-                const tosNow = p.RoCETOS >= 0 ? String(p.RoCETOS) : "—";
-                const tosWant = p.DesiredRoCETOS >= 0 ? String(p.DesiredRoCETOS) : "—";
+                const src = sourcesOf(p);
                 const cells = [
                     el("td", { class: "num" }, String(p.Number)),
                     el("td", {}, p.Transport || ""),
@@ -284,17 +290,9 @@
                         p.PhysState ? el("span", { class: "sub" }, p.PhysState) : null),
                     el("td", {}, p.Rate || ""),
                     el("td", {}, (p.Netdevs || []).join(", ")),
-                    el("td", { class: "pair" }, modeNow, el("span", { class: "sep" }, " / "), modeWant),
-                    el("td", { class: "pair" }, tosNow, el("span", { class: "sep" }, " / "), tosWant),
-                    el("td", { class: "source", title: p.DesiredRoCESource || null }, shortSource(p.DesiredRoCESource)),
+                    settingsCell(p),
+                    el("td", { class: "source", title: src || null }, shortSource(src)),
                 ];
-                if (qos) {
-                    const pfcWant = p.DesiredQoSPFCSet ? (pfcText(p.DesiredQoSPFC) || "off") : "—";
-                    cells.push(el("td", { class: "pair", title: p.DesiredQoSSource || null },
-                        p.QoSTrust || "—", el("span", { class: "sep" }, " / "), p.DesiredQoSTrust || "—"),
-                    el("td", { class: "pair", title: p.DesiredQoSSource || null },
-                        pfcText(p.QoSPFC) || "—", el("span", { class: "sep" }, " / "), pfcWant));
-                }
                 cells.push(el("td", {}, driftCell, p.Error ? el("span", { class: "error-text" }, p.Error) : null));
                 const tr = el("tr", { "data-device": d.Name, "data-port": String(p.Number) });
                 if (i === 0)

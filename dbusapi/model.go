@@ -119,7 +119,88 @@ type Port struct {
 	// Drift: every declared setting that applies to the port, true when
 	// it does not hold after the last pass (rdmad_port_drift's samples).
 	Drift map[string]bool `prop:"Drift" json:"drift"`
-	Error string          `prop:"Error" json:"error"`
+	// Settings: every setting of the port as its part recorded it.
+	Settings []Setting `prop:"Settings" json:"settings"`
+	Error    string    `prop:"Error" json:"error"`
+}
+
+// Setting is one setting of a port as rdmad's records say (D-Bus struct
+// (sssssss)): what is declared and where, what the kernel holds, and
+// whether it holds.
+type Setting struct {
+	Name     string `json:"name"`
+	Title    string `json:"title"`
+	Declared string `json:"declared"`
+	Source   string `json:"source"`
+	Observed string `json:"observed"`
+	State    string `json:"state"`
+	Why      string `json:"why"`
+}
+
+// The states of a setting (Setting.State).
+const (
+	SettingHolds         = "holds"
+	SettingUndeclared    = "undeclared"
+	SettingNotApplicable = "not-applicable"
+)
+
+// Wire is one setting's values as the properties that carry a single
+// setting take them (FillSingle): Declared and Observed in the property's
+// Go type, nil when there is none.
+type Wire struct {
+	Name               string
+	Declared, Observed any
+	Source             string
+}
+
+// FillSingle sets the Port properties that each carry one setting
+// (RoCEMode, DesiredRoCETOS, QoSPFC...) from the settings' values; the
+// declared sources of a group (RoCE, QoS) are joined in a fixed order.
+// Settings without such properties are skipped.
+func (p *Port) FillSingle(ws []Wire) {
+	p.RoCETOS, p.DesiredRoCETOS = -1, -1
+	src := map[string]string{}
+	for _, w := range ws {
+		if w.Declared != nil {
+			src[w.Name] = w.Source
+		}
+		switch w.Name {
+		case "roce_mode":
+			p.RoCEMode, _ = w.Observed.(string)
+			p.DesiredRoCEMode, _ = w.Declared.(string)
+		case "roce_tos":
+			if v, ok := w.Observed.(int32); ok {
+				p.RoCETOS = v
+			}
+			if v, ok := w.Declared.(int32); ok {
+				p.DesiredRoCETOS = v
+			}
+		case "qos_trust":
+			p.QoSTrust, _ = w.Observed.(string)
+			p.DesiredQoSTrust, _ = w.Declared.(string)
+		case "qos_pfc":
+			if v, ok := w.Observed.([]byte); ok {
+				p.QoSPFC = v
+			}
+			if v, ok := w.Declared.([]byte); ok {
+				p.DesiredQoSPFC, p.DesiredQoSPFCSet = v, true
+			}
+		case "vpi_type":
+			p.VPIType, _ = w.Declared.(string)
+		}
+	}
+	p.DesiredRoCESource = joinSources(src["roce_mode"], src["roce_tos"])
+	p.DesiredQoSSource = joinSources(src["qos_trust"], src["qos_pfc"])
+}
+
+func joinSources(a, b string) string {
+	switch {
+	case a == "" || a == b:
+		return b
+	case b == "":
+		return a
+	}
+	return a + ", " + b
 }
 
 // ToProps turns a model struct into its D-Bus property map. Nil slices and

@@ -3,11 +3,17 @@
 package docs
 
 import (
+	"go/ast"
+	"go/parser"
+	gotoken "go/token"
 	"os"
 	"os/exec"
+	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -112,4 +118,145 @@ func TestSharedAPIImportsNoCLI(t *testing.T) {
 			t.Errorf("dbusapi/... depends on %s: the CLI belongs in cmd/rdmactl/internal/cli", dep)
 		}
 	}
+}
+
+// settingTokens are the texts that name a setting outside Go identifiers:
+// the kernel's own names for it, per part package. A setting's name and
+// kind, and its handle's identifier, are taken from the parts themselves.
+var settingTokens = map[string][]string{
+	// The mode's texts ("RoCE v2") are also the GID types of a port's GID
+	// table, which host reads and doctor checks: only the attributes
+	// count.
+	"daemon/roce":  {"default_roce_mode", "default_roce_tos"},
+	"daemon/vpi":   {"mlx4_port"},
+	"daemon/qos":   {"pfctx", "pfcrx"},
+	"daemon/netns": {"netns_mode"},
+}
+
+// settingOwners are the packages allowed to name a setting besides its
+// part: the configuration schema, the kernel edge every part reads
+// through (host, the DCB codec), and the composition root that builds
+// the parts. dbusapi and rdmactl (cmd/rdmactl) are outside daemon/ and
+// cmd/rdmad, which is what is checked.
+var settingOwners = map[string]bool{
+	"daemon/config": true, "daemon/host": true, "daemon/dcb": true, "daemon/compose": true,
+}
+
+// TestOnlyItsPartNamesASetting keeps each setting in its part: no package
+// of the daemon but the part that owns a setting (and the configuration
+// schema and the kernel edge) names the setting's handle, its name, its
+// kind or the kernel's text for it. The bus, the metrics, doctor and the
+// service read records; adding a setting touches its part, config, the
+// D-Bus contract and rdmactl, nothing else. Cockpit renders records too.
+func TestOnlyItsPartNamesASetting(t *testing.T) {
+	type token struct{ owner, text string }
+	var literals []token           // exact string literals
+	var kernel []token             // texts a literal must not contain
+	handles := map[string]string{} // "importpath.Ident" -> owner
+	for _, part := range parts(t) {
+		rel := strings.TrimPrefix(part.pkg, module)
+		for _, s := range part.settings {
+			literals = append(literals, token{rel, s.Name}, token{rel, string(s.Kind)})
+		}
+		for _, id := range part.handles {
+			handles[part.pkg+"."+id] = rel
+		}
+		for _, k := range settingTokens[rel] {
+			kernel = append(kernel, token{rel, k})
+		}
+	}
+	if len(handles) < 10 {
+		t.Fatalf("found %d setting handles; has the way parts declare them changed?", len(handles))
+	}
+	fset := gotoken.NewFileSet()
+	for _, dir := range sourceDirs(t) {
+		rel := strings.TrimPrefix(dir, "../")
+		if settingOwners[rel] {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, file, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			imports := map[string]string{}
+			for _, im := range f.Imports {
+				p, _ := strconv.Unquote(im.Path.Value)
+				name := path.Base(p)
+				if im.Name != nil {
+					name = im.Name.Name
+				}
+				imports[name] = p
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.SelectorExpr:
+					if x, ok := n.X.(*ast.Ident); ok {
+						if owner, ok := handles[imports[x.Name]+"."+n.Sel.Name]; ok && owner != rel {
+							t.Errorf("%s: %s names %s's setting %s.%s", fset.Position(n.Pos()), rel, owner, x.Name, n.Sel.Name)
+						}
+					}
+				case *ast.BasicLit:
+					if n.Kind != gotoken.STRING {
+						return true
+					}
+					s, err := strconv.Unquote(n.Value)
+					if err != nil {
+						return true
+					}
+					for _, tk := range literals {
+						if tk.owner != rel && s == tk.text {
+							t.Errorf("%s: %s names %s's setting %q", fset.Position(n.Pos()), rel, tk.owner, s)
+						}
+					}
+					for _, tk := range kernel {
+						if tk.owner != rel && strings.Contains(s, tk.text) {
+							t.Errorf("%s: %s has the kernel's text %q of %s's setting", fset.Position(n.Pos()), rel, tk.text, tk.owner)
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+	// Cockpit renders the records it reads (Port.Settings), and names no
+	// setting or kernel text either.
+	js, err := os.ReadFile("../cockpit/rdmad.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range literals {
+		if strings.Contains(string(js), `"`+tk.text+`"`) || strings.Contains(string(js), tk.text+":") {
+			t.Errorf("cockpit/rdmad.js names %s's setting %q", tk.owner, tk.text)
+		}
+	}
+	for _, tk := range kernel {
+		if strings.Contains(string(js), tk.text) {
+			t.Errorf("cockpit/rdmad.js has the kernel's text %q of %s's setting", tk.text, tk.owner)
+		}
+	}
+}
+
+// sourceDirs are the directories of the daemon's packages and rdmad's
+// main, relative to this one.
+func sourceDirs(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", "{{.Dir}}", "../daemon/...", "../cmd/rdmad").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	wd, _ := os.Getwd()
+	var dirs []string
+	for _, d := range strings.Fields(string(out)) {
+		r, err := filepath.Rel(wd, d)
+		if err != nil || helper(strings.TrimPrefix(r, "../")) {
+			continue
+		}
+		dirs = append(dirs, r)
+	}
+	return dirs
 }

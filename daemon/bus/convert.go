@@ -8,7 +8,6 @@ import (
 	"github.com/godbus/dbus/v5"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/metrics"
-	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/daemon/version"
@@ -42,7 +41,7 @@ func managerModel(pol *config.Policy, configErr error, inForce config.InForce, s
 			m.APIChangesSource = pol.API.Source.String()
 		}
 		m.ConfigFiles = pol.Files
-		m.NetnsMode = string(netns.InForce(pol.Netns))
+		m.NetnsMode = string(pol.Netns.InForce())
 		for _, l := range pol.Links {
 			m.Links = append(m.Links, dbusapi.Link{Name: l.Name, Type: string(l.Type), Netdev: l.Netdev, Source: l.Source.String()})
 		}
@@ -65,7 +64,7 @@ func summaryOf(st *reconcile.State) reconcile.Summary {
 	for i := range st.Devices {
 		names[i] = st.Devices[i].Name
 	}
-	return reconcile.Summary{Devices: names, Modules: st.Modules, LastReconcile: st.LastReconcile, Failures: st.Failures()}
+	return reconcile.Summary{Devices: names, Modules: st.Modules, LastReconcile: st.LastReconcile, Failures: st.Failures(), HostRecords: st.HostRecords}
 }
 
 // devicePaths are the object paths of the named devices.
@@ -107,38 +106,41 @@ func portModel(dev string, p reconcile.PortState) dbusapi.Port {
 	pm := dbusapi.Port{
 		Device: dev, Number: uint32(p.Number), Transport: string(p.Transport), State: p.State,
 		PhysState: p.PhysState, Rate: p.Rate, LinkLayer: p.LinkLayer, LID: p.LID, SMLID: p.SMLID,
-		GIDTypes: p.GIDTypes, Netdevs: p.Netdevs, RoCEMode: p.RoCEMode, RoCETOS: int32(p.RoCETOS),
-		DesiredRoCEMode: string(p.Desired.Mode), DesiredRoCETOS: -1, VPIType: string(p.VPIType),
-		Error: failureText(p.Failures), Drift: map[string]bool{},
+		GIDTypes: p.GIDTypes, Netdevs: p.Netdevs,
+		Error: failureText(p.Failures), Drift: map[string]bool{}, Settings: []dbusapi.Setting{},
 	}
-	var src []string
-	if p.Desired.Mode != "" {
-		src = append(src, p.Desired.ModeSource.String())
-	}
-	if p.Desired.TOS != nil {
-		pm.DesiredRoCETOS = int32(*p.Desired.TOS)
-		if s := p.Desired.TOSSource.String(); len(src) == 0 || src[0] != s {
-			src = append(src, s)
+	wires := make([]dbusapi.Wire, 0, len(p.Records))
+	for _, r := range p.Records {
+		pm.Settings = append(pm.Settings, settingModel(r))
+		w := dbusapi.Wire{Name: r.Setting.Name}
+		if r.IsDeclared() {
+			w.Source = r.Source.String()
+			w.Declared = wire(r.Declared, true)
 		}
+		w.Observed = wire(r.Observed, false)
+		wires = append(wires, w)
 	}
-	pm.DesiredRoCESource = strings.Join(src, ", ")
-	if p.QoSKnown {
-		pm.QoSTrust, pm.QoSPFC = p.QoSTrust, dbusapi.Priorities(p.QoSPFC)
-	}
-	pm.DesiredQoSTrust = string(p.QoS.Trust)
-	pm.DesiredQoSPFCSet = p.QoS.HasPFC
-	pm.DesiredQoSPFC = dbusapi.Priorities(p.QoS.PFC)
-	var qsrc []string
-	if p.QoS.Trust != "" {
-		qsrc = append(qsrc, p.QoS.TrustSource.String())
-	}
-	if p.QoS.HasPFC {
-		if s := p.QoS.PFCSource.String(); len(qsrc) == 0 || qsrc[0] != s {
-			qsrc = append(qsrc, s)
-		}
-	}
-	pm.DesiredQoSSource = strings.Join(qsrc, ", ")
+	pm.FillSingle(wires)
 	return pm
+}
+
+// settingModel is a record as published.
+func settingModel(r reconcile.Record) dbusapi.Setting {
+	s := dbusapi.Setting{Name: r.Setting.Name, Title: r.Setting.Title, Observed: reconcile.Text(r.Observed),
+		State: r.State.String(), Why: r.WhyText()}
+	if r.IsDeclared() {
+		s.Declared, s.Source = reconcile.Text(r.Declared), r.Source.String()
+	}
+	return s
+}
+
+// wire is a value in the Go type of the property that carries it alone,
+// nil when it has none.
+func wire(v reconcile.Value, declared bool) any {
+	if w, ok := v.(reconcile.Wired); ok {
+		return w.Wire(declared)
+	}
+	return nil
 }
 
 // failureText is the Error property of an object: its failures, "; "-joined.

@@ -35,5 +35,5 @@ func (m *manager) Diagnose(msg dbus.Message) (string, *dbus.Error) {
 // diagnoseInput is what doctor gets from the daemon (doctor.RunningInput):
 // the bus's own state source is the snapshot.
 func (s *Server) diagnoseInput() doctor.Input {
-	return doctor.RunningInput(s.svc, s.state.Snapshot, s.svc.NetnsKernel())
+	return doctor.RunningInput(s.svc, s.state.Snapshot, s.state.Checkers())
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/rdmad/rdmad/daemon/config"
-	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
@@ -19,6 +18,8 @@ type State interface {
 	DeviceStates(names []string) []reconcile.DeviceState
 	Snapshot() reconcile.State
 	OnChange(fn func(reconcile.Change))
+	// Checkers are the parts' own health checks, for Diagnose.
+	Checkers() []reconcile.Checker
 }
 
 // Daemon is what the bus reads of the declarations and the calls it
@@ -41,7 +42,6 @@ type Daemon interface {
 
 	Host() *host.Host // for Diagnose
 	NetnsKernel() service.NetnsKernel
-	DCB() dcb.Reader
 	Health() *health.Monitor // for Diagnose: counters, link history
 
 	// The Check methods validate a call's arguments without changing

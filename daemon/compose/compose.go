@@ -69,7 +69,6 @@ func Parts(k Kernel) service.PartsFunc {
 		// gets both back together.
 		if k.DCB != nil {
 			p.Device = append(p.Device, &qos.Part{Host: h, DCB: k.DCB})
-			p.DCB = k.DCB
 		}
 		return p
 	}

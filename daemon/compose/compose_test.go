@@ -14,9 +14,12 @@ import (
 	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/links"
 	"github.com/rdmad/rdmad/daemon/links/linkstest"
+	"github.com/rdmad/rdmad/daemon/modules"
 	"github.com/rdmad/rdmad/daemon/netns/netnstest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/roce"
 )
 
 const module = "github.com/rdmad/rdmad/"
@@ -86,7 +89,7 @@ func TestEveryPartUndoesOrSaysWhy(t *testing.T) {
 			// A changed action without an Old value: a part may only
 			// refuse it, never write something it made up.
 			a := reconcile.Action{Subject: reconcile.PortSubject("dev0", 1), Kind: k, Status: reconcile.Changed}
-			if k == reconcile.KindLinkCreate || k == reconcile.KindLinkRemove {
+			if k == links.Create || k == links.Remove {
 				a.Subject = reconcile.LinkSubject("dev0")
 			}
 			err := part.Undo(context.Background(), a)
@@ -101,8 +104,7 @@ func TestEveryPartUndoesOrSaysWhy(t *testing.T) {
 		}
 	}
 	sort.Strings(notUndoable)
-	want := []string{string(reconcile.KindRoCE), string(reconcile.KindRoCEConfigfs), string(reconcile.KindModules), string(reconcile.KindModulesList),
-		string(reconcile.KindQoS), string(reconcile.KindQoSVF), string(reconcile.KindQoSOwner)}
+	want := []string{string(roce.Configfs), string(modules.Load), string(modules.ReadList)}
 	sort.Strings(want)
 	if !slices.Equal(notUndoable, want) {
 		t.Errorf("kinds that cannot be undone: %v, want %v (undoable: %v)", notUndoable, want, undoable)

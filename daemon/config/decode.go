@@ -55,7 +55,8 @@ type fileDecl struct {
 		directory setting[string]
 	}
 	memlock struct {
-		present  bool // [memlock] appears, even empty
+		present  bool     // [memlock] appears, even empty
+		pos      Position // where
 		enable   setting[bool]
 		group    setting[string]
 		soft     setting[Limit]

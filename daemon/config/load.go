@@ -138,6 +138,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 		netnsMode                         setting[NetnsMode]
 		memPresent                        bool
 		checkUnits                        setting[[]string]
+		memPos                            Position
 	)
 	p := &Policy{Files: []string{}}
 	var netnsDecls []Position
@@ -145,7 +146,9 @@ func merge(decls []*fileDecl) (*Policy, error) {
 		p.Files = append(p.Files, d.file)
 		modEnable.override(d.modules.enable)
 		modDir.override(d.modules.directory)
-		memPresent = memPresent || d.memlock.present
+		if d.memlock.present {
+			memPresent, memPos = true, d.memlock.pos
+		}
 		memEnable.override(d.memlock.enable)
 		memGroup.override(d.memlock.group)
 		memSoft.override(d.memlock.soft)
@@ -183,6 +186,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 			Soft:     memSoft.or(Limit{Unlimited: true}),
 			Hard:     memHard.or(Limit{Unlimited: true}),
 			Services: memServices.or(false),
+			Source:   memPos,
 		}
 		if err := checkSoftHard(memSoft, memHard, p.Memlock); err != nil {
 			errs = append(errs, err)

@@ -46,6 +46,9 @@ func TestShippedConfigLoads(t *testing.T) {
 		t.Errorf("Files = %v", p.Files)
 	}
 	want := &Memlock{Group: "rdma", Soft: Limit{Unlimited: true}, Hard: Limit{Unlimited: true}, Services: false}
+	if p.Memlock != nil && p.Memlock.Source.File == shipped && p.Memlock.Source.Line > 0 {
+		want.Source = p.Memlock.Source // the line of [memlock] in the shipped file
+	}
 	if !reflect.DeepEqual(p.Memlock, want) {
 		t.Errorf("Memlock = %+v, want %+v", p.Memlock, want)
 	}
@@ -124,7 +127,9 @@ netdev = "eth0"
 		t.Errorf("Modules = %+v", p.Modules)
 	}
 	// memlock merged key by key: group and hard from the main file.
-	wantMem := &Memlock{Group: "hpc", Soft: Limit{Bytes: 48 << 30}, Hard: Limit{Bytes: 64 << 30}, Services: false}
+	// Its source is the last [memlock] table of the files.
+	wantMem := &Memlock{Group: "hpc", Soft: Limit{Bytes: 48 << 30}, Hard: Limit{Bytes: 64 << 30}, Services: false,
+		Source: Position{File: d10, Line: 1}}
 	if !reflect.DeepEqual(p.Memlock, wantMem) {
 		t.Errorf("Memlock = %+v, want %+v", p.Memlock, wantMem)
 	}
@@ -150,7 +155,7 @@ func TestMemlockEnableFalseAndEmptyTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Memlock{Group: "rdma", Soft: Limit{Unlimited: true}, Hard: Limit{Unlimited: true}, Services: false}
+	want := &Memlock{Group: "rdma", Soft: Limit{Unlimited: true}, Hard: Limit{Unlimited: true}, Services: false, Source: Position{File: "a.toml", Line: 1}}
 	if !reflect.DeepEqual(p.Memlock, want) {
 		t.Errorf("empty [memlock] = %+v, want defaults %+v", p.Memlock, want)
 	}
@@ -242,11 +247,11 @@ func TestVPIForLastRuleWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	tgt := Target{Name: "mlx4_0", Driver: "mlx4_core"}
-	if typ, pos := p.VPIFor(tgt, 1); typ != VPIib || pos.Line != 1 {
-		t.Errorf("port 1 = %q at %v", typ, pos)
+	if d := p.VPIFor(tgt, 1); d.Type != VPIib || d.Source.Line != 1 {
+		t.Errorf("port 1 = %+v", d)
 	}
-	if typ, pos := p.VPIFor(tgt, 2); typ != VPIeth || pos.Line != 4 {
-		t.Errorf("port 2 = %q at %v", typ, pos)
+	if d := p.VPIFor(tgt, 2); d.Type != VPIeth || d.Source.Line != 4 {
+		t.Errorf("port 2 = %+v", d)
 	}
 }
 

@@ -218,49 +218,7 @@ func (p *Persisted) SetQoS(sel Selector, port int, trust QoSTrust, pfc []uint8, 
 	if hasPFC {
 		r.PFC = append([]uint8{}, pfc...)
 	}
-	p.QoS = MergeQoS(p.QoS, r)
-}
-
-// MergeQoS is MergeRoCE for [[qos]] rules: r is added as if appended last,
-// earlier rules of the same selector lose the fields r sets on the ports
-// r covers, and r joins the last rule of its selector and port when
-// nothing between could override it. dscp_prio is not merged (rdmad's own
-// rules never set it).
-func MergeQoS(rules []QoSRule, r QoSRule) []QoSRule {
-	out := make([]QoSRule, 0, len(rules)+1)
-	for _, o := range rules {
-		if o.Selector == r.Selector && (r.Port == 0 || o.Port == r.Port) {
-			if r.Trust != "" {
-				o.Trust = ""
-			}
-			if r.HasPFC {
-				o.PFC, o.HasPFC = nil, false
-			}
-			if o.Trust == "" && !o.HasPFC && len(o.DSCPPrio) == 0 {
-				continue
-			}
-		}
-		out = append(out, o)
-	}
-	for i := len(out) - 1; i >= 0; i-- {
-		o := &out[i]
-		if o.Selector != r.Selector {
-			continue
-		}
-		if o.Port == r.Port {
-			if r.Trust != "" {
-				o.Trust = r.Trust
-			}
-			if r.HasPFC {
-				o.PFC, o.HasPFC = r.PFC, true
-			}
-			return out
-		}
-		if o.Port == 0 && (r.Trust != "" && o.Trust != "" || r.HasPFC && o.HasPFC) {
-			break
-		}
-	}
-	return append(out, r)
+	p.QoS = MergeRule(p.QoS, r)
 }
 
 // AdminLinkSources returns where the link called name is declared in the
@@ -302,7 +260,7 @@ func AdminLinkSources(r Reader, mainFile, name string) ([]Position, error) {
 // sel.Device is typically one exact device name (Exact); Render escapes
 // its glob characters, so the rule selects exactly that device. The entry for the same selector and
 // port is updated in place where that gives the same result, keeping what
-// is not given (mode "" or tos nil); see MergeRoCE.
+// is not given (mode "" or tos nil); see MergeRule.
 func (p *Persisted) SetRoCE(sel Selector, port int, mode RoCEMode, tos *int) {
 	if mode == "" && tos == nil {
 		return
@@ -312,53 +270,7 @@ func (p *Persisted) SetRoCE(sel Selector, port int, mode RoCEMode, tos *int) {
 		v := *tos
 		tosCopy = &v
 	}
-	p.RoCE = MergeRoCE(p.RoCE, RoCERule{Selector: sel, Port: port, Mode: mode, TOS: tosCopy})
-}
-
-// MergeRoCE returns rules with r added as if appended last (r wins for
-// the fields it sets on the ports it covers), without piling up rules:
-// what earlier rules of the same selector said about those fields on
-// those ports is dropped (rules left empty go), and r is merged into the
-// last rule of its selector and port when nothing between them could
-// override it. Rules of other selectors are untouched; rdmad's own rules
-// (runtime overlay, persisted drop-in) use literal device selectors, so
-// those never select the same device. A selector thus keeps at most two
-// rules per port and two for every port, however many calls are made.
-func MergeRoCE(rules []RoCERule, r RoCERule) []RoCERule {
-	out := make([]RoCERule, 0, len(rules)+1)
-	for _, o := range rules {
-		if o.Selector == r.Selector && (r.Port == 0 || o.Port == r.Port) {
-			if r.Mode != "" {
-				o.Mode = ""
-			}
-			if r.TOS != nil {
-				o.TOS = nil
-			}
-			if o.Mode == "" && o.TOS == nil {
-				continue // wholly replaced
-			}
-		}
-		out = append(out, o)
-	}
-	for i := len(out) - 1; i >= 0; i-- {
-		o := &out[i]
-		if o.Selector != r.Selector {
-			continue
-		}
-		if o.Port == r.Port {
-			if r.Mode != "" {
-				o.Mode = r.Mode
-			}
-			if r.TOS != nil {
-				o.TOS = r.TOS
-			}
-			return out
-		}
-		if o.Port == 0 && (r.Mode != "" && o.Mode != "" || r.TOS != nil && o.TOS != nil) {
-			break // a later rule for every port sets the same field: r must come after it
-		}
-	}
-	return append(out, r)
+	p.RoCE = MergeRule(p.RoCE, RoCERule{Selector: sel, Port: port, Mode: mode, TOS: tosCopy})
 }
 
 // AddLink persists a link, replacing one of the same name.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"path"
+	"slices"
 	"testing"
 )
 
@@ -72,48 +73,109 @@ func TestPersistedSetRoCEForEveryPortOverridesPortEntries(t *testing.T) {
 	}
 }
 
-// FuzzMergeRoCE: any sequence of runtime or persisted RoCE settings gives,
-// through MergeRoCE, exactly the policy that appending every one gives,
-// with at most two rules per device and port.
-func FuzzMergeRoCE(f *testing.F) {
+// FuzzMergeRule: any sequence of runtime or persisted [[roce]] or [[qos]]
+// settings gives, through MergeRule, exactly the policy that appending
+// every one gives, with at most two rules per table, device and port; and
+// ForgetRule then leaves exactly what appending, without the forgotten
+// fields on the forgotten ports, gives.
+func FuzzMergeRule(f *testing.F) {
 	f.Add([]byte("\x00\x00\x00\x01\x01\x10\x00\x01\x02\x00\x00\x05"))
 	f.Add([]byte("\x01\x02\x01\x00\x00\x00\x01\x00\x00\x63\x01\x01\x00\x07"))
+	f.Add([]byte("\x80\x01\x03\x05\x81\x00\x02\x00\x82\x02\x01\x08\x00"))
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		devices := []string{"mlx5_0", "mlx5_1", "dev[1]"}
 		modes := []RoCEMode{"", RoCEv1, RoCEv2}
-		var merged, appended []RoCERule
-		for len(ops) >= 3 {
-			dev, port, mode := devices[int(ops[0])%3], int(ops[1])%4, modes[int(ops[2]/2)%3]
-			var tos *int
-			if ops[2]%2 == 1 || mode == "" {
-				v := 0
-				if len(ops) > 3 {
-					v = int(ops[3])
+		trusts := []QoSTrust{"", TrustDSCP, TrustPCP}
+		var merged, appended Policy
+		for len(ops) >= 4 {
+			qos := ops[0]&0x80 != 0
+			dev, port, field, value := devices[int(ops[0]&0x7f)%3], int(ops[1])%4, ops[2], ops[3]
+			ops = ops[4:]
+			sel := Selector{Device: Exact(dev)}
+			if qos {
+				r := QoSRule{Selector: sel, Port: port, Trust: trusts[int(field/2)%3]}
+				if field%2 == 1 || r.Trust == "" {
+					r.HasPFC, r.PFC = true, bitsOf(value)
 				}
-				tos = &v
+				merged.QoS = MergeRule(merged.QoS, r)
+				appended.QoS = append(appended.QoS, r)
+			} else {
+				r := RoCERule{Selector: sel, Port: port, Mode: modes[int(field/2)%3]}
+				if field%2 == 1 || r.Mode == "" {
+					v := int(value)
+					r.TOS = &v
+				}
+				merged.RoCE = MergeRule(merged.RoCE, r)
+				appended.RoCE = append(appended.RoCE, r)
 			}
-			ops = ops[3:]
-			r := RoCERule{Selector: Selector{Device: Exact(dev)}, Port: port, Mode: mode, TOS: tos}
-			merged = MergeRoCE(merged, r)
-			appended = append(appended, r)
 			count := map[string]int{}
-			for _, m := range merged {
-				count[m.Device.Name+"/"+string(rune('0'+m.Port))]++
+			for _, m := range merged.RoCE {
+				count["roce "+m.Device.Name+"/"+string(rune('0'+m.Port))]++
+			}
+			for _, m := range merged.QoS {
+				count["qos "+m.Device.Name+"/"+string(rune('0'+m.Port))]++
 			}
 			for k, n := range count {
 				if n > 2 {
-					t.Fatalf("%d rules for %s: %+v", n, k, merged)
+					t.Fatalf("%d rules for %s: %+v %+v", n, k, merged.RoCE, merged.QoS)
 				}
 			}
-			got, want := Policy{RoCE: merged}, Policy{RoCE: appended}
-			for _, d := range devices {
-				for p := 1; p <= 3; p++ {
-					g, w := got.RoCEFor(Target{Name: d}, p), want.RoCEFor(Target{Name: d}, p)
-					if g.Mode != w.Mode || (g.TOS == nil) != (w.TOS == nil) || (g.TOS != nil && *g.TOS != *w.TOS) {
-						t.Fatalf("%s/%d: merged %+v, appended %+v\nrules %+v", d, p, g, w, merged)
-					}
+			samePorts(t, devices, &merged, &appended)
+		}
+		// Forgetting what one more call would set, on one port, is
+		// appending a rule that unsets it there.
+		for _, dev := range devices {
+			sel := Selector{Device: Exact(dev)}
+			v := 0
+			forgotten := merged
+			forgotten.RoCE = ForgetRule(merged.RoCE, RoCERule{Selector: sel, Port: 2, TOS: &v}, []int{1, 2, 3})
+			forgotten.QoS = ForgetRule(merged.QoS, QoSRule{Selector: sel, Port: 2, Trust: TrustPCP}, []int{1, 2, 3})
+			for p := 1; p <= 3; p++ {
+				g, w := forgotten.RoCEFor(Target{Name: dev}, p), appended.RoCEFor(Target{Name: dev}, p)
+				if p == 2 && g.TOS != nil {
+					t.Fatalf("%s/2: TOS %d left after ForgetRule", dev, *g.TOS)
+				}
+				if g.Mode != w.Mode {
+					t.Fatalf("%s/%d: ForgetRule of the TOS changed the mode: %q, want %q", dev, p, g.Mode, w.Mode)
+				}
+				if p != 2 && !sameTOS(g.TOS, w.TOS) {
+					t.Fatalf("%s/%d: ForgetRule on port 2 changed port %d's TOS", dev, p, p)
+				}
+				gq, wq := forgotten.QoSFor(Target{Name: dev}, p), appended.QoSFor(Target{Name: dev}, p)
+				if gq.HasPFC != wq.HasPFC || !slices.Equal(gq.PFC, wq.PFC) || (p != 2 && gq.Trust != wq.Trust) || (p == 2 && gq.Trust != "") {
+					t.Fatalf("%s/%d: ForgetRule of the trust on port 2 gives %+v, want %+v", dev, p, gq, wq)
 				}
 			}
 		}
 	})
+}
+
+// samePorts fails unless both policies resolve every port alike.
+func samePorts(t *testing.T, devices []string, got, want *Policy) {
+	t.Helper()
+	for _, d := range devices {
+		for p := 1; p <= 3; p++ {
+			g, w := got.RoCEFor(Target{Name: d}, p), want.RoCEFor(Target{Name: d}, p)
+			if g.Mode != w.Mode || !sameTOS(g.TOS, w.TOS) {
+				t.Fatalf("%s/%d: merged %+v, appended %+v\nrules %+v", d, p, g, w, got.RoCE)
+			}
+			gq, wq := got.QoSFor(Target{Name: d}, p), want.QoSFor(Target{Name: d}, p)
+			if gq.Trust != wq.Trust || gq.HasPFC != wq.HasPFC || !slices.Equal(gq.PFC, wq.PFC) {
+				t.Fatalf("%s/%d: merged %+v, appended %+v\nrules %+v", d, p, gq, wq, got.QoS)
+			}
+		}
+	}
+}
+
+func sameTOS(a, b *int) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// bitsOf lists the bits set in mask: PFC priorities.
+func bitsOf(mask byte) []uint8 {
+	out := []uint8{}
+	for i := uint8(0); i < 8; i++ {
+		if mask&(1<<i) != 0 {
+			out = append(out, i)
+		}
+	}
+	return out
 }

@@ -144,8 +144,9 @@ func (d *decoder) memlock(decl *fileDecl, path string, v any) {
 	}
 	// [memlock] makes rdmad manage the limits, even empty; check_units
 	// alone (what doctor checks) does not.
-	_, units := m["check_units"]
-	decl.memlock.present = decl.memlock.present || !units || len(m) > 1
+	if _, units := m["check_units"]; !units || len(m) > 1 {
+		decl.memlock.present, decl.memlock.pos = true, d.pos(path)
+	}
 	d.table(path, m, "[memlock]", []field{
 		d.boolSetting("enable", &decl.memlock.enable),
 		stringSetting(d, "group", is(validGroupName), &decl.memlock.group),

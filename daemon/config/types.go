@@ -98,6 +98,9 @@ type Memlock struct {
 	Soft     Limit  // default unlimited
 	Hard     Limit  // default unlimited
 	Services bool   // also render DefaultLimitMEMLOCK= for systemd services; default false
+	// Source is the last [memlock] table of the files, where the limits
+	// rdmad writes are declared.
+	Source Position
 }
 
 // Limit is a memlock limit: unlimited, or a number of bytes.
@@ -150,6 +153,15 @@ type Netns struct {
 	// file). When set, it is switched in the running kernel instead of
 	// Mode, and it is never written for the next boot.
 	Runtime NetnsMode
+}
+
+// InForce is the mode the running kernel is kept in: the runtime one (set
+// over D-Bus without persist) when there is one, else the declared one.
+func (n Netns) InForce() NetnsMode {
+	if n.Runtime != NetnsUnmanaged {
+		return n.Runtime
+	}
+	return n.Mode
 }
 
 // RoCEMode is a declared RoCE mode, as written in the config ("v1", "v2").
@@ -316,29 +328,6 @@ type RoCEDesired struct {
 // Empty reports whether no rule applies to the port.
 func (d RoCEDesired) Empty() bool { return d.Mode == "" && d.TOS == nil }
 
-// RoCEFor resolves the declared RoCE settings of one port. Each field is
-// resolved on its own: the last matching rule that sets it wins, so a later
-// drop-in can change the TOS without repeating the mode.
-func (p *Policy) RoCEFor(t Target, port int) RoCEDesired {
-	var d RoCEDesired
-	for _, r := range p.RoCE {
-		if r.Port != 0 && r.Port != port {
-			continue
-		}
-		if !r.Selector.Matches(t) {
-			continue
-		}
-		if r.Mode != "" {
-			d.Mode, d.ModeSource = r.Mode, r.Source
-		}
-		if r.TOS != nil {
-			v := *r.TOS
-			d.TOS, d.TOSSource = &v, r.Source
-		}
-	}
-	return d
-}
-
 // ShadowedLink is a link declaration that a later one replaced.
 type ShadowedLink struct {
 	Link Link     // the replaced declaration, with its Source
@@ -381,16 +370,10 @@ type VPIRule struct {
 	Type VPIType
 }
 
-// VPIFor resolves the declared port type of one port ("" when none).
-func (p *Policy) VPIFor(t Target, port int) (VPIType, Position) {
-	var typ VPIType
-	var src Position
-	for _, r := range p.VPI {
-		if (r.Port == 0 || r.Port == port) && r.Selector.Matches(t) {
-			typ, src = r.Type, r.Source
-		}
-	}
-	return typ, src
+// VPIDesired is the resolved port type of one port.
+type VPIDesired struct {
+	Type   VPIType // "" when no rule declares one
+	Source Position
 }
 
 // QoSTrust is what a port classifies received traffic by.
@@ -473,30 +456,4 @@ func (d QoSDesired) PFCMask() uint8 {
 		m |= 1 << (p & 7)
 	}
 	return m
-}
-
-// QoSFor resolves the declared [[qos]] settings of one port.
-func (p *Policy) QoSFor(t Target, port int) QoSDesired {
-	var d QoSDesired
-	for _, r := range p.QoS {
-		if r.Port != 0 && r.Port != port {
-			continue
-		}
-		if !r.Selector.Matches(t) {
-			continue
-		}
-		if r.Trust != "" {
-			d.Trust, d.TrustSource = r.Trust, r.Source
-		}
-		if r.HasPFC {
-			d.PFC, d.HasPFC, d.PFCSource = append([]uint8{}, r.PFC...), true, r.Source
-		}
-		for k, v := range r.DSCPPrio {
-			if d.DSCPPrio == nil {
-				d.DSCPPrio, d.DSCPSource = map[uint8]uint8{}, map[uint8]Position{}
-			}
-			d.DSCPPrio[k], d.DSCPSource[k] = v, r.Source
-		}
-	}
-	return d
 }

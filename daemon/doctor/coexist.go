@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/qos"
 )
 
@@ -270,7 +271,7 @@ func (d *diag) moduleListFiles() (dir string, lists []string) {
 const (
 	nvidiaDriverReady   = "run/mellanox/drivers/.driver-ready"
 	nvidiaDriverLoading = "etc/modprobe.d/blacklist-ofed-modules.conf"
-	sriovNetnsFile      = "etc/modprobe.d/sriov_network_operator_modules_config.conf"
+	sriovNetnsFile      = netns.SRIOVOperatorFile
 	sriovStateDir       = "etc/sriov-operator"
 	sriovConfigUnit     = "etc/systemd/system/sriov-config.service"
 	kubeletCheckpoint   = "var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
@@ -325,15 +326,10 @@ func (d *diag) checkSRIOVOperator() {
 	if len(seen) == 0 {
 		return
 	}
-	var mode config.NetnsMode
-	where, n := "", 0
-	_ = boundedLines(d.h, sriovNetnsFile, capConfig, func(line string) bool {
-		n++
-		if m, ok := ibCoreNetnsOption(line); ok {
-			mode, where = m, fmt.Sprintf("/%s:%d", sriovNetnsFile, n)
-		}
-		return true
-	})
+	mode, where := config.NetnsUnmanaged, ""
+	if m, n, ok := netns.FileMode(d.h, sriovNetnsFile); ok {
+		mode, where = m, fmt.Sprintf("/%s:%d", sriovNetnsFile, n)
+	}
 	declared, src := d.netnsInForce()
 	switch {
 	case mode == config.NetnsUnmanaged && declared == config.NetnsUnmanaged:

@@ -17,17 +17,11 @@ import (
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
-	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/dbusapi"
 )
-
-// NetnsReader reports the RDMA subsystem's running netns mode, as `rdma
-// system show` does. netns.RDMANetlink satisfies it.
-type NetnsReader interface {
-	Mode() (config.NetnsMode, error)
-}
 
 // PortRef names a port of a device; Port 0 is the device itself.
 type PortRef struct {
@@ -48,13 +42,6 @@ type Input struct {
 	// them); it quotes one where it explains a finding, e.g. why a
 	// declared RoCE mode is not the kernel's.
 	Errors map[PortRef]string
-	// Netns reads the running netns mode when sysfs does not tell it
-	// (nil: unknown). It is asked only when ib_core is loaded, because
-	// opening RDMA netlink would load ib_core on a host without RDMA.
-	Netns NetnsReader
-	// DCB reads the DCB state of a RoCE port's netdev that the qos part
-	// has not read (nil: such ports are not checked for lossless RoCE).
-	DCB dcb.Reader
 	// ConfigError is the error of the last reload, nil when the files on
 	// disk are in force.
 	ConfigError error
@@ -69,6 +56,11 @@ type Input struct {
 	// InForce says which policy a running rdmad applies and how its saved
 	// last good configuration stands (zero outside a running rdmad).
 	InForce config.InForce
+	// State is the observed state with every setting's record (nil: no
+	// setting is judged). Devices, when nil, come from it.
+	State *reconcile.State
+	// Checks are the parts' own checks (reconcile.Checker), run on State.
+	Checks []reconcile.Checker
 }
 
 // Diagnose runs every check and returns the findings in a fixed order:
@@ -87,6 +79,12 @@ func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
 		d.h = host.New("/")
 	}
 	d.devs = in.Devices
+	if d.devs == nil && in.State != nil {
+		d.devs = make([]host.Device, 0, len(in.State.Devices))
+		for i := range in.State.Devices {
+			d.devs = append(d.devs, in.State.Devices[i].Device)
+		}
+	}
 	if d.devs == nil {
 		devs, err := d.h.Devices()
 		d.devs = devs
@@ -103,9 +101,9 @@ func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
 		d.checkPorts,
 		d.checkPCIe,
 		d.checkCounters,
-		d.checkRoCE,
+		d.checkSettings,
 		d.checkRoCENetdevs,
-		d.checkLossless,
+		d.checkMLX4Initramfs,
 		d.checkRules,
 		d.checkExpectRules,
 		d.checkVerbs,
@@ -114,7 +112,8 @@ func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
 		d.checkMemlock,
 		d.checkNFS,
 		d.checkIPoIB,
-		d.checkNetns,
+		func() { d.checkParts(ctx) },
+		d.checkNetnsInitramfs,
 		d.checkCoexistence,
 	} {
 		if ctx.Err() != nil {

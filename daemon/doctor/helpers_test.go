@@ -2,7 +2,9 @@ package doctor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -10,10 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
 	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/netns"
+	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
@@ -37,15 +44,83 @@ func parsePolicy(t *testing.T, text string) *config.Policy {
 	return p
 }
 
-// diagnose runs doctor on root with its own configuration unless edit
-// changes the input.
-func diagnose(t *testing.T, root string, edit ...func(*doctor.Input)) []dbusapi.Finding {
+// dcbKernel gives the host's netdevs a DCB kernel (the qos part's).
+type dcbKernel struct{ k dcb.Kernel }
+
+func withDCB(k *dcbtest.Fake) dcbKernel { return dcbKernel{k.Kernel()} }
+
+// withNetns gives the netns part its kernel (the running RDMA netns mode
+// over netlink); without it the part knows the mode from sysfs only.
+type withNetns struct{ k netns.Kernel }
+
+// noNetlink is RDMA netlink that tells nothing.
+type noNetlink struct{}
+
+func (noNetlink) Mode() (config.NetnsMode, error) { return "", errors.New("no RDMA netlink here") }
+func (noNetlink) SetMode(config.NetnsMode) error  { return errors.New("no RDMA netlink here") }
+
+// bare leaves doctor without a state: it reads the host's devices itself
+// and judges no setting.
+type bare struct{}
+
+// afterPass judges the state a running rdmad has after its pass through
+// the kernel-like fixture k, which may refuse writes (k.Refuse): what the
+// daemon hands doctor, failures and all.
+type afterPass struct{ k *hosttest.Kernel }
+
+// diagnose runs doctor on root with its own configuration unless an
+// option (a func(*doctor.Input), or withDCB) changes the input. Unless an
+// option gives one, the state doctor judges is what rdmad's parts see of
+// the host as it is (reconcile.Observe: nothing written), with their
+// checks, as a running rdmad hands it over.
+func diagnose(t *testing.T, root string, opts ...any) []dbusapi.Finding {
 	t.Helper()
 	in := doctor.Input{Host: host.New(root), Policy: policyOf(t, root)}
-	for _, e := range edit {
-		e(&in)
+	var k dcb.Kernel
+	var nk netns.Kernel = noNetlink{}
+	var pass *hosttest.Kernel
+	noState := false
+	for _, o := range opts {
+		switch o := o.(type) {
+		case func(*doctor.Input):
+			o(&in)
+		case dcbKernel:
+			k = o.k
+		case bare:
+			noState = true
+		case withNetns:
+			nk = o.k
+		case afterPass:
+			pass = o.k
+		default:
+			t.Fatalf("diagnose: option %T", o)
+		}
+	}
+	switch {
+	case pass != nil:
+		in.State, in.Checks = passed(pass, in.Policy, k, nk)
+	case in.State == nil && in.Devices == nil && !noState:
+		in.State, in.Checks = observe(in.Host, in.Policy, k, nk)
 	}
 	return doctor.Diagnose(context.Background(), in)
+}
+
+// passed is the state after a pass of rdmad's parts through the
+// kernel-like fixture k, and their checks.
+func passed(k *hosttest.Kernel, pol *config.Policy, d dcb.Kernel, nk netns.Kernel) (*reconcile.State, []reconcile.Checker) {
+	h := k.Host()
+	p := compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{Root: h.Root}, DCB: d, Netns: nk})(h, true, func() {})
+	r := reconcile.New(reconcile.Options{Host: h, Log: slog.New(slog.DiscardHandler), Early: p.Early, HostParts: p.Host, DeviceParts: p.Device, Detail: host.DetailFull})
+	r.Pass(context.Background(), pol, reconcile.Scope{Full: true})
+	st := r.Snapshot()
+	return &st, r.Checkers()
+}
+
+// observe is what the parts of a running rdmad record of the host, read
+// only, and their checks.
+func observe(h *host.Host, pol *config.Policy, k dcb.Kernel, nk netns.Kernel) (*reconcile.State, []reconcile.Checker) {
+	in := compose.HostInput(context.Background(), h, pol, compose.Kernel{Modules: &hosttest.Modprobe{}, DCB: k, Netns: nk})
+	return in.State, in.Checks
 }
 
 func withPolicy(p *config.Policy) func(*doctor.Input) {

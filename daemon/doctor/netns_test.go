@@ -2,6 +2,7 @@ package doctor_test
 
 import (
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,16 +25,22 @@ func (f *fakeNetns) Mode() (config.NetnsMode, error) {
 	return f.mode, f.err
 }
 
+func (f *fakeNetns) SetMode(config.NetnsMode) error { return syscall.EBUSY }
+
 func TestNetnsMode(t *testing.T) {
 	t.Run("declared, persisted, running", func(t *testing.T) {
 		mustFix(t, diagnose(t, readyIB(t)), "netns-mode", "host", dbusapi.SeverityOK,
 			"RDMA netns mode exclusive as declared, at boot too (/etc/modprobe.d/rdmad-netns.conf:3)", "")
 	})
 	t.Run("persisted mode waits for a reboot", func(t *testing.T) {
+		// The running kernel refuses the switch (EBUSY: other network
+		// namespaces exist); the boot takes it.
 		root := readyIB(t)
 		hosttest.Write(t, root, "sys/module/ib_core/parameters/netns_mode", "Y\n")
-		mustFix(t, diagnose(t, root), "netns-reboot-pending", "host", dbusapi.SeverityWarn,
-			"exclusive is declared and persisted (/etc/modprobe.d/rdmad-netns.conf:3), but the kernel still runs shared", "reboot")
+		fs := diagnose(t, root, withNetns{&fakeNetns{mode: config.NetnsShared}}, afterPass{hosttest.NewKernel(root)})
+		mustFix(t, fs, "netns-mode-differs", "host", dbusapi.SeverityWarn,
+			"RDMA netns mode is shared, declared exclusive", "reboot, or delete the other network namespaces")
+		mustFix(t, fs, "netns-mode-differs", "host", dbusapi.SeverityWarn, "EBUSY", "")
 	})
 	t.Run("modprobe.d file missing", func(t *testing.T) {
 		root := readyIB(t)
@@ -67,24 +74,25 @@ func TestNetnsMode(t *testing.T) {
 		mustFix(t, diagnose(t, root, withPolicy(pol)), "netns-mode", "host", dbusapi.SeverityOK,
 			"exclusive, set at runtime without persist (at boot: shared", "")
 		hosttest.Write(t, root, "sys/module/ib_core/parameters/netns_mode", "Y\n")
-		mustFix(t, diagnose(t, root, withPolicy(pol)), "netns-mode-differs", "host", dbusapi.SeverityFail,
-			"exclusive was set at runtime, but the kernel runs shared", "rdmactl netns set exclusive")
+		mustFix(t, diagnose(t, root, withPolicy(pol), withNetns{&fakeNetns{mode: config.NetnsShared}}, afterPass{hosttest.NewKernel(root)}),
+			"netns-mode-differs", "host", dbusapi.SeverityFail,
+			"RDMA netns mode is shared, declared exclusive at runtime", "rdmactl netns set exclusive")
 	})
 	t.Run("reader asked only without sysfs, and only with ib_core", func(t *testing.T) {
 		root := hosttest.Copy(t, "rxe-ready")
 		remove(t, root, "sys/module/ib_core/parameters")
 		reader := &fakeNetns{mode: config.NetnsExclusive}
-		mustFix(t, diagnose(t, root, func(in *doctor.Input) { in.Netns = reader }), "netns-not-persistent", "host", dbusapi.SeverityWarn, "is exclusive", "")
+		mustFix(t, diagnose(t, root, withNetns{reader}), "netns-not-persistent", "host", dbusapi.SeverityWarn, "is exclusive", "")
 		if reader.calls != 1 {
 			t.Errorf("reader called %d times", reader.calls)
 		}
 		reader.err, reader.mode = errors.New("netlink: no"), ""
-		mustFix(t, diagnose(t, root, func(in *doctor.Input) { in.Netns = reader }), "netns-mode", "host", dbusapi.SeverityOK, "mode unknown, not declared", "")
+		mustFix(t, diagnose(t, root, withNetns{reader}), "netns-mode", "host", dbusapi.SeverityOK, "mode unknown, not declared", "")
 		// Without ib_core, RDMA netlink would load it: not asked.
 		reader.calls = 0
 		hosttest.Write(t, root, "proc/modules", "configfs 1 0 - Live 0x0\n")
 		remove(t, root, "sys/module/ib_core")
-		mustFix(t, diagnose(t, root, func(in *doctor.Input) { in.Netns = reader }), "netns-mode", "host", dbusapi.SeverityOK, "unknown (ib_core not loaded)", "")
+		mustFix(t, diagnose(t, root, withNetns{reader}), "netns-mode", "host", dbusapi.SeverityOK, "unknown (ib_core not loaded)", "")
 		if reader.calls != 0 {
 			t.Errorf("reader asked without ib_core: %d calls", reader.calls)
 		}

@@ -148,6 +148,6 @@ func TestUnreadableDevices(t *testing.T) {
 	// A ports entry that is not a directory makes Host.Devices fail.
 	remove(t, root, "sys/class/infiniband/rxe0")
 	hosttest.Write(t, root, "sys/class/infiniband/rxe0/ports", "not a directory\n")
-	fs := diagnose(t, root)
+	fs := diagnose(t, root, bare{})
 	mustFix(t, fs, "devices-unreadable", "host", dbusapi.SeverityFail, "rxe0", "journalctl -k")
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
-	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -32,7 +31,7 @@ func TestLosslessRoCE(t *testing.T) {
 	k.Add("ens1f0np0")
 	k.Add("ens1f1np1")
 	run := func() []dbusapi.Finding {
-		return findings(diagnose(t, root, withPolicy(pol), func(in *doctor.Input) { in.DCB = k.Kernel() }), "roce-lossless")
+		return findings(diagnose(t, root, withPolicy(pol), withDCB(k)), "roce-lossless")
 	}
 	// PFC off, trust pcp (no DSCP entries).
 	fs := run()
@@ -63,7 +62,7 @@ func TestLosslessRoCE(t *testing.T) {
 	// DSCP 26 mapped to 4 while PFC is on for 3 only: lossy, and PFC is
 	// on for no priority RoCE uses.
 	k.Update("ens1f0np0", func(n *dcbtest.Netdev) { n.Apps = append([]dcb.App{dcb.DSCP(26, 4)}, full[:26]...) })
-	all := diagnose(t, root, withPolicy(pol), func(in *doctor.Input) { in.DCB = k.Kernel() })
+	all := diagnose(t, root, withPolicy(pol), withDCB(k))
 	fs = findings(all, "roce-lossless")
 	if len(fs) != 1 || fs[0].Severity != dbusapi.SeverityWarn || !strings.Contains(fs[0].Finding, "-> priority 4, PFC off for 4") ||
 		!strings.Contains(fs[0].Fix, "pfc = [3, 4]") {
@@ -88,7 +87,7 @@ func TestQoSOwnerAndVFFindings(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "sys/class/infiniband/mlx5_1/device/physfn"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	all := diagnose(t, root, withPolicy(pol), func(in *doctor.Input) { in.DCB = k.Kernel() })
+	all := diagnose(t, root, withPolicy(pol), withDCB(k))
 	owner := findings(all, "qos-owner")
 	if len(owner) != 1 || owner[0].Severity != dbusapi.SeverityWarn || !strings.Contains(owner[0].Finding, "managed by the adapter's firmware") {
 		t.Errorf("owner: %+v", owner)
@@ -121,7 +120,7 @@ func TestQoSOwnerWithoutTOS(t *testing.T) {
 	k := dcbtest.New()
 	k.Add("ens1f0np0").DCBX = dcb.CapLLDManaged | dcb.CapVerIEEE
 	k.Add("ens1f1np1")
-	all := diagnose(t, root, withPolicy(pol), func(in *doctor.Input) { in.DCB = k.Kernel() })
+	all := diagnose(t, root, withPolicy(pol), withDCB(k))
 	if owner := findings(all, "qos-owner"); len(owner) != 1 || owner[0].Severity != dbusapi.SeverityWarn {
 		t.Errorf("owner: %+v", owner)
 	}

@@ -2,9 +2,9 @@ package doctor_test
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 
-	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -14,8 +14,8 @@ func TestDeclaredRoCEAppliedIsOK(t *testing.T) {
 	hosttest.Write(t, root, "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos", "106\n")
 	pol := parsePolicy(t, "[[roce]]\ndevice = \"mlx5_0\"\nmode = \"v2\"\ntos = 106\n")
 	fs := diagnose(t, root, withPolicy(pol))
-	mustFix(t, fs, "roce-policy-applied", "mlx5_0/1", dbusapi.SeverityOK, "RoCE v2 (/etc/rdma/rdmad.toml:1), TOS 106 (/etc/rdma/rdmad.toml:1)", "")
-	if f := find(fs, "roce-policy-applied", "mlx5_1/1"); f != nil {
+	mustFix(t, fs, "policy-applied", "mlx5_0/1", dbusapi.SeverityOK, "mlx5_0/1: as declared: RoCE mode RoCE v2 (/etc/rdma/rdmad.toml:1), RoCE TOS 106 (/etc/rdma/rdmad.toml:1)", "")
+	if f := find(fs, "policy-applied", "mlx5_1/1"); f != nil {
 		t.Errorf("a port without declaration is reported: %+v", f)
 	}
 }
@@ -24,12 +24,12 @@ func TestDeclaredRoCEModeTheKernelRefuses(t *testing.T) {
 	// rxe supports only RoCE v2 (its GIDs are all v2): the fix is the
 	// declaration, at its file and line.
 	root := hosttest.Copy(t, "rxe-ready")
+	k := hosttest.NewKernel(root)
+	k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
 	pol := parsePolicy(t, "[[roce]]\ndevice = \"rxe*\"\nmode = \"v1\"\n")
-	fs := diagnose(t, root, withPolicy(pol), func(in *doctor.Input) {
-		in.Errors = map[doctor.PortRef]string{{Device: "rxe0", Port: 1}: "roce: set rxe0 port 1 mode: input/output error"}
-	})
+	fs := diagnose(t, root, withPolicy(pol), afterPass{k})
 	mustFix(t, fs, "roce-mode-differs", "rxe0/1", dbusapi.SeverityFail,
-		`RoCE mode is "RoCE v2", declared v1 (IB/RoCE v1) at /etc/rdma/rdmad.toml:1 (last pass: roce: set rxe0 port 1 mode: input/output error)`,
+		`rxe0/1: RoCE mode is RoCE v2, declared IB/RoCE v1 at /etc/rdma/rdmad.toml:1: set rxe0 port 1 default_roce_mode to "IB/RoCE v1": the port does not support this value`,
 		"rxe0/1 supports only RoCE v2: change mode at /etc/rdma/rdmad.toml:1")
 }
 
@@ -53,9 +53,8 @@ func TestConfigfsMissing(t *testing.T) {
 	fs := diagnose(t, root, withPolicy(pol))
 	mustFix(t, fs, "roce-configfs-missing", "host", dbusapi.SeverityFail,
 		"RoCE policy declared for mlx5_0/1 mlx5_1/1 cannot apply: configfs is not mounted", "mount -t configfs none /sys/kernel/config")
-	if f := find(fs, "roce-mode-differs", "mlx5_0/1"); f != nil {
-		t.Errorf("mode reported per port on top of the missing configfs: %+v", f)
-	}
+	// Each declared setting says it does not hold, and why.
+	mustFix(t, fs, "roce-mode-differs", "mlx5_0/1", dbusapi.SeverityFail, "RoCE mode is unknown, declared RoCE v2 at /etc/rdma/rdmad.toml:1: configfs rdma_cm has no directory", "")
 
 	// Mounted, but rdma_cm has not registered its directory.
 	hosttest.Write(t, root, "proc/mounts", "sysfs /sys sysfs rw 0 0\nconfigfs /sys/kernel/config configfs rw,nosuid,nodev,noexec,relatime 0 0\n")

@@ -14,8 +14,9 @@ import (
 	"github.com/rdmad/rdmad/daemon/host"
 )
 
-// RoCE ports and their netdevs: the path MTU the netdev allows, a RoCE v2
-// GID for each address, and what a declared TOS reaches.
+// RoCE ports and their netdevs: the path MTU the netdev allows and a RoCE
+// v2 GID for each address. What a declared TOS reaches is the roce part's
+// note.
 
 // AddrReader lists the addresses of a netdev that the kernel gives RoCE
 // GIDs: IPv4 and IPv6 (not link-local, not tentative).
@@ -68,16 +69,12 @@ func roceMTU(mtu, headers int) int {
 }
 
 func (d *diag) checkRoCENetdevs() {
-	tos := map[int][]string{} // declared TOS -> ports
 	for i := range d.devs {
 		dev := &d.devs[i]
 		for j := range dev.Ports {
 			p := &dev.Ports[j]
 			if dev.PortTransport(p) != host.TransportRoCE || !d.judged(dev.Name, p.Number) {
 				continue
-			}
-			if want := d.pol.RoCEFor(roceTarget(dev), p.Number); want.TOS != nil {
-				tos[*want.TOS] = append(tos[*want.TOS], fmt.Sprintf("%s/%d", dev.Name, p.Number))
 			}
 			netdev := portNetdev(dev, p)
 			if netdev == "" || p.State != "ACTIVE" {
@@ -87,7 +84,15 @@ func (d *diag) checkRoCENetdevs() {
 			d.checkRoCEGIDs(dev, p, netdev)
 		}
 	}
-	d.noteTOSScope(tos)
+}
+
+func hasGIDType(p *host.Port, t string) bool {
+	for _, g := range p.GIDTypes {
+		if g == t {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *diag) checkRoCEMTU(dev *host.Device, p *host.Port, netdev string) {
@@ -175,26 +180,4 @@ func (d *diag) checkRoCEGIDs(dev *host.Device, p *host.Port, netdev string) {
 		return
 	}
 	d.ok("roce-gids", s, fmt.Sprintf("%s: a RoCE v2 GID for each of the %d addresses of %s", name, len(addrs), netdev))
-}
-
-// noteTOSScope says what a declared TOS reaches: default_roce_tos is the
-// traffic class of RDMA-CM connections only. Verbs programs that build
-// their own queue pairs, UCX and NCCL choose theirs: the same class must
-// be given to them, or their traffic misses the lossless priority.
-func (d *diag) noteTOSScope(tos map[int][]string) {
-	if len(tos) == 0 {
-		return
-	}
-	values := make([]int, 0, len(tos))
-	for v := range tos {
-		values = append(values, v)
-	}
-	sort.Ints(values)
-	var parts, env []string
-	for _, v := range values {
-		parts = append(parts, fmt.Sprintf("TOS %d on %s", v, strings.Join(tos[v], " ")))
-		env = append(env, fmt.Sprintf("UCX_IB_TRAFFIC_CLASS=%d NCCL_IB_TC=%d", v, v))
-	}
-	d.ok("roce-tos-scope", hostSubject,
-		"the declared "+strings.Join(parts, "; ")+" is default_roce_tos: it applies to RDMA-CM connections only; verbs programs that set up their own queue pairs, UCX and NCCL set their own traffic class ("+strings.Join(env, "; ")+", or the program's option)")
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/rdmad/rdmad/daemon/config"
-	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
@@ -21,27 +20,23 @@ type Running interface {
 	PolicyInForce() *config.Policy
 	ConfigError() error
 	InForce() config.InForce
-	DCB() dcb.Reader
 	// Health is the counter and link history (nil: none is kept).
 	Health() *health.Monitor
 }
 
-// RunningInput is doctor's input from a running rdmad: the observed
-// devices (no second walk of sysfs), the policy in force and the config
-// error read together with the snapshot while no call is under way, each
-// port's standing failures, the kernel's netns mode (nil: unknown), DCB,
-// the counter and link history, and (on the real host only: under --root
-// the netdevs are a fixture's) the netdevs' addresses.
-func RunningInput(d Running, snapshot func() reconcile.State, netns NetnsReader) Input {
+// RunningInput is doctor's input from a running rdmad: the observed state
+// with every setting's record (no second walk of sysfs), the policy in
+// force and the config error read together with it while no call is under
+// way, each port's standing failures, the parts' own checks, the counter
+// and link history, and (on the real host only: under --root the netdevs
+// are a fixture's) the netdevs' addresses.
+func RunningInput(d Running, snapshot func() reconcile.State, checks []reconcile.Checker) Input {
 	var st reconcile.State
-	in := Input{Host: d.Host(), Errors: map[PortRef]string{}, Netns: netns}
+	in := Input{Host: d.Host(), Errors: map[PortRef]string{}, State: &st, Checks: checks}
 	d.Settled(func() {
 		st = snapshot()
 		in.Policy, in.ConfigError, in.InForce = d.PolicyInForce(), d.ConfigError(), d.InForce()
 	})
-	if r := d.DCB(); r != nil {
-		in.DCB = r
-	}
 	if m := d.Health(); m != nil {
 		v := m.View()
 		in.Health = &v

@@ -46,10 +46,6 @@ func (r *runningFake) inside(what string) {
 	}
 }
 
-type netnsFixed config.NetnsMode
-
-func (m netnsFixed) Mode() (config.NetnsMode, error) { return config.NetnsMode(m), nil }
-
 // RunningInput hands doctor the observed devices, each port's standing
 // failures joined into one message, and the policy, config error and
 // snapshot read together while no call is under way.
@@ -66,7 +62,8 @@ func TestRunningInput(t *testing.T) {
 		r.inside("snapshot")
 		return st
 	}
-	in := doctor.RunningInput(r, snapshot, netnsFixed(config.NetnsExclusive))
+	checks := []reconcile.Checker{nil}
+	in := doctor.RunningInput(r, snapshot, checks)
 	if len(r.outside) > 0 {
 		t.Errorf("read outside Settled: %v", r.outside)
 	}
@@ -80,11 +77,10 @@ func TestRunningInput(t *testing.T) {
 	if len(in.Errors) != len(want) || in.Errors[doctor.PortRef{Device: "mlx5_0", Port: 1}] != want[doctor.PortRef{Device: "mlx5_0", Port: 1}] {
 		t.Errorf("errors %q, want %q", in.Errors, want)
 	}
-	if m, err := in.Netns.Mode(); err != nil || m != config.NetnsExclusive {
-		t.Errorf("netns %v %v", m, err)
-	}
-	if in.DCB != nil {
-		t.Errorf("DCB %v from a daemon without one", in.DCB)
+	// The state doctor judges settings on is the snapshot itself, with
+	// the parts' checks.
+	if in.State == nil || len(in.State.Devices) != 2 || len(in.Checks) != 1 {
+		t.Errorf("state %+v, checks %v", in.State, in.Checks)
 	}
 }
 

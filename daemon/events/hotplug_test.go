@@ -225,8 +225,8 @@ func TestHotplugArrivalRemovalRename(t *testing.T) {
 	if m, tos := l.read(t, mode0), l.read(t, tos0); m != "IB/RoCE v1" || tos != "106" {
 		t.Errorf("after add: mode %q tos %q", m, tos)
 	}
-	if d, ok := l.rec.Device("mlx5_0"); !ok || d.Ports[0].RoCEMode != "IB/RoCE v1" {
-		t.Errorf("state after add: %+v", d)
+	if st := l.rec.DeviceStates([]string{"mlx5_0"}); len(st) != 1 || observedText(st[0].Ports[0], "roce_mode") != "IB/RoCE v1" {
+		t.Errorf("state after add: %+v", st)
 	}
 
 	// Removal: gone from the state.
@@ -404,4 +404,14 @@ func (c *countingRequester) RequestDevice(name string) {
 func (c *countingRequester) RequestNetdev(name string) {
 	c.next.RequestNetdev(name)
 	c.ch <- struct{}{}
+}
+
+// observedText is the kernel's value of a port's setting as recorded.
+func observedText(p reconcile.PortState, setting string) string {
+	for _, r := range p.Records {
+		if r.Setting.Name == setting {
+			return reconcile.Text(r.Observed)
+		}
+	}
+	return ""
 }

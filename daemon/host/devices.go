@@ -82,17 +82,9 @@ type Port struct {
 	SMLID     string
 	GIDTypes  []string // distinct types of populated GIDs ("IB/RoCE v1", "RoCE v2")
 	Netdevs   []string
-	// Configfs rdma_cm values when RoCEKnown; "" / -1 when the directory
-	// does not exist or the attribute does not read.
-	RoCEMode  string // kernel string, e.g. "RoCE v2"
-	RoCETOS   int    // -1 when unknown
-	RoCEKnown bool   // RoCEMode and RoCETOS were read (DetailFull, or by the RoCE part)
-	// DCB of the port's netdev when QoSKnown (read by the qos part, for
-	// ports a [[qos]] rule selects).
-	QoSKnown bool
-	QoSTrust string          // "dscp" when the APP table holds DSCP entries, else "pcp"
-	QoSPFC   []uint8         // priorities with PFC on
-	QoSDSCP  map[uint8]uint8 // the DSCP entries of the APP table; replaced, never changed in place
+	// The settings rdmad keeps on a port (RoCE mode, PFC...) are not
+	// here: each part reads its own and records them
+	// (reconcile.PortState.Records).
 }
 
 // Path of a port in sysfs, relative to the root.
@@ -395,13 +387,12 @@ const gidScanGap = 8
 
 func (h *Host) readPort(dev string, num int, detail Detail, gids bool) Port {
 	opt := func(attr ...string) string { return h.readOptional(portPath(dev, num, attr...)) }
-	p := Port{Number: num, LinkLayer: opt("link_layer"), RoCETOS: -1}
+	p := Port{Number: num, LinkLayer: opt("link_layer")}
 	if detail&ReadPublished != 0 {
 		h.RefreshPortState(dev, &p)
 		p.Rate = opt("rate")
 		p.LID = opt("lid")
 		p.SMLID = opt("sm_lid")
-		h.ReadRoCE(dev, &p)
 	}
 	if gids {
 		p.GIDTypes, p.Netdevs = h.readGIDs(dev, num)
@@ -418,25 +409,6 @@ func (h *Host) RefreshPortState(dev string, p *Port) bool {
 	changed := state != p.State || phys != p.PhysState
 	p.State, p.PhysState = state, phys
 	return changed
-}
-
-// ReadRoCE reads the configfs rdma_cm values of p (RoCEKnown afterwards)
-// and reports whether the port's configfs directory exists.
-func (h *Host) ReadRoCE(dev string, p *Port) (present bool) {
-	p.RoCEMode, p.RoCETOS, p.RoCEKnown = "", -1, true
-	s, err := h.ReadString(ConfigfsPortPath(dev, p.Number, "default_roce_mode"))
-	switch {
-	case err == nil:
-		p.RoCEMode = strings.TrimSpace(s)
-	case errors.Is(err, fs.ErrNotExist):
-		return false
-	}
-	if s, err := h.ReadString(ConfigfsPortPath(dev, p.Number, "default_roce_tos")); err == nil {
-		if v, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && v >= 0 && v <= 255 {
-			p.RoCETOS = v
-		}
-	}
-	return true
 }
 
 // readGIDs returns the distinct GID types and netdevs of a port's GID

@@ -31,7 +31,6 @@ func TestDevicesMLX5(t *testing.T) {
 		Ports: []host.Port{{
 			Number: 1, State: "ACTIVE", PhysState: "LinkUp", Rate: "100 Gb/sec (4X EDR)", LinkLayer: "Ethernet",
 			LID: "0x0000", SMLID: "0x0000", GIDTypes: []string{"IB/RoCE v1", "RoCE v2"}, Netdevs: []string{"ens1f1np1"},
-			RoCEMode: "RoCE v2", RoCETOS: 0, RoCEKnown: true,
 		}},
 	}
 	if !reflect.DeepEqual(d, want) {
@@ -46,7 +45,7 @@ func TestDevicesMLX5(t *testing.T) {
 	wantPolicy := host.Device{
 		Name: "mlx5_1", NodeType: "1: CA", NodeGUID: "b859:9f03:00d4:2e7b", Driver: "mlx5_core",
 		PCIAddress: "0000:3b:00.1", Netdevs: []string{"ens1f1np1"}, Detail: host.DetailPolicy,
-		Ports: []host.Port{{Number: 1, LinkLayer: "Ethernet", RoCETOS: -1}},
+		Ports: []host.Port{{Number: 1, LinkLayer: "Ethernet"}},
 	}
 	if !reflect.DeepEqual(p, wantPolicy) {
 		t.Errorf("policy read of mlx5_1 =\n%+v\nwant\n%+v", p, wantPolicy)
@@ -96,7 +95,7 @@ func TestDevicesOPAAndSoftRoCE(t *testing.T) {
 	if r.PCIAddress != "" || r.Driver != host.DriverRXE || r.Parent != "veth0" || !reflect.DeepEqual(r.Netdevs, []string{"veth0"}) {
 		t.Errorf("rxe0 = %+v", r)
 	}
-	if r.Ports[0].RoCEMode != "RoCE v2" || !reflect.DeepEqual(r.Ports[0].GIDTypes, []string{"RoCE v2"}) {
+	if !reflect.DeepEqual(r.Ports[0].GIDTypes, []string{"RoCE v2"}) {
 		t.Errorf("rxe0 port = %+v", r.Ports[0])
 	}
 }
@@ -110,7 +109,7 @@ func TestDeviceWithMissingOptionalFiles(t *testing.T) {
 		t.Fatalf("sparse = %+v", d)
 	}
 	p := d.Ports[0]
-	if p.State != "DOWN" || p.LinkLayer != "" || p.GIDTypes != nil || p.RoCETOS != -1 || p.RoCEMode != "" {
+	if p.State != "DOWN" || p.LinkLayer != "" || p.GIDTypes != nil {
 		t.Errorf("sparse port = %+v", p)
 	}
 	if tr := d.PortTransport(&p); tr != host.TransportUnknown {

@@ -1,9 +1,11 @@
 package host
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 )
 
 // FileSnapshot is what one of rdmad's managed files held before a change:
@@ -11,6 +13,34 @@ import (
 type FileSnapshot struct {
 	Exists bool
 	Data   []byte
+}
+
+// String summarises the content for reports and rdmactl: "absent", or its
+// first line that is not a comment (with how many more follow).
+func (s FileSnapshot) String() string {
+	if !s.Exists {
+		return "absent"
+	}
+	var lines []string
+	for _, l := range strings.Split(string(s.Data), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	switch len(lines) {
+	case 0:
+		return fmt.Sprintf("%d bytes, no setting", len(s.Data))
+	case 1:
+		return lines[0]
+	case 2:
+		return lines[0] + " (+1 line)"
+	}
+	return fmt.Sprintf("%s (+%d lines)", lines[0], len(lines)-1)
+}
+
+// Equal reports whether two snapshots hold the same file.
+func (s FileSnapshot) Equal(o FileSnapshot) bool {
+	return s.Exists == o.Exists && bytes.Equal(s.Data, o.Data)
 }
 
 // Snapshot reads rel (bounded, as configuration) for a later Restore. A

@@ -64,6 +64,23 @@ type SoftLink struct {
 	Netdev string // "" when the kernel does not say
 }
 
+// Value is the link setting's value: the link as it exists, or absent.
+type Value struct {
+	Exists bool            `json:",omitempty"`
+	Type   config.LinkType `json:",omitempty"`
+	Netdev string          `json:",omitempty"` // "" when the kernel does not say
+}
+
+// String is "rxe on eth1", or "absent".
+func (v Value) String() string {
+	if !v.Exists {
+		return "absent"
+	}
+	return fmt.Sprintf("%s on %s", v.Type, orUnknown(v.Netdev))
+}
+
+func valueOf(sl SoftLink) Value { return Value{Exists: true, Type: sl.Type, Netdev: sl.Netdev} }
+
 // Classify tells whether the RDMA device d is a soft link and of which type,
 // by the driver host names for it (see host.DriverRXE).
 func Classify(d *host.Device) (SoftLink, bool) {
@@ -90,13 +107,14 @@ var ErrNotSoftLink = errors.New("not a soft RDMA link (rxe or siw)")
 // rxe/siw links. Deleting a declared link only lasts until the next pass
 // recreates it; callers that mean it remove the declaration too.
 func (p *Part) Delete(ctx context.Context, name string) reconcile.Action {
-	act := reconcile.Action{Subject: reconcile.LinkSubject(name), Kind: Remove, From: name, To: "deleted", Status: reconcile.Changed}
+	act := reconcile.Action{Subject: reconcile.LinkSubject(name), Kind: Remove, Setting: Link.Setting(), From: name, To: "deleted",
+		New: Value{}, Status: reconcile.Changed}
 	sl, err := remove(ctx, p.Netlink, p.Host, name)
 	if err != nil {
 		act.Status, act.Err = reconcile.Failed, err
 		return act
 	}
-	act.Old = sl
+	act.Old = valueOf(sl)
 	return act
 }
 
@@ -122,17 +140,22 @@ func remove(ctx context.Context, nl Netlink, h *host.Host, name string) (SoftLin
 	return sl, nil
 }
 
+// Link is a declared soft link kept in existence, on its link subject.
+var Link = reconcile.NewSetting[Value](reconcile.Setting{Name: "soft_link", Kind: "soft link", Key: config.KeyLink, Title: "soft link"})
+
 // Kinds of the actions on links.
 const (
-	// Create is a declared link kept in existence; its New is the
-	// config.Link.
-	Create = reconcile.KindLinkCreate
-	// Remove is a link deleted over D-Bus; its Old is the SoftLink deleted.
-	Remove = reconcile.KindLinkRemove
+	// Create is a declared link kept in existence (Link's kind).
+	Create reconcile.Kind = "soft link"
+	// Remove is a link deleted over D-Bus; its Old is the link deleted.
+	Remove reconcile.Kind = "delete"
 )
 
 // Kinds implements reconcile.Part.
 func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Create, Remove} }
+
+// Settings implements reconcile.Part.
+func (*Part) Settings() []*reconcile.Setting { return []*reconcile.Setting{Link.Setting()} }
 
 // Undo implements reconcile.Part: a link this part created is deleted, a
 // link deleted over D-Bus is created again as it was (type and netdev).
@@ -142,17 +165,17 @@ func (p *Part) Undo(ctx context.Context, a reconcile.Action) error {
 		_, err := remove(ctx, p.Netlink, p.Host, a.Subject.Link)
 		return err
 	case Remove:
-		sl, ok := a.Old.(SoftLink)
-		if !ok || sl.Netdev == "" {
-			return fmt.Errorf("links: the type and netdev %s had are not known", a.Subject)
+		old, ok := Link.Old(a)
+		if !ok || !old.Exists || old.Netdev == "" {
+			return fmt.Errorf("the type and netdev %s had are not known", a.Subject)
 		}
-		act := ensure(ctx, p.Netlink, p.Loader, p.Host, config.Link{Name: sl.Name, Type: sl.Type, Netdev: sl.Netdev}, nil, map[string]bool{})
+		act, _ := ensure(ctx, nil, p.Netlink, p.Loader, p.Host, config.Link{Name: a.Subject.Link, Type: old.Type, Netdev: old.Netdev}, nil, map[string]bool{})
 		if act.Status == reconcile.Failed || act.Status == reconcile.NotApplicable {
-			return fmt.Errorf("links: recreate %s: %w", sl.Name, act.Err)
+			return fmt.Errorf("recreate %s: %w", a.Subject.Link, act.Err)
 		}
 		return nil
 	}
-	return fmt.Errorf("links: %s: %w", a.Kind, reconcile.ErrNotUndoable)
+	return fmt.Errorf("%s: %w", a.Kind, reconcile.ErrNotUndoable)
 }
 
 // Part is the reconciler's Early host part for [[link]]: it runs before
@@ -172,28 +195,27 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 		if ctx.Err() != nil {
 			break
 		}
-		act := ensure(ctx, p.Netlink, p.Loader, p.Host, l, pass.Devices, loaded)
+		act, rec := ensure(ctx, pass, p.Netlink, p.Loader, p.Host, l, pass.Devices, loaded)
 		if act.Status == reconcile.Changed {
 			res.Created = append(res.Created, l.Name)
 		}
-		res.Actions = append(res.Actions, act)
+		res.Actions, res.Records = append(res.Actions, act), append(res.Records, rec)
 	}
 	return res
 }
 
 // ensure makes one declared link exist. loaded remembers modules already
-// loaded in this pass.
-func ensure(ctx context.Context, nl Netlink, loader modules.Loader, h *host.Host, l config.Link, known []*host.Device, loaded map[string]bool) reconcile.Action {
-	act := reconcile.Action{
-		Subject: reconcile.LinkSubject(l.Name),
-		Kind:    Create,
-		To:      fmt.Sprintf("%s on %s", l.Type, l.Netdev),
-		New:     l,
-		Source:  l.Source.String(),
-	}
-	fail := func(err error) reconcile.Action {
+// loaded in this pass; run, when set, may hold the creation back.
+func ensure(ctx context.Context, run reconcile.Run, nl Netlink, loader modules.Loader, h *host.Host, l config.Link, known []*host.Device, loaded map[string]bool) (reconcile.Action, reconcile.Record) {
+	subject := reconcile.LinkSubject(l.Name)
+	want := Value{Exists: true, Type: l.Type, Netdev: l.Netdev}
+	act := reconcile.Action{Subject: subject, Kind: Create, Setting: Link.Setting(), To: want.String(), New: want, Source: l.Source.String()}
+	rec := reconcile.Record{Subject: subject, Setting: Link.Setting(), Declared: want, Source: l.Source,
+		Watch: []string{}}
+	fail := func(state reconcile.RecordState, err error) (reconcile.Action, reconcile.Record) {
 		act.Status, act.Err = reconcile.Failed, err
-		return act
+		rec.State, rec.Why = state, err
+		return act, rec
 	}
 	if l.Source.File == "" {
 		act.Source = ""
@@ -204,53 +226,63 @@ func ensure(ctx context.Context, nl Netlink, loader modules.Loader, h *host.Host
 	case err == nil:
 		sl, soft := Classify(&d)
 		if !soft {
-			return fail(fmt.Errorf("links: RDMA device %s exists and is not a soft link (driver %q); declared %s on %s; leaving it alone", l.Name, d.Driver, l.Type, l.Netdev))
+			rec.Observed = Value{Exists: true, Netdev: "a hardware device"}
+			return fail(reconcile.Refused, fmt.Errorf("RDMA device %s exists and is not a soft link (driver %q); declared %s on %s; leaving it alone", l.Name, d.Driver, l.Type, l.Netdev))
 		}
-		act.From = fmt.Sprintf("%s on %s", sl.Type, orUnknown(sl.Netdev))
+		have := valueOf(sl)
+		act.From, act.Old, rec.Observed = have.String(), have, have
 		if sl.Type != l.Type || (sl.Netdev != "" && sl.Netdev != l.Netdev) {
-			return fail(fmt.Errorf("links: %s exists as %s on %s, declared %s on %s; not replacing it (delete it with `rdmactl link del %s` to let rdmad recreate it)",
+			return fail(reconcile.Refused, fmt.Errorf("%s exists as %s on %s, declared %s on %s; not replacing it (delete it with `rdmactl link del %s` to let rdmad recreate it)",
 				l.Name, sl.Type, orUnknown(sl.Netdev), l.Type, l.Netdev, l.Name))
 		}
-		act.Status = reconcile.Unchanged
-		return act
+		act.Status, rec.State = reconcile.Unchanged, reconcile.Holds
+		return act, rec
 	case !errors.Is(err, host.ErrNoDevice):
-		return fail(fmt.Errorf("links: %w", err))
+		return fail(reconcile.Unknown, err)
 	}
 
 	if !h.NetdevExists(l.Netdev) {
-		act.Status = reconcile.NotApplicable
-		act.Err = fmt.Errorf("waiting for netdev %s", l.Netdev)
-		return act
+		act.Status, act.Err = reconcile.NotApplicable, fmt.Errorf("waiting for netdev %s", l.Netdev)
+		rec.State, rec.Why = reconcile.Inapplicable, act.Err
+		return act, rec
 	}
-	act.From = "absent"
+	absent := Value{}
+	act.From, act.Old, rec.Observed = absent.String(), absent, absent
+	if run != nil {
+		if state, why := run.Hold(subject, Link.Setting(), want, l.Source); why != nil {
+			act.Status, act.Err = reconcile.Held, why
+			rec.State, rec.Why = state, why
+			return act, rec
+		}
+	}
 
 	// The kernel allows one rxe/siw device per netdev; say which one holds
 	// it rather than pass on a bare EEXIST.
 	if other, ok := softOn(known, l.Type, l.Netdev); ok {
-		return fail(fmt.Errorf("links: netdev %s already carries %s device %s; cannot also create %s", l.Netdev, l.Type, other, l.Name))
+		return fail(reconcile.Refused, fmt.Errorf("netdev %s already carries %s device %s; cannot also create %s", l.Netdev, l.Type, other, l.Name))
 	}
 
 	mod := Module(l.Type)
 	if !loaded[mod] {
 		have, err := h.LoadedModules()
 		if err != nil {
-			return fail(fmt.Errorf("links: %w", err))
+			return fail(reconcile.Refused, err)
 		}
 		if !have[mod] {
 			if err := loader.Load(ctx, []string{mod}); err != nil {
-				return fail(fmt.Errorf("links: load %s for %s: %w", mod, l.Name, err))
+				return fail(reconcile.Refused, fmt.Errorf("load %s for %s: %w", mod, l.Name, err))
 			}
 		}
 		loaded[mod] = true
 	}
 	if err := nl.LinkAdd(l.Name, string(l.Type), l.Netdev); err != nil {
-		return fail(fmt.Errorf("links: %w", err)) // the netlink error names the call
+		return fail(reconcile.Refused, err) // the netlink error names the call
 	}
 	if !h.Exists(path.Join(host.ClassInfiniband, l.Name)) {
-		return fail(fmt.Errorf("links: created %s but it does not show in sysfs", l.Name))
+		return fail(reconcile.Refused, fmt.Errorf("created %s but it does not show in sysfs", l.Name))
 	}
-	act.Status = reconcile.Changed
-	return act
+	act.Status, rec.State, rec.Observed = reconcile.Changed, reconcile.Holds, want
+	return act, rec
 }
 
 // softOn finds a known soft device of type t on netdev.

@@ -319,7 +319,7 @@ func TestUndo(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: policy(rxe0)}).Actions)
-	if created.Status != reconcile.Changed || created.New != rxe0 {
+	if n, _ := links.Link.New(created); created.Status != reconcile.Changed || n != (links.Value{Exists: true, Type: rxe0.Type, Netdev: rxe0.Netdev}) {
 		t.Fatalf("create: %v, New %#v", created, created.New)
 	}
 	if err := f.part.Undo(ctx, created); err != nil {
@@ -334,7 +334,7 @@ func TestUndo(t *testing.T) {
 	if removed.Status != reconcile.Changed {
 		t.Fatalf("Delete: %v", removed)
 	}
-	if want := (links.SoftLink{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"}); removed.Old != want {
+	if want, o := (links.Value{Exists: true, Type: config.LinkRXE, Netdev: "eth1"}), removed.Old; o != want {
 		t.Errorf("Delete's Old = %#v, want %#v", removed.Old, want)
 	}
 	if err := f.part.Undo(ctx, removed); err != nil {

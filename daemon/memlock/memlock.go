@@ -46,29 +46,33 @@ func RenderSystemd(m *config.Memlock) []byte {
 	return b.Bytes()
 }
 
-// Kinds of the actions this part reports, one per file. A Changed action's
-// Old is the file before (a host.FileSnapshot).
-const (
-	Limits  = reconcile.KindMemlockLimits
-	Systemd = reconcile.KindMemlockSystemd
+// The part's settings, one per file: their values are the files' content.
+var (
+	Limits = reconcile.NewSetting[host.FileSnapshot](reconcile.Setting{
+		Name: "memlock_limits", Kind: "memlock limits.d", Key: config.KeyMemlock, Title: "memlock limits.d file"})
+	Systemd = reconcile.NewSetting[host.FileSnapshot](reconcile.Setting{
+		Name: "memlock_systemd", Kind: "memlock DefaultLimitMEMLOCK", Key: config.KeyMemlock, Title: "memlock systemd drop-in"})
 )
 
 // Kinds implements reconcile.Part.
-func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Limits, Systemd} }
+func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Limits.Kind(), Systemd.Kind()} }
+
+// Settings implements reconcile.Part.
+func (*Part) Settings() []*reconcile.Setting {
+	return []*reconcile.Setting{Limits.Setting(), Systemd.Setting()}
+}
 
 // Undo implements reconcile.Part: the file is put back as it was (removed
 // when it did not exist). Sessions and services started in between keep
 // the limits they got.
 func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
-	rel := map[reconcile.Kind]string{Limits: LimitsFile, Systemd: SystemdFile}[a.Kind]
-	snap, ok := a.Old.(host.FileSnapshot)
-	if rel == "" || !ok {
-		return fmt.Errorf("memlock: %s %s: the file before the change is not known", a.Subject, a.Kind)
+	switch a.Kind {
+	case Limits.Kind():
+		return p.limits().Undo(a)
+	case Systemd.Kind():
+		return p.systemd().Undo(a)
 	}
-	if err := p.Host.Restore(rel, Header, snap); err != nil {
-		return fmt.Errorf("memlock: %w", err)
-	}
-	return nil
+	return fmt.Errorf("%s: %w", a.Kind, reconcile.ErrNotUndoable)
 }
 
 // Part is the memlock host part of the reconciler.
@@ -76,67 +80,39 @@ type Part struct {
 	Host *host.Host
 }
 
-// Apply writes or removes the managed files.
+func (p *Part) limits() reconcile.ManagedFile {
+	return reconcile.ManagedFile{Setting: Limits, Host: p.Host, Rel: LimitsFile, Header: Header}
+}
+
+func (p *Part) systemd() reconcile.ManagedFile {
+	return reconcile.ManagedFile{Setting: Systemd, Host: p.Host, Rel: SystemdFile, Header: Header}
+}
+
+// Apply writes the managed files [memlock] declares, and removes those it
+// no longer declares.
 func (p *Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Result {
 	m := pass.Policy.Memlock
-	var acts []reconcile.Action
+	var res reconcile.Result
+	host := reconcile.HostSubject()
+	drop := func(f reconcile.ManagedFile) {
+		if a, ok := f.Drop(pass, host); ok {
+			res.Actions = append(res.Actions, a)
+		}
+	}
+	keep := func(f reconcile.ManagedFile, data []byte) {
+		a, rec := f.Keep(pass, host, data, m.Source)
+		res.Actions, res.Records = append(res.Actions, a), append(res.Records, rec)
+	}
 	if m == nil {
-		acts = appendIf(acts, p.remove(LimitsFile, Limits))
-		acts = appendIf(acts, p.remove(SystemdFile, Systemd))
-		return reconcile.Result{Actions: acts}
+		drop(p.limits())
+		drop(p.systemd())
+		return res
 	}
-	acts = append(acts, p.write(LimitsFile, Limits, RenderLimits(m)))
+	keep(p.limits(), RenderLimits(m))
 	if m.Services {
-		acts = append(acts, p.write(SystemdFile, Systemd, RenderSystemd(m)))
+		keep(p.systemd(), RenderSystemd(m))
 	} else {
-		acts = appendIf(acts, p.remove(SystemdFile, Systemd))
+		drop(p.systemd())
 	}
-	return reconcile.Result{Actions: acts}
-}
-
-func appendIf(acts []reconcile.Action, a *reconcile.Action) []reconcile.Action {
-	if a != nil {
-		acts = append(acts, *a)
-	}
-	return acts
-}
-
-func (p *Part) write(rel string, kind reconcile.Kind, data []byte) reconcile.Action {
-	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: kind, To: "/" + rel}
-	old, err := p.Host.Snapshot(rel)
-	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("memlock: %w", err)
-		return act
-	}
-	act.Old = old
-	changed, err := p.Host.WriteManaged(rel, Header, data)
-	switch {
-	case err != nil:
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("memlock: %w", err)
-	case changed:
-		act.Status = reconcile.Changed
-	default:
-		act.Status = reconcile.Unchanged
-	}
-	return act
-}
-
-// remove deletes a file rdmad wrote earlier, and nothing else.
-func (p *Part) remove(rel string, kind reconcile.Kind) *reconcile.Action {
-	old, err := p.Host.Snapshot(rel)
-	if err == nil && !old.Exists {
-		return nil
-	}
-	removed := false
-	if err == nil {
-		removed, err = p.Host.RemoveManaged(rel, Header)
-	}
-	if err == nil && !removed {
-		return nil
-	}
-	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: kind, From: "/" + rel, To: "removed", Status: reconcile.Changed, Old: old}
-	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("memlock: %w", err)
-	}
-	return &act
+	return res
 }

@@ -62,7 +62,7 @@ func TestApplyWritesOnceAndRemovesOwnFilesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	acts = p.Apply(context.Background(), &reconcile.Pass{Policy: &config.Policy{}}).Actions
-	if len(acts) != 1 || acts[0].To != "removed" || acts[0].Status != reconcile.Changed {
+	if len(acts) != 1 || acts[0].To != "absent" || acts[0].Status != reconcile.Changed {
 		t.Fatalf("remove: %+v", acts)
 	}
 	if _, err := os.Stat(filepath.Join(root, memlock.LimitsFile)); !os.IsNotExist(err) {
@@ -106,7 +106,7 @@ func TestUndo(t *testing.T) {
 	m2.Group = "hpc"
 	for _, pol := range []*config.Policy{{Memlock: &m2}, {}} { // a change, then a removal
 		acts := p.Apply(ctx, &reconcile.Pass{Policy: pol}).Actions
-		if acts[0].Kind != memlock.Limits || acts[0].Status != reconcile.Changed {
+		if acts[0].Kind != memlock.Limits.Kind() || acts[0].Status != reconcile.Changed {
 			t.Fatalf("apply %+v: %v", pol.Memlock, acts)
 		}
 		if err := p.Undo(ctx, acts[0]); err != nil {

@@ -112,7 +112,7 @@ func BenchmarkTextfileRender1024(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		tf.buf.Reset()
-		render(&tf.buf, &snapshot{sum: sum, devices: tf.devices})
+		render(&tf.buf, &snapshot{sum: sum, families: tf.families, devices: tf.devices})
 	}
 }
 

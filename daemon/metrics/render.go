@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
-	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/version"
 	"github.com/rdmad/rdmad/dbusapi"
@@ -28,133 +27,27 @@ const Header = ownerMark + " (see docs/metrics.md); written by rdmad, do not edi
 // ownerMark is the part of Header that stays the same across versions.
 const ownerMark = "# rdmad textfile metrics"
 
-// The settings rdmad_port_drift reports, its "setting" label.
-const (
-	SettingRoCEMode = "roce_mode" // [[roce]] mode: configfs default_roce_mode
-	SettingRoCETOS  = "roce_tos"  // [[roce]] tos: configfs default_roce_tos
-	SettingVPIType  = "vpi_type"  // [[vpi]] type: mlx4_port<N>
-	SettingQoSPFC   = "qos_pfc"   // [[qos]] pfc: the PFC priorities of the port's netdev (DCB)
-	SettingQoSTrust = "qos_trust" // [[qos]] trust: the DSCP entries of its APP table (DCB)
-)
-
-// Drift says whether one declared setting of a port holds after the last
-// pass over its device.
+// Drift says whether one declared setting of a port holds.
 type Drift struct {
 	Setting string
 	Drifted bool
 }
 
 // PortDrift lists the settings the policy declares for port p of ds and
-// whether each one drifted: the kernel value is not the declared one, or it
-// could not be read or written in the last pass. It decides from typed
-// state only: observed values against PortState's declared ones, and the
-// failed actions by kind. A declared setting that does not apply to the
-// port (RoCE settings on an InfiniBand or iWARP port, a VPI type on a
-// device that is not mlx4) is not listed: reports show it not applicable.
+// whether each one drifted, as its part recorded it: the kernel value is
+// not the declared one, or it could not be read or written. A declared
+// setting that does not apply to the port (RoCE settings on an
+// InfiniBand port, QoS on a virtual function) is not listed. The values
+// of a device that did not read are the last good ones: every declared
+// setting of it counts as drifted.
 func PortDrift(ds *reconcile.DeviceState, p *reconcile.PortState) []Drift {
 	var out []Drift
-	// The values of a device that did not read are the last good ones.
-	stale := ds.ReadError != nil
-	if p.Transport == host.TransportRoCE && !p.Desired.Empty() {
-		// Without its rdma_cm directory no RoCE value of the device is set.
-		noConfigfs := stale || failed(ds.Failures, reconcile.KindRoCEConfigfs)
-		if p.Desired.Mode != "" {
-			drifted := noConfigfs || failed(p.Failures, reconcile.KindRoCEMode) || !p.RoCEKnown || p.RoCEMode != p.Desired.Mode.Kernel()
-			out = append(out, Drift{SettingRoCEMode, drifted})
+	for _, r := range p.Records {
+		if r.Applies() {
+			out = append(out, Drift{r.Setting.Name, r.Drifted() || ds.ReadError != nil})
 		}
-		if p.Desired.TOS != nil {
-			drifted := noConfigfs || failed(p.Failures, reconcile.KindRoCETOS) || !p.RoCEKnown || p.RoCETOS != *p.Desired.TOS
-			out = append(out, Drift{SettingRoCETOS, drifted})
-		}
-	}
-	out = append(out, qosDrift(ds, p)...)
-	if p.VPIType != "" && ds.Driver == host.DriverMLX4 {
-		// The port type is not kept in the observed state: the last pass's
-		// action on it says whether the kernel showed the declared type.
-		drifted := stale || failed(p.Failures, reconcile.KindVPIPortType) || !verified(ds, p.Number, reconcile.KindVPIPortType)
-		out = append(out, Drift{SettingVPIType, drifted})
 	}
 	return out
-}
-
-// qosDrift: [[qos]] settings of an Ethernet port drift when the kernel's
-// value differs or could not be read or written. A virtual function has no
-// DCB (its PF carries it): nothing is listed for it, as for a port QoS
-// does not apply to.
-func qosDrift(ds *reconcile.DeviceState, p *reconcile.PortState) []Drift {
-	if p.Transport != host.TransportRoCE && p.Transport != host.TransportIWARP {
-		return nil
-	}
-	if p.QoS.Empty() || notApplicable(ds, p.Number, reconcile.KindQoSVF) {
-		return nil
-	}
-	stale := ds.ReadError != nil
-	var out []Drift
-	if p.QoS.HasPFC {
-		drifted := stale || failed(p.Failures, reconcile.KindQoSPFC) || !p.QoSKnown || !samePrios(p.QoSPFC, p.QoS.PFC)
-		out = append(out, Drift{SettingQoSPFC, drifted})
-	}
-	if p.QoS.Trust != "" {
-		drifted := stale || failed(p.Failures, reconcile.KindQoSTrust) || !p.QoSKnown || p.QoSTrust != string(p.QoS.Trust) ||
-			(p.QoS.Trust == config.TrustDSCP && !dscpHolds(p.QoSDSCP, p.QoS.DSCPTable()))
-		out = append(out, Drift{SettingQoSTrust, drifted})
-	}
-	return out
-}
-
-func samePrios(a, b []uint8) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func dscpHolds(have map[uint8]uint8, want [64]uint8) bool {
-	if len(have) != len(want) {
-		return false
-	}
-	for d, prio := range want {
-		if v, ok := have[uint8(d)]; !ok || v != prio {
-			return false
-		}
-	}
-	return true
-}
-
-func notApplicable(ds *reconcile.DeviceState, port int, k reconcile.Kind) bool {
-	s := reconcile.PortSubject(ds.Name, port)
-	for _, a := range ds.Actions {
-		if a.Subject == s && a.Kind == k && a.Status == reconcile.NotApplicable {
-			return true
-		}
-	}
-	return false
-}
-
-func failed(acts []reconcile.Action, k reconcile.Kind) bool {
-	for _, a := range acts {
-		if a.Kind == k && a.Status == reconcile.Failed {
-			return true
-		}
-	}
-	return false
-}
-
-// verified reports whether the last pass over ds found the port's setting
-// of kind k as declared, or set it and read it back.
-func verified(ds *reconcile.DeviceState, port int, k reconcile.Kind) bool {
-	s := reconcile.PortSubject(ds.Name, port)
-	for _, a := range ds.Actions {
-		if a.Subject == s && a.Kind == k {
-			return a.Status == reconcile.Unchanged || a.Status == reconcile.Changed
-		}
-	}
-	return false
 }
 
 // labelEscaper escapes a label value as the text exposition format wants.
@@ -167,39 +60,49 @@ func labelValue(s string) string { return labelEscaper.Replace(dbusapi.Escape(s)
 
 // Per-device families: each device renders its samples of each family
 // into its own buffer after a pass over it, and render writes every
-// family's buffers together (a family's samples must be contiguous). A new
-// per-port metric is one more entry here and one more case in buildDevice.
-type devFamily int
+// family's buffers together (a family's samples must be contiguous). The
+// families are rdmad_port_drift and one gauge per setting that has one
+// (reconcile.Setting.Gauge: rdmad_port_roce_tos...), in the parts' order.
+type devFamily struct {
+	name, help string
+	setting    *reconcile.Setting // nil: rdmad_port_drift
+}
 
-const (
-	famDrift devFamily = iota
-	famRoCETOS
-	famRoCEMode
-	numDevFamilies
-)
+const driftHelp = "1 when a declared port setting does not hold at the last read (the kernel value differs, or could not be read or written), 0 when it does."
 
-var devFamilies = [numDevFamilies]struct{ name, help string }{
-	famDrift:    {"rdmad_port_drift", "1 when a declared port setting does not hold after the last pass (the kernel value differs, or could not be read or written), 0 when it does."},
-	famRoCETOS:  {"rdmad_port_roce_tos", "The default RoCE type of service of a RoCE port as the kernel holds it (configfs rdma_cm default_roce_tos) after the last pass, declared or not."},
-	famRoCEMode: {"rdmad_port_roce_mode_info", "The default RoCE mode of a RoCE port as the kernel holds it (configfs rdma_cm default_roce_mode: \"IB/RoCE v1\" or \"RoCE v2\") after the last pass; always 1."},
+// devFamilies are the per-device families of the settings.
+func devFamilies(settings []*reconcile.Setting) []devFamily {
+	out := []devFamily{{name: "rdmad_port_drift", help: driftHelp}}
+	for _, s := range settings {
+		if s.Gauge != nil {
+			out = append(out, devFamily{name: s.Gauge.Name, help: s.Gauge.Help, setting: s})
+		}
+	}
+	return out
 }
 
 // deviceMetrics is what one device contributes to the file, rendered after
 // each pass over it so that a pass over one device does not render the
 // others again.
 type deviceMetrics struct {
-	fam   [numDevFamilies][]byte // samples per family
-	ports []portKey              // one per port
+	fam   [][]byte  // samples per family, as devFamilies orders them
+	ports []portKey // one per port
 }
 
 // portKey is the rdmad_ports labels of one port, escaped.
 type portKey struct{ transport, state string }
 
-func buildDevice(ds *reconcile.DeviceState) *deviceMetrics {
-	dm := &deviceMetrics{ports: make([]portKey, 0, len(ds.Ports))}
-	var b [numDevFamilies]bytes.Buffer
+func buildDevice(ds *reconcile.DeviceState, fams []devFamily) *deviceMetrics {
+	dm := &deviceMetrics{ports: make([]portKey, 0, len(ds.Ports)), fam: make([][]byte, len(fams))}
+	b := make([]bytes.Buffer, len(fams))
+	gauge := map[*reconcile.Setting]int{}
+	for f, fam := range fams {
+		if fam.setting != nil {
+			gauge[fam.setting] = f
+		}
+	}
 	dev := labelValue(ds.Name)
-	b[famDrift].Grow(len(ds.Ports) * 3 * (len(`rdmad_port_drift{device="",port="",setting="roce_mode"} 0`) + len(dev) + 3))
+	b[0].Grow(len(ds.Ports) * 3 * (len(`rdmad_port_drift{device="",port="",setting="roce_mode"} 0`) + len(dev) + 3))
 	for i := range ds.Ports {
 		p := &ds.Ports[i]
 		state := p.State
@@ -209,27 +112,33 @@ func buildDevice(ds *reconcile.DeviceState) *deviceMetrics {
 		dm.ports = append(dm.ports, portKey{labelValue(string(p.Transport)), labelValue(state)})
 		port := strconv.Itoa(p.Number)
 		for _, d := range PortDrift(ds, p) {
-			w := &b[famDrift]
+			w := &b[0]
 			w.WriteString(`rdmad_port_drift{device="`)
 			w.WriteString(dev)
 			w.WriteString(`",port="`)
 			w.WriteString(port)
 			w.WriteString(`",setting="`)
-			w.WriteString(d.Setting)
+			w.WriteString(labelValue(d.Setting))
 			if d.Drifted {
 				w.WriteString("\"} 1\n")
 			} else {
 				w.WriteString("\"} 0\n")
 			}
 		}
-		// The kernel's values, only where it holds them: a RoCE port whose
-		// rdma_cm values were read (a device that did not read shows none).
-		if p.Transport == host.TransportRoCE && p.RoCEKnown && ds.ReadError == nil {
-			if p.RoCETOS >= 0 {
-				b[famRoCETOS].WriteString(`rdmad_port_roce_tos{device="` + dev + `",port="` + port + `"} ` + strconv.Itoa(p.RoCETOS) + "\n")
+		// The kernel's values, only where it holds them (a device that
+		// did not read shows none).
+		if ds.ReadError != nil {
+			continue
+		}
+		for _, r := range p.Records {
+			f, ok := gauge[r.Setting]
+			if !ok || r.Observed == nil {
+				continue
 			}
-			if p.RoCEMode != "" {
-				b[famRoCEMode].WriteString(`rdmad_port_roce_mode_info{device="` + dev + `",port="` + port + `",mode="` + labelValue(p.RoCEMode) + "\"} 1\n")
+			if g := r.Setting.Gauge; g.Label != "" {
+				b[f].WriteString(g.Name + `{device="` + dev + `",port="` + port + `",` + g.Label + `="` + labelValue(r.Observed.String()) + "\"} 1\n")
+			} else if v, ok := number(r.Observed); ok {
+				b[f].WriteString(g.Name + `{device="` + dev + `",port="` + port + `"} ` + v + "\n")
 			}
 		}
 	}
@@ -239,10 +148,54 @@ func buildDevice(ds *reconcile.DeviceState) *deviceMetrics {
 	return dm
 }
 
+// number is a value's sample: its Wire, when that is a number.
+func number(v reconcile.Value) (string, bool) {
+	w, ok := v.(reconcile.Wired)
+	if !ok {
+		return "", false
+	}
+	switch n := w.Wire(false).(type) {
+	case int32:
+		return strconv.FormatInt(int64(n), 10), true
+	case int:
+		return strconv.Itoa(n), true
+	case uint32:
+		return strconv.FormatUint(uint64(n), 10), true
+	case int64:
+		return strconv.FormatInt(n, 10), true
+	case uint64:
+		return strconv.FormatUint(n, 10), true
+	}
+	return "", false
+}
+
+// hostDrift renders rdmad_host_drift: one sample per declared setting of
+// a host-level subject (rdmad's files, links, the netns mode) that
+// applies, 1 when it does not hold.
+func hostDrift(b *bytes.Buffer, recs []reconcile.Record) {
+	family(b, "rdmad_host_drift", "1 when a declared host-level setting (a file rdmad writes, a soft link, the RDMA netns mode) does not hold at the last read, 0 when it does.")
+	var lines []string
+	for _, r := range recs {
+		if r.Subject.Kind == reconcile.SubjectPort || r.Subject.Kind == reconcile.SubjectDevice || !r.Applies() {
+			continue
+		}
+		v := "0"
+		if r.Drifted() {
+			v = "1"
+		}
+		lines = append(lines, `rdmad_host_drift{subject="`+labelValue(r.Subject.String())+`",setting="`+labelValue(r.Setting.Name)+`"} `+v+"\n")
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		b.WriteString(l)
+	}
+}
+
 // snapshot is what one write renders: the host-level facts plus the
 // rendered devices.
 type snapshot struct {
 	sum         reconcile.Summary
+	families    []devFamily
 	devices     map[string]*deviceMetrics
 	configError bool
 	inForce     config.InForce
@@ -327,14 +280,15 @@ func render(b *bytes.Buffer, s *snapshot) {
 		b.WriteString(`rdmad_failures{subject_kind="` + k.label + `"} ` + strconv.Itoa(failures[k.kind]) + "\n")
 	}
 
-	for f := range devFamilies {
-		family(b, devFamilies[f].name, devFamilies[f].help)
+	for f, fam := range s.families {
+		family(b, fam.name, fam.help)
 		for _, n := range s.sum.Devices {
-			if dm := s.devices[n]; dm != nil {
+			if dm := s.devices[n]; dm != nil && f < len(dm.fam) {
 				b.Write(dm.fam[f])
 			}
 		}
 	}
+	hostDrift(b, s.sum.HostRecords)
 
 	if s.findings != nil {
 		b.Write(s.findings)

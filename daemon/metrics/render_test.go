@@ -3,6 +3,7 @@ package metrics
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"runtime"
@@ -14,118 +15,94 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/qos"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/roce"
-	"github.com/rdmad/rdmad/daemon/vpi"
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
-func tos(n int) *int { return &n }
+// roceFams are the per-device families of the RoCE part's settings.
+var roceFams = devFamilies([]*reconcile.Setting{roce.Mode.Setting(), roce.TOS.Setting()})
 
+// judged is a record of a declared setting whose part compared declared
+// with observed (nil: not read).
+func judged(s *reconcile.Setting, port int, declared, observed reconcile.Value, same bool) reconcile.Record {
+	r := reconcile.Record{Subject: reconcile.PortSubject("dev0", port), Setting: s, Declared: declared, Observed: observed, State: reconcile.Holds}
+	switch {
+	case observed == nil:
+		r.State, r.Why = reconcile.Unknown, errors.New("unreadable")
+	case !same:
+		r.State = reconcile.Differs
+	}
+	return r
+}
+
+// rocePort is a RoCE port with mode v1 and TOS 106 declared, and the
+// kernel's mode and TOS ("" and -1: not read).
 func rocePort(mode string, tosv int) reconcile.PortState {
+	var m, t reconcile.Value
+	if mode != "" {
+		v := roce.ModeValue{Other: mode}
+		if mode == "IB/RoCE v1" {
+			v = roce.ModeValue{Mode: config.RoCEv1}
+		} else if mode == "RoCE v2" {
+			v = roce.ModeValue{Mode: config.RoCEv2}
+		}
+		m = v
+	}
+	if tosv >= 0 {
+		t = roce.TOSValue(tosv)
+	}
 	return reconcile.PortState{
-		Port:      host.Port{Number: 1, State: "ACTIVE", LinkLayer: "Ethernet", RoCEMode: mode, RoCETOS: tosv, RoCEKnown: true},
+		Port:      host.Port{Number: 1, State: "ACTIVE", LinkLayer: "Ethernet"},
 		Transport: host.TransportRoCE,
-		Desired:   config.RoCEDesired{Mode: config.RoCEv1, TOS: tos(106)},
+		Records: []reconcile.Record{
+			judged(roce.Mode.Setting(), 1, roce.ModeValue{Mode: config.RoCEv1}, m, mode == "IB/RoCE v1"),
+			judged(roce.TOS.Setting(), 1, roce.TOSValue(106), t, tosv == 106),
+		},
 	}
 }
 
-// qosPort declares pfc = [3] and trust dscp with dscp_prio 26 = 4 on a
-// port whose netdev shows exactly that, then applies change.
-func qosPort(change func(p *reconcile.PortState)) func(p *reconcile.PortState) {
-	return func(p *reconcile.PortState) {
-		p.Desired = config.RoCEDesired{}
-		p.QoS = config.QoSDesired{Trust: config.TrustDSCP, PFC: []uint8{3}, HasPFC: true, DSCPPrio: map[uint8]uint8{26: 4}}
-		tab := p.QoS.DSCPTable()
-		p.QoSKnown, p.QoSTrust, p.QoSPFC, p.QoSDSCP = true, "dscp", []uint8{3}, map[uint8]uint8{}
-		for d, prio := range tab {
-			p.QoSDSCP[uint8(d)] = prio
-		}
-		if change != nil {
-			change(p)
-		}
+// undeclared makes every record of p an undeclared one, as a publishing
+// pass records a port no rule selects.
+func undeclared(p reconcile.PortState) reconcile.PortState {
+	for i := range p.Records {
+		p.Records[i].Declared, p.Records[i].State, p.Records[i].Why = nil, reconcile.Undeclared, nil
 	}
+	return p
 }
 
-func failedAction(s reconcile.Subject, k reconcile.Kind) reconcile.Action {
-	return reconcile.Action{Subject: s, Kind: k, Status: reconcile.Failed, Err: errors.New("refused")}
-}
-
+// Drift is what the records say: a declared setting that applies and does
+// not hold, whatever the reason its part gave (differs, refused, unknown,
+// contested, deferred); settings that do not apply and undeclared ones
+// are not listed; every declared setting of a device that did not read
+// counts as drifted. How each state comes about is the parts' (their
+// tests, and reconcile's TestConverge).
 func TestPortDrift(t *testing.T) {
-	port1 := reconcile.PortSubject("dev0", 1)
+	mode, tos := roce.Mode.Setting(), roce.TOS.Setting()
+	with := func(states ...reconcile.RecordState) func(p *reconcile.PortState) {
+		return func(p *reconcile.PortState) {
+			for i, st := range states {
+				p.Records[i].State = st
+			}
+		}
+	}
 	tests := []struct {
 		name   string
 		device func(ds *reconcile.DeviceState)
 		port   func(p *reconcile.PortState)
 		want   []Drift
 	}{
-		{"declared values hold", nil, nil,
-			[]Drift{{SettingRoCEMode, false}, {SettingRoCETOS, false}}},
-		{"kernel mode differs", nil, func(p *reconcile.PortState) { p.RoCEMode = "RoCE v2" },
-			[]Drift{{SettingRoCEMode, true}, {SettingRoCETOS, false}}},
-		{"kernel tos differs", nil, func(p *reconcile.PortState) { p.RoCETOS = 0 },
-			[]Drift{{SettingRoCEMode, false}, {SettingRoCETOS, true}}},
-		// The value reads as declared, but the pass failed on it (e.g.
-		// the read-back failed): not verified, so drift.
-		{"failed mode action", nil, func(p *reconcile.PortState) { p.Failures = []reconcile.Action{failedAction(port1, roce.Mode)} },
-			[]Drift{{SettingRoCEMode, true}, {SettingRoCETOS, false}}},
-		{"values unknown", nil, func(p *reconcile.PortState) { p.RoCEKnown, p.RoCEMode, p.RoCETOS = false, "", -1 },
-			[]Drift{{SettingRoCEMode, true}, {SettingRoCETOS, true}}},
-		{"no rdma_cm directory", func(ds *reconcile.DeviceState) {
-			ds.Failures = []reconcile.Action{failedAction(reconcile.DeviceSubject("dev0"), roce.Configfs)}
-		}, nil, []Drift{{SettingRoCEMode, true}, {SettingRoCETOS, true}}},
+		{"declared values hold", nil, nil, []Drift{{mode.Name, false}, {tos.Name, false}}},
+		{"differs", nil, with(reconcile.Differs), []Drift{{mode.Name, true}, {tos.Name, false}}},
+		{"refused", nil, with(reconcile.Holds, reconcile.Refused), []Drift{{mode.Name, false}, {tos.Name, true}}},
+		{"unknown", nil, with(reconcile.Unknown, reconcile.Unknown), []Drift{{mode.Name, true}, {tos.Name, true}}},
+		{"contested", nil, with(reconcile.Contested), []Drift{{mode.Name, true}, {tos.Name, false}}},
+		{"deferred", nil, with(reconcile.Deferred), []Drift{{mode.Name, true}, {tos.Name, false}}},
 		{"device did not read", func(ds *reconcile.DeviceState) { ds.ReadError = errors.New("EIO") }, nil,
-			[]Drift{{SettingRoCEMode, true}, {SettingRoCETOS, true}}},
-		{"tos only", nil, func(p *reconcile.PortState) { p.Desired.Mode = "" },
-			[]Drift{{SettingRoCETOS, false}}},
-		{"nothing declared", nil, func(p *reconcile.PortState) { p.Desired = config.RoCEDesired{} }, nil},
-		{"RoCE rule on an InfiniBand port", nil, func(p *reconcile.PortState) { p.Transport, p.LinkLayer = host.TransportInfiniBand, "InfiniBand" }, nil},
-		{"vpi verified", func(ds *reconcile.DeviceState) {
-			ds.Driver = vpi.Driver
-			ds.Actions = []reconcile.Action{{Subject: port1, Kind: vpi.PortType, To: "eth", Status: reconcile.Unchanged}}
-		}, func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
-			[]Drift{{SettingVPIType, false}}},
-		{"vpi changed", func(ds *reconcile.DeviceState) {
-			ds.Driver = vpi.Driver
-			ds.Actions = []reconcile.Action{{Subject: port1, Kind: vpi.PortType, To: "eth", Status: reconcile.Changed}}
-		}, func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
-			[]Drift{{SettingVPIType, false}}},
-		{"vpi refused", func(ds *reconcile.DeviceState) {
-			ds.Driver = vpi.Driver
-			ds.Actions = []reconcile.Action{failedAction(port1, vpi.PortType)}
-		}, func(p *reconcile.PortState) {
-			p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth
-			p.Failures = []reconcile.Action{failedAction(port1, vpi.PortType)}
-		}, []Drift{{SettingVPIType, true}}},
-		{"vpi never looked at", func(ds *reconcile.DeviceState) { ds.Driver = vpi.Driver },
-			func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
-			[]Drift{{SettingVPIType, true}}},
-		{"vpi on another port only", func(ds *reconcile.DeviceState) {
-			ds.Driver = vpi.Driver
-			ds.Actions = []reconcile.Action{{Subject: reconcile.PortSubject("dev0", 2), Kind: vpi.PortType, Status: reconcile.Unchanged}}
-		}, func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth },
-			[]Drift{{SettingVPIType, true}}},
-		{"qos holds", nil, qosPort(nil), []Drift{{SettingQoSPFC, false}, {SettingQoSTrust, false}}},
-		{"qos pfc differs", nil, qosPort(func(p *reconcile.PortState) { p.QoSPFC = []uint8{4} }),
-			[]Drift{{SettingQoSPFC, true}, {SettingQoSTrust, false}}},
-		{"qos dscp entry differs", nil, qosPort(func(p *reconcile.PortState) {
-			p.QoSDSCP = map[uint8]uint8{}
-			for d := uint8(0); d < 64; d++ {
-				p.QoSDSCP[d] = d >> 3
-			}
-		}), []Drift{{SettingQoSPFC, false}, {SettingQoSTrust, true}}},
-		{"qos trust pcp in the kernel", nil, qosPort(func(p *reconcile.PortState) { p.QoSTrust, p.QoSDSCP = "pcp", map[uint8]uint8{} }),
-			[]Drift{{SettingQoSPFC, false}, {SettingQoSTrust, true}}},
-		{"qos netdev without DCB", nil, qosPort(func(p *reconcile.PortState) {
-			p.QoSKnown = false
-			p.Failures = []reconcile.Action{failedAction(port1, qos.PFC), failedAction(port1, qos.Trust)}
-		}), []Drift{{SettingQoSPFC, true}, {SettingQoSTrust, true}}},
-		{"qos on a VF", func(ds *reconcile.DeviceState) {
-			ds.Actions = []reconcile.Action{{Subject: port1, Kind: qos.VF, Status: reconcile.NotApplicable}}
-		}, qosPort(func(p *reconcile.PortState) { p.QoSKnown = false }), nil},
-		{"vpi on a device that is not mlx4", nil,
-			func(p *reconcile.PortState) { p.Desired, p.VPIType = config.RoCEDesired{}, config.VPIeth }, nil},
+			[]Drift{{mode.Name, true}, {tos.Name, true}}},
+		{"not applicable", nil, with(reconcile.Inapplicable, reconcile.Inapplicable), nil},
+		{"tos only", nil, func(p *reconcile.PortState) { p.Records = p.Records[1:] }, []Drift{{tos.Name, false}}},
+		{"nothing declared", nil, func(p *reconcile.PortState) { *p = undeclared(*p) }, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,6 +119,10 @@ func TestPortDrift(t *testing.T) {
 			}
 		})
 	}
+}
+
+func failedAction(s reconcile.Subject, k reconcile.Kind) reconcile.Action {
+	return reconcile.Action{Subject: s, Kind: k, Status: reconcile.Failed, Err: errors.New("refused")}
 }
 
 func mustValue(t testing.TB, fams map[string]*dto.MetricFamily, want float64, name string, labels ...string) {
@@ -166,10 +147,10 @@ func TestRenderEscapesLabelValues(t *testing.T) {
 		ds := reconcile.DeviceState{Device: host.Device{Name: n}, Ports: []reconcile.PortState{rocePort("IB/RoCE v1", 106)}}
 		ds.Ports[0].State = n // a port state read from the host too
 		sum.Devices = append(sum.Devices, n)
-		devices[n] = buildDevice(&ds)
+		devices[n] = buildDevice(&ds, roceFams)
 	}
 	var b bytes.Buffer
-	render(&b, &snapshot{sum: sum, devices: devices, now: time.Unix(1700000100, 0)})
+	render(&b, &snapshot{families: roceFams, sum: sum, devices: devices, now: time.Unix(1700000100, 0)})
 	fams := ParseText(t, b.Bytes())
 	for _, n := range names {
 		// The label value is the name as D-Bus publishes it.
@@ -190,22 +171,22 @@ func TestRenderHostFacts(t *testing.T) {
 	sum := reconcile.Summary{
 		Devices: []string{"mlx4_0", "mlx5_0", "new0"}, // new0: listed, not rendered yet
 		Failures: []reconcile.Action{
-			failedAction(reconcile.PortSubject("mlx5_0", 1), roce.Mode),
+			failedAction(reconcile.PortSubject("mlx5_0", 1), roce.Mode.Kind()),
 			failedAction(reconcile.HostSubject(), "modules"),
 			failedAction(reconcile.LinkSubject("rxe0"), "soft link"),
 			failedAction(reconcile.LinkSubject("rxe1"), "soft link"),
 		},
 	}
 	var b bytes.Buffer
-	render(&b, &snapshot{sum: sum, configError: true, now: time.Now(),
-		devices:  map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds0), "mlx4_0": buildDevice(&ib), "gone0": buildDevice(&ds0)},
+	render(&b, &snapshot{families: roceFams, sum: sum, configError: true, now: time.Now(),
+		devices:  map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds0, roceFams), "mlx4_0": buildDevice(&ib, roceFams), "gone0": buildDevice(&ds0, roceFams)},
 		findings: renderFindings(sampleFindings)})
 	fams := ParseText(t, b.Bytes())
 	Promtool(t, b.Bytes())
 
 	want := []string{"rdmad_build_info", "rdmad_heartbeat_timestamp_seconds", "rdmad_last_reconcile_timestamp_seconds",
-		"rdmad_config_error", "rdmad_devices", "rdmad_ports", "rdmad_failures", "rdmad_port_drift",
-		"rdmad_port_roce_tos", "rdmad_port_roce_mode_info", "rdmad_doctor_findings", "rdmad_doctor_finding"}
+		"rdmad_config_error", "rdmad_policy_in_force", "rdmad_last_good_save_failed", "rdmad_devices", "rdmad_ports", "rdmad_failures", "rdmad_port_drift",
+		"rdmad_port_roce_mode_info", "rdmad_port_roce_tos", "rdmad_doctor_findings", "rdmad_doctor_finding"}
 	if len(fams) != len(want) {
 		t.Errorf("families = %d, want %d", len(fams), len(want))
 	}
@@ -257,7 +238,7 @@ var sampleFindings = []dbusapi.Finding{
 // subjects as rdmactl names them, escaped as D-Bus publishes them.
 func TestRenderFindings(t *testing.T) {
 	var b bytes.Buffer
-	render(&b, &snapshot{now: time.Now(), findings: renderFindings(sampleFindings)})
+	render(&b, &snapshot{families: roceFams, now: time.Now(), findings: renderFindings(sampleFindings)})
 	fams := ParseText(t, b.Bytes())
 	Promtool(t, b.Bytes())
 	mustValue(t, fams, 2, "rdmad_doctor_findings", "severity=ok")
@@ -278,12 +259,12 @@ func TestRenderFindings(t *testing.T) {
 	// Before doctor ran: the families, no samples; with no finding at all,
 	// zero counts.
 	b.Reset()
-	render(&b, &snapshot{now: time.Now()})
+	render(&b, &snapshot{families: roceFams, now: time.Now()})
 	if fams := ParseText(t, b.Bytes()); fams["rdmad_doctor_findings"] != nil || !bytes.Contains(b.Bytes(), []byte("# TYPE rdmad_doctor_findings gauge\n")) {
 		t.Errorf("before doctor ran: want the family without samples:\n%s", b.Bytes())
 	}
 	b.Reset()
-	render(&b, &snapshot{now: time.Now(), findings: renderFindings(nil)})
+	render(&b, &snapshot{families: roceFams, now: time.Now(), findings: renderFindings(nil)})
 	fams = ParseText(t, b.Bytes())
 	for _, sev := range []string{"ok", "warn", "fail"} {
 		mustValue(t, fams, 0, "rdmad_doctor_findings", "severity="+sev)
@@ -295,17 +276,17 @@ func TestRenderFindings(t *testing.T) {
 // unknown, a device that did not read, or another transport.
 func TestRenderRoCEValues(t *testing.T) {
 	declared := rocePort("IB/RoCE v1", 106)
-	undeclared := rocePort("RoCE v2", 0)
-	undeclared.Number, undeclared.Desired = 2, config.RoCEDesired{}
+	other2 := undeclared(rocePort("RoCE v2", 0))
+	other2.Number = 2
 	unknown := rocePort("", -1)
-	unknown.Number, unknown.RoCEKnown = 3, false
-	iw := reconcile.PortState{Port: host.Port{Number: 1, RoCEMode: "RoCE v2", RoCETOS: 5, RoCEKnown: true}, Transport: host.TransportIWARP}
-	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{declared, undeclared, unknown}}
+	unknown.Number = 3
+	iw := reconcile.PortState{Port: host.Port{Number: 1}, Transport: host.TransportIWARP}
+	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{declared, other2, unknown}}
 	bad := reconcile.DeviceState{Device: host.Device{Name: "mlx5_1"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 7)}, ReadError: errors.New("EIO")}
 	other := reconcile.DeviceState{Device: host.Device{Name: "iw0"}, Ports: []reconcile.PortState{iw}}
 	var b bytes.Buffer
-	render(&b, &snapshot{sum: reconcile.Summary{Devices: []string{"iw0", "mlx5_0", "mlx5_1"}}, now: time.Now(),
-		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds), "mlx5_1": buildDevice(&bad), "iw0": buildDevice(&other)}})
+	render(&b, &snapshot{families: roceFams, sum: reconcile.Summary{Devices: []string{"iw0", "mlx5_0", "mlx5_1"}}, now: time.Now(),
+		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds, roceFams), "mlx5_1": buildDevice(&bad, roceFams), "iw0": buildDevice(&other, roceFams)}})
 	fams := ParseText(t, b.Bytes())
 	Promtool(t, b.Bytes())
 	mustValue(t, fams, 106, "rdmad_port_roce_tos", "device=mlx5_0", "port=1")
@@ -337,8 +318,9 @@ func TestDocumentedExampleMatchesRender(t *testing.T) {
 
 	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 106)}}
 	var b bytes.Buffer
-	render(&b, &snapshot{sum: reconcile.Summary{Devices: []string{"mlx5_0"}}, now: time.Now(),
-		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds)}, findings: renderFindings(sampleFindings)})
+	hostRecs := []reconcile.Record{{Subject: reconcile.LinkSubject("rxe0"), Setting: roce.TOS.Setting(), Declared: roce.TOSValue(1), State: reconcile.Holds}}
+	render(&b, &snapshot{families: roceFams, sum: reconcile.Summary{Devices: []string{"mlx5_0"}, HostRecords: hostRecs}, now: time.Now(),
+		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds, roceFams)}, findings: renderFindings(sampleFindings)})
 	real := ParseText(t, b.Bytes())
 	Promtool(t, []byte(block))
 	if len(documented) != len(real) {
@@ -358,3 +340,32 @@ func TestDocumentedExampleMatchesRender(t *testing.T) {
 		}
 	}
 }
+
+// rdmad_host_drift: one sample per declared host-level setting that
+// applies (files, links, the netns mode), from the host parts' records;
+// records about ports (the mlx4_en options judged per port) are the
+// ports' drift, not the host's.
+func TestRenderHostDrift(t *testing.T) {
+	file := reconcile.NewSetting[num](reconcile.Setting{Name: "test_file", Kind: "test file", Key: "test.file", Title: "test file"})
+	link := reconcile.NewSetting[num](reconcile.Setting{Name: "test_link", Kind: "test link", Key: "test.link", Title: "test link"})
+	recs := []reconcile.Record{
+		{Subject: reconcile.HostSubject(), Setting: file.Setting(), Declared: num(1), State: reconcile.Holds},
+		{Subject: reconcile.LinkSubject("rxe0"), Setting: link.Setting(), Declared: num(1), State: reconcile.Refused},
+		{Subject: reconcile.LinkSubject("rxe1"), Setting: link.Setting(), Declared: num(1), State: reconcile.Inapplicable},
+		{Subject: reconcile.PortSubject("mlx4_0", 2), Setting: file.Setting(), Declared: num(1), State: reconcile.Refused},
+		{Subject: reconcile.HostSubject(), Setting: link.Setting(), State: reconcile.Undeclared},
+	}
+	var b bytes.Buffer
+	render(&b, &snapshot{families: roceFams, sum: reconcile.Summary{HostRecords: recs}, now: time.Now()})
+	fams := ParseText(t, b.Bytes())
+	Promtool(t, b.Bytes())
+	mustValue(t, fams, 0, "rdmad_host_drift", "subject=host", "setting=test_file")
+	mustValue(t, fams, 1, "rdmad_host_drift", "subject=link rxe0", "setting=test_link")
+	if n := len(fams["rdmad_host_drift"].Metric); n != 2 {
+		t.Errorf("%d rdmad_host_drift samples, want 2", n)
+	}
+}
+
+type num int
+
+func (n num) String() string { return fmt.Sprint(int(n)) }

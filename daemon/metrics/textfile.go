@@ -21,6 +21,9 @@ import (
 type Source interface {
 	Summary() reconcile.Summary
 	DeviceStates(names []string) []reconcile.DeviceState
+	// Settings are the settings the parts keep: a setting with a gauge
+	// gets its family.
+	Settings() []*reconcile.Setting
 }
 
 const (
@@ -83,6 +86,8 @@ type Textfile struct {
 	// at the next write.
 	findingsDue bool
 
+	families []devFamily
+
 	// Owned by Run's goroutine.
 	written string // path holding rdmad's last file; "" none
 	devices map[string]*deviceMetrics
@@ -118,6 +123,7 @@ func New(o Options) *Textfile {
 		src: o.Source, configErr: o.ConfigError, inForce: o.InForce, findingsFn: o.Findings, now: o.Now, log: o.Log,
 		minInterval: max(o.MinInterval, 0), heartbeat: o.Heartbeat,
 		wake: make(chan struct{}, 1), full: true, dirty: map[string]struct{}{}, findingsDue: true,
+		families: devFamilies(o.Source.Settings()),
 	}
 }
 
@@ -277,7 +283,7 @@ func (t *Textfile) update(names []string, full bool, dirty []string) {
 	if full || t.devices == nil {
 		t.devices = make(map[string]*deviceMetrics, len(names))
 		for _, ds := range t.src.DeviceStates(names) {
-			t.devices[ds.Name] = buildDevice(&ds)
+			t.devices[ds.Name] = buildDevice(&ds, t.families)
 		}
 		return
 	}
@@ -288,7 +294,7 @@ func (t *Textfile) update(names []string, full bool, dirty []string) {
 	known := make(map[string]bool, len(states))
 	for i := range states {
 		known[states[i].Name] = true
-		t.devices[states[i].Name] = buildDevice(&states[i])
+		t.devices[states[i].Name] = buildDevice(&states[i], t.families)
 	}
 	for _, n := range dirty {
 		if !known[n] {
@@ -307,6 +313,7 @@ func (t *Textfile) write(path string, sum reconcile.Summary) error {
 	t.buf.Reset()
 	render(&t.buf, &snapshot{
 		sum:         sum,
+		families:    t.families,
 		devices:     t.devices,
 		configError: t.configErr() != nil,
 		inForce:     t.inForce(),

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/roce"
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
@@ -43,6 +44,10 @@ func (f *fakeSource) set(name, mode string) {
 	defer f.mu.Unlock()
 	ds := reconcile.DeviceState{Device: host.Device{Name: name}, Ports: []reconcile.PortState{rocePort(mode, 106)}}
 	f.states[name] = ds
+}
+
+func (f *fakeSource) Settings() []*reconcile.Setting {
+	return []*reconcile.Setting{roce.Mode.Setting(), roce.TOS.Setting()}
 }
 
 func (f *fakeSource) remove(name string) {

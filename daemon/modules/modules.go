@@ -130,10 +130,14 @@ func listDevices(devs []*host.Device) map[string][]string {
 }
 
 // Load is the kind of the module batch action.
-const Load = reconcile.KindModules
+const Load reconcile.Kind = "modules"
 
 // Kinds implements reconcile.Part.
 func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Load, ReadList} }
+
+// Settings implements reconcile.Part: loading modules keeps no setting (a
+// module is never unloaded, so nothing drifts back).
+func (*Part) Settings() []*reconcile.Setting { return nil }
 
 // Undo implements reconcile.Part. Nothing this part does is undone: rdmad
 // never unloads a module (devices, their users and other modules hold it,
@@ -254,6 +258,10 @@ func (p *Part) load(ctx context.Context, pass *reconcile.Pass, wanted, sources [
 		return reconcile.Result{Actions: []reconcile.Action{act}, Modules: present()}
 	}
 	act.From = "missing: " + strings.Join(missing, " ")
+	if pass.ReadOnly() {
+		act.Status, act.Err = reconcile.Held, errors.New("not loaded: rdmad only reads here")
+		return reconcile.Result{Actions: []reconcile.Action{act}, Modules: present()}
+	}
 	if p.Done == nil {
 		if err := p.Loader.Load(ctx, missing); err != nil {
 			act.Status, act.Err = reconcile.Failed, err
@@ -267,7 +275,7 @@ func (p *Part) load(ctx context.Context, pass *reconcile.Pass, wanted, sources [
 }
 
 // ReadList is the kind of a failure to read a modules list.
-const ReadList = reconcile.KindModulesList
+const ReadList reconcile.Kind = "modules list"
 
 // background starts loading missing unless a load runs already or this
 // very batch was tried and did not make the modules appear: that is not

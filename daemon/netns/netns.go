@@ -81,42 +81,47 @@ func Render(m config.NetnsMode) []byte {
 	return b.Bytes()
 }
 
-// Kinds of the actions this part reports.
-const (
-	// Mode is the running kernel's mode; Old and New are config.NetnsMode.
-	Mode = reconcile.KindNetnsMode
-	// Modprobe is the mode ib_core gets at boot; Old is the file before (a
-	// host.FileSnapshot).
-	Modprobe = reconcile.KindNetnsModprobe
+// The part's settings.
+var (
+	// Mode is the running kernel's RDMA netns mode.
+	Mode = reconcile.NewSetting[ModeValue](reconcile.Setting{
+		Name: "netns_mode", Kind: "netns mode", Key: config.KeyNetnsMode, Title: "RDMA netns mode"})
+	// Modprobe is the mode ib_core gets at boot: rdmad's modprobe.d file.
+	Modprobe = reconcile.NewSetting[host.FileSnapshot](reconcile.Setting{
+		Name: "netns_modprobe", Kind: "netns modprobe.d", Key: config.KeyNetnsMode, Title: "RDMA netns mode at boot (modprobe.d)"})
 )
 
+// ModeValue is an RDMA netns mode as a setting's value.
+type ModeValue config.NetnsMode
+
+func (m ModeValue) String() string { return string(m) }
+
 // Kinds implements reconcile.Part.
-func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Mode, Modprobe} }
+func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Mode.Kind(), Modprobe.Kind()} }
+
+// Settings implements reconcile.Part.
+func (*Part) Settings() []*reconcile.Setting {
+	return []*reconcile.Setting{Mode.Setting(), Modprobe.Setting()}
+}
+
+func (p *Part) file() reconcile.ManagedFile {
+	return reconcile.ManagedFile{Setting: Modprobe, Host: p.Host, Rel: ModprobeFile, Header: header}
+}
 
 // Undo implements reconcile.Part: the running kernel is switched back to
 // the previous mode, or the modprobe.d file put back as it was.
 func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 	switch a.Kind {
-	case Mode:
-		m, ok := a.Old.(config.NetnsMode)
-		if !ok || m == config.NetnsUnmanaged {
-			return fmt.Errorf("netns: the previous mode is not known")
+	case Mode.Kind():
+		m, ok := Mode.Old(a)
+		if !ok || m == ModeValue(config.NetnsUnmanaged) {
+			return fmt.Errorf("the previous netns mode is not known")
 		}
-		if err := p.Kernel.SetMode(m); err != nil {
-			return fmt.Errorf("netns: %w", err)
-		}
-		return nil
-	case Modprobe:
-		snap, ok := a.Old.(host.FileSnapshot)
-		if !ok {
-			return fmt.Errorf("netns: /%s before the change is not known", ModprobeFile)
-		}
-		if err := p.Host.Restore(ModprobeFile, header, snap); err != nil {
-			return fmt.Errorf("netns: %w", err)
-		}
-		return nil
+		return p.Kernel.SetMode(config.NetnsMode(m))
+	case Modprobe.Kind():
+		return p.file().Undo(a)
 	}
-	return fmt.Errorf("netns: %s: %w", a.Kind, reconcile.ErrNotUndoable)
+	return fmt.Errorf("%s: %w", a.Kind, reconcile.ErrNotUndoable)
 }
 
 // Part is the netns host part.
@@ -125,109 +130,79 @@ type Part struct {
 	Kernel Kernel
 }
 
-// InForce is the mode the running kernel is kept in: the runtime one (set
-// over D-Bus without persist) when there is one, else the declared one.
-func InForce(n config.Netns) config.NetnsMode {
-	if n.Runtime != config.NetnsUnmanaged {
-		return n.Runtime
-	}
-	return n.Mode
-}
-
 // Apply implements reconcile.HostPart. modprobe.d gets only the mode the
 // files declare (rdmad's persisted drop-in included): a runtime mode is
 // switched in the kernel but must not come back after a reboot.
 func (p *Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Result {
 	pol := pass.Policy
-	var acts []reconcile.Action
-	if a, ok := p.persist(pol.Netns.Mode); ok {
-		acts = append(acts, a)
-	}
-	if m := InForce(pol.Netns); m != config.NetnsUnmanaged {
-		acts = append(acts, p.runtime(m, m == pol.Netns.Mode))
-	}
-	return reconcile.Result{Actions: acts}
-}
-
-func (p *Part) persist(m config.NetnsMode) (reconcile.Action, bool) {
-	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: Modprobe, To: "/" + ModprobeFile, New: m}
-	old, err := p.Host.Snapshot(ModprobeFile)
-	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: %w", err)
-		return act, true
-	}
-	act.Old = old
-	if m == config.NetnsUnmanaged {
-		if !old.Exists {
-			return act, false
+	var res reconcile.Result
+	subject := reconcile.HostSubject()
+	if m := pol.Netns.Mode; m == config.NetnsUnmanaged {
+		if a, ok := p.file().Drop(pass, subject); ok {
+			res.Actions = append(res.Actions, a)
 		}
-		// Only our own file is removed when the declaration goes away.
-		removed, err := p.Host.RemoveManaged(ModprobeFile, header)
-		switch {
-		case err != nil:
-			act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: %w", err)
-		case !removed:
-			return act, false
-		default:
-			act.From, act.To, act.Status = "/"+ModprobeFile, "removed", reconcile.Changed
+	} else {
+		a, rec := p.file().Keep(pass, subject, Render(m), pol.Netns.Source)
+		res.Actions, res.Records = append(res.Actions, a), append(res.Records, rec)
+	}
+	if m := pol.Netns.InForce(); m != config.NetnsUnmanaged {
+		src := pol.Netns.Source
+		if pol.Netns.Runtime != config.NetnsUnmanaged {
+			src = config.Position{File: config.RuntimeFile}
 		}
-		return act, true
+		// Only the files' mode waits for the boot: a runtime one is not
+		// for the next boot, whatever the files say.
+		a, rec := p.runtime(pass, m, src, pol.Netns.Runtime == config.NetnsUnmanaged)
+		res.Actions, res.Records = append(res.Actions, a), append(res.Records, rec)
 	}
-	changed, err := p.Host.WriteManaged(ModprobeFile, header, Render(m))
-	switch {
-	case err != nil:
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: %w", err)
-	case changed:
-		act.Status = reconcile.Changed
-	default:
-		act.Status = reconcile.Unchanged
-	}
-	return act, true
+	return res
 }
 
 // runtime switches the running kernel to m; persisted says whether m is
 // also the mode modprobe.d gives ib_core at the next boot.
-func (p *Part) runtime(m config.NetnsMode, persisted bool) reconcile.Action {
-	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: Mode, To: string(m), New: m}
+func (p *Part) runtime(run reconcile.Run, m config.NetnsMode, src config.Position, persisted bool) (reconcile.Action, reconcile.Record) {
+	subject := reconcile.HostSubject()
+	want := ModeValue(m)
 	// Opening NETLINK_RDMA would make the kernel autoload ib_core on a host
 	// without RDMA; only talk to it when it is already there.
 	loaded, err := p.Host.LoadedModules()
 	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: %w", err)
-		return act
+		return Mode.Refuse(subject, want, src, err)
 	}
+	notLoaded := errors.New("ib_core not loaded; the modprobe.d option applies when it loads")
 	if !loaded["ib_core"] {
-		act.Status = reconcile.NotApplicable
-		act.Err = errors.New("ib_core not loaded; the modprobe.d option applies when it loads")
-		return act
+		return Mode.NotApplicable(subject, want, src, notLoaded)
 	}
-	cur, err := p.Kernel.Mode()
-	if errors.Is(err, ErrUnavailable) {
-		act.Status = reconcile.NotApplicable
-		act.Err = errors.New("ib_core not loaded; the modprobe.d option applies when it loads")
-		return act
+	if _, err := p.Kernel.Mode(); errors.Is(err, ErrUnavailable) {
+		return Mode.NotApplicable(subject, want, src, notLoaded)
 	}
-	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("netns: %w", err)
-		return act
+	act, rec := Mode.Converge(run, reconcile.Converge[ModeValue]{
+		Subject: subject, Want: want, Source: src,
+		Read: func() (ModeValue, error) {
+			cur, known, _ := p.running()
+			if !known {
+				return "", errors.New("the running RDMA netns mode cannot be read")
+			}
+			return ModeValue(cur), nil
+		},
+		Write: func(want ModeValue) error {
+			err := p.Kernel.SetMode(config.NetnsMode(want))
+			switch {
+			case errors.Is(err, syscall.EBUSY) && persisted:
+				return fmt.Errorf("cannot switch RDMA netns mode to %s while non-init network namespaces exist (EBUSY); it takes effect at next boot through /%s: %w", m, ModprobeFile, err)
+			case errors.Is(err, syscall.EBUSY):
+				return fmt.Errorf("cannot switch RDMA netns mode to %s while non-init network namespaces exist (EBUSY); it was set without persist, so the next boot does not apply it either: %w", m, err)
+			}
+			return err
+		},
+	})
+	switch {
+	case rec.State == reconcile.Refused && persisted && errors.Is(rec.Why, syscall.EBUSY):
+		// The boot takes it through modprobe.d: not a refusal, a wait.
+		rec.State = reconcile.Deferred
+		rec.Fix = "reboot, or delete the other network namespaces (ip netns list) and run: rdmactl reconcile"
+	case rec.State == reconcile.Refused && errors.Is(rec.Why, syscall.EBUSY):
+		rec.Fix = fmt.Sprintf("delete the other network namespaces (ip netns list), then: rdmactl netns set %s", m)
 	}
-	act.From, act.Old = string(cur), cur
-	if cur == m {
-		act.Status = reconcile.Unchanged
-		return act
-	}
-	if err := p.Kernel.SetMode(m); err != nil {
-		act.Status = reconcile.Failed
-		switch {
-		case errors.Is(err, syscall.EBUSY) && persisted:
-			act.Err = fmt.Errorf("netns: cannot switch RDMA netns mode to %s while non-init network namespaces exist (EBUSY); it takes effect at next boot through /%s: %w", m, ModprobeFile, err)
-		case errors.Is(err, syscall.EBUSY):
-			act.Err = fmt.Errorf("netns: cannot switch RDMA netns mode to %s while non-init network namespaces exist (EBUSY); it was set without persist, so the next boot does not apply it either: %w", m, err)
-		default:
-			act.Err = fmt.Errorf("netns: %w", err)
-		}
-		return act
-	}
-	act.Status = reconcile.Changed
-	return act
+	return act, rec
 }

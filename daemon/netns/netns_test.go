@@ -138,7 +138,7 @@ func TestUndeclaredRemovesOnlyOwnFile(t *testing.T) {
 		t.Fatalf("%v", acts)
 	}
 	acts := p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsUnmanaged)}).Actions
-	if len(acts) != 1 || acts[0].Status != reconcile.Changed || acts[0].To != "removed" {
+	if len(acts) != 1 || acts[0].Status != reconcile.Changed || acts[0].To != "absent" {
 		t.Fatalf("undeclare: %v", acts)
 	}
 	if h.Exists(netns.ModprobeFile) {
@@ -212,7 +212,7 @@ func TestRuntimeModeAloneWritesNoFile(t *testing.T) {
 	}
 	pl := &config.Policy{Netns: config.Netns{Runtime: config.NetnsExclusive}}
 	acts := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pl}).Actions)
-	if a := acts["netns modprobe.d"]; a.Status != reconcile.Changed || a.To != "removed" {
+	if a := acts["netns modprobe.d"]; a.Status != reconcile.Changed || a.To != "absent" {
 		t.Errorf("modprobe.d: %v", a)
 	}
 	if _, err := os.Stat(h.Path(netns.ModprobeFile)); !errors.Is(err, os.ErrNotExist) {
@@ -248,7 +248,9 @@ func TestUndo(t *testing.T) {
 	ctx := context.Background()
 	acts := byWhat(p.Apply(ctx, &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
 	mode, file := acts["netns mode"], acts["netns modprobe.d"]
-	if mode.Old != config.NetnsShared || mode.New != config.NetnsExclusive {
+	o, _ := netns.Mode.Old(mode)
+	n, _ := netns.Mode.New(mode)
+	if o != netns.ModeValue(config.NetnsShared) || n != netns.ModeValue(config.NetnsExclusive) {
 		t.Errorf("mode values: %#v -> %#v", mode.Old, mode.New)
 	}
 	for _, a := range []reconcile.Action{mode, file} {

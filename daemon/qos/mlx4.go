@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,25 +24,33 @@ const MLX4File = "etc/modprobe.d/rdmad-mlx4-pfc.conf"
 // mlx4Header starts the file; a file without it is not rdmad's.
 const mlx4Header = "# Managed by rdmad from [[qos]] pfc of mlx4 ports in rdmad.toml; changes here are overwritten.\n"
 
-// MLX4Options is the kind of the host-wide mlx4_en options file action;
-// a Changed one's Old is the file before (a host.FileSnapshot).
-const MLX4Options = reconcile.KindQoSMLX4
+// MLX4Options is the host-wide mlx4_en options file, judged on each mlx4
+// Ethernet port whose PFC it carries to the next driver load: a failure
+// of the file (two ports asking different priorities) is those ports'.
+var MLX4Options = reconcile.NewSetting[host.FileSnapshot](reconcile.Setting{
+	Name: "qos_pfc_mlx4_en", Kind: "qos mlx4_en modprobe.d", Key: config.KeyQoSPFC, Title: "mlx4_en PFC module options"})
 
 // Kinds implements reconcile.Part.
-func (*MLX4Part) Kinds() []reconcile.Kind { return []reconcile.Kind{MLX4Options} }
+func (*MLX4Part) Kinds() []reconcile.Kind { return []reconcile.Kind{MLX4Options.Kind()} }
+
+// Settings implements reconcile.Part.
+func (*MLX4Part) Settings() []*reconcile.Setting { return []*reconcile.Setting{MLX4Options.Setting()} }
+
+func (m *MLX4Part) file() reconcile.ManagedFile {
+	return reconcile.ManagedFile{Setting: MLX4Options, Host: m.Host, Rel: MLX4File, Header: mlx4Header}
+}
 
 // Undo implements reconcile.Part: the file is put back as it was (removed
 // when it did not exist). A driver loaded in between keeps what it read.
 func (m *MLX4Part) Undo(_ context.Context, a reconcile.Action) error {
-	snap, ok := a.Old.(host.FileSnapshot)
-	if a.Kind != MLX4Options || !ok {
-		return fmt.Errorf("qos: %s %s: the file before the change is not known", a.Subject, a.Kind)
+	if a.Kind != MLX4Options.Kind() {
+		return fmt.Errorf("%s: %w", a.Kind, reconcile.ErrNotUndoable)
 	}
-	if err := m.Host.Restore(MLX4File, mlx4Header, snap); err != nil {
-		return fmt.Errorf("qos: %w", err)
-	}
-	return nil
+	return m.file().Undo(a)
 }
+
+// absent is the file's value when rdmad writes none.
+var absent = host.FileSnapshot{}
 
 // RenderMLX4 returns the file for the PFC mask (bit N = priority N).
 func RenderMLX4(mask uint8, sources []string) []byte {
@@ -72,7 +81,7 @@ type MLX4Part struct {
 
 type mlx4Want struct {
 	mask   uint8
-	port   string
+	port   reconcile.Subject
 	source config.Position
 }
 
@@ -90,20 +99,30 @@ func (m *MLX4Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Resu
 				continue
 			}
 			if w := pass.Policy.QoSFor(t, p.Number); w.HasPFC {
-				wants = append(wants, mlx4Want{mask: w.PFCMask(), port: reconcile.PortSubject(d.Name, p.Number).String(), source: w.PFCSource})
+				wants = append(wants, mlx4Want{mask: w.PFCMask(), port: reconcile.PortSubject(d.Name, p.Number), source: w.PFCSource})
 			}
 		}
 	}
 	if len(wants) == 0 {
 		return reconcile.Result{}
 	}
-	act := reconcile.Action{Subject: reconcile.HostSubject(), Kind: MLX4Options, To: "/" + MLX4File, Source: wants[0].source.String()}
+	// The file is one for the host; its record goes on every port whose
+	// PFC it carries.
+	onPorts := func(act reconcile.Action, rec reconcile.Record) reconcile.Result {
+		res := reconcile.Result{Actions: []reconcile.Action{act}}
+		for _, w := range wants {
+			r := rec
+			r.Subject, r.Source = w.port, w.source
+			res.Records = append(res.Records, r)
+		}
+		return res
+	}
+	hostSubject := reconcile.HostSubject()
 	for _, w := range wants[1:] {
 		if w.mask != wants[0].mask {
-			act.Status = reconcile.Failed
-			act.Err = fmt.Errorf("qos: the mlx4_en PFC module options are host-wide, but %s asks pfc = %s (%s) and %s asks pfc = %s (%s): make the rules agree",
+			err := fmt.Errorf("the mlx4_en PFC module options are host-wide, but %s asks pfc = %s (%s) and %s asks pfc = %s (%s): make the rules agree",
 				wants[0].port, FormatPrios(dcb.Bits(wants[0].mask)), wants[0].source, w.port, FormatPrios(dcb.Bits(w.mask)), w.source)
-			return reconcile.Result{Actions: []reconcile.Action{act}}
+			return onPorts(MLX4Options.Refuse(hostSubject, absent, wants[0].source, err))
 		}
 	}
 	seen := map[string]bool{}
@@ -115,33 +134,18 @@ func (m *MLX4Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Resu
 		}
 	}
 	sort.Strings(sources)
-	mask := wants[0].mask
-	old, err := m.Host.Snapshot(MLX4File)
-	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: %w", err)
-		return reconcile.Result{Actions: []reconcile.Action{act}}
+	if mask := wants[0].mask; mask != 0 {
+		return onPorts(m.file().Keep(pass, hostSubject, RenderMLX4(mask, sources), wants[0].source))
 	}
-	act.Old = old
-	if mask == 0 {
-		removed, err := m.Host.RemoveManaged(MLX4File, mlx4Header)
-		switch {
-		case err != nil:
-			act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: %w", err)
-		case removed:
-			act.From, act.To, act.Status = "/"+MLX4File, "removed", reconcile.Changed
-		default:
-			act.To, act.Status = "absent", reconcile.Unchanged
-		}
-		return reconcile.Result{Actions: []reconcile.Action{act}}
+	// pfc = [] on every mlx4 port: no options, rdmad's file goes.
+	act, removed := m.file().Drop(pass, hostSubject)
+	if !removed {
+		act.Status, act.From = reconcile.Unchanged, "absent"
 	}
-	changed, err := m.Host.WriteManaged(MLX4File, mlx4Header, RenderMLX4(mask, sources))
-	switch {
-	case err != nil:
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: %w", err)
-	case changed:
-		act.Status = reconcile.Changed
-	default:
-		act.Status = reconcile.Unchanged
+	rec := reconcile.Record{Subject: hostSubject, Setting: MLX4Options.Setting(), Declared: absent, Observed: absent, State: reconcile.Holds,
+		Watch: []string{path.Dir(MLX4File)}}
+	if act.Status == reconcile.Failed {
+		rec.State, rec.Why, rec.Observed = reconcile.Refused, act.Err, nil
 	}
-	return reconcile.Result{Actions: []reconcile.Action{act}}
+	return onPorts(act, rec)
 }

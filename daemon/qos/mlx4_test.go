@@ -49,7 +49,7 @@ func TestMLX4OptionsFile(t *testing.T) {
 	}
 	// pfc = [] removes it.
 	res, _ = mlx4Pass(t, root, policy(t, "[[qos]]\ndevice = \"mlx4_*\"\npfc = []\n"))
-	if res.Actions[0].Status != reconcile.Changed || res.Actions[0].To != "removed" {
+	if res.Actions[0].Status != reconcile.Changed || res.Actions[0].To != "absent" {
 		t.Errorf("pfc = []: %v", res.Actions)
 	}
 	if _, err := os.Stat(filepath.Join(root, qos.MLX4File)); !os.IsNotExist(err) {

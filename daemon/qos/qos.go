@@ -28,91 +28,152 @@ import (
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
-// Kinds of the actions this part reports. A Changed PFC action's Old and
-// New are PFCState values, a Changed trust action's TrustState values: the
-// netdev and what it held, so Undo can put it back.
-const (
-	PFC   = reconcile.KindQoSPFC   // PFC priorities of the port's netdev
-	Trust = reconcile.KindQoSTrust // DSCP trust: the DSCP entries of the APP table
-	// Settings is a rule that selects a port QoS does not apply to
-	// (InfiniBand): reported not applicable, with the reason.
-	Settings = reconcile.KindQoS
-	// VF is a virtual function a rule selects: DCB lives on its PF. Not
-	// applicable, and no drift.
-	VF = reconcile.KindQoSVF
-	// Owner is a netdev whose DCB another agent manages (firmware DCBX,
-	// lldpad): not written, not applicable; its values still count as
-	// drift when they differ.
-	Owner = reconcile.KindQoSOwner
+// The part's settings on the ports [[qos]] selects.
+var (
+	// PFC is the PFC priorities of the port's netdev.
+	PFC = reconcile.NewSetting[PFCValue](reconcile.Setting{Name: "qos_pfc", Kind: "qos pfc", Key: config.KeyQoSPFC, Title: "PFC"})
+	// Trust is DSCP trust: the DSCP entries of the netdev's APP table.
+	Trust = reconcile.NewSetting[TrustValue](reconcile.Setting{Name: "qos_trust", Kind: "qos trust", Key: config.KeyQoSTrust, Title: "QoS trust"})
 )
 
-// PFCState is the PFC of a netdev, the Old and New of a PFC action.
-type PFCState struct {
+// PFCValue is the PFC of a netdev: what it held, so Undo can put it back.
+type PFCValue struct {
 	Netdev string
 	PFC    dcb.PFC
 }
 
-// Priorities lists the priorities with PFC on (the service compares it
-// with what a SetQoS call asked for).
-func (s PFCState) Priorities() []uint8 { return s.PFC.Priorities() }
+// String is the priorities with PFC on, as the config writes them: "[3]".
+func (v PFCValue) String() string { return FormatPrios(v.PFC.Priorities()) }
 
-// TrustMode is the trust the entries amount to.
-func (s TrustState) TrustMode() config.QoSTrust { return s.Trust }
+// Wire implements reconcile.Wired: Port.QoSPFC and DesiredQoSPFC are ay.
+func (v PFCValue) Wire(bool) any { return []byte(v.PFC.Priorities()) }
 
-// TrustState is the DSCP entries of a netdev's APP table, the Old and New
-// of a trust action.
-type TrustState struct {
+func pfcHolds(have, want PFCValue) bool { return have.PFC.Enabled == want.PFC.Enabled }
+
+// TrustValue is the DSCP entries of a netdev's APP table and the trust
+// they amount to.
+type TrustValue struct {
 	Netdev string
 	Trust  config.QoSTrust // what the entries amount to
-	DSCP   []dcb.App       // the DSCP entries, in the kernel's order
+	DSCP   []dcb.App       // the DSCP entries, in the kernel's order (declared: the full table trust dscp writes)
+}
+
+// String is the trust, with how many DSCP entries differ from the full
+// table when trust is dscp but the table is not whole.
+func (v TrustValue) String() string {
+	if v.Trust == config.TrustDSCP && len(v.DSCP) != 64 {
+		return fmt.Sprintf("dscp (%d of 64 DSCP entries)", len(v.DSCP))
+	}
+	return string(v.Trust)
+}
+
+// Wire implements reconcile.Wired: Port.QoSTrust and DesiredQoSTrust.
+func (v TrustValue) Wire(bool) any { return string(v.Trust) }
+
+// trustHolds: the APP table's DSCP entries are exactly the declared ones,
+// each once.
+func trustHolds(have, want TrustValue) bool {
+	del, add := planEntries(have.DSCP, want.DSCP)
+	return len(del)+len(add) == 0
+}
+
+func trustOf(netdev string, ie dcb.IEEE) TrustValue {
+	return TrustValue{Netdev: netdev, Trust: config.QoSTrust(TrustOf(ie)), DSCP: dscpEntries(ie.Apps)}
 }
 
 // Kinds implements reconcile.Part.
-func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{PFC, Trust, Settings, VF, Owner} }
+func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{PFC.Kind(), Trust.Kind()} }
+
+// Settings implements reconcile.Part.
+func (*Part) Settings() []*reconcile.Setting {
+	return []*reconcile.Setting{PFC.Setting(), Trust.Setting()}
+}
 
 // Undo implements reconcile.Part: a netdev's previous PFC, or its previous
 // DSCP entries, are written back and read back.
 func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 	switch a.Kind {
-	case PFC:
-		old, ok := a.Old.(PFCState)
-		if !ok {
-			return fmt.Errorf("qos: the previous PFC of %s is not known", a.Subject)
+	case PFC.Kind():
+		old, ok := PFC.Old(a)
+		if !ok || old.Netdev == "" {
+			return fmt.Errorf("the previous PFC of %s is not known", a.Subject)
 		}
 		if err := p.DCB.SetPFC(old.Netdev, old.PFC); err != nil {
-			return fmt.Errorf("qos: %w", err)
+			return err
 		}
-		got, err := p.DCB.Get(old.Netdev)
+		got, err := p.readPFC(old.Netdev)
 		if err != nil {
-			return fmt.Errorf("qos: read back: %w", err)
+			return fmt.Errorf("read back: %w", err)
 		}
-		if got.PFC == nil || got.PFC.Enabled != old.PFC.Enabled {
-			return fmt.Errorf("qos: %s: put back PFC %s but the driver kept another", old.Netdev, FormatPrios(old.PFC.Priorities()))
+		if !pfcHolds(got, old) {
+			return fmt.Errorf("%s: put back PFC %s but the driver kept %s", old.Netdev, old, got)
 		}
 		return nil
-	case Trust:
-		old, ok := a.Old.(TrustState)
-		if !ok {
-			return fmt.Errorf("qos: the previous DSCP entries of %s are not known", a.Subject)
+	case Trust.Kind():
+		old, ok := Trust.Old(a)
+		if !ok || old.Netdev == "" {
+			return fmt.Errorf("the previous DSCP entries of %s are not known", a.Subject)
 		}
-		ie, err := p.DCB.Get(old.Netdev)
+		if err := p.writeTrust(old.Netdev, old); err != nil {
+			return err
+		}
+		got, err := p.readTrust(old.Netdev)
 		if err != nil {
-			return fmt.Errorf("qos: %w", err)
+			return fmt.Errorf("read back: %w", err)
 		}
-		del, add := diffApps(dscpEntries(ie.Apps), old.DSCP)
-		if err := p.writeApps(old.Netdev, del, add); err != nil {
-			return fmt.Errorf("qos: %w", err)
-		}
-		got, err := p.DCB.Get(old.Netdev)
-		if err != nil {
-			return fmt.Errorf("qos: read back: %w", err)
-		}
-		if d, a := diffApps(dscpEntries(got.Apps), old.DSCP); len(d)+len(a) > 0 {
-			return fmt.Errorf("qos: %s: put back %d DSCP entries but the driver kept another table", old.Netdev, len(old.DSCP))
+		if !trustHolds(got, old) {
+			return fmt.Errorf("%s: put back %d DSCP entries but the driver kept another table", old.Netdev, len(old.DSCP))
 		}
 		return nil
 	}
-	return fmt.Errorf("qos: %s %s: %w", a.Subject, a.Kind, reconcile.ErrNotUndoable)
+	return fmt.Errorf("%s %s: %w", a.Subject, a.Kind, reconcile.ErrNotUndoable)
+}
+
+func (p *Part) readPFC(netdev string) (PFCValue, error) {
+	ie, err := p.DCB.Get(netdev)
+	if err != nil {
+		return PFCValue{}, err
+	}
+	if ie.PFC == nil {
+		return PFCValue{}, fmt.Errorf("%s reports no PFC (its driver has no ieee_getpfc)", netdev)
+	}
+	return PFCValue{Netdev: netdev, PFC: *ie.PFC}, nil
+}
+
+func (p *Part) readTrust(netdev string) (TrustValue, error) {
+	ie, err := p.DCB.Get(netdev)
+	if err != nil {
+		return TrustValue{}, err
+	}
+	return trustOf(netdev, ie), nil
+}
+
+// writeTrust makes the APP table's DSCP entries want's: the entries not
+// wanted go first, then the missing ones are added.
+func (p *Part) writeTrust(netdev string, want TrustValue) error {
+	have, err := p.readTrust(netdev)
+	if err != nil {
+		return err
+	}
+	del, add := planEntries(have.DSCP, want.DSCP)
+	return p.writeApps(netdev, del, add)
+}
+
+// writeApps deletes then adds APP entries, one per message, and stops at
+// the first the driver refuses (the error names it): a failing entry of a
+// message leaves the earlier ones of the same message applied.
+func (p *Part) writeApps(netdev string, del, add []dcb.App) error {
+	for _, a := range del {
+		if err := p.DCB.DelApp(netdev, a); err != nil {
+			return err
+		}
+	}
+	for _, a := range add {
+		if err := p.DCB.SetApp(netdev, a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func dscpEntries(apps []dcb.App) []dcb.App {
@@ -125,32 +186,32 @@ func dscpEntries(apps []dcb.App) []dcb.App {
 	return out
 }
 
-// diffApps returns the entries of have not in want and of want not in
-// have (as sets).
-func diffApps(have, want []dcb.App) (del, add []dcb.App) {
-	in := func(set []dcb.App, a dcb.App) bool {
-		for _, x := range set {
-			if x == a {
-				return true
-			}
-		}
-		return false
-	}
+// planEntries is what makes the DSCP entries have into want: the entries
+// to delete (not wanted, or a repeat of one kept) and those to add.
+func planEntries(have, want []dcb.App) (del, add []dcb.App) {
+	kept := map[dcb.App]bool{}
 	for _, a := range have {
-		if !in(want, a) {
-			del = append(del, a)
+		if slices.Contains(want, a) && !kept[a] {
+			kept[a] = true
+			continue
 		}
+		del = append(del, a)
 	}
 	for _, a := range want {
-		if !in(have, a) && !in(add, a) {
+		if !kept[a] {
+			kept[a] = true
 			add = append(add, a)
 		}
 	}
 	return del, add
 }
 
-// MLX4Driver is the PCI driver of ConnectX-3 devices.
-const MLX4Driver = "mlx4_core"
+// The PCI drivers the part knows: ConnectX-3 (mlx4) and ConnectX-4 and
+// later (mlx5).
+const (
+	MLX4Driver = host.DriverMLX4
+	MLX5Driver = "mlx5_core"
+)
 
 // Part is the QoS device part.
 type Part struct {
@@ -158,11 +219,11 @@ type Part struct {
 	DCB  dcb.Kernel
 }
 
-// Apply sets PFC and trust on the netdev of every port of dev that a
+// Apply keeps PFC and trust on the netdev of every port of the device a
 // [[qos]] rule selects. A netdev that refuses fails alone.
-func (p *Part) Apply(_ context.Context, pol *config.Policy, dev *host.Device) []reconcile.Action {
+func (p *Part) Apply(_ context.Context, run *reconcile.DeviceRun) {
+	dev := run.Device
 	target := reconcile.TargetOf(dev)
-	var acts []reconcile.Action
 	pf := ""
 	vf := p.Host.IsVF(dev)
 	if vf {
@@ -170,34 +231,68 @@ func (p *Part) Apply(_ context.Context, pol *config.Policy, dev *host.Device) []
 	}
 	for i := range dev.Ports {
 		port := &dev.Ports[i]
-		want := pol.QoSFor(target, port.Number)
+		want := run.Policy.QoSFor(target, port.Number)
 		if want.Empty() {
 			continue
 		}
 		subject := reconcile.PortSubject(dev.Name, port.Number)
-		na := func(kind reconcile.Kind, format string, args ...any) {
-			acts = append(acts, reconcile.Action{Subject: subject, Kind: kind, Status: reconcile.NotApplicable,
-				Err: fmt.Errorf(format, args...), Source: want.FirstSource().String()})
-		}
 		switch tr := dev.PortTransport(port); {
 		case tr != host.TransportRoCE && tr != host.TransportIWARP:
-			na(Settings, "port transport is %s, QoS applies to the netdev of Ethernet ports (RoCE, iWARP)", tr)
+			notApplicable(run, subject, "", want, fmt.Errorf("port transport is %s, QoS applies to the netdev of Ethernet ports (RoCE, iWARP)", tr))
 			continue
 		case vf && pf != "":
-			na(VF, "virtual function: DCB exists only on the physical function, whose traffic class it follows; QoS is set on the PF %s", pf)
+			notApplicable(run, subject, "", want, fmt.Errorf("virtual function: DCB exists only on the physical function, whose traffic class it follows; QoS is set on the PF %s", pf))
 			continue
 		case vf:
-			na(VF, "virtual function: DCB exists only on the physical function, whose traffic class it follows; QoS is set on the PF")
+			notApplicable(run, subject, "", want, errors.New("virtual function: DCB exists only on the physical function, whose traffic class it follows; QoS is set on the PF"))
 			continue
 		}
 		netdev := p.Host.PortNetdev(dev, port)
 		if netdev == "" {
-			acts = append(acts, failAll(subject, want, "", errors.New("the port has no netdev"))...)
+			refuseAll(run, subject, "", want, errors.New("the port has no netdev"))
 			continue
 		}
-		acts = append(acts, p.applyPort(dev, port, subject, netdev, want)...)
+		p.applyPort(run, dev, subject, netdev, want)
 	}
-	return acts
+}
+
+// declared is what want declares, as the settings' values on netdev.
+func declared(netdev string, want config.QoSDesired) (PFCValue, TrustValue) {
+	return PFCValue{Netdev: netdev, PFC: dcb.PFC{Enabled: want.PFCMask()}},
+		TrustValue{Netdev: netdev, Trust: want.Trust, DSCP: wantedEntries(want)}
+}
+
+// pfcCost is what a PFC correction counts for: mlx5 toggles the port's
+// link on every change of the PFC mask (mlx5e_dcbnl_ieee_setpfc), which
+// costs as much as two.
+func pfcCost(dev *host.Device) int {
+	if dev.Driver == MLX5Driver {
+		return 2
+	}
+	return 1
+}
+
+// notApplicable records every declared setting of the port as not
+// applying, and why.
+func notApplicable(run *reconcile.DeviceRun, subject reconcile.Subject, netdev string, want config.QoSDesired, why error) {
+	pfc, trust := declared(netdev, want)
+	if want.HasPFC {
+		run.Add(PFC.NotApplicable(subject, pfc, want.PFCSource, why))
+	}
+	if want.Trust != "" || len(want.DSCPPrio) > 0 {
+		run.Add(Trust.NotApplicable(subject, trust, want.FirstSource(), why))
+	}
+}
+
+// refuseAll fails every declared setting of the port with err.
+func refuseAll(run *reconcile.DeviceRun, subject reconcile.Subject, netdev string, want config.QoSDesired, err error) {
+	pfc, trust := declared(netdev, want)
+	if want.HasPFC {
+		run.Add(PFC.Refuse(subject, pfc, want.PFCSource, err))
+	}
+	if want.Trust != "" {
+		run.Add(Trust.Refuse(subject, trust, want.TrustSource, err))
+	}
 }
 
 // pfNetdev names the netdevs of a VF's physical function ("" when sysfs
@@ -211,53 +306,57 @@ func (p *Part) pfNetdev(dev *host.Device) string {
 	return strings.Join(names, ", ")
 }
 
-// failAll fails every declared setting of the port with err.
-func failAll(subject reconcile.Subject, want config.QoSDesired, from string, err error) []reconcile.Action {
-	var acts []reconcile.Action
-	if want.HasPFC {
-		acts = append(acts, reconcile.Action{Subject: subject, Kind: PFC, From: from, To: FormatPrios(want.PFC),
-			Status: reconcile.Failed, Err: err, Source: want.PFCSource.String()})
-	}
-	if want.Trust != "" {
-		acts = append(acts, reconcile.Action{Subject: subject, Kind: Trust, To: string(want.Trust),
-			Status: reconcile.Failed, Err: err, Source: want.TrustSource.String()})
-	}
-	return acts
-}
-
-func (p *Part) applyPort(dev *host.Device, port *host.Port, subject reconcile.Subject, netdev string, want config.QoSDesired) []reconcile.Action {
+func (p *Part) applyPort(run *reconcile.DeviceRun, dev *host.Device, subject reconcile.Subject, netdev string, want config.QoSDesired) {
 	ie, err := p.DCB.Get(netdev)
 	if err != nil {
 		if dcb.Unsupported(err) {
 			err = fmt.Errorf("%s does not support DCB: PFC and trust cannot be set: %w", netdev, err)
-		} else {
-			err = fmt.Errorf("qos: %w", err)
 		}
-		return failAll(subject, want, "", err)
+		refuseAll(run, subject, netdev, want, err)
+		return
 	}
-	observe(port, ie)
+	// Another agent's DCB is not written; its values still count as drift
+	// when they differ.
+	var hold error
 	if owner := p.owner(netdev, ie); owner != "" {
-		return []reconcile.Action{{Subject: subject, Kind: Owner, Status: reconcile.NotApplicable,
-			Err:    fmt.Errorf("DCB of %s is managed by %s: rdmad does not write it", netdev, owner),
-			Source: want.FirstSource().String()}}
+		hold = fmt.Errorf("DCB of %s is managed by %s: rdmad does not write it", netdev, owner)
 	}
-	var acts []reconcile.Action
+	pfc, trust := declared(netdev, want)
 	if want.HasPFC {
-		acts = append(acts, p.setPFC(port, subject, netdev, ie, want))
+		run.Add(PFC.Converge(run, reconcile.Converge[PFCValue]{
+			Subject: subject, Want: pfc, Source: want.PFCSource, Holds: pfcHolds, Hold: hold,
+			// mlx5 toggles the port's link on every change of the PFC
+			// mask: a correction there costs as much as two.
+			Cost: pfcCost(dev),
+			Read: func() (PFCValue, error) { return p.readPFC(netdev) },
+			Write: func(want PFCValue) error {
+				cur, err := p.readPFC(netdev)
+				if err != nil {
+					return err
+				}
+				if n := len(want.PFC.Priorities()); cur.PFC.Cap != 0 && n > int(cur.PFC.Cap) {
+					return fmt.Errorf("%s supports PFC on at most %d priorities, %d declared", netdev, cur.PFC.Cap, n)
+				}
+				next := cur.PFC
+				next.Enabled = want.PFC.Enabled
+				return p.DCB.SetPFC(netdev, next)
+			},
+		}))
 	}
 	switch {
 	case want.Trust != "" && dev.Driver == MLX4Driver:
-		acts = append(acts, reconcile.Action{Subject: subject, Kind: Trust, To: string(want.Trust), Status: reconcile.Failed,
-			Err: fmt.Errorf("mlx4 (ConnectX-3) has no DCB APP table support: trust cannot be set on %s; remove trust from the rule at %s (pfc is applied)",
-				netdev, want.TrustSource),
-			Source: want.TrustSource.String()})
+		run.Add(Trust.Refuse(subject, trust, want.TrustSource,
+			fmt.Errorf("mlx4 (ConnectX-3) has no DCB APP table support: trust cannot be set on %s; remove trust from the rule at %s (pfc is applied)", netdev, want.TrustSource)))
 	case want.Trust != "":
-		acts = append(acts, p.setTrust(port, subject, netdev, want))
+		run.Add(Trust.Converge(run, reconcile.Converge[TrustValue]{
+			Subject: subject, Want: trust, Source: want.TrustSource, Holds: trustHolds, Hold: hold,
+			Read:  func() (TrustValue, error) { return p.readTrust(netdev) },
+			Write: func(want TrustValue) error { return p.writeTrust(netdev, want) },
+		}))
 	case len(want.DSCPPrio) > 0:
-		acts = append(acts, reconcile.Action{Subject: subject, Kind: Trust, Status: reconcile.NotApplicable,
-			Err: errors.New(`dscp_prio applies with trust = "dscp", which no rule sets for this port`), Source: want.FirstSource().String()})
+		run.Add(Trust.NotApplicable(subject, trust, want.FirstSource(),
+			errors.New(`dscp_prio applies with trust = "dscp", which no rule sets for this port`)))
 	}
-	return acts
 }
 
 // owner says who else manages the netdev's DCB ("" when the host may
@@ -354,17 +453,6 @@ func LLDPadGroups(h *host.Host) ([]string, error) {
 	return out, nil
 }
 
-// observe records what the kernel showed for the port's netdev.
-func observe(port *host.Port, ie dcb.IEEE) {
-	port.QoSKnown = true
-	port.QoSPFC = []uint8{}
-	if ie.PFC != nil {
-		port.QoSPFC = ie.PFC.Priorities()
-	}
-	port.QoSDSCP = ie.DSCPMap()
-	port.QoSTrust = TrustOf(ie)
-}
-
 // TrustOf is the trust the APP table gives on mlx5: dscp when it holds
 // DSCP entries, pcp when none.
 func TrustOf(ie dcb.IEEE) string {
@@ -383,67 +471,6 @@ func FormatPrios(ps []uint8) string {
 		s[i] = strconv.Itoa(int(p))
 	}
 	return "[" + strings.Join(s, ", ") + "]"
-}
-
-func (p *Part) setPFC(port *host.Port, subject reconcile.Subject, netdev string, ie dcb.IEEE, want config.QoSDesired) reconcile.Action {
-	mask := want.PFCMask()
-	act := reconcile.Action{Subject: subject, Kind: PFC, To: FormatPrios(want.PFC), Source: want.PFCSource.String()}
-	if ie.PFC == nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("%s reports no PFC (its driver has no ieee_getpfc): PFC cannot be set", netdev)
-		return act
-	}
-	act.From = FormatPrios(ie.PFC.Priorities())
-	next := *ie.PFC
-	next.Enabled = mask
-	act.Old, act.New = PFCState{Netdev: netdev, PFC: *ie.PFC}, PFCState{Netdev: netdev, PFC: next}
-	if ie.PFC.Enabled == mask {
-		act.Status = reconcile.Unchanged
-		return act
-	}
-	if n := len(want.PFC); ie.PFC.Cap != 0 && n > int(ie.PFC.Cap) {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("%s supports PFC on at most %d priorities, %d declared", netdev, ie.PFC.Cap, n)
-		return act
-	}
-	if err := p.DCB.SetPFC(netdev, next); err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: %w", err)
-		p.reread(port, netdev)
-		return act
-	}
-	got, err := p.DCB.Get(netdev)
-	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: read back: %w", err)
-		return act
-	}
-	observe(port, got)
-	if got.PFC == nil || got.PFC.Enabled != mask {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: %s: wrote PFC %s but the driver kept %s", netdev, act.To, FormatPrios(port.QoSPFC))
-		return act
-	}
-	act.Status = reconcile.Changed
-	return act
-}
-
-// writeApps deletes then adds APP entries, one per message, and stops at
-// the first the driver refuses (the error names it).
-func (p *Part) writeApps(netdev string, del, add []dcb.App) error {
-	for _, a := range del {
-		if err := p.DCB.DelApp(netdev, a); err != nil {
-			return err
-		}
-	}
-	for _, a := range add {
-		if err := p.DCB.SetApp(netdev, a); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// reread refreshes the observed values after a refused write.
-func (p *Part) reread(port *host.Port, netdev string) {
-	if ie, err := p.DCB.Get(netdev); err == nil {
-		observe(port, ie)
-	}
 }
 
 // TrustPlan is what makes the APP table's DSCP entries the declared ones:
@@ -487,17 +514,6 @@ func PlanTrust(apps []dcb.App, want config.QoSDesired) TrustPlan {
 	return plan
 }
 
-func describeTrust(apps []dcb.App, want config.QoSDesired) string {
-	ie := dcb.IEEE{Apps: apps}
-	t := TrustOf(ie)
-	if t == string(config.TrustDSCP) && want.Trust == config.TrustDSCP {
-		if plan := PlanTrust(apps, want); !plan.Empty() {
-			return fmt.Sprintf("dscp (%d of 64 entries differ)", max(len(plan.Add), len(plan.Del)))
-		}
-	}
-	return t
-}
-
 // wantedEntries is the DSCP entries trust want gives: the full table for
 // dscp, none for pcp.
 func wantedEntries(want config.QoSDesired) []dcb.App {
@@ -505,38 +521,4 @@ func wantedEntries(want config.QoSDesired) []dcb.App {
 		return nil
 	}
 	return PlanTrust(nil, want).Add
-}
-
-func (p *Part) setTrust(port *host.Port, subject reconcile.Subject, netdev string, want config.QoSDesired) reconcile.Action {
-	act := reconcile.Action{Subject: subject, Kind: Trust, To: string(want.Trust), Source: want.TrustSource.String()}
-	ie, err := p.DCB.Get(netdev) // PFC may have changed it; the table is read as it is now
-	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: %w", err)
-		return act
-	}
-	act.From = describeTrust(ie.Apps, want)
-	act.Old = TrustState{Netdev: netdev, Trust: config.QoSTrust(TrustOf(ie)), DSCP: dscpEntries(ie.Apps)}
-	act.New = TrustState{Netdev: netdev, Trust: want.Trust, DSCP: wantedEntries(want)}
-	plan := PlanTrust(ie.Apps, want)
-	if plan.Empty() {
-		act.Status = reconcile.Unchanged
-		return act
-	}
-	if err := p.writeApps(netdev, plan.Del, plan.Add); err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: %w", err)
-		p.reread(port, netdev)
-		return act
-	}
-	got, err := p.DCB.Get(netdev)
-	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: read back: %w", err)
-		return act
-	}
-	observe(port, got)
-	if left := PlanTrust(got.Apps, want); !left.Empty() {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("qos: %s: wrote the DSCP table for trust %s but the driver kept %s", netdev, want.Trust, describeTrust(got.Apps, want))
-		return act
-	}
-	act.Status = reconcile.Changed
-	return act
 }

@@ -40,13 +40,31 @@ func newEnv(t *testing.T, fixture string) *env {
 	return &env{root: root, h: h, k: k, part: &qos.Part{Host: h, DCB: k.Kernel()}}
 }
 
-func (e *env) apply(t *testing.T, pol *config.Policy, name string) ([]reconcile.Action, host.Device) {
+func (e *env) apply(t *testing.T, pol *config.Policy, name string) ([]reconcile.Action, *reconcile.DeviceRun) {
 	t.Helper()
 	d, err := e.h.Device(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e.part.Apply(context.Background(), pol, &d), d
+	run := reconcile.RunDevice(context.Background(), e.part, pol, &d)
+	return run.Actions, run
+}
+
+// observed is the kernel's value of the port's PFC and trust as the
+// part recorded them.
+func observed(t *testing.T, run *reconcile.DeviceRun) (qos.PFCValue, qos.TrustValue) {
+	t.Helper()
+	var pfc qos.PFCValue
+	var trust qos.TrustValue
+	for _, r := range run.Records {
+		if v, ok := qos.PFC.Observed(r); ok {
+			pfc = v
+		}
+		if v, ok := qos.Trust.Observed(r); ok {
+			trust = v
+		}
+	}
+	return pfc, trust
 }
 
 func statuses(acts []reconcile.Action) string {
@@ -93,9 +111,14 @@ func TestApplyWritesReadsBackAndIsIdempotent(t *testing.T) {
 	if len(tab) != 64 || tab[26] != 4 || tab[46] != 5 || tab[0] != 0 || tab[63] != 7 {
 		t.Errorf("kernel DSCP table %v", tab)
 	}
-	p := d.Ports[0]
-	if !p.QoSKnown || p.QoSTrust != "dscp" || qos.FormatPrios(p.QoSPFC) != "[3]" || p.QoSDSCP[26] != 4 {
-		t.Errorf("observed port %+v", p)
+	pfc, trust := observed(t, d)
+	if trust.Trust != "dscp" || pfc.String() != "[3]" || len(trust.DSCP) != 64 || !containsApp(trust.DSCP, dcb.DSCP(26, 4)) {
+		t.Errorf("observed PFC %v, trust %v", pfc, trust)
+	}
+	for _, r := range d.Records {
+		if r.State != reconcile.Holds {
+			t.Errorf("record %s: %s (%v)", r.Setting.Name, r.State, r.Why)
+		}
 	}
 	writes := len(e.k.Writes())
 	acts, _ = e.apply(t, pol, "mlx5_0")
@@ -144,8 +167,8 @@ func TestTrustFixesOnlyWrongEntriesAndPCPDeletesEveryDSCPEntry(t *testing.T) {
 	if len(got.Apps) != 1 || got.Apps[0].Selector != 1 {
 		t.Errorf("pcp left %v", got.Apps)
 	}
-	if d.Ports[0].QoSTrust != "pcp" {
-		t.Errorf("observed trust %q", d.Ports[0].QoSTrust)
+	if _, trust := observed(t, d); trust.Trust != "pcp" {
+		t.Errorf("observed trust %v", trust)
 	}
 }
 
@@ -162,15 +185,15 @@ func TestDriverRefusalsAndDrops(t *testing.T) {
 	}
 	e.k.Update("ens1f0np0", func(n *dcbtest.Netdev) { n.RefusePFC, n.DropPFC = 0, true })
 	acts, d := e.apply(t, pol, "mlx5_0")
-	if acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "wrote PFC [3] but the driver kept []") {
+	if acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "wrote PFC [3] but the kernel kept []") {
 		t.Errorf("dropped PFC: %v", acts[0])
 	}
-	if qos.FormatPrios(d.Ports[0].QoSPFC) != "[]" {
-		t.Errorf("observed PFC follows the kernel: %v", d.Ports[0].QoSPFC)
+	if pfc, _ := observed(t, d); pfc.String() != "[]" || d.Records[0].State != reconcile.Refused {
+		t.Errorf("observed PFC follows the kernel: %v (%s)", pfc, d.Records[0].State)
 	}
 	e.k.Update("ens1f0np0", func(n *dcbtest.Netdev) { n.DropPFC, n.DropApps, n.Apps = false, true, nil })
 	acts, _ = e.apply(t, pol, "mlx5_0")
-	if acts[1].Status != reconcile.Failed || !strings.Contains(acts[1].Err.Error(), "but the driver kept pcp") {
+	if acts[1].Status != reconcile.Failed || !strings.Contains(acts[1].Err.Error(), "wrote QoS trust dscp but the kernel kept pcp") {
 		t.Errorf("dropped APP entries: %v", acts[1])
 	}
 }
@@ -198,7 +221,7 @@ func TestOwnedElsewhereIsNotWritten(t *testing.T) {
 	e.k.Add("ens1f0np0").DCBX = dcb.CapLLDManaged | dcb.CapVerIEEE
 	pol := policy(t, mlx5Rule)
 	acts, _ := e.apply(t, pol, "mlx5_0")
-	if got, want := statuses(acts), "mlx5_0/1 qos owner not-applicable"; got != want || !strings.Contains(acts[0].Err.Error(), "firmware") {
+	if got, want := statuses(acts), "mlx5_0/1 qos pfc held, mlx5_0/1 qos trust held"; got != want || !strings.Contains(acts[0].Err.Error(), "firmware") {
 		t.Fatalf("LLD managed: %s %v", got, acts)
 	}
 	if w := e.k.Writes(); len(w) != 0 {
@@ -212,12 +235,12 @@ func TestOwnedElsewhereIsNotWritten(t *testing.T) {
 	hosttest.Write(t, e.root, "proc/4242/comm", "lldpad\n")
 	hosttest.Write(t, e.root, "var/lib/lldpad/lldpad.conf", "lldp :\n{\n  ens1f0np0 :\n  {\n    adminStatus = 3;\n  };\n};\n")
 	acts, _ = e.apply(t, pol, "mlx5_0")
-	if got, want := statuses(acts), "mlx5_0/1 qos owner not-applicable"; got != want || !strings.Contains(acts[0].Err.Error(), "lldpad") {
+	if got, want := statuses(acts), "mlx5_0/1 qos pfc held, mlx5_0/1 qos trust held"; got != want || !strings.Contains(acts[0].Err.Error(), "lldpad") {
 		t.Fatalf("lldpad: %s %v", got, acts)
 	}
 	hosttest.Write(t, e.root, "run/lldpad.pid", "4242\n")
 	acts, _ = e.apply(t, pol, "mlx5_0")
-	if got, want := statuses(acts), "mlx5_0/1 qos owner not-applicable"; got != want || !strings.Contains(acts[0].Err.Error(), "lldpad") {
+	if got, want := statuses(acts), "mlx5_0/1 qos pfc held, mlx5_0/1 qos trust held"; got != want || !strings.Contains(acts[0].Err.Error(), "lldpad") {
 		t.Fatalf("lldpad, pid file without NULs: %s %v", got, acts)
 	}
 	if w := e.k.Writes(); len(w) != 0 {
@@ -240,7 +263,7 @@ func TestVFsGetInfoAndInfiniBandNothing(t *testing.T) {
 	}
 	pol := policy(t, mlx5Rule)
 	acts, _ := e.apply(t, pol, "mlx5_1")
-	if got, want := statuses(acts), "mlx5_1/1 qos vf not-applicable"; got != want || !strings.Contains(acts[0].Err.Error(), "QoS is set on the PF ens1f0np0") {
+	if got, want := statuses(acts), "mlx5_1/1 qos pfc not-applicable, mlx5_1/1 qos trust not-applicable"; got != want || !strings.Contains(acts[0].Err.Error(), "QoS is set on the PF ens1f0np0") {
 		t.Fatalf("VF: %s %v", got, acts)
 	}
 	if c := e.k.Calls(); len(c) != 0 {
@@ -249,7 +272,7 @@ func TestVFsGetInfoAndInfiniBandNothing(t *testing.T) {
 
 	m := newEnv(t, "mlx4")
 	acts, _ = m.apply(t, policy(t, "[[qos]]\ndevice = \"mlx4_0\"\nport = 1\npfc = [3]\n"), "mlx4_0")
-	if got, want := statuses(acts), "mlx4_0/1 qos not-applicable"; got != want || !strings.Contains(acts[0].Err.Error(), "infiniband") {
+	if got, want := statuses(acts), "mlx4_0/1 qos pfc not-applicable"; got != want || !strings.Contains(acts[0].Err.Error(), "infiniband") {
 		t.Errorf("IB port: %s %v", got, acts)
 	}
 }
@@ -264,7 +287,7 @@ func TestVFInAVirtualMachineIsNotApplicable(t *testing.T) {
 	hosttest.Write(t, e.root, "sys/class/infiniband/mlx5_0/device/device", "0x101e\n")
 	pol := policy(t, "[[qos]]\ndriver = \"mlx5_core\"\npfc = [3]\n")
 	acts, _ := e.apply(t, pol, "mlx5_0")
-	if got, want := statuses(acts), "mlx5_0/1 qos vf not-applicable"; got != want || !strings.Contains(acts[0].Err.Error(), "virtual function") {
+	if got, want := statuses(acts), "mlx5_0/1 qos pfc not-applicable"; got != want || !strings.Contains(acts[0].Err.Error(), "virtual function") {
 		t.Fatalf("a VF's PCI ID: %s %v", got, acts)
 	}
 	if c := e.k.Calls(); len(c) != 0 {
@@ -313,7 +336,7 @@ func TestShippedQoSExampleOnAnSRIOVHost(t *testing.T) {
 		t.Errorf("PF: %s", got)
 	}
 	acts, _ = e.apply(t, pol, "mlx5_1")
-	if got, want := statuses(acts), "mlx5_1/1 qos vf not-applicable"; got != want {
+	if got, want := statuses(acts), "mlx5_1/1 qos pfc not-applicable, mlx5_1/1 qos trust not-applicable"; got != want {
 		t.Errorf("VF: %s", got)
 	}
 }
@@ -322,10 +345,10 @@ func TestMLX4TrustRefusedPFCApplied(t *testing.T) {
 	e := newEnv(t, "mlx4")
 	e.k.Add("ens2")
 	acts, _ := e.apply(t, policy(t, "[[qos]]\ndevice = \"mlx4_0\"\ntrust = \"dscp\"\npfc = [3]\n"), "mlx4_0")
-	if got, want := statuses(acts), "mlx4_0/1 qos not-applicable, mlx4_0/2 qos pfc changed, mlx4_0/2 qos trust failed"; got != want {
+	if got, want := statuses(acts), "mlx4_0/1 qos pfc not-applicable, mlx4_0/1 qos trust not-applicable, mlx4_0/2 qos pfc changed, mlx4_0/2 qos trust failed"; got != want {
 		t.Fatalf("mlx4: %s", got)
 	}
-	if msg := acts[2].Err.Error(); !strings.Contains(msg, "mlx4 (ConnectX-3) has no DCB APP table support") || !strings.Contains(msg, "rdmad.toml:1") {
+	if msg := acts[3].Err.Error(); !strings.Contains(msg, "mlx4 (ConnectX-3) has no DCB APP table support") || !strings.Contains(msg, "rdmad.toml:1") {
 		t.Errorf("message: %s", msg)
 	}
 	if w := e.k.Writes(); len(w) != 1 || w[0] != "set-pfc ens2 0x08" {
@@ -356,7 +379,7 @@ func TestUndoPutsBackPFCAndTheDSCPTable(t *testing.T) {
 		t.Errorf("APP table after undo %v, want %v", after.Apps, before.Apps)
 	}
 	// An action without its old value is refused, not guessed.
-	if err := e.part.Undo(context.Background(), reconcile.Action{Subject: acts[0].Subject, Kind: qos.PFC, Status: reconcile.Changed}); err == nil {
+	if err := e.part.Undo(context.Background(), reconcile.Action{Subject: acts[0].Subject, Kind: qos.PFC.Kind(), Setting: qos.PFC.Setting(), Status: reconcile.Changed}); err == nil {
 		t.Error("undo without Old succeeded")
 	}
 }

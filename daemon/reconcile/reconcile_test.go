@@ -92,7 +92,7 @@ func TestFullPassThenIdempotent(t *testing.T) {
 	e.r.OnChange(func(c reconcile.Change) { changes = append(changes, c) })
 
 	rep := e.full()
-	if f := rep.Failures(); len(f) != 1 || f[0].Subject != reconcile.PortSubject("rxe0", 1) || f[0].Kind != roce.Mode {
+	if f := rep.Failures(); len(f) != 1 || f[0].Subject != reconcile.PortSubject("rxe0", 1) || f[0].Kind != roce.Mode.Kind() {
 		t.Fatalf("want exactly the rxe0 mode failure, got %v", f)
 	}
 	if n := len(e.loader.Calls()); n != 1 {
@@ -103,15 +103,21 @@ func TestFullPassThenIdempotent(t *testing.T) {
 		t.Fatalf("changes %+v, %d devices", changes, len(st.Devices))
 	}
 	rxe := st.Device("rxe0")
-	if rxe == nil || len(rxe.Ports[0].Failures) != 1 || !strings.Contains(rxe.Ports[0].Failures[0].Err.Error(), "does not support") || rxe.Ports[0].RoCETOS != 106 {
+	if tos, _ := observed(rxe.Ports[0], roce.TOS); rxe == nil || len(rxe.Ports[0].Failures) != 1 || !strings.Contains(rxe.Ports[0].Failures[0].Err.Error(), "does not support") || tos != 106 {
 		t.Errorf("rxe0 port state = %+v", rxe.Ports[0])
 	}
+	if r := record(rxe.Ports[0], roce.Mode); r == nil || r.State != reconcile.Refused || !r.Drifted() {
+		t.Errorf("rxe0's refused mode: record %+v", r)
+	}
 	mlx := st.Device("mlx5_0")
-	if mlx.Ports[0].RoCEMode != "IB/RoCE v1" || mlx.Ports[0].Desired.Mode != config.RoCEv1 || len(mlx.Ports[0].Failures) != 0 {
+	mode, _ := observed(mlx.Ports[0], roce.Mode)
+	want, _ := roce.Mode.Declared(*record(mlx.Ports[0], roce.Mode))
+	if mode.String() != "IB/RoCE v1" || want.Mode != config.RoCEv1 || len(mlx.Ports[0].Failures) != 0 {
 		t.Errorf("mlx5_0 port = %+v", mlx.Ports[0])
 	}
 	ib := st.Device("mlx4_0").Ports[0]
-	if ib.Transport != host.TransportInfiniBand || ib.RoCEMode != "IB/RoCE v1" || ib.RoCETOS != 0 {
+	if r := record(ib, roce.TOS); ib.Transport != host.TransportInfiniBand || r == nil || r.State != reconcile.Inapplicable || r.Observed != nil ||
+		hosttest.Read(t, e.root, host.ConfigfsPortPath("mlx4_0", 1, "default_roce_tos")) != "0" {
 		t.Errorf("IB port touched or misread: %+v", ib)
 	}
 	if got := reconcile.Summarize(e.r.Summary().Failures); !strings.Contains(got, "rxe0/1") {
@@ -180,13 +186,14 @@ func TestPortPassReadsThePort(t *testing.T) {
 	// sees it and puts it back.
 	hosttest.Write(t, e.root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos"), "5\n")
 	rep := e.r.Pass(context.Background(), e.pol, reconcile.Scope{Devices: map[string][]int{"mlx5_0": {1}}})
-	a, ok := rep.Find(reconcile.PortSubject("mlx5_0", 1), roce.TOS)
+	a, ok := rep.Find(reconcile.PortSubject("mlx5_0", 1), roce.TOS.Kind())
 	if !ok || a.Status != reconcile.Changed || a.From != "5" || a.To != "106" {
 		t.Fatalf("tos action = %+v, %v", a, ok)
 	}
 	d, _ := e.r.Device("mlx5_0")
-	if d.Ports[0].RoCETOS != 106 || len(d.Ports[0].GIDTypes) == 0 || d.FWVersion == "" {
-		t.Errorf("device after a port pass = %+v", d)
+	ds := e.r.DeviceStates([]string{"mlx5_0"})[0]
+	if tos, _ := observed(ds.Ports[0], roce.TOS); tos != 106 || len(d.Ports[0].GIDTypes) == 0 || d.FWVersion == "" {
+		t.Errorf("device after a port pass = %+v", ds)
 	}
 }
 
@@ -223,8 +230,8 @@ func TestDevicePassFollowsArrivalAndRemoval(t *testing.T) {
 	if got := hosttest.Read(t, e.root, host.ConfigfsPortPath("mlx5_1", 1, "default_roce_tos")); got != "106" {
 		t.Errorf("tos after re-arrival = %q", got)
 	}
-	if d, _ := e.r.Device("mlx5_1"); d.Ports[0].RoCEMode != "IB/RoCE v1" {
-		t.Errorf("state mode after re-arrival = %q", d.Ports[0].RoCEMode)
+	if mode, _ := observed(e.r.DeviceStates([]string{"mlx5_1"})[0].Ports[0], roce.Mode); mode.String() != "IB/RoCE v1" {
+		t.Errorf("state mode after re-arrival = %q", mode)
 	}
 }
 
@@ -243,6 +250,35 @@ func TestPartialPassKeepsOtherDevicesFailures(t *testing.T) {
 	}
 }
 
+// record is the record of setting h on a port, nil when there is none.
+func record[V reconcile.Value](p reconcile.PortState, h reconcile.Handle[V]) *reconcile.Record {
+	for i := range p.Records {
+		if h.Is(p.Records[i]) {
+			return &p.Records[i]
+		}
+	}
+	return nil
+}
+
+// observed is the kernel's value of setting h on a port, as recorded.
+func observed[V reconcile.Value](p reconcile.PortState, h reconcile.Handle[V]) (V, bool) {
+	if r := record(p, h); r != nil {
+		return h.Observed(*r)
+	}
+	var zero V
+	return zero, false
+}
+
+func roceTOS() reconcile.Handle[roce.TOSValue] { return roce.TOS }
+
+// removeAllAndFile replaces a directory by a file: unreadable as one.
+func removeAllAndFile(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.WriteFile(dir, nil, 0o644)
+}
+
 func BenchmarkFullPassDemoHost(b *testing.B) {
 	e := newEnv(b)
 	e.full()
@@ -256,7 +292,8 @@ func BenchmarkFullPassDemoHost(b *testing.B) {
 // type switch does (the driver unregisters and re-adds the RDMA device).
 type reregisteringPart struct{ root string }
 
-func (reregisteringPart) Kinds() []reconcile.Kind { return []reconcile.Kind{"vpi port type"} }
+func (reregisteringPart) Kinds() []reconcile.Kind        { return []reconcile.Kind{"vpi port type"} }
+func (reregisteringPart) Settings() []*reconcile.Setting { return nil }
 
 func (reregisteringPart) Undo(context.Context, reconcile.Action) error {
 	return reconcile.ErrNotUndoable
@@ -264,12 +301,13 @@ func (reregisteringPart) Undo(context.Context, reconcile.Action) error {
 
 func (reregisteringPart) Reregisters(a reconcile.Action) bool { return a.Kind == "vpi port type" }
 
-func (p reregisteringPart) Apply(_ context.Context, _ *config.Policy, d *host.Device) []reconcile.Action {
+func (p reregisteringPart) Apply(_ context.Context, run *reconcile.DeviceRun) {
+	d := run.Device
 	if d.Name != "mlx4_0" {
-		return nil
+		return
 	}
 	os.Remove(filepath.Join(p.root, host.ClassInfiniband, d.Name))
-	return []reconcile.Action{{Subject: reconcile.PortSubject(d.Name, 1), Kind: "vpi port type", From: "ib", To: "eth", Status: reconcile.Changed}}
+	run.Act(reconcile.Action{Subject: reconcile.PortSubject(d.Name, 1), Kind: "vpi port type", From: "ib", To: "eth", Status: reconcile.Changed})
 }
 
 func TestDeviceReregisteringAfterChangeIsNotAFailure(t *testing.T) {
@@ -350,8 +388,8 @@ func TestUndoGoesToTheOwningPart(t *testing.T) {
 	a, b := &undoPart{kinds: []reconcile.Kind{"a"}}, &undoPart{kinds: []reconcile.Kind{"b"}}
 	r := reconcile.New(reconcile.Options{Host: host.New(t.TempDir()), Log: quiet, DeviceParts: []reconcile.DevicePart{a, b}})
 	ctx := context.Background()
-	act := reconcile.Action{Kind: "b", Status: reconcile.Changed, Old: 1, New: 2}
-	if err := r.Undo(ctx, act); err != nil || len(b.undone) != 1 || len(a.undone) != 0 || b.undone[0].Old != 1 {
+	act := reconcile.Action{Kind: "b", Status: reconcile.Changed, Old: roce.TOSValue(1), New: roce.TOSValue(2)}
+	if err := r.Undo(ctx, act); err != nil || len(b.undone) != 1 || len(a.undone) != 0 || b.undone[0].Old != roce.TOSValue(1) {
 		t.Fatalf("Undo = %v; a got %v, b got %v", err, a.undone, b.undone)
 	}
 	for _, bad := range []reconcile.Action{

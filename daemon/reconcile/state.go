@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 )
 
@@ -18,6 +17,7 @@ const (
 	Failed                      // the kernel refused or the write did not stick
 	NotApplicable               // declared, but does not apply (an InfiniBand port matched by a RoCE rule)
 	Pending                     // started and still running (modules loading in the background)
+	Held                        // not as declared and not written: Err says why (reported drift, another owner, contested)
 )
 
 func (s Status) String() string {
@@ -32,6 +32,8 @@ func (s Status) String() string {
 		return "not-applicable"
 	case Pending:
 		return "pending"
+	case Held:
+		return "held"
 	}
 	return fmt.Sprintf("status(%d)", int(s))
 }
@@ -44,6 +46,7 @@ const (
 	SubjectDevice                    // one RDMA device
 	SubjectPort                      // one port of one device
 	SubjectLink                      // one declared soft RDMA link
+	SubjectNetdev                    // one network interface (the netdev of a RoCE port)
 )
 
 // Subject identifies what an action is about. Parts build subjects with
@@ -53,6 +56,7 @@ type Subject struct {
 	Device string // SubjectDevice, SubjectPort
 	Port   int    // SubjectPort
 	Link   string // SubjectLink
+	Netdev string // SubjectNetdev
 }
 
 // HostSubject is the host as a whole.
@@ -69,6 +73,9 @@ func PortSubject(dev string, port int) Subject {
 // LinkSubject is a declared soft RDMA link.
 func LinkSubject(name string) Subject { return Subject{Kind: SubjectLink, Link: name} }
 
+// NetdevSubject is a network interface.
+func NetdevSubject(name string) Subject { return Subject{Kind: SubjectNetdev, Netdev: name} }
+
 // String is the subject as reports and logs show it: "host", "mlx5_0",
 // "mlx5_0/1", "link rxe0".
 func (s Subject) String() string {
@@ -79,6 +86,8 @@ func (s Subject) String() string {
 		return s.Device + "/" + strconv.Itoa(s.Port)
 	case SubjectLink:
 		return "link " + s.Link
+	case SubjectNetdev:
+		return "netdev " + s.Netdev
 	}
 	return "host"
 }
@@ -93,17 +102,21 @@ type Kind string
 type Action struct {
 	Subject Subject
 	Kind    Kind
+	// Setting is the setting the action keeps (nil for an action that
+	// keeps none: making a directory, loading modules).
+	Setting *Setting
 	From    string // observed value before ("" if none), as reports show it
 	To      string // declared value, as reports show it
-	// Old and New are the same two values in the part's own types (roce:
-	// config.RoCEMode for a mode, int for a TOS; vpi: the mlx4_port text;
-	// files: their content), nil where the part has none. Only the part
-	// interprets them (its Undo puts Old back); callers compare New with
-	// what they asked for, never the text of To.
-	Old, New any
+	// Old and New are the same two values in the part's own types, nil
+	// where the part has none; the setting's Handle reads them (Undo puts
+	// Old back).
+	Old, New Value
 	Status   Status
-	Err      error  // set when Status is Failed; the reason when NotApplicable
+	Err      error  // set when Status is Failed; the reason when NotApplicable or Held
 	Source   string // config file:line that declared it, when known
+	// Cost is how many corrections the write counts for when rdmad
+	// judges whether a setting is contested (0 counts 1).
+	Cost int
 }
 
 func (a Action) String() string {
@@ -113,7 +126,7 @@ func (a Action) String() string {
 		s += fmt.Sprintf(": %q -> %q", a.From, a.To)
 	case Unchanged, Pending:
 		s += fmt.Sprintf(": %q", a.To)
-	case Failed:
+	case Failed, Held:
 		s += fmt.Sprintf(": %q: %v", a.To, a.Err)
 	case NotApplicable:
 		if a.Err != nil {
@@ -124,14 +137,14 @@ func (a Action) String() string {
 }
 
 // PortState is a port as the D-Bus view and rdmactl show it: observed values
-// after the last reconcile, what the policy declares, and the last errors.
+// after the last reconcile, its settings' records, and the last errors.
 type PortState struct {
 	host.Port
 	Transport host.Transport
-	Desired   config.RoCEDesired
-	VPIType   config.VPIType    // declared mlx4 port type, "" if none
-	QoS       config.QoSDesired // declared [[qos]] settings
-	Failures  []Action          // failed actions of the last pass over this port
+	// Records are the port's settings as the last read left them, in the
+	// order the parts run.
+	Records  []Record
+	Failures []Action // failed actions of the last pass over this port
 }
 
 // DeviceState is a device as the D-Bus view and rdmactl show it.
@@ -151,6 +164,9 @@ type State struct {
 	Modules       []string      // listed modules present for the present devices
 	LastReconcile time.Time
 	HostActions   []Action // the host-wide and link actions of the last pass
+	// HostRecords are the records of the host parts (files, links, the
+	// netns mode), whatever their subject.
+	HostRecords []Record
 }
 
 // Device returns the named device state, or nil.
@@ -167,20 +183,43 @@ func (s *State) Device(name string) *DeviceState {
 // ones and each device's and port's from the last pass over it, so a pass
 // over one device never hides another device's error.
 func (s *State) Failures() []Action {
+	devs := make([]*DeviceState, len(s.Devices))
+	for i := range s.Devices {
+		devs[i] = &s.Devices[i]
+	}
+	return standingFailures(s.HostActions, devs)
+}
+
+// standingFailures is the one account of the failures still standing:
+// the host-wide actions that failed, then each device's read error and
+// its device and port failures. A device without a failure adds nothing,
+// so the reconciler's Summary passes only the devices it knows to fail.
+func standingFailures(hostActs []Action, devs []*DeviceState) []Action {
 	var out []Action
-	for _, a := range s.HostActions {
+	for _, a := range hostActs {
 		if a.Status == Failed {
 			out = append(out, a)
 		}
 	}
-	for i := range s.Devices {
-		d := &s.Devices[i]
+	for _, d := range devs {
 		if d.ReadError != nil {
 			out = append(out, Action{Subject: DeviceSubject(d.Name), Kind: KindRead, Status: Failed, Err: d.ReadError})
 		}
 		out = append(out, d.Failures...)
 		for _, p := range d.Ports {
 			out = append(out, p.Failures...)
+		}
+	}
+	return out
+}
+
+// Records lists every record of the state: the host parts', then each
+// device's ports', in device order.
+func (s *State) Records() []Record {
+	out := append([]Record(nil), s.HostRecords...)
+	for i := range s.Devices {
+		for _, p := range s.Devices[i].Ports {
+			out = append(out, p.Records...)
 		}
 	}
 	return out

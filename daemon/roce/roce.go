@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,51 +23,130 @@ import (
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
-// Kinds of the actions this part reports.
-const (
-	// Mode is default_roce_mode of a port; its Old and New are
-	// config.RoCEMode values.
-	Mode = reconcile.KindRoCEMode
-	// TOS is default_roce_tos of a port; its Old and New are ints.
-	TOS      = reconcile.KindRoCETOS
-	Configfs = reconcile.KindRoCEConfigfs // the device's rdma_cm directory
-	// Settings is a rule that selects a port RoCE settings do not apply
-	// to (InfiniBand, iWARP): reported not applicable.
-	Settings = reconcile.KindRoCE
+// The part's settings and kinds.
+var (
+	// Mode is default_roce_mode of a port.
+	Mode = reconcile.NewSetting[ModeValue](reconcile.Setting{
+		Name: "roce_mode", Kind: "roce mode", Key: config.KeyRoCEMode, Title: "RoCE mode",
+		Gauge: &reconcile.Gauge{Name: "rdmad_port_roce_mode_info", Label: "mode",
+			Help: "The default RoCE mode of a RoCE port as the kernel holds it (configfs rdma_cm default_roce_mode: \"IB/RoCE v1\" or \"RoCE v2\") at the last read; always 1."},
+	})
+	// TOS is default_roce_tos of a port.
+	TOS = reconcile.NewSetting[TOSValue](reconcile.Setting{
+		Name: "roce_tos", Kind: "roce tos", Key: config.KeyRoCETOS, Title: "RoCE TOS",
+		Gauge: &reconcile.Gauge{Name: "rdmad_port_roce_tos",
+			Help: "The default RoCE type of service of a RoCE port as the kernel holds it (configfs rdma_cm default_roce_tos) at the last read, declared or not."},
+	})
 )
 
+// Configfs is the kind of making a device's rdma_cm directory.
+const Configfs reconcile.Kind = "configfs rdma_cm"
+
+// The kernel's attribute files of the two settings, in each port's
+// configfs directory.
+const (
+	modeFile = "default_roce_mode"
+	tosFile  = "default_roce_tos"
+)
+
+// ModeValue is a port's RoCE mode: one of the two modes, or (observed
+// only) the kernel's text when it names neither.
+type ModeValue struct {
+	Mode  config.RoCEMode `json:",omitempty"`
+	Other string          `json:",omitempty"` // the kernel's text when it is neither mode
+}
+
+// String is the mode as the kernel writes it ("RoCE v2").
+func (m ModeValue) String() string {
+	if k := m.Mode.Kernel(); k != "" {
+		return k
+	}
+	return m.Other
+}
+
+// Wire implements reconcile.Wired: Port.DesiredRoCEMode carries "v1" or
+// "v2", Port.RoCEMode the kernel's text.
+func (m ModeValue) Wire(declared bool) any {
+	if declared {
+		return string(m.Mode)
+	}
+	return m.String()
+}
+
+// parseMode is the mode configfs shows.
+func parseMode(s string) ModeValue {
+	s = strings.TrimSpace(s)
+	if m, ok := config.RoCEModeFromKernel(s); ok {
+		return ModeValue{Mode: m}
+	}
+	return ModeValue{Other: s}
+}
+
+// TOSValue is a port's RoCE type of service, 0..255.
+type TOSValue int
+
+func (t TOSValue) String() string { return strconv.Itoa(int(t)) }
+
+// Wire implements reconcile.Wired: Port.RoCETOS and DesiredRoCETOS are
+// int32.
+func (t TOSValue) Wire(bool) any { return int32(t) }
+
+// parseTOS is the TOS configfs shows.
+func parseTOS(s string) (TOSValue, error) {
+	v, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || v < 0 || v > 255 {
+		return 0, fmt.Errorf("%q is not a TOS (0..255)", strings.TrimSpace(s))
+	}
+	return TOSValue(v), nil
+}
+
 // Kinds implements reconcile.Part.
-func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Mode, TOS, Configfs, Settings} }
+func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Mode.Kind(), TOS.Kind(), Configfs} }
+
+// Settings implements reconcile.Part.
+func (*Part) Settings() []*reconcile.Setting {
+	return []*reconcile.Setting{Mode.Setting(), TOS.Setting()}
+}
 
 // Undo implements reconcile.Part: it writes a port's previous mode or TOS
 // back and reads it back. Creating a device's rdma_cm directory is not
 // undone: the directory only shows the kernel's defaults, and the kernel
 // removes it with the device.
 func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
-	if (a.Kind == Mode || a.Kind == TOS) && a.Subject.Kind != reconcile.SubjectPort {
-		return fmt.Errorf("roce: %s is not a port", a.Subject)
+	if a.Kind == Configfs {
+		return fmt.Errorf("the rdma_cm directory of %s is left in place (it shows the kernel's defaults and goes with the device): %w", a.Subject, reconcile.ErrNotUndoable)
 	}
-	var value string
+	if a.Subject.Kind != reconcile.SubjectPort {
+		return fmt.Errorf("%s is not a port", a.Subject)
+	}
+	dev, port := a.Subject.Device, a.Subject.Port
 	switch a.Kind {
-	case Mode:
-		m, ok := a.Old.(config.RoCEMode)
-		if !ok || m.Kernel() == "" {
-			return fmt.Errorf("roce: the previous mode of %s is not known (%q)", a.Subject, a.From)
+	case Mode.Kind():
+		m, ok := Mode.Old(a)
+		if !ok || m.Mode == "" {
+			return fmt.Errorf("the previous mode of %s is not known (%q)", a.Subject, a.From)
 		}
-		value = m.Kernel()
-	case TOS:
-		tos, ok := a.Old.(int)
+		if err := p.writeMode(dev, port, m); err != nil {
+			return err
+		}
+		if got, err := p.readMode(dev, port); err != nil || got != m {
+			return fmt.Errorf("put back mode %s on %s but the kernel shows %q (%v)", m, a.Subject, got, err)
+		}
+		return nil
+	case TOS.Kind():
+		t, ok := TOS.Old(a)
 		if !ok {
-			return fmt.Errorf("roce: the previous TOS of %s is not known (%q)", a.Subject, a.From)
+			return fmt.Errorf("the previous TOS of %s is not known (%q)", a.Subject, a.From)
 		}
-		value = strconv.Itoa(tos)
-	case Configfs:
-		return fmt.Errorf("roce: the rdma_cm directory of %s is left in place (it shows the kernel's defaults and goes with the device): %w", a.Subject, reconcile.ErrNotUndoable)
-	default:
-		return fmt.Errorf("roce: %s: %w", a.Kind, reconcile.ErrNotUndoable)
+		if err := p.writeTOS(dev, port, t); err != nil {
+			return err
+		}
+		if got, err := p.readTOS(dev, port); err != nil || got != t {
+			return fmt.Errorf("put back TOS %s on %s but the kernel shows %s (%v)", t, a.Subject, got, err)
+		}
+		return nil
 	}
-	_, err := write(p.Host, a.Subject.Device, a.Subject.Port, a.Kind, value)
-	return err
+	return fmt.Errorf("%s: %w", a.Kind, reconcile.ErrNotUndoable)
 }
 
 // CMModule provides configfs rdma_cm.
@@ -85,86 +165,142 @@ type Part struct {
 	cmMu sync.Mutex // one rdma_cm load at a time across devices
 }
 
-// Apply sets mode and TOS on every port of dev that a [[roce]] rule selects.
-// A port that refuses a value fails alone; the other ports still run.
-func (p *Part) Apply(ctx context.Context, pol *config.Policy, dev *host.Device) []reconcile.Action {
+// Apply keeps the declared mode and TOS of every RoCE port of the device a
+// [[roce]] rule selects, and records the kernel's values of the others
+// when the daemon publishes them. A port that refuses a value fails alone;
+// the other ports still run.
+func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
+	dev := run.Device
 	target := reconcile.TargetOf(dev)
-	var acts []reconcile.Action
-	dirReady := false
+	var dirErr error
+	dirTried := false
 	for i := range dev.Ports {
 		port := &dev.Ports[i]
-		want := pol.RoCEFor(target, port.Number)
-		if want.Empty() {
-			continue
-		}
+		want := run.Policy.RoCEFor(target, port.Number)
 		subject := reconcile.PortSubject(dev.Name, port.Number)
 		if tr := dev.PortTransport(port); tr != host.TransportRoCE {
-			acts = append(acts, reconcile.Action{
-				Subject: subject, Kind: Settings, Status: reconcile.NotApplicable,
-				Err:    fmt.Errorf("port transport is %s, RoCE settings apply to RoCE (Ethernet) ports", tr),
-				Source: firstSource(want),
-			})
+			why := fmt.Errorf("port transport is %s, RoCE settings apply to RoCE (Ethernet) ports", tr)
+			if want.Mode != "" {
+				run.Add(Mode.NotApplicable(subject, ModeValue{Mode: want.Mode}, want.ModeSource, why))
+			}
+			if want.TOS != nil {
+				run.Add(TOS.NotApplicable(subject, TOSValue(*want.TOS), want.TOSSource, why))
+			}
 			continue
 		}
-		if !port.RoCEKnown && p.Host.ReadRoCE(dev.Name, port) {
-			dirReady = true // its attributes read: the directory exists
-		}
-		if !dirReady {
-			act, ok := p.ensureDir(ctx, dev)
-			if !ok || act.Status == reconcile.Changed {
-				acts = append(acts, act)
+		if want.Empty() {
+			if run.Publish {
+				m, merr := p.readMode(dev.Name, port.Number)
+				t, terr := p.readTOS(dev.Name, port.Number)
+				run.Record(Mode.Observe(subject, m, merr))
+				run.Record(TOS.Observe(subject, t, terr))
 			}
-			if !ok {
-				return acts
-			}
-			dirReady = true
+			continue
 		}
+		if !dirTried {
+			dirTried = true
+			if run.ReadOnly() {
+				dirErr = p.dirMissing(dev)
+			} else {
+				act, err := p.ensureDir(ctx, dev)
+				if err != nil || act.Status == reconcile.Changed {
+					run.Act(act)
+				}
+				dirErr = err
+			}
+		}
+		watch := []string{host.ConfigfsPortPath(dev.Name, port.Number)}
 		if want.Mode != "" {
-			acts = append(acts, p.set(dev.Name, port, Mode, want.Mode.Kernel(), want.ModeSource))
+			mode := ModeValue{Mode: want.Mode}
+			if dirErr != nil {
+				run.Record(refused(Mode.Refuse(subject, mode, want.ModeSource, dirErr)))
+			} else {
+				run.Add(Mode.Converge(run, reconcile.Converge[ModeValue]{
+					Subject: subject, Want: mode, Source: want.ModeSource, Watch: watch, Fix: p.modeFix(dev, port, want),
+					Read:  func() (ModeValue, error) { return p.readMode(dev.Name, port.Number) },
+					Write: func(m ModeValue) error { return p.writeMode(dev.Name, port.Number, m) },
+				}))
+			}
+		} else if run.Publish && dirErr == nil {
+			m, err := p.readMode(dev.Name, port.Number)
+			run.Record(Mode.Observe(subject, m, err))
 		}
 		if want.TOS != nil {
-			acts = append(acts, p.set(dev.Name, port, TOS, strconv.Itoa(*want.TOS), want.TOSSource))
+			tos := TOSValue(*want.TOS)
+			if dirErr != nil {
+				run.Record(refused(TOS.Refuse(subject, tos, want.TOSSource, dirErr)))
+			} else {
+				run.Add(TOS.Converge(run, reconcile.Converge[TOSValue]{
+					Subject: subject, Want: tos, Source: want.TOSSource, Watch: watch,
+					Read:  func() (TOSValue, error) { return p.readTOS(dev.Name, port.Number) },
+					Write: func(t TOSValue) error { return p.writeTOS(dev.Name, port.Number, t) },
+				}))
+			}
+		} else if run.Publish && dirErr == nil {
+			t, err := p.readTOS(dev.Name, port.Number)
+			run.Record(TOS.Observe(subject, t, err))
 		}
 	}
-	return acts
 }
 
-func firstSource(d config.RoCEDesired) string {
-	if d.Mode != "" {
-		return d.ModeSource.String()
+// errNoDir says a device's rdma_cm directory is not there yet, where rdmad
+// only reads: its settings are not known, not refused.
+var errNoDir = errors.New("configfs rdma_cm has no directory for the device yet (rdmad makes it when it applies the policy)")
+
+// dirMissing is errNoDir when the device's rdma_cm directory is missing.
+func (p *Part) dirMissing(dev *host.Device) error {
+	if dev.RoCEConfig || p.Host.Exists(path.Join(host.ConfigfsRdmaCM, dev.Name)) {
+		return nil
 	}
-	return d.TOSSource.String()
+	return errNoDir
+}
+
+// refused is the record of a setting whose port could not be reached:
+// refused, or unknown when rdmad only read.
+func refused(_ reconcile.Action, rec reconcile.Record) reconcile.Record {
+	if errors.Is(rec.Why, errNoDir) {
+		rec.State = reconcile.Unknown
+	}
+	return rec
+}
+
+// modeFix is what an operator does about a declared mode that does not
+// hold: a port whose GIDs lack the mode cannot take it, so the fix is the
+// declaration.
+func (p *Part) modeFix(dev *host.Device, port *host.Port, want config.RoCEDesired) string {
+	kernel := want.Mode.Kernel()
+	if len(port.GIDTypes) == 0 || slices.Contains(port.GIDTypes, kernel) {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d supports only %s: change mode at %s", dev.Name, port.Number, strings.Join(port.GIDTypes, ", "), want.ModeSource)
 }
 
 // ensureDir creates configfs rdma_cm/<dev> when it is missing; the kernel
-// then fills in ports/<n>/ with default values, which are read. It loads
-// rdma_cm first when configfs rdma_cm itself is missing. ok=false with a
-// failed action when the port settings cannot be reached.
-func (p *Part) ensureDir(ctx context.Context, dev *host.Device) (reconcile.Action, bool) {
+// then fills in ports/<n>/ with default values. It loads rdma_cm first
+// when configfs rdma_cm itself is missing. The error says why the port
+// settings cannot be reached.
+func (p *Part) ensureDir(ctx context.Context, dev *host.Device) (reconcile.Action, error) {
 	dir := path.Join(host.ConfigfsRdmaCM, dev.Name)
 	act := reconcile.Action{Subject: reconcile.DeviceSubject(dev.Name), Kind: Configfs, To: "/" + dir}
 	if dev.RoCEConfig || p.Host.Exists(dir) {
 		act.Status = reconcile.Unchanged
-		return act, true
+		return act, nil
 	}
 	if err := p.ensureCM(ctx); err != nil {
 		act.Status, act.Err = reconcile.Failed, err
-		return act, false
+		return act, err
 	}
 	if err := p.Host.Mkdir(dir); err != nil && !errors.Is(err, fs.ErrExist) {
 		act.Status = reconcile.Failed
 		if errors.Is(err, syscall.ENODEV) {
 			err = fmt.Errorf("kernel has no RDMA device %s (ENODEV): %w", dev.Name, err)
 		}
-		act.Err = fmt.Errorf("roce: mkdir %s: %w", "/"+dir, err)
-		return act, false
+		act.Err = fmt.Errorf("mkdir %s: %w", "/"+dir, err)
+		return act, act.Err
 	}
 	dev.RoCEConfig = true
-	for i := range dev.Ports {
-		p.Host.ReadRoCE(dev.Name, &dev.Ports[i])
-	}
 	act.Status = reconcile.Changed
-	return act, true
+	return act, nil
 }
 
 // Preload implements reconcile.Preloader: when pol has [[roce]] rules and
@@ -210,94 +346,48 @@ func (p *Part) cmMissing(err error) error {
 	case p.Host.Exists(host.ConfigfsRdmaCM):
 		return nil
 	case err != nil:
-		return fmt.Errorf("roce: /%s does not exist and loading %s failed: %w", host.ConfigfsRdmaCM, CMModule, err)
+		return fmt.Errorf("/%s does not exist and loading %s failed: %w", host.ConfigfsRdmaCM, CMModule, err)
 	}
-	return fmt.Errorf("roce: /%s does not exist: is configfs mounted on /sys/kernel/config and the %s module loaded?", host.ConfigfsRdmaCM, CMModule)
+	return fmt.Errorf("/%s does not exist: is configfs mounted on /sys/kernel/config and the %s module loaded?", host.ConfigfsRdmaCM, CMModule)
 }
 
-// set writes one attribute if the observed value differs, then reads it
-// back: configfs accepts some writes it does not keep, and a silent no-op
-// is a failure. The port's observed value follows what the kernel shows.
-func (p *Part) set(dev string, port *host.Port, kind reconcile.Kind, value string, src config.Position) reconcile.Action {
-	act := reconcile.Action{Subject: reconcile.PortSubject(dev, port.Number), Kind: kind, To: value, Source: src.String()}
-	act.From = observed(port, kind)
-	act.Old, act.New = typed(kind, act.From), typed(kind, value)
-	if act.From == value {
-		act.Status = reconcile.Unchanged
-		return act
-	}
-	got, err := write(p.Host, dev, port.Number, kind, value)
-	if got != "" || err == nil {
-		record(port, kind, got)
-	}
+// readMode reads a port's default_roce_mode.
+func (p *Part) readMode(dev string, port int) (ModeValue, error) {
+	s, err := p.Host.ReadString(host.ConfigfsPortPath(dev, port, modeFile))
 	if err != nil {
-		act.Status, act.Err = reconcile.Failed, err
-		return act
+		return ModeValue{}, fmt.Errorf("read %s port %d %s: %w", dev, port, modeFile, err)
 	}
-	act.Status = reconcile.Changed
-	return act
+	return parseMode(s), nil
 }
 
-// typed is a kernel value of kind in the type Old and New carry: a
-// config.RoCEMode for a mode, an int for a TOS; nil when there is none (not
-// read, or a text the kernel does not give for either).
-func typed(kind reconcile.Kind, v string) any {
-	if kind == Mode {
-		if m, ok := config.RoCEModeFromKernel(v); ok {
-			return m
-		}
-		return nil
+// readTOS reads a port's default_roce_tos.
+func (p *Part) readTOS(dev string, port int) (TOSValue, error) {
+	s, err := p.Host.ReadString(host.ConfigfsPortPath(dev, port, tosFile))
+	if err != nil {
+		return 0, fmt.Errorf("read %s port %d %s: %w", dev, port, tosFile, err)
 	}
-	if n, err := strconv.Atoi(v); err == nil {
-		return n
+	t, err := parseTOS(s)
+	if err != nil {
+		return 0, fmt.Errorf("read %s port %d %s: %w", dev, port, tosFile, err)
+	}
+	return t, nil
+}
+
+func (p *Part) writeMode(dev string, port int, m ModeValue) error {
+	return p.write(dev, port, modeFile, m.Mode.Kernel())
+}
+
+func (p *Part) writeTOS(dev string, port int, t TOSValue) error {
+	return p.write(dev, port, tosFile, t.String())
+}
+
+// write sets one RoCE attribute of a port; the caller reads it back:
+// configfs accepts some writes it does not keep.
+func (p *Part) write(dev string, port int, attr, value string) error {
+	if err := p.Host.WriteString(host.ConfigfsPortPath(dev, port, attr), value); err != nil {
+		return fmt.Errorf("set %s port %d %s to %q: %s: %w", dev, port, attr, value, explain(err), err)
 	}
 	return nil
-}
-
-// write sets one RoCE attribute of a port and reads it back; got is what
-// the kernel shows afterwards ("" when it could not be read).
-func write(h *host.Host, dev string, port int, kind reconcile.Kind, value string) (got string, err error) {
-	attr := attrOf(kind)
-	rel := host.ConfigfsPortPath(dev, port, attr)
-	if err := h.WriteString(rel, value); err != nil {
-		return "", fmt.Errorf("roce: set %s port %d %s to %q: %s: %w", dev, port, attr, value, explain(err), err)
-	}
-	s, err := h.ReadString(rel)
-	if err != nil {
-		return "", fmt.Errorf("roce: read back %s port %d %s: %w", dev, port, attr, err)
-	}
-	got = strings.TrimSpace(s)
-	if got != value {
-		return got, fmt.Errorf("roce: %s port %d %s: wrote %q but the kernel kept %q", dev, port, attr, value, got)
-	}
-	return got, nil
-}
-
-func attrOf(kind reconcile.Kind) string {
-	if kind == Mode {
-		return "default_roce_mode"
-	}
-	return "default_roce_tos"
-}
-
-func observed(p *host.Port, kind reconcile.Kind) string {
-	if kind == Mode {
-		return p.RoCEMode
-	}
-	if p.RoCETOS < 0 {
-		return ""
-	}
-	return strconv.Itoa(p.RoCETOS)
-}
-
-func record(p *host.Port, kind reconcile.Kind, v string) {
-	if kind == Mode {
-		p.RoCEMode = v
-		return
-	}
-	if n, err := strconv.Atoi(v); err == nil {
-		p.RoCETOS = n
-	}
 }
 
 // explain turns the errno configfs answers with into operator words.

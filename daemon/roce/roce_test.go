@@ -2,6 +2,7 @@ package roce_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,11 +19,20 @@ func tos(v int) *int { return &v }
 
 func apply(t *testing.T, h *host.Host, pol *config.Policy, dev string) []reconcile.Action {
 	t.Helper()
+	return applyRun(t, h, pol, dev).Actions
+}
+
+// applyRun runs the part on one device as a pass does and returns the
+// run: actions and records.
+func applyRun(t *testing.T, h *host.Host, pol *config.Policy, dev string) *reconcile.DeviceRun {
+	t.Helper()
 	d, err := h.Device(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return (&roce.Part{Host: h}).Apply(context.Background(), pol, &d)
+	run := reconcile.NewDeviceRun(pol, &d)
+	(&roce.Part{Host: h}).Apply(context.Background(), run)
+	return run
 }
 
 func statuses(acts []reconcile.Action) string {
@@ -107,7 +117,7 @@ func TestWriteThatDoesNotStickFails(t *testing.T) {
 	k.Ignore("mlx5_0/ports/1/default_roce_tos", "7")
 	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("mlx5_0")}, TOS: tos(7)}}}
 	acts := apply(t, k.Host(), pol, "mlx5_0")
-	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), `kernel kept "0"`) {
+	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), `wrote RoCE TOS 7 but the kernel kept 0`) {
 		t.Fatalf("acts = %+v", acts)
 	}
 }
@@ -117,7 +127,7 @@ func TestInfiniBandPortNotApplicable(t *testing.T) {
 	k := hosttest.NewKernel(root)
 	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Driver: "mlx4_core"}, Mode: config.RoCEv2}}}
 	acts := apply(t, k.Host(), pol, "mlx4_0")
-	if got, want := statuses(acts), "mlx4_0/1 roce not-applicable, mlx4_0/2 roce mode changed"; got != want {
+	if got, want := statuses(acts), "mlx4_0/1 roce mode not-applicable, mlx4_0/2 roce mode changed"; got != want {
 		t.Fatalf("%s, want %s", got, want)
 	}
 	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx4_0", 1, "default_roce_mode")); got != "IB/RoCE v1" {
@@ -154,10 +164,16 @@ func TestMissingConfigfsAndVanishedDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts := (&roce.Part{Host: h}).Apply(context.Background(), pol, &d)
+	run := reconcile.NewDeviceRun(pol, &d)
+	(&roce.Part{Host: h}).Apply(context.Background(), run)
+	acts := run.Actions
 	if len(acts) != 1 || acts[0].Status != reconcile.Failed || acts[0].Subject != reconcile.DeviceSubject("mlx5_0") ||
 		!strings.Contains(acts[0].Err.Error(), "rdma_cm module loaded") {
 		t.Fatalf("acts = %+v", acts)
+	}
+	// The port's declared TOS is refused, for the same reason.
+	if len(run.Records) != 1 || run.Records[0].State != reconcile.Refused || !strings.Contains(run.Records[0].WhyText(), "rdma_cm module loaded") {
+		t.Fatalf("records = %+v", run.Records)
 	}
 	// The device went away between read and mkdir: ENODEV, named.
 	if err := mkdir(root, host.ConfigfsRdmaCM); err != nil {
@@ -166,8 +182,9 @@ func TestMissingConfigfsAndVanishedDevice(t *testing.T) {
 	if err := removeAll(root, host.ClassInfiniband+"/mlx5_0"); err != nil {
 		t.Fatal(err)
 	}
-	acts = (&roce.Part{Host: h}).Apply(context.Background(), pol, &d)
-	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "ENODEV") {
+	run = reconcile.NewDeviceRun(pol, &d)
+	(&roce.Part{Host: h}).Apply(context.Background(), run)
+	if acts := run.Actions; len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "ENODEV") {
 		t.Fatalf("acts = %+v", acts)
 	}
 }
@@ -192,15 +209,16 @@ func TestLoadsRDMACMWhenConfigfsIsMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("mlx5_0")}, TOS: tos(3)}}}
-	acts := (&roce.Part{Host: h, Loader: loader}).Apply(context.Background(), pol, &d)
-	if got, want := statuses(acts), "mlx5_0 configfs rdma_cm changed, mlx5_0/1 roce tos changed"; got != want {
+	run := reconcile.NewDeviceRun(pol, &d)
+	(&roce.Part{Host: h, Loader: loader}).Apply(context.Background(), run)
+	if got, want := statuses(run.Actions), "mlx5_0 configfs rdma_cm changed, mlx5_0/1 roce tos changed"; got != want {
 		t.Fatalf("%s, want %s", got, want)
 	}
 	if calls := loader.Calls(); len(calls) != 1 || len(calls[0]) != 1 || calls[0][0] != "rdma_cm" {
 		t.Errorf("modprobe calls = %v, want one for rdma_cm", calls)
 	}
-	if d.Ports[0].RoCETOS != 3 || !d.Ports[0].RoCEKnown {
-		t.Errorf("observed port after the change = %+v", d.Ports[0])
+	if tos, ok := roce.TOS.Observed(run.Records[0]); !ok || tos != 3 || run.Records[0].State != reconcile.Holds {
+		t.Errorf("record after the change = %+v", run.Records[0])
 	}
 }
 
@@ -220,7 +238,9 @@ func TestHangingRDMACMLoadIsBounded(t *testing.T) {
 	defer cancel()
 	loader := &hosttest.Modprobe{Block: make(chan struct{})}
 	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("mlx5_0")}, TOS: tos(3)}}}
-	acts := (&roce.Part{Host: h, Loader: loader}).Apply(ctx, pol, &d)
+	run := reconcile.NewDeviceRun(pol, &d)
+	(&roce.Part{Host: h, Loader: loader}).Apply(ctx, run)
+	acts := run.Actions
 	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "loading rdma_cm failed") {
 		t.Fatalf("acts = %+v", acts)
 	}
@@ -238,5 +258,72 @@ func TestDriverSelectorMatchesSoftRoCE(t *testing.T) {
 	}
 	if got := hosttest.Read(t, root, host.ConfigfsPortPath("rxe0", 1, "default_roce_tos")); got != "32" {
 		t.Errorf("configfs tos = %q", got)
+	}
+}
+
+// Each RoCE port gets one record per setting: the declared value with its
+// file:line, the kernel's value parsed where it was read, and whether it
+// holds; a publishing pass records the undeclared ports' values too.
+func TestRecords(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	k := hosttest.NewKernel(root)
+	hosttest.Write(t, root, host.ConfigfsPortPath("mlx5_1", 1, "default_roce_tos"), "32\n")
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("mlx5_0")}, TOS: tos(106), Source: config.Position{File: "a.toml", Line: 2}}}}
+	run := applyRun(t, k.Host(), pol, "mlx5_0")
+	if len(run.Records) != 1 {
+		t.Fatalf("records = %+v (not publishing: only the declared setting)", run.Records)
+	}
+	r := run.Records[0]
+	want, _ := roce.TOS.Declared(r)
+	got, _ := roce.TOS.Observed(r)
+	if !roce.TOS.Is(r) || r.Subject != reconcile.PortSubject("mlx5_0", 1) || want != 106 || got != 106 || r.State != reconcile.Holds ||
+		r.Source.String() != "a.toml:2" || len(r.Watch) != 1 || r.Watch[0] != "sys/kernel/config/rdma_cm/mlx5_0/ports/1" {
+		t.Errorf("record = %+v", r)
+	}
+
+	d, err := k.Host().Device("mlx5_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := reconcile.NewDeviceRun(pol, &d)
+	pub.Publish = true
+	(&roce.Part{Host: k.Host()}).Apply(context.Background(), pub)
+	if len(pub.Actions) != 0 || len(pub.Records) != 2 {
+		t.Fatalf("publishing an undeclared port: actions %+v records %+v", pub.Actions, pub.Records)
+	}
+	mode, _ := roce.Mode.Observed(pub.Records[0])
+	tosNow, _ := roce.TOS.Observed(pub.Records[1])
+	if mode != (roce.ModeValue{Mode: config.RoCEv2}) || tosNow != 32 || pub.Records[0].IsDeclared() || pub.Records[1].Drifted() {
+		t.Errorf("undeclared records = %+v", pub.Records)
+	}
+}
+
+// holdAll is a pass that may not write: an out-of-band change reported.
+type holdAll struct{}
+
+func (holdAll) Hold(reconcile.Subject, *reconcile.Setting, reconcile.Value, config.Position) (reconcile.RecordState, error) {
+	return reconcile.Differs, errors.New("reported, not corrected")
+}
+func (holdAll) ReadOnly() bool { return false }
+
+// A pass that holds writes leaves a drifted setting as the kernel has it
+// and records it as differing, with the reason.
+func TestHeldWriteIsRecordedAsDiffering(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	k := hosttest.NewKernel(root)
+	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("mlx5_0")}, TOS: tos(106)}}}
+	d, err := k.Host().Device("mlx5_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := reconcile.NewDeviceRun(pol, &d)
+	run.Guard(holdAll{})
+	(&roce.Part{Host: k.Host()}).Apply(context.Background(), run)
+	if k.WriteCount() != 0 {
+		t.Errorf("wrote %v", k.Writes)
+	}
+	if len(run.Records) != 1 || run.Records[0].State != reconcile.Differs || run.Records[0].WhyText() != "reported, not corrected" ||
+		len(run.Actions) != 1 || run.Actions[0].Status != reconcile.Held {
+		t.Errorf("actions %+v records %+v", run.Actions, run.Records)
 	}
 }

@@ -26,11 +26,17 @@ func TestUndoPutsBackModeAndTOS(t *testing.T) {
 	if len(acts) != 2 || acts[0].Status != reconcile.Changed || acts[1].Status != reconcile.Changed {
 		t.Fatalf("apply: %s", statuses(acts))
 	}
-	if acts[0].Old != config.RoCEv2 || acts[0].New != config.RoCEv1 {
-		t.Errorf("mode values: Old %#v New %#v, want config.RoCEMode v2 -> v1", acts[0].Old, acts[0].New)
+	if o, _ := roce.Mode.Old(acts[0]); o != (roce.ModeValue{Mode: config.RoCEv2}) {
+		t.Errorf("mode Old %#v, want v2", acts[0].Old)
 	}
-	if acts[1].Old != 0 || acts[1].New != 106 {
-		t.Errorf("tos values: Old %#v New %#v, want int 0 -> 106", acts[1].Old, acts[1].New)
+	if n, _ := roce.Mode.New(acts[0]); n != (roce.ModeValue{Mode: config.RoCEv1}) {
+		t.Errorf("mode New %#v, want v1", acts[0].New)
+	}
+	if o, _ := roce.TOS.Old(acts[1]); o != 0 {
+		t.Errorf("tos Old %#v, want 0", acts[1].Old)
+	}
+	if n, _ := roce.TOS.New(acts[1]); n != 106 {
+		t.Errorf("tos New %#v, want 106", acts[1].New)
 	}
 	p := &roce.Part{Host: h}
 	for _, a := range acts {
@@ -50,9 +56,12 @@ func TestUndoWithoutOldValueWritesNothing(t *testing.T) {
 	k := hosttest.NewKernel(root)
 	p := &roce.Part{Host: k.Host()}
 	for _, a := range []reconcile.Action{
-		{Subject: reconcile.PortSubject("mlx5_0", 1), Kind: roce.Mode, Status: reconcile.Changed, From: "RoCE v3", New: config.RoCEv1},
-		{Subject: reconcile.PortSubject("mlx5_0", 1), Kind: roce.TOS, Status: reconcile.Changed, New: 106},
-		{Subject: reconcile.DeviceSubject("mlx5_0"), Kind: roce.TOS, Status: reconcile.Changed, Old: 0, New: 106},
+		{Subject: reconcile.PortSubject("mlx5_0", 1), Kind: roce.Mode.Kind(), Setting: roce.Mode.Setting(), Status: reconcile.Changed, From: "RoCE v3",
+			Old: roce.ModeValue{Other: "RoCE v3"}, New: roce.ModeValue{Mode: config.RoCEv1}},
+		{Subject: reconcile.PortSubject("mlx5_0", 1), Kind: roce.TOS.Kind(), Setting: roce.TOS.Setting(), Status: reconcile.Changed, New: roce.TOSValue(106)},
+		{Subject: reconcile.DeviceSubject("mlx5_0"), Kind: roce.TOS.Kind(), Setting: roce.TOS.Setting(), Status: reconcile.Changed, Old: roce.TOSValue(0), New: roce.TOSValue(106)},
+		// A value of another setting's type is not this one's.
+		{Subject: reconcile.PortSubject("mlx5_0", 1), Kind: roce.TOS.Kind(), Status: reconcile.Changed, Old: roce.ModeValue{Mode: config.RoCEv2}},
 	} {
 		if err := p.Undo(context.Background(), a); err == nil {
 			t.Errorf("Undo(%v) = nil, want an error", a)

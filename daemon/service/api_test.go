@@ -90,8 +90,9 @@ func (e *env) persisted() string {
 }
 
 // A missing configfs rdma_cm makes the RoCE part fail at device level
-// (subject mlx5_0, kind roce.Configfs): the call must fail, not report a
-// success when nothing was applied.
+// (subject mlx5_0, kind roce.Configfs) and refuse the port's declared TOS
+// for that reason: the call must fail, not report a success when nothing
+// was applied.
 func TestSetRoCEDeviceLevelFailureFailsTheCall(t *testing.T) {
 	for _, persist := range []bool{false, true} {
 		e := newEnv(t, "", nil)
@@ -103,7 +104,8 @@ func TestSetRoCEDeviceLevelFailureFailsTheCall(t *testing.T) {
 		if !errors.As(err, &ae) {
 			t.Fatalf("persist=%v: SetRoCE with no configfs rdma_cm = %v, want an ApplyError", persist, err)
 		}
-		if len(ae.Failed) == 0 || ae.Failed[0].Subject != reconcile.DeviceSubject("mlx5_0") || ae.Failed[0].Kind != roce.Configfs {
+		if len(ae.Failed) == 0 || ae.Failed[0].Subject != reconcile.PortSubject("mlx5_0", 1) || ae.Failed[0].Kind != roce.TOS.Kind() ||
+			!strings.Contains(ae.Failed[0].Err.Error(), "rdma_cm does not exist") {
 			t.Errorf("persist=%v: failed actions %+v", persist, ae.Failed)
 		}
 		if ov := e.svc.RuntimeOverlay(); !ov.Empty() {
@@ -164,7 +166,7 @@ func TestSetRoCERefusedRestoresWhatItSet(t *testing.T) {
 		if !errors.Is(err, syscall.EIO) {
 			t.Errorf("persist=%v: error does not wrap the kernel's EIO: %v", persist, err)
 		}
-		if len(ae.Failed) != 1 || ae.Failed[0].Kind != roce.Mode || ae.Failed[0].Subject != reconcile.PortSubject("mlx5_0", 1) {
+		if len(ae.Failed) != 1 || ae.Failed[0].Kind != roce.Mode.Kind() || ae.Failed[0].Subject != reconcile.PortSubject("mlx5_0", 1) {
 			t.Errorf("persist=%v: failed %+v, want the mode only", persist, ae.Failed)
 		}
 		if got := e.port(t, "mlx5_0", 1, "default_roce_tos"); got != before {
@@ -407,7 +409,7 @@ func TestSetNetnsModeKernelRefusalFailsAndRollsBack(t *testing.T) {
 		if !errors.As(err, &ae) || !errors.Is(err, syscall.EPERM) {
 			t.Fatalf("persist=%v: SetNetnsMode refused = %v", persist, err)
 		}
-		if len(ae.Failed) != 1 || ae.Failed[0].Subject != reconcile.HostSubject() || ae.Failed[0].Kind != netns.Mode {
+		if len(ae.Failed) != 1 || ae.Failed[0].Subject != reconcile.HostSubject() || ae.Failed[0].Kind != netns.Mode.Kind() {
 			t.Errorf("persist=%v: failed %+v", persist, ae.Failed)
 		}
 		if m := e.svc.PolicyInForce().Netns; m.Mode != config.NetnsUnmanaged || m.Runtime != config.NetnsUnmanaged {
@@ -502,7 +504,7 @@ func TestSetNetnsModePersistRefusesForeignModprobeFile(t *testing.T) {
 	if !errors.As(err, &ae) || !errors.Is(err, host.ErrNotManaged) {
 		t.Fatalf("SetNetnsMode(persist) over a foreign modprobe.d file = %v", err)
 	}
-	if len(ae.Failed) != 1 || ae.Failed[0].Subject != reconcile.HostSubject() || ae.Failed[0].Kind != netns.Modprobe {
+	if len(ae.Failed) != 1 || ae.Failed[0].Subject != reconcile.HostSubject() || ae.Failed[0].Kind != netns.Modprobe.Kind() {
 		t.Errorf("failed %+v", ae.Failed)
 	}
 	if got := e.svc.PolicyInForce().Netns.Mode; got != config.NetnsUnmanaged {

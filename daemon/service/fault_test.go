@@ -57,7 +57,7 @@ func TestConfigfsWriteErrorsStayOnTheirPort(t *testing.T) {
 				e.k.Refuse("mlx5_0/ports/1/default_roce_tos", "", errno)
 			})
 			fails := portFailures(t, e.svc, "mlx5_0", 1)
-			if len(fails) != 1 || fails[0].Kind != roce.TOS || !errors.Is(fails[0].Err, errno) {
+			if len(fails) != 1 || fails[0].Kind != roce.TOS.Kind() || !errors.Is(fails[0].Err, errno) {
 				t.Fatalf("mlx5_0/1 failures %+v, want the TOS with %v", fails, errno)
 			}
 			if got := e.port(t, "mlx5_1", 1, "default_roce_tos"); got != "42" {

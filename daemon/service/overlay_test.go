@@ -10,6 +10,23 @@ import (
 
 func intp(n int) *int { return &n }
 
+// setRoCE is what a SetRoCE call without persist does to the overlay.
+func setRoCE(o *Overlay, device string, port int, mode config.RoCEMode, tos *int) {
+	o.RoCE = config.MergeRule(o.RoCE, config.Runtime(config.RoCERule{Selector: config.Selector{Device: config.Exact(device)}, Port: port, Mode: mode, TOS: tos}))
+}
+
+// forgetRoCE is what persisting mode and/or TOS does to the overlay.
+func forgetRoCE(o *Overlay, device string, port int, ports []int, mode, tos bool) {
+	r := config.RoCERule{Selector: config.Selector{Device: config.Exact(device)}, Port: port}
+	if mode {
+		r.Mode = config.RoCEv1
+	}
+	if tos {
+		r.TOS = intp(0)
+	}
+	o.RoCE = config.ForgetRule(o.RoCE, r, ports)
+}
+
 func filePos(line int) config.Position {
 	return config.Position{File: "/etc/rdma/rdmad.toml", Line: line}
 }
@@ -22,8 +39,8 @@ func TestOverlayApplyRoCEPrecedence(t *testing.T) {
 		{Source: filePos(3), Selector: config.Selector{Device: config.Glob("mlx5_*")}, Mode: config.RoCEv1, TOS: intp(5)},
 	}}
 	var o Overlay
-	o.setRoCE("mlx5_0", 1, "", intp(77))
-	o.setRoCE("mlx5_0", 0, config.RoCEv2, nil)
+	setRoCE(&o, "mlx5_0", 1, "", intp(77))
+	setRoCE(&o, "mlx5_0", 0, config.RoCEv2, nil)
 	p := o.Apply(base)
 
 	d := p.RoCEFor(config.Target{Name: "mlx5_0"}, 1)
@@ -49,7 +66,7 @@ func TestOverlayApplyRoCEPrecedence(t *testing.T) {
 // A device name with glob characters selects only itself.
 func TestOverlaySetRoCEEscapesDeviceName(t *testing.T) {
 	var o Overlay
-	o.setRoCE("dev[1]", 0, config.RoCEv2, nil)
+	setRoCE(&o, "dev[1]", 0, config.RoCEv2, nil)
 	p := o.Apply(nil)
 	if d := p.RoCEFor(config.Target{Name: "dev1"}, 1); !d.Empty() {
 		t.Errorf("dev1 matched the runtime rule for dev[1]: %+v", d)
@@ -63,9 +80,9 @@ func TestOverlaySetRoCEEscapesDeviceName(t *testing.T) {
 // runtime rule for every port is split so the other ports keep it.
 func TestOverlayForgetRoCEOnPersist(t *testing.T) {
 	var o Overlay
-	o.setRoCE("mlx5_0", 0, config.RoCEv2, intp(77))
-	o.setRoCE("mlx5_1", 1, config.RoCEv1, nil)
-	o.forgetRoCE("mlx5_0", 1, []int{1, 2}, false, true)
+	setRoCE(&o, "mlx5_0", 0, config.RoCEv2, intp(77))
+	setRoCE(&o, "mlx5_1", 1, config.RoCEv1, nil)
+	forgetRoCE(&o, "mlx5_0", 1, []int{1, 2}, false, true)
 	p := o.Apply(nil)
 
 	d := p.RoCEFor(config.Target{Name: "mlx5_0"}, 1)
@@ -80,8 +97,8 @@ func TestOverlayForgetRoCEOnPersist(t *testing.T) {
 		t.Errorf("another device's rule was forgotten: %+v", d)
 	}
 
-	o.forgetRoCE("mlx5_0", 0, []int{1, 2}, true, true)
-	o.forgetRoCE("mlx5_1", 0, []int{1}, true, false)
+	forgetRoCE(&o, "mlx5_0", 0, []int{1, 2}, true, true)
+	forgetRoCE(&o, "mlx5_1", 0, []int{1}, true, false)
 	if !o.Empty() {
 		t.Errorf("overlay after forgetting everything: %+v", o.RoCE)
 	}
@@ -136,7 +153,7 @@ func TestOverlayApplyNetns(t *testing.T) {
 
 func TestOverlayCloneIsDeep(t *testing.T) {
 	var o Overlay
-	o.setRoCE("a", 0, config.RoCEv2, nil)
+	setRoCE(&o, "a", 0, config.RoCEv2, nil)
 	o.addLink(config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth0"})
 	c := o.clone()
 	c.RoCE[0].Mode = config.RoCEv1
@@ -164,7 +181,7 @@ func TestOverlaySetRoCEReplacesAndStaysSmall(t *testing.T) {
 		if next(2) == 0 || mode == "" {
 			tos = intp(next(256))
 		}
-		o.setRoCE(dev, port, mode, tos)
+		setRoCE(&o, dev, port, mode, tos)
 		appended.RoCE = append(appended.RoCE, config.RoCERule{
 			Source: config.Position{File: config.RuntimeFile}, Selector: config.Selector{Device: config.Exact(dev)},
 			Port: port, Mode: mode, TOS: tos,

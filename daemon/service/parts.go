@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/rdmad/rdmad/daemon/config"
-	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
@@ -12,9 +11,10 @@ import (
 // Parts is what the composition root (daemon/compose) hands the service:
 // the reconciler's parts, in the order a pass runs them, and the few
 // things the mutating calls reach directly, each behind the interface the
-// service uses. The service imports no part: it checks results by
-// reconcile's subjects, kinds and typed values, and a refused call is
-// undone by the parts themselves (reconcile.Reconciler.Undo).
+// service uses. The service imports no part: a call learns whether it
+// took from the records of the keys it declared (reconcile.Report.Outcome),
+// and a refused call is undone by the parts themselves
+// (reconcile.Reconciler.Undo).
 type Parts struct {
 	// Early parts run before devices are read: they may create devices
 	// (soft links) that the same pass configures.
@@ -28,8 +28,6 @@ type Parts struct {
 	Links LinkDeleter
 	// Netns is the kernel's RDMA netns mode; nil: [netns] is not managed.
 	Netns NetnsKernel
-	// DCB reads netdevs' DCB state for doctor; nil: not read.
-	DCB dcb.Reader
 	// Files are the files the parts write atomically, relative to the
 	// root (see ManagedFiles).
 	Files []string

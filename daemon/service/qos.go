@@ -20,17 +20,6 @@ type QoSChange struct {
 	Persist bool
 }
 
-// The values of the QoS part's actions (Old, New), as the service reads
-// them without importing the part: the priorities a PFC value has on, the
-// trust a trust value amounts to.
-type (
-	pfcValue   interface{ Priorities() []uint8 }
-	trustValue interface{ TrustMode() config.QoSTrust }
-)
-
-// qosKinds are the kinds SetQoS sets, in the order a rollback undoes them.
-var qosKinds = []reconcile.Kind{reconcile.KindQoSPFC, reconcile.KindQoSTrust}
-
 // SetQoS changes the trust and/or PFC priorities of a device's Ethernet
 // ports, with the same rules as SetRoCE: the declaration goes to the
 // runtime overlay or rdmad's drop-in, one pass applies it, and a refusal
@@ -52,89 +41,31 @@ func (s *Service) SetQoS(ctx context.Context, c QoSChange) error {
 	if c.HasPFC && pfc == nil {
 		pfc = []uint8{}
 	}
-	wanted := map[reconcile.Kind]any{}
+	call := reconcile.Call{}
 	if c.HasPFC {
-		wanted[reconcile.KindQoSPFC] = pfc
+		call.Keys = append(call.Keys, config.KeyQoSPFC)
 	}
 	if c.Trust != "" {
-		wanted[reconcile.KindQoSTrust] = c.Trust
+		call.Keys = append(call.Keys, config.KeyQoSTrust)
+	}
+	for _, n := range targets {
+		call.Subjects = append(call.Subjects, reconcile.PortSubject(dev.Name, n))
 	}
 	var all []int
 	for _, p := range dev.Ports {
 		all = append(all, p.Number)
 	}
-	var scopePorts []int
-	if c.Port != 0 {
-		scopePorts = []int{c.Port}
+	rule := config.QoSRule{Selector: config.Selector{Device: config.Exact(dev.Name)}, Port: c.Port, Trust: c.Trust, HasPFC: c.HasPFC}
+	if c.HasPFC {
+		rule.PFC = pfc
 	}
 	return s.commit(ctx, c.Persist, change{
-		runtime: func(o *Overlay) { o.setQoS(dev.Name, c.Port, c.Trust, pfc, c.HasPFC) },
-		persist: func(p *config.Persisted) {
-			p.SetQoS(config.Selector{Device: config.Exact(dev.Name)}, c.Port, c.Trust, pfc, c.HasPFC)
-		},
-		forget: func(o *Overlay) { o.forgetQoS(dev.Name, c.Port, all, c.Trust != "", c.HasPFC) },
-		scope:  reconcile.Scope{Devices: map[string][]int{dev.Name: scopePorts}},
-		failed: func(rep reconcile.Report) []reconcile.Action {
-			return qosFailures(rep, dev.Name, dev.Driver == host.DriverMLX4, targets, wanted)
-		},
-		restore: func(ctx context.Context, rep reconcile.Report) ([]reconcile.Action, error) {
-			return s.undo(ctx, rep, dev.Name, targets, qosKinds, wanted)
-		},
+		runtime: func(o *Overlay) { o.QoS = config.MergeRule(o.QoS, config.Runtime(rule)) },
+		persist: func(p *config.Persisted) { p.SetQoS(rule.Selector, c.Port, c.Trust, pfc, c.HasPFC) },
+		forget:  func(o *Overlay) { o.QoS = config.ForgetRule(o.QoS, rule, all) },
+		scope:   portScope(dev.Name, c.Port),
+		call:    call,
 	})
-}
-
-// qosFailures picks a SetQoS call's failures from its pass: the requested
-// kinds on the targeted ports that failed, set another value than the
-// requested one (a later rule wins), or were not set at all (the part said
-// why in a not-applicable action: a VF, another owner of the netdev's DCB),
-// and, for a call on an mlx4 device, a failed host-wide mlx4_en options
-// file (two mlx4 ports asking different priorities). That file is no
-// other device's business: a broken one must not refuse a call on mlx5.
-func qosFailures(rep reconcile.Report, dev string, mlx4 bool, ports []int, wanted map[reconcile.Kind]any) []reconcile.Action {
-	var out []reconcile.Action
-	if a, ok := rep.Find(reconcile.HostSubject(), reconcile.KindQoSMLX4); mlx4 && ok && a.Status == reconcile.Failed {
-		out = append(out, a)
-	}
-	for _, n := range ports {
-		subject := reconcile.PortSubject(dev, n)
-		for _, k := range qosKinds {
-			want, asked := wanted[k]
-			if !asked {
-				continue
-			}
-			a, ok := rep.Find(subject, k)
-			switch {
-			case ok && a.Status == reconcile.Failed:
-				out = append(out, a)
-			case ok && !sameQoSValue(a.New, want):
-				a.Status = reconcile.Failed
-				a.Err = fmt.Errorf("service: the policy in force sets %s, not the requested %v", a.To, want)
-				out = append(out, a)
-			case !ok:
-				why := fmt.Errorf("service: the pass did not set it: %s port %d went away or is not an Ethernet port", dev, n)
-				for _, nk := range []reconcile.Kind{reconcile.KindQoSOwner, reconcile.KindQoSVF, reconcile.KindQoS} {
-					if na, found := rep.Find(subject, nk); found && na.Err != nil {
-						why = fmt.Errorf("service: not set: %w", na.Err)
-						break
-					}
-				}
-				out = append(out, reconcile.Action{Subject: subject, Kind: k, Status: reconcile.Failed, Err: why})
-			}
-		}
-	}
-	return out
-}
-
-func sameQoSValue(got, want any) bool {
-	switch w := want.(type) {
-	case []uint8:
-		v, ok := got.(pfcValue)
-		return ok && slices.Equal(v.Priorities(), w)
-	case config.QoSTrust:
-		v, ok := got.(trustValue)
-		return ok && v.TrustMode() == w
-	}
-	return false
 }
 
 func (s *Service) validateQoS(c QoSChange) (host.Device, []int, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/qos"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
 )
@@ -67,12 +68,12 @@ func TestSetQoSPersistedRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := svc2.ReconcileNow(context.Background())
-	if a, ok := rep.Find(reconcile.PortSubject("mlx5_0", 1), reconcile.KindQoSPFC); !ok || a.Status != reconcile.Changed || !strings.Contains(a.Source, config.PersistedName) {
+	if a, ok := rep.Find(reconcile.PortSubject("mlx5_0", 1), qos.PFC.Kind()); !ok || a.Status != reconcile.Changed || !strings.Contains(a.Source, config.PersistedName) {
 		t.Errorf("after restart: %+v", a)
 	}
 	snap := svc2.Reconciler().Snapshot()
 	ds := snap.Device("mlx5_0")
-	if ds == nil || ds.Ports[0].QoS.PFCSource.File == "" || ds.Ports[0].QoSTrust != "dscp" {
+	if ds == nil || !holdsFrom(ds.Ports[0], qos.PFC.Setting(), config.PersistedName) || !holdsFrom(ds.Ports[0], qos.Trust.Setting(), config.PersistedName) {
 		t.Errorf("state after restart: %+v", ds)
 	}
 	// Runtime only: kept in the overlay, not in the drop-in.
@@ -95,10 +96,10 @@ func TestSetQoSRefusalRollsBack(t *testing.T) {
 	if !errors.As(err, &ae) {
 		t.Fatalf("SetQoS = %v, want an ApplyError", err)
 	}
-	if len(ae.Failed) != 1 || ae.Failed[0].Kind != reconcile.KindQoSTrust || !errors.Is(ae.Failed[0].Err, syscall.EINVAL) {
+	if len(ae.Failed) != 1 || ae.Failed[0].Kind != qos.Trust.Kind() || !errors.Is(ae.Failed[0].Err, syscall.EINVAL) {
 		t.Errorf("failed %+v", ae.Failed)
 	}
-	if len(ae.Restored) != 1 || ae.Restored[0].Kind != reconcile.KindQoSPFC {
+	if len(ae.Restored) != 1 || ae.Restored[0].Kind != qos.PFC.Kind() {
 		t.Errorf("restored %+v", ae.Restored)
 	}
 	if n, _ := k.Netdev("ens1f0np0"); n.PFC.Enabled != 0x01 {
@@ -197,7 +198,7 @@ func TestSetQoSOnMLX5IgnoresABrokenMLX4File(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := svc.ReconcileNow(context.Background())
-	if a, ok := rep.Find(reconcile.HostSubject(), reconcile.KindQoSMLX4); !ok || a.Status != reconcile.Failed {
+	if a, ok := rep.Find(reconcile.HostSubject(), qos.MLX4Options.Kind()); !ok || a.Status != reconcile.Failed {
 		t.Fatalf("the admin's mlx4 file: %+v (want a failed action)", a)
 	}
 	if err := svc.SetQoS(context.Background(), service.QoSChange{Device: "mlx5_0", Port: 1, Trust: config.TrustDSCP}); err != nil {
@@ -242,4 +243,15 @@ func TestNetdevEventReappliesQoSWithTheTOS(t *testing.T) {
 	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")); got != "106" {
 		t.Errorf("tos %s", got)
 	}
+}
+
+// holdsFrom reports whether a port's record of setting s holds, declared
+// in file.
+func holdsFrom(p reconcile.PortState, s *reconcile.Setting, file string) bool {
+	for _, r := range p.Records {
+		if r.Setting == s {
+			return r.State == reconcile.Holds && strings.HasSuffix(r.Source.File, file)
+		}
+	}
+	return false
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
-	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/metrics"
@@ -149,9 +148,6 @@ func (s *Service) Host() *host.Host { return s.host }
 // NetnsKernel is the kernel's RDMA netns mode, nil when rdmad does not
 // manage it.
 func (s *Service) NetnsKernel() NetnsKernel { return s.parts.Netns }
-
-// DCB reads netdevs' DCB state (nil when [[qos]] is not managed).
-func (s *Service) DCB() dcb.Reader { return s.parts.DCB }
 
 // Reconciler gives read access to the observed state.
 func (s *Service) Reconciler() *reconcile.Reconciler { return s.rec }

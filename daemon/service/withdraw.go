@@ -60,11 +60,11 @@ func (s *Service) Withdraw(ctx context.Context, w Withdrawal) error {
 		return err
 	}
 	return s.commit(ctx, w.Persist, change{
-		runtime:   plan.overlay,
-		persist:   plan.persisted,
-		forget:    plan.overlay,
-		scope:     plan.scope,
-		failed:    func(reconcile.Report) []reconcile.Action { return nil }, // what the files declare is not this call's
+		runtime: plan.overlay,
+		persist: plan.persisted,
+		forget:  plan.overlay,
+		scope:   plan.scope,
+		// No call: what the files declare again is not this call's to hold.
 		withdraws: true,
 	})
 }

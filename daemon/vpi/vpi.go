@@ -21,11 +21,53 @@ import (
 // Driver is the PCI driver that has VPI ports.
 const Driver = host.DriverMLX4
 
-// PortType is the kind of the action on a port's VPI type. Its Old is the
-// config.VPIType the port had (VPIauto when it was on automatic sensing,
-// whatever it sensed), its New the declared one; From keeps the kernel's
-// text ("ib", "eth", "auto (eth)") for display.
-const PortType = reconcile.KindVPIPortType
+// PortType is a port's VPI type: mlx4_port<N>.
+var PortType = reconcile.NewSetting[TypeValue](reconcile.Setting{
+	Name: "vpi_type", Kind: "vpi port type", Key: config.KeyVPIType, Title: "VPI port type"})
+
+// TypeValue is a VPI port type as mlx4_port<N> shows it: ib, eth, or auto
+// with what automatic sensing found ("auto (eth)").
+type TypeValue struct {
+	Type   config.VPIType
+	Sensed string `json:",omitempty"` // what auto sensed
+	Other  string `json:",omitempty"` // the kernel's text when it is none of the types
+}
+
+func (t TypeValue) String() string {
+	switch {
+	case t.Other != "":
+		return t.Other
+	case t.Sensed != "":
+		return fmt.Sprintf("%s (%s)", t.Type, t.Sensed)
+	}
+	return string(t.Type)
+}
+
+// Wire implements reconcile.Wired: Port.VPIType is the declared type.
+func (t TypeValue) Wire(bool) any { return string(t.Type) }
+
+// parseType is the type the kernel's reading of mlx4_port<N> stands for:
+// ib, eth, or auto for "auto (ib)" and "auto (eth)"; any other text is
+// kept as it is (then an undo says the previous type is not known, rather
+// than write back text it does not understand).
+func parseType(observed string) TypeValue {
+	observed = strings.TrimSpace(observed)
+	switch {
+	case observed == string(config.VPIib):
+		return TypeValue{Type: config.VPIib}
+	case observed == string(config.VPIeth):
+		return TypeValue{Type: config.VPIeth}
+	case observed == string(config.VPIauto):
+		return TypeValue{Type: config.VPIauto}
+	case strings.HasPrefix(observed, "auto (") && strings.HasSuffix(observed, ")"):
+		return TypeValue{Type: config.VPIauto, Sensed: strings.TrimSuffix(strings.TrimPrefix(observed, "auto ("), ")")}
+	}
+	return TypeValue{Other: observed}
+}
+
+// holds: a declared type holds when the port has it; auto holds whatever
+// automatic sensing found.
+func holds(have, want TypeValue) bool { return have.Other == "" && have.Type == want.Type }
 
 // Part is the VPI device part.
 type Part struct {
@@ -33,86 +75,60 @@ type Part struct {
 }
 
 // Kinds implements reconcile.Part.
-func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{PortType} }
+func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{PortType.Kind()} }
+
+// Settings implements reconcile.Part.
+func (*Part) Settings() []*reconcile.Setting { return []*reconcile.Setting{PortType.Setting()} }
 
 // Undo implements reconcile.Part: it writes the port's previous type back
 // ("auto" when the port was on automatic sensing) and reads it back. The
 // device re-registers, as it did for the change.
 func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
-	if a.Kind != PortType {
-		return fmt.Errorf("vpi: %s: %w", a.Kind, reconcile.ErrNotUndoable)
+	if a.Kind != PortType.Kind() {
+		return fmt.Errorf("%s: %w", a.Kind, reconcile.ErrNotUndoable)
 	}
-	want, ok := a.Old.(config.VPIType)
-	if !ok || want == "" || a.Subject.Kind != reconcile.SubjectPort {
-		return fmt.Errorf("vpi: the previous type of %s is not known", a.Subject)
+	old, ok := PortType.Old(a)
+	if !ok || old.Type == "" || a.Subject.Kind != reconcile.SubjectPort {
+		return fmt.Errorf("the previous type of %s is not known", a.Subject)
 	}
 	pciRel, err := p.pciDir(a.Subject.Device)
 	if err != nil {
 		return err
 	}
-	back := p.applyPort(pciRel, a.Subject.Port, want, reconcile.Action{Subject: a.Subject, Kind: PortType})
-	if back.Status == reconcile.Failed {
-		return back.Err
+	attr := attrPath(pciRel, a.Subject.Port)
+	if err := p.write(attr, a.Subject.Port, TypeValue{Type: old.Type}); err != nil {
+		return err
+	}
+	if got, err := p.read(attr, a.Subject.Port); err != nil || !holds(got, old) {
+		return fmt.Errorf("put back type %s on %s but the port reads %s (%v)", old.Type, a.Subject, got, err)
 	}
 	return nil
 }
 
 // Reregisters implements reconcile.Reregisterer: mlx4 unregisters and
 // registers its RDMA device again when a port type changes.
-func (*Part) Reregisters(a reconcile.Action) bool { return a.Kind == PortType }
-
-// typeOf is the type the kernel's reading of mlx4_port<N> stands for: ib,
-// eth, or auto for "auto (ib)" and "auto (eth)"; false for anything else
-// (then an undo says the previous type is not known, rather than write
-// back text it does not understand).
-func typeOf(observed string) (config.VPIType, bool) {
-	switch {
-	case observed == string(config.VPIib):
-		return config.VPIib, true
-	case observed == string(config.VPIeth):
-		return config.VPIeth, true
-	case strings.HasPrefix(observed, "auto"):
-		return config.VPIauto, true
-	}
-	return "", false
-}
-
-// Matches reports whether the kernel's reading of mlx4_port<N> (ib, eth,
-// "auto (ib)", "auto (eth)") is the declared type.
-func Matches(observed string, want config.VPIType) bool {
-	observed = strings.TrimSpace(observed)
-	if want == config.VPIauto {
-		return strings.HasPrefix(observed, "auto")
-	}
-	return observed == string(want)
-}
+func (*Part) Reregisters(a reconcile.Action) bool { return a.Kind == PortType.Kind() }
 
 // Apply implements reconcile.DevicePart.
-func (p *Part) Apply(ctx context.Context, pol *config.Policy, dev *host.Device) []reconcile.Action {
+func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
+	pol, dev := run.Policy, run.Device
 	if len(pol.VPI) == 0 {
-		return nil
+		return
 	}
 	t := reconcile.TargetOf(dev)
-	var acts []reconcile.Action
 	var pciRel string
 	var pciErr error
 	resolved := false
 	for _, port := range dev.Ports {
-		want, src := pol.VPIFor(t, port.Number)
+		d := pol.VPIFor(t, port.Number)
+		want, src := d.Type, d.Source
 		if want == "" {
 			continue
 		}
-		act := reconcile.Action{
-			Subject: reconcile.PortSubject(dev.Name, port.Number),
-			Kind:    PortType,
-			To:      string(want),
-			New:     want,
-			Source:  src.String(),
-		}
+		subject := reconcile.PortSubject(dev.Name, port.Number)
+		typ := TypeValue{Type: want}
 		if dev.Driver != Driver {
-			act.Status = reconcile.NotApplicable
-			act.Err = fmt.Errorf("not an mlx4 VPI device (driver %s)", orNone(dev.Driver))
-			acts = append(acts, act)
+			run.Add(PortType.NotApplicable(subject, typ, src, fmt.Errorf("not an mlx4 VPI device (driver %s)", orNone(dev.Driver))))
 			continue
 		}
 		if ctx.Err() != nil {
@@ -126,52 +142,38 @@ func (p *Part) Apply(ctx context.Context, pol *config.Policy, dev *host.Device) 
 			resolved = true
 		}
 		if pciErr != nil {
-			act.Status, act.Err = reconcile.Failed, pciErr
-			acts = append(acts, act)
+			run.Add(PortType.Refuse(subject, typ, src, pciErr))
 			continue
 		}
-		acts = append(acts, p.applyPort(pciRel, port.Number, want, act))
+		attr, n := attrPath(pciRel, port.Number), port.Number
+		run.Add(PortType.Converge(run, reconcile.Converge[TypeValue]{
+			Subject: subject, Want: typ, Source: src, Holds: holds,
+			Read:  func() (TypeValue, error) { return p.read(attr, n) },
+			Write: func(w TypeValue) error { return p.write(attr, n, w) },
+		}))
 	}
-	return acts
 }
 
-func (p *Part) applyPort(pciRel string, port int, want config.VPIType, act reconcile.Action) reconcile.Action {
-	attr := path.Join(pciRel, "mlx4_port"+strconv.Itoa(port))
+func attrPath(pciRel string, port int) string {
+	return path.Join(pciRel, "mlx4_port"+strconv.Itoa(port))
+}
+
+func (p *Part) read(attr string, port int) (TypeValue, error) {
 	cur, err := p.Host.ReadString(attr)
-	if err != nil {
-		act.Status = reconcile.Failed
-		if errors.Is(err, fs.ErrNotExist) {
-			act.Err = fmt.Errorf("vpi: port %d has no mlx4_port%d attribute (not a VPI port)", port, port)
-		} else {
-			act.Err = fmt.Errorf("vpi: read %s: %w", attr, err)
-		}
-		return act
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return TypeValue{}, fmt.Errorf("port %d has no mlx4_port%d attribute (not a VPI port)", port, port)
+	case err != nil:
+		return TypeValue{}, fmt.Errorf("read %s: %w", attr, err)
 	}
-	cur = strings.TrimSpace(cur)
-	act.From = cur
-	if t, ok := typeOf(cur); ok {
-		act.Old = t
+	return parseType(cur), nil
+}
+
+func (p *Part) write(attr string, port int, t TypeValue) error {
+	if err := p.Host.WriteString(attr, string(t.Type)); err != nil {
+		return fmt.Errorf("set port %d type %s: %w", port, t.Type, err)
 	}
-	if Matches(cur, want) {
-		act.Status = reconcile.Unchanged
-		return act
-	}
-	if err := p.Host.WriteString(attr, string(want)); err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("vpi: set port %d type %s: %w", port, want, err)
-		return act
-	}
-	after, err := p.Host.ReadString(attr)
-	if err != nil {
-		act.Status, act.Err = reconcile.Failed, fmt.Errorf("vpi: read back %s: %w", attr, err)
-		return act
-	}
-	if !Matches(after, want) {
-		act.Status = reconcile.Failed
-		act.Err = fmt.Errorf("vpi: port %d type reads %q after writing %q", port, strings.TrimSpace(after), want)
-		return act
-	}
-	act.Status = reconcile.Changed
-	return act
+	return nil
 }
 
 // pciDir resolves sys/class/infiniband/<dev>/device to its path under the

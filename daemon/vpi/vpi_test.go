@@ -75,33 +75,12 @@ func statuses(acts []reconcile.Action) string {
 	return strings.Join(s, " ")
 }
 
-func TestMatches(t *testing.T) {
-	cases := []struct {
-		observed string
-		want     config.VPIType
-		ok       bool
-	}{
-		{"ib", config.VPIib, true},
-		{"eth\n", config.VPIeth, true},
-		{"auto (ib)", config.VPIauto, true},
-		{"auto (eth)", config.VPIauto, true},
-		{"auto (eth)", config.VPIeth, false},
-		{"ib", config.VPIeth, false},
-		{"eth", config.VPIauto, false},
-	}
-	for _, c := range cases {
-		if got := vpi.Matches(c.observed, c.want); got != c.ok {
-			t.Errorf("Matches(%q, %s) = %v", c.observed, c.want, got)
-		}
-	}
-}
-
 func TestSetsAndIsIdempotent(t *testing.T) {
 	h := mlx4Host(t, "mlx4_core", map[int]string{1: "ib", 2: "auto (ib)"})
 	p := &vpi.Part{Host: h}
 	pol := rules(rule(0, config.VPIauto), rule(1, config.VPIeth))
 
-	acts := p.Apply(context.Background(), pol, device(t, h))
+	acts := reconcile.RunDevice(context.Background(), p, pol, device(t, h)).Actions
 	if got := statuses(acts); got != "mlx4_0/1=changed mlx4_0/2=unchanged" {
 		t.Fatalf("first pass: %s (%v)", got, acts)
 	}
@@ -115,7 +94,7 @@ func TestSetsAndIsIdempotent(t *testing.T) {
 	if b, _ := os.ReadFile(h.Path(pciDir, "mlx4_port2")); string(b) != "auto (ib)\n" {
 		t.Errorf("mlx4_port2 rewritten: %q", b)
 	}
-	acts = p.Apply(context.Background(), pol, device(t, h))
+	acts = reconcile.RunDevice(context.Background(), p, pol, device(t, h)).Actions
 	if got := statuses(acts); got != "mlx4_0/1=unchanged mlx4_0/2=unchanged" {
 		t.Fatalf("second pass: %s", got)
 	}
@@ -126,7 +105,7 @@ func TestMissingAttributeFails(t *testing.T) {
 	if err := os.Remove(h.Path(pciDir, "mlx4_port1")); err != nil {
 		t.Fatal(err)
 	}
-	acts := (&vpi.Part{Host: h}).Apply(context.Background(), rules(rule(1, config.VPIeth)), device(t, h))
+	acts := reconcile.RunDevice(context.Background(), &vpi.Part{Host: h}, rules(rule(1, config.VPIeth)), device(t, h)).Actions
 	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "not a VPI port") {
 		t.Fatalf("%v", acts)
 	}
@@ -134,7 +113,7 @@ func TestMissingAttributeFails(t *testing.T) {
 
 func TestNonMlx4NotApplicable(t *testing.T) {
 	h := mlx4Host(t, "mlx5_core", map[int]string{1: "eth"})
-	acts := (&vpi.Part{Host: h}).Apply(context.Background(), rules(rule(0, config.VPIib)), device(t, h))
+	acts := reconcile.RunDevice(context.Background(), &vpi.Part{Host: h}, rules(rule(0, config.VPIib)), device(t, h)).Actions
 	if len(acts) != 1 || acts[0].Status != reconcile.NotApplicable || !strings.Contains(acts[0].Err.Error(), "mlx5_core") {
 		t.Fatalf("%v", acts)
 	}
@@ -146,7 +125,7 @@ func TestNonMlx4NotApplicable(t *testing.T) {
 func TestNoRuleNoAction(t *testing.T) {
 	h := mlx4Host(t, "mlx4_core", map[int]string{1: "ib"})
 	other := config.VPIRule{Selector: config.Selector{Device: config.Glob("mlx4_9")}, Type: config.VPIeth}
-	if acts := (&vpi.Part{Host: h}).Apply(context.Background(), rules(other), device(t, h)); len(acts) != 0 {
+	if acts := reconcile.RunDevice(context.Background(), &vpi.Part{Host: h}, rules(other), device(t, h)).Actions; len(acts) != 0 {
 		t.Fatalf("%v", acts)
 	}
 }
@@ -159,14 +138,13 @@ type kernelReregisters struct {
 	h *host.Host
 }
 
-func (k kernelReregisters) Apply(ctx context.Context, pol *config.Policy, d *host.Device) []reconcile.Action {
-	acts := k.Part.Apply(ctx, pol, d)
-	for _, a := range acts {
+func (k kernelReregisters) Apply(ctx context.Context, run *reconcile.DeviceRun) {
+	k.Part.Apply(ctx, run)
+	for _, a := range run.Actions {
 		if a.Status == reconcile.Changed {
-			os.RemoveAll(k.h.Path(host.ClassInfiniband, d.Name))
+			os.RemoveAll(k.h.Path(host.ClassInfiniband, run.Device.Name))
 		}
 	}
-	return acts
 }
 
 // A port type change makes the device vanish; vpi says so (Reregisters), so
@@ -196,8 +174,10 @@ func TestUndo(t *testing.T) {
 	for before, old := range map[string]config.VPIType{"ib": config.VPIib, "auto (ib)": config.VPIauto} {
 		h := mlx4Host(t, "mlx4_core", map[int]string{1: before})
 		p := &vpi.Part{Host: h}
-		acts := p.Apply(context.Background(), rules(rule(1, config.VPIeth)), device(t, h))
-		if len(acts) != 1 || acts[0].Status != reconcile.Changed || acts[0].Old != old || acts[0].New != config.VPIeth {
+		acts := reconcile.RunDevice(context.Background(), p, rules(rule(1, config.VPIeth)), device(t, h)).Actions
+		o, _ := vpi.PortType.Old(acts[0])
+		n, _ := vpi.PortType.New(acts[0])
+		if len(acts) != 1 || acts[0].Status != reconcile.Changed || o.Type != old || n.Type != config.VPIeth {
 			t.Fatalf("apply: %+v", acts)
 		}
 		if err := p.Undo(context.Background(), acts[0]); err != nil {

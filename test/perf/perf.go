@@ -21,6 +21,7 @@ import (
 	"github.com/godbus/dbus/v5"
 	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/compose"
+	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
@@ -311,9 +312,27 @@ func Storm(h *Host, spread time.Duration) (StormResult, error) {
 	}
 	mu.Unlock()
 	for i := 0; i < h.N; i++ {
-		if d, ok := svc.Reconciler().Device(fmt.Sprintf("mlx5_%d", i)); ok && d.Ports[0].RoCETOS == 106 && d.Ports[1].RoCETOS == 106 {
+		if tosHolds(svc.Reconciler().DeviceStates([]string{fmt.Sprintf("mlx5_%d", i)})) {
 			res.Configured++
 		}
 	}
 	return res, nil
+}
+
+// tosHolds reports whether the declared TOS holds on every port of the
+// device states given (one device).
+func tosHolds(states []reconcile.DeviceState) bool {
+	if len(states) != 1 || len(states[0].Ports) == 0 {
+		return false
+	}
+	for _, p := range states[0].Ports {
+		held := false
+		for _, r := range p.Records {
+			held = held || (r.Setting.Key == config.KeyRoCETOS && r.State == reconcile.Holds)
+		}
+		if !held {
+			return false
+		}
+	}
+	return true
 }

@@ -267,10 +267,13 @@ type row struct {
 	Device, Port, Transport, State, Rate, Netdev, Mode, TOS, Source, Drift string
 }
 
+// rowsJS reads each port row; Mode and TOS are the lines of the settings
+// cell that the records of those settings make ("now / declared").
 const rowsJS = `Array.from(document.querySelectorAll("#ports-body tr[data-port]")).map(tr => {
 	const c = Array.from(tr.querySelectorAll("td")).map(td => td.textContent.trim());
+	const line = name => { const e = tr.querySelector('[data-setting="' + name + '"]'); return e ? e.lastChild.previousSibling.previousSibling.textContent + " / " + e.lastChild.textContent : ""; };
 	return {Device: tr.dataset.device, Port: c[0], Transport: c[1], State: c[2], Rate: c[3], Netdev: c[4],
-		Mode: c[5], TOS: c[6], Source: c[7], Drift: c[c.length - 1]};
+		Mode: line("roce_mode"), TOS: line("roce_tos"), Source: c[6], Drift: c[c.length - 1]};
 })`
 
 func rows(t *testing.T, b *browser) map[string]row {
@@ -327,7 +330,7 @@ func TestCockpitPage(t *testing.T) {
 	got := rows(t, b)
 	want := map[string]row{
 		"mlx5_0/1":     {Transport: "roce", State: "ACTIVE", Mode: "RoCE v2 / RoCE v2", TOS: "106 / 106", Drift: "✓ as declared"},
-		"mlx5_1/1":     {Transport: "roce", State: "ACTIVE", Drift: "drift: TOS"},
+		"mlx5_1/1":     {Transport: "roce", State: "ACTIVE", Drift: "drift: RoCE TOS"},
 		"mlx4_0/1":     {Transport: "infiniband", State: "ACTIVE", Drift: "not applicable"},
 		"mlx4_0/2":     {Transport: "roce", State: "ACTIVE", TOS: "7 / 7", Drift: "✓ as declared"},
 		"rxe0/1":       {Transport: "roce", State: "ACTIVE", Drift: "not declared"},
@@ -444,7 +447,8 @@ func TestCockpitPage(t *testing.T) {
 	}
 	b.run(t, "open Overview", chromedp.Click("#tab-overview", chromedp.ByID))
 	b.waitFor(t, "TOS 42 in the overview", `(() => { const tr = document.querySelector('#ports-body tr[data-device="mlx5_0"][data-port="1"]');
-		return tr && tr.querySelectorAll("td")[6].textContent === "42 / 42"; })()`)
+		const tos = tr && tr.querySelector('[data-setting="roce_tos"]');
+		return tos && tos.textContent === "RoCE TOS 42 / 42"; })()`)
 	b.run(t, "open Picture", chromedp.Click("#tab-picture", chromedp.ByID))
 	var nodes int
 	b.eval(t, `document.querySelectorAll("#topology svg g.node").length`, &nodes)

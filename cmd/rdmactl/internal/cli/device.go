@@ -155,6 +155,30 @@ func (e *env) deviceShow(name string) error {
 		kv("vpi_type", p.VPIType)
 		kv("error", p.Error)
 		tw.Flush()
+		if len(p.Settings) > 0 {
+			fmt.Fprintln(e.stdout, "  settings")
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			for _, st := range p.Settings {
+				fmt.Fprintf(tw, "    %s\t%s\t%s\n", st.Title, dash(st.Observed), settingNote(st))
+			}
+			tw.Flush()
+		}
 	}
 	return nil
+}
+
+// settingNote is what device show says of one setting next to its value:
+// whether it is declared and where, and whether it holds.
+func settingNote(st dbusapi.Setting) string {
+	switch st.State {
+	case dbusapi.SettingUndeclared:
+		return "not declared"
+	case dbusapi.SettingHolds:
+		return "as declared (" + st.Source + ")"
+	}
+	note := st.State + ": declared " + st.Declared + " (" + st.Source + ")"
+	if st.Why != "" {
+		note += ": " + st.Why
+	}
+	return note
 }

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/rdmad/rdmad/cmd/rdmactl/internal/cli"
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -60,12 +62,20 @@ func findingsOf(t *testing.T, fixture string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := dbusapi.EncodeFindings(doctor.Diagnose(context.Background(), doctor.Input{Host: host.New(root), Policy: pol}))
+	in := compose.HostInput(context.Background(), host.New(root), pol, compose.Kernel{Modules: &hosttest.Modprobe{}, Netns: netnsFromSysfs{}})
+	doc, err := dbusapi.EncodeFindings(doctor.Diagnose(context.Background(), in))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return doc
 }
+
+// netnsFromSysfs is RDMA netlink that tells nothing: the netns part reads
+// the running mode from sysfs.
+type netnsFromSysfs struct{}
+
+func (netnsFromSysfs) Mode() (config.NetnsMode, error) { return "", errors.New("no RDMA netlink") }
+func (netnsFromSysfs) SetMode(config.NetnsMode) error  { return errors.New("no RDMA netlink") }
 
 func rdmactl(addr string, args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
@@ -86,7 +96,7 @@ func TestDoctorHealthyHost(t *testing.T) {
 	if !strings.Contains(out, "ok        rxe0/1     rxe0/1: ACTIVE, LinkUp") {
 		t.Errorf("port row missing or misaligned:\n%s", out)
 	}
-	if last := lines[len(lines)-1]; last != "11 ok, 0 warn, 0 fail" {
+	if last := lines[len(lines)-1]; last != "12 ok, 0 warn, 0 fail" {
 		t.Errorf("summary = %q\n%s", last, out)
 	}
 }

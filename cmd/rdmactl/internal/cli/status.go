@@ -89,6 +89,9 @@ func (e *env) status(*cobra.Command) error {
 	if len(failed) > 0 {
 		fmt.Fprintf(w, "\nfailed ports:\n  %s\n", strings.Join(failed, "\n  "))
 	}
+	if drift := driftLines(d.Devices); len(drift) > 0 {
+		fmt.Fprintf(w, "\nsettings that do not hold:\n  %s\n", strings.Join(drift, "\n  "))
+	}
 	for _, dev := range d.Devices {
 		if dev.Error != "" {
 			fmt.Fprintf(w, "device %s: %s\n", dev.Name, dev.Error)
@@ -119,4 +122,34 @@ func (e *env) inForceText(m dbusapi.Manager) string {
 		return ""
 	}
 	return m.PolicyInForce
+}
+
+// driftLines lists every declared setting that does not hold, as its part
+// recorded it: the value now, the declared one and where, and why.
+func driftLines(devs []dbusapi.Device) []string {
+	var out []string
+	for _, dev := range devs {
+		for _, p := range dev.Ports {
+			for _, st := range p.Settings {
+				if !settingDrifted(st) {
+					continue
+				}
+				line := fmt.Sprintf("%s/%d %s: %s, declared %s (%s): %s", dev.Name, p.Number, st.Title, dash(st.Observed), st.Declared, st.Source, st.State)
+				if st.Why != "" {
+					line += ": " + st.Why
+				}
+				out = append(out, line)
+			}
+		}
+	}
+	return out
+}
+
+// settingDrifted: declared, applies, and does not hold.
+func settingDrifted(st dbusapi.Setting) bool {
+	switch st.State {
+	case dbusapi.SettingHolds, dbusapi.SettingUndeclared, dbusapi.SettingNotApplicable:
+		return false
+	}
+	return true
 }

@@ -1,0 +1,126 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+// checkSettings: every declared setting that applies holds, as its part
+// recorded it at the last read (the records say it once, for doctor, the
+// bus and the metrics alike). A subject whose settings all hold is one ok
+// finding; a setting that does not hold is a fail named after it
+// (roce_tos: roce-tos-differs), or setting-contested while another manager
+// keeps changing it.
+func (d *diag) checkSettings() {
+	if d.in.State == nil {
+		return
+	}
+	var order []reconcile.Subject
+	held := map[reconcile.Subject][]string{}
+	judge := func(r reconcile.Record, stale bool) {
+		if !r.Applies() {
+			return
+		}
+		if !r.Drifted() && !stale {
+			if _, ok := held[r.Subject]; !ok {
+				order = append(order, r.Subject)
+			}
+			held[r.Subject] = append(held[r.Subject], fmt.Sprintf("%s %s (%s)", r.Setting.Title, reconcile.Text(r.Observed), r.Source))
+			return
+		}
+		d.settingFinding(r, stale)
+	}
+	for _, r := range d.in.State.HostRecords {
+		if r.Subject.Kind != reconcile.SubjectPort {
+			judge(r, false)
+		}
+	}
+	for i := range d.in.State.Devices {
+		ds := &d.in.State.Devices[i]
+		for _, p := range ds.Ports {
+			for _, r := range p.Records {
+				judge(r, ds.ReadError != nil)
+			}
+		}
+	}
+	for _, s := range order {
+		d.ok("policy-applied", subjectOf(s), s.String()+": as declared: "+strings.Join(held[s], ", "))
+	}
+}
+
+// settingFinding is the finding of a declared setting that does not hold.
+func (d *diag) settingFinding(r reconcile.Record, stale bool) {
+	now := "unknown"
+	if r.Observed != nil {
+		now = r.Observed.String()
+	}
+	msg := fmt.Sprintf("%s: %s is %s, declared %s at %s", r.Subject, r.Setting.Title, now, reconcile.Text(r.Declared), r.Source)
+	switch {
+	case stale:
+		msg += " (the device did not read at the last pass: its values are the last good ones)"
+	case r.Why != nil && !errors.Is(r.Why, reconcile.ErrReadOnly):
+		msg += ": " + firstLine(r.Why.Error())
+	}
+	fix := r.Fix
+	if fix == "" {
+		fix = "rdmactl reconcile (rdmad applies it again), and see rdmactl status"
+	}
+	id := strings.ReplaceAll(r.Setting.Name, "_", "-") + "-differs"
+	switch r.State {
+	case reconcile.Contested:
+		id = "setting-contested"
+		if fix == r.Fix && r.Fix == "" {
+			fix = "find what else writes " + r.Setting.Title + " of " + r.Subject.String() + " and hand the setting to one manager; rdmad tries again after its back-off, and at rdmactl reconcile"
+		}
+	case reconcile.Deferred:
+		if r.Fix == "" {
+			fix = "it applies at the next boot; reboot to have it now"
+		}
+		d.warn(id, subjectOf(r.Subject), msg, fix)
+		return
+	}
+	d.fail(id, subjectOf(r.Subject), msg, fix)
+}
+
+// checkParts runs the parts' own checks (reconcile.Checker).
+func (d *diag) checkParts(ctx context.Context) {
+	if d.in.State == nil {
+		return
+	}
+	in := &reconcile.CheckInput{Host: d.h, Policy: d.pol, State: d.in.State}
+	for _, c := range d.in.Checks {
+		for _, n := range c.Check(ctx, in) {
+			d.add(severityOf(n.Severity), n.ID, subjectOf(n.Subject), n.Finding, n.Fix)
+		}
+	}
+}
+
+func severityOf(s reconcile.Severity) dbusapi.Severity {
+	switch s {
+	case reconcile.SeverityWarn:
+		return dbusapi.SeverityWarn
+	case reconcile.SeverityFail:
+		return dbusapi.SeverityFail
+	}
+	return dbusapi.SeverityOK
+}
+
+// subjectOf is a typed subject as findings name it.
+func subjectOf(s reconcile.Subject) dbusapi.Subject {
+	switch s.Kind {
+	case reconcile.SubjectDevice:
+		return deviceSubject(s.Device)
+	case reconcile.SubjectPort:
+		return portSubject(s.Device, s.Port)
+	case reconcile.SubjectLink:
+		return linkSubject(s.Link)
+	case reconcile.SubjectNetdev:
+		return netdevSubject(s.Netdev)
+	}
+	return hostSubject
+}

@@ -1,0 +1,208 @@
+package qos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+// Check implements reconcile.Checker: is each RoCE port's traffic
+// lossless? Its TOS gives the DSCP (TOS >> 2); with DSCP trust the APP
+// table (else the default DSCP >> 3) gives the priority, and PFC must be
+// on for that priority. A netdev with PFC on only for priorities no RoCE
+// TOS maps to is a warning too, and so is a [[qos]] rule on a netdev
+// whose DCB another agent manages. Virtual functions are skipped (their
+// PF carries DCB); so are netdevs without DCB, and ports with TOS 0 that
+// no rule declares. Whether each declared setting holds is in the records.
+func (p *Part) Check(_ context.Context, in *reconcile.CheckInput) []reconcile.Note {
+	c := &checker{p: p, in: in}
+	c.lossless()
+	return c.notes
+}
+
+type checker struct {
+	p     *Part
+	in    *reconcile.CheckInput
+	notes []reconcile.Note
+}
+
+func (c *checker) note(sev reconcile.Severity, id string, s reconcile.Subject, finding, fix string) {
+	c.notes = append(c.notes, reconcile.Note{ID: id, Subject: s, Severity: sev, Finding: finding, Fix: fix})
+}
+
+// portTOS is the port's RoCE TOS, as its records hold it: the declared
+// one, else the kernel's; ok false when neither is known. It reads the
+// records of the key that declares a TOS, through the value's Wire.
+func portTOS(recs []reconcile.Record) (tos int, declared, ok bool) {
+	for _, r := range recs {
+		if r.Setting == nil || r.Setting.Key != config.KeyRoCETOS {
+			continue
+		}
+		if w, isWired := r.Declared.(reconcile.Wired); isWired && r.IsDeclared() {
+			if v, isInt := w.Wire(true).(int32); isInt {
+				return int(v), true, true
+			}
+		}
+		if w, isWired := r.Observed.(reconcile.Wired); isWired {
+			if v, isInt := w.Wire(false).(int32); isInt {
+				return int(v), false, true
+			}
+		}
+	}
+	return 0, false, false
+}
+
+// netdevDCB is what the check knows of a netdev's DCB.
+type netdevDCB struct {
+	trust string          // "dscp" or "pcp"
+	pfc   []uint8         // priorities with PFC on
+	dscp  map[uint8]uint8 // the APP table's DSCP entries
+	ie    dcb.IEEE
+}
+
+// dcbOf reads the DCB of netdev; ok is false when it has none (a veth,
+// virtio).
+func (c *checker) dcbOf(netdev string) (netdevDCB, bool) {
+	if c.p.DCB == nil {
+		return netdevDCB{}, false
+	}
+	ie, err := c.p.DCB.Get(netdev)
+	if err != nil || ie.PFC == nil {
+		return netdevDCB{}, false
+	}
+	return netdevDCB{trust: TrustOf(ie), pfc: ie.PFC.Priorities(), dscp: ie.DSCPMap(), ie: ie}, true
+}
+
+func (c *checker) lossless() {
+	type use struct {
+		prios []uint8
+		ports []string
+		pfc   []uint8
+	}
+	uses := map[string]*use{}
+	var netdevs []string
+	var vfs []string
+	h := c.p.Host
+	for i := range c.in.State.Devices {
+		ds := &c.in.State.Devices[i]
+		dev := &ds.Device
+		vf := h.IsVF(dev)
+		for j := range ds.Ports {
+			ps := &ds.Ports[j]
+			if ps.Transport != host.TransportRoCE {
+				continue
+			}
+			declaredQoS := c.in.Policy.QoSFor(reconcile.TargetOf(dev), ps.Number)
+			name := reconcile.PortSubject(dev.Name, ps.Number).String()
+			if vf {
+				if !declaredQoS.Empty() {
+					vfs = append(vfs, name)
+				}
+				continue
+			}
+			tos, tosDeclared, _ := portTOS(ps.Records)
+			netdev := h.PortNetdev(dev, &ps.Port)
+			if netdev == "" || (tos <= 0 && !tosDeclared && declaredQoS.Empty()) {
+				continue
+			}
+			st, ok := c.dcbOf(netdev)
+			if !ok {
+				continue
+			}
+			// Who owns the netdev's DCB matters to any declared QoS, with
+			// or without a TOS on the port.
+			if !declaredQoS.Empty() {
+				c.owner(name, netdev, st, declaredQoS)
+			}
+			if tos <= 0 && !tosDeclared {
+				continue
+			}
+			s := reconcile.PortSubject(dev.Name, ps.Number)
+			dscp := uint8(tos >> 2)
+			if st.trust != string(config.TrustDSCP) {
+				if len(st.pfc) == 0 {
+					c.note(reconcile.SeverityWarn, "roce-lossless", s,
+						fmt.Sprintf("RoCE on %s uses TOS %d = DSCP %d, but %s trusts PCP (the priority is the VLAN egress map's) and PFC is off for every priority: RoCE traffic is lossy", netdev, tos, dscp, netdev),
+						losslessFix(dev.Name, ps.Number, []uint8{dscp >> 3}))
+				} else {
+					c.note(reconcile.SeverityOK, "roce-lossless", s,
+						fmt.Sprintf("RoCE on %s uses TOS %d = DSCP %d; %s trusts PCP, so its priority depends on the VLAN egress map (ip -d link show); PFC on for %s", netdev, tos, dscp, netdev, FormatPrios(st.pfc)), "")
+				}
+				continue
+			}
+			prio := dscp >> 3
+			if v, ok := st.dscp[dscp]; ok {
+				prio = v
+			}
+			u := uses[netdev]
+			if u == nil {
+				u = &use{pfc: st.pfc}
+				uses[netdev] = u
+				netdevs = append(netdevs, netdev)
+			}
+			if !slices.Contains(u.prios, prio) {
+				u.prios = append(u.prios, prio)
+			}
+			u.ports = append(u.ports, name)
+			if slices.Contains(st.pfc, prio) {
+				c.note(reconcile.SeverityOK, "roce-lossless", s, fmt.Sprintf("RoCE on %s uses TOS %d = DSCP %d -> priority %d, PFC on for %d: lossless", netdev, tos, dscp, prio, prio), "")
+				continue
+			}
+			pfc := append(slices.Clone(st.pfc), prio)
+			slices.Sort(pfc)
+			c.note(reconcile.SeverityWarn, "roce-lossless", s,
+				fmt.Sprintf("RoCE on %s uses TOS %d = DSCP %d -> priority %d, PFC off for %d: RoCE traffic is lossy", netdev, tos, dscp, prio, prio),
+				losslessFix(dev.Name, ps.Number, pfc))
+		}
+	}
+	sort.Strings(netdevs)
+	for _, n := range netdevs {
+		u := uses[n]
+		if len(u.pfc) == 0 {
+			continue
+		}
+		hit := false
+		for _, p := range u.prios {
+			hit = hit || slices.Contains(u.pfc, p)
+		}
+		if !hit {
+			slices.Sort(u.prios)
+			c.note(reconcile.SeverityWarn, "roce-pfc-unused", reconcile.NetdevSubject(n),
+				fmt.Sprintf("PFC is on for priorities %s of %s, but no RoCE TOS there maps to one of them (%s use %s)", FormatPrios(u.pfc), n, strings.Join(u.ports, " "), FormatPrios(u.prios)),
+				"set pfc to the priority RoCE uses (see roce-lossless), or the TOS to one whose DSCP maps to a PFC priority")
+		}
+	}
+	if len(vfs) > 0 {
+		c.note(reconcile.SeverityOK, "qos-vf", reconcile.HostSubject(), fmt.Sprintf("[[qos]] selects virtual functions (%s): DCB exists only on their physical functions, whose traffic class they follow; QoS is set on the PFs", strings.Join(vfs, " ")), "")
+	}
+}
+
+// owner warns when a [[qos]] rule selects a netdev whose DCB another agent
+// manages (the part's own judgement, Part.owner): rdmad does not write it.
+func (c *checker) owner(port, netdev string, st netdevDCB, want config.QoSDesired) {
+	owner := c.p.owner(netdev, st.ie)
+	if owner == "" {
+		return
+	}
+	c.note(reconcile.SeverityWarn, "qos-owner", reconcile.NetdevSubject(netdev),
+		fmt.Sprintf("[[qos]] at %s selects %s, but DCB of %s is managed by %s: rdmad does not write it", want.FirstSource(), port, netdev, owner),
+		"hand DCB to the host (for firmware: set the adapter's DCBX to host/OS-controlled mode with the vendor tool; for lldpad: lldptool -T -i "+netdev+" -V PFC enableTx=no, or stop lldpad), or remove the rule")
+}
+
+// losslessFix is the [[qos]] rule that makes a port lossless, as one TOML
+// line a drop-in can hold, and the rdmactl command that does the same.
+func losslessFix(dev string, port int, pfc []uint8) string {
+	list := make([]string, len(pfc))
+	for i, p := range pfc {
+		list[i] = fmt.Sprint(p)
+	}
+	return fmt.Sprintf("declare the [[qos]] rule in a drop-in such as /etc/rdma/rdmad.d/50-qos.toml: qos = [{ device = %q, port = %d, trust = \"dscp\", pfc = [%s] }] (or: rdmactl qos set %s/%d --trust dscp --pfc %s --persist), and the same no-drop priority on the switch",
+		config.Exact(dev).Text(), port, strings.Join(list, ", "), dev, port, strings.Join(list, ","))
+}

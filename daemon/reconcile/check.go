@@ -1,0 +1,67 @@
+package reconcile
+
+import (
+	"context"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+)
+
+// Checker is a part with health checks about its own settings beyond
+// whether each one holds (which doctor reads from the records): whether
+// the RoCE modes of a host's ports can talk to each other, whether RoCE
+// traffic is lossless. Doctor runs every part's checks and publishes the
+// notes as findings.
+type Checker interface {
+	Check(ctx context.Context, in *CheckInput) []Note
+}
+
+// CheckInput is what a part's checks look at: the host, the policy in
+// force and the observed state with every record.
+type CheckInput struct {
+	Host   *host.Host
+	Policy *config.Policy
+	State  *State
+}
+
+// Records lists the records of one port.
+func (in *CheckInput) Records(dev string, port int) []Record {
+	if d := in.State.Device(dev); d != nil {
+		for _, p := range d.Ports {
+			if p.Number == port {
+				return p.Records
+			}
+		}
+	}
+	return nil
+}
+
+// Severity is how a note weighs.
+type Severity uint8
+
+const (
+	SeverityOK Severity = iota
+	SeverityWarn
+	SeverityFail
+)
+
+// Note is one health finding of a part's checks: an id (doctor's finding
+// id), its subject, a severity, one line, and the fix.
+type Note struct {
+	ID       string
+	Subject  Subject
+	Severity Severity
+	Finding  string
+	Fix      string
+}
+
+// Checkers are the parts that implement Checker, in part order.
+func (r *Reconciler) Checkers() []Checker {
+	var out []Checker
+	for _, p := range r.parts() {
+		if c, ok := p.(Checker); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}

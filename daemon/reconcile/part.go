@@ -1,0 +1,153 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+)
+
+// Part is what every part provides besides Apply: the kinds of the actions
+// it reports, the settings it keeps, and how to undo one of its changes.
+type Part interface {
+	// Kinds lists the kinds of the actions the part reports; no two parts
+	// of a Reconciler report the same kind.
+	Kinds() []Kind
+	// Settings lists the settings the part keeps (its records'); no two
+	// parts keep the same setting.
+	Settings() []*Setting
+	// Undo puts back what one of the part's Changed actions changed (a.Old
+	// in place of a.New). An action that cannot be undone returns an error
+	// wrapping ErrNotUndoable that says why.
+	Undo(ctx context.Context, a Action) error
+}
+
+// ErrNotUndoable is wrapped by Undo for an action that cannot be undone.
+var ErrNotUndoable = errors.New("cannot be undone")
+
+// HostPart is a concern that applies to the host as a whole (modules,
+// memlock, netns, soft links).
+type HostPart interface {
+	Part
+	Apply(ctx context.Context, p *Pass) Result
+}
+
+// Pass is what a host part sees of one pass.
+type Pass struct {
+	Policy *config.Policy
+	// Devices is every device known after this pass's reads, sorted by
+	// name; parts read them and must not change them. Early parts see the
+	// devices known before the pass.
+	Devices []*host.Device
+	// Forced is set on passes asked for explicitly (start, reload,
+	// Reconcile): parts retry what they gave up on.
+	Forced bool
+
+	run Run // the pass's write guard; nil: every write is allowed
+}
+
+// Hold implements Run.
+func (p *Pass) Hold(s Subject, st *Setting, want Value, src config.Position) (RecordState, error) {
+	if p.run == nil {
+		return Differs, nil
+	}
+	return p.run.Hold(s, st, want, src)
+}
+
+// ReadOnly implements Run.
+func (p *Pass) ReadOnly() bool { return p.run != nil && p.run.ReadOnly() }
+
+// Result is what a host part did and the facts it established.
+type Result struct {
+	Actions []Action
+	// Records are the part's settings as the pass left them.
+	Records []Record
+	// Modules lists the listed kernel modules now present (the modules
+	// part); nil from every other part.
+	Modules []string
+	// Created names the RDMA devices the part created (the links part);
+	// the same pass reads and configures them.
+	Created []string
+}
+
+// DevicePart is a concern applied to one device at a time (RoCE, VPI,
+// QoS). It may run for several devices at once. It reports port-level
+// actions and records with PortSubject.
+type DevicePart interface {
+	Part
+	Apply(ctx context.Context, run *DeviceRun)
+}
+
+// DeviceRun is one device's turn in a pass: what the device parts read,
+// and where they put what they did. The parts of one device run one after
+// the other on it.
+type DeviceRun struct {
+	Policy *config.Policy
+	Device *host.Device
+	// Publish is set when the daemon publishes the state: parts also
+	// record the kernel's value of the settings no rule declares.
+	Publish bool
+
+	run     Run
+	Actions []Action
+	Records []Record
+}
+
+// NewDeviceRun is a run of the device parts on dev under pol, writing
+// freely (tests, tools); the reconciler makes its own.
+func NewDeviceRun(pol *config.Policy, dev *host.Device) *DeviceRun {
+	return &DeviceRun{Policy: pol, Device: dev}
+}
+
+// RunDevice runs one device part on dev under pol, writing freely, and
+// returns its run (tests, tools; the reconciler runs every part on a
+// device in one run).
+func RunDevice(ctx context.Context, p DevicePart, pol *config.Policy, dev *host.Device) *DeviceRun {
+	run := NewDeviceRun(pol, dev)
+	p.Apply(ctx, run)
+	return run
+}
+
+// Guard makes g decide which writes the run may make (tests, tools);
+// the reconciler sets its own.
+func (r *DeviceRun) Guard(g Run) { r.run = g }
+
+// Hold implements Run.
+func (r *DeviceRun) Hold(s Subject, st *Setting, want Value, src config.Position) (RecordState, error) {
+	if r.run == nil {
+		return Differs, nil
+	}
+	return r.run.Hold(s, st, want, src)
+}
+
+// ReadOnly implements Run.
+func (r *DeviceRun) ReadOnly() bool { return r.run != nil && r.run.ReadOnly() }
+
+// Add records an action and the record it leaves.
+func (r *DeviceRun) Add(a Action, rec Record) {
+	r.Actions = append(r.Actions, a)
+	r.Records = append(r.Records, rec)
+}
+
+// Act records an action that sets no setting (making a directory).
+func (r *DeviceRun) Act(a Action) { r.Actions = append(r.Actions, a) }
+
+// Record records a setting's record without an action (a value observed).
+func (r *DeviceRun) Record(rec Record) { r.Records = append(r.Records, rec) }
+
+// Preloader is a part that can prepare, before any device needs it, what
+// the policy will need (a kernel module): the service calls it in the
+// background at start and after a policy change, never within a pass.
+// loaded says whether it had anything to do.
+type Preloader interface {
+	Preload(ctx context.Context, pol *config.Policy) (loaded bool, err error)
+}
+
+// Reregisterer is a device part whose changes can make the kernel
+// unregister and register the device again (an mlx4 port type switch):
+// after such a change the reconciler looks whether the device is still
+// there rather than publish a device about to vanish.
+type Reregisterer interface {
+	Reregisters(a Action) bool
+}

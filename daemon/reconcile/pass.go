@@ -1,0 +1,397 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+)
+
+// Scope says what a pass reads again.
+type Scope struct {
+	// Full lists and reads every device again: at start, after lost
+	// events, on a policy change and on an explicit Reconcile.
+	Full bool
+	// Devices are read again by name. A nil port list reads the whole
+	// device; a list reads only those ports of a device already known.
+	Devices map[string][]int
+	// Forced marks a pass asked for explicitly (see Pass.Forced).
+	Forced bool
+}
+
+// Change tells listeners what a pass changed in the State.
+type Change struct {
+	Full    bool     // every device was looked at
+	Updated []string // devices added or updated, sorted
+	Removed []string // devices gone, sorted
+}
+
+// passResult is what a pass hands to the store.
+type passResult struct {
+	pol      *config.Policy
+	working  map[string]*host.Device // devices read in this pass
+	acts     map[string][]Action     // their actions
+	recs     map[string][]Record     // their device parts' records
+	readErrs map[string]error
+	gone     map[string]bool
+	hostActs []Action
+	hostRecs []Record
+	modules  []string
+	modKnown bool // modules is the modules part's answer
+	full     bool
+	at       time.Time
+}
+
+// Pass reconciles what scope names under pol.
+func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rep, res := r.pass(ctx, pol, scope, nil)
+	change := r.commit(res)
+	r.logReport(rep)
+	r.notify(change)
+	return rep
+}
+
+// Observe reads every device under pol and has the parts judge every
+// setting without writing anything and without changing the stored
+// state: what doctor looks at on a host rdmad does not run on, and what a
+// plan compares with the kernel.
+func (r *Reconciler) Observe(ctx context.Context, pol *config.Policy) State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, res := r.pass(ctx, pol, Scope{Full: true}, readOnly{})
+	st := State{LastReconcile: res.at, HostActions: res.hostActs, HostRecords: res.hostRecs, Modules: res.modules}
+	hostOnPorts := portRecords(res.hostRecs)
+	for _, n := range sortedNames(res.working) {
+		st.Devices = append(st.Devices, BuildDeviceState(*res.working[n], res.acts[n], append(res.recs[n], hostOnPorts[n]...)))
+	}
+	return st
+}
+
+// readOnly is the guard of Observe: nothing is written.
+type readOnly struct{}
+
+// ErrReadOnly is why a setting was not written in a pass that only reads
+// (Observe).
+var ErrReadOnly = errors.New("not written: rdmad only reads here")
+
+func (readOnly) Hold(Subject, *Setting, Value, config.Position) (RecordState, error) {
+	return Differs, ErrReadOnly
+}
+func (readOnly) ReadOnly() bool { return true }
+
+// pass runs one pass under the guard g (nil: every write allowed) and
+// returns what it did, for the caller to store (Pass) or not (Observe).
+func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, g Run) (Report, *passResult) {
+	if pol == nil {
+		pol = &config.Policy{}
+	}
+	rep := Report{Started: time.Now(), Scope: scope}
+	known := r.knownDevices()
+	res := passResult{pol: pol, gone: map[string]bool{}, readErrs: map[string]error{}, working: map[string]*host.Device{}, full: scope.Full}
+
+	toRead := map[string][]int{}
+	for n, ports := range scope.Devices {
+		toRead[n] = ports
+	}
+	for _, p := range r.early {
+		out := p.Apply(ctx, &Pass{Policy: pol, Devices: known, Forced: scope.Forced, run: g})
+		res.hostActs = append(res.hostActs, out.Actions...)
+		res.hostRecs = append(res.hostRecs, out.Records...)
+		for _, n := range out.Created {
+			toRead[n] = nil
+		}
+	}
+
+	// Read what the scope names; everything else comes from the cache.
+	var names []string
+	if scope.Full {
+		listed, err := r.host.DeviceNames()
+		if err != nil {
+			res.hostActs = append(res.hostActs, Action{Subject: HostSubject(), Kind: KindRead, Status: Failed, Err: err})
+			for _, d := range known {
+				names = append(names, d.Name) // keep what we had
+			}
+		} else {
+			names = listed
+			for _, d := range known {
+				res.gone[d.Name] = true
+			}
+			for _, n := range listed {
+				delete(res.gone, n)
+			}
+		}
+	} else {
+		for n := range toRead {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+	}
+	reads := r.read(ctx, names, toRead, scope.Full, r.detailFor(pol))
+	rep.Read = len(reads)
+	for _, rd := range reads {
+		switch {
+		case rd.err == nil:
+			d := rd.dev
+			res.working[d.Name] = &d
+		case errors.Is(rd.err, host.ErrNoDevice):
+			res.gone[rd.name] = true
+		default:
+			res.readErrs[rd.name] = rd.err
+		}
+	}
+
+	all := r.mergeKnown(known, res.working, res.gone)
+	hostPass := &Pass{Policy: pol, Devices: all, Forced: scope.Forced, run: g}
+	for _, p := range r.hostParts {
+		out := p.Apply(ctx, hostPass)
+		res.hostActs = append(res.hostActs, out.Actions...)
+		res.hostRecs = append(res.hostRecs, out.Records...)
+		if out.Modules != nil {
+			res.modules, res.modKnown = out.Modules, true
+		}
+	}
+
+	res.acts, res.recs = r.applyDevices(ctx, pol, res.working, g)
+	for name, acts := range res.acts {
+		if r.mayHaveVanished(acts) && !r.host.Exists(path.Join(host.ClassInfiniband, name)) {
+			// Unplugged, or re-registering after a change (an mlx4 port
+			// type switch does that): not a failure; its add event
+			// brings the next pass.
+			res.gone[name] = true
+			delete(res.working, name)
+		}
+	}
+	rep.Actions = append(rep.Actions, res.hostActs...)
+	rep.Records = append(rep.Records, res.hostRecs...)
+	for _, n := range sortedNames(res.working) {
+		rep.Actions = append(rep.Actions, res.acts[n]...)
+		rep.Records = append(rep.Records, res.recs[n]...)
+	}
+	rep.Finished = time.Now()
+	res.at = rep.Finished
+	return rep, &res
+}
+
+// knownDevices returns the cached devices, sorted by name. The pointers
+// reach into the published states, which a commit replaces rather than
+// changes, so they stay valid and unchanged for the whole pass.
+func (r *Reconciler) knownDevices() []*host.Device {
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	out := make([]*host.Device, len(r.names))
+	for i, n := range r.names {
+		out[i] = &r.devices[n].Device
+	}
+	return out
+}
+
+// mergeKnown is the device list host parts see: fresh reads where there
+// are some, the cache elsewhere, without the devices that are gone. known
+// is sorted by name and so is the result. Its cost is a copy of pointers
+// plus a binary search per fresh device, so a one-device pass stays cheap
+// on a host with a thousand.
+func (r *Reconciler) mergeKnown(known []*host.Device, fresh map[string]*host.Device, gone map[string]bool) []*host.Device {
+	out := append(make([]*host.Device, 0, len(known)+len(fresh)), known...)
+	added := false
+	for name, d := range fresh {
+		if i, found := sort.Find(len(known), func(i int) int { return strings.Compare(name, out[i].Name) }); found {
+			out[i] = d
+		} else {
+			out = append(out, d)
+			added = true
+		}
+	}
+	if len(gone) > 0 {
+		out = slices.DeleteFunc(out, func(d *host.Device) bool { return gone[d.Name] })
+	}
+	if added {
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	}
+	return out
+}
+
+type readResult struct {
+	name string
+	dev  host.Device
+	err  error
+}
+
+// read reads the named devices in parallel. A device with a port list and
+// a cached copy has only those ports read again.
+func (r *Reconciler) read(ctx context.Context, names []string, ports map[string][]int, full bool, detail host.Detail) []readResult {
+	out := make([]readResult, len(names))
+	r.forEach(ctx, len(names), func(i int) {
+		n := names[i]
+		out[i].name = n
+		if pl := ports[n]; !full && pl != nil {
+			if d, ok := r.cachedDevice(n); ok {
+				out[i].dev, out[i].err = r.refreshPorts(d, pl)
+				return
+			}
+		}
+		out[i].dev, out[i].err = r.host.ReadDevice(n, detail)
+	})
+	return out
+}
+
+func (r *Reconciler) cachedDevice(name string) (host.Device, bool) {
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	ds, ok := r.devices[name]
+	if !ok || ds.ReadError != nil {
+		return host.Device{}, false
+	}
+	return ds.Device.Clone(), true
+}
+
+// detailFor is what a pass under pol reads of each device: everything
+// when the state is published, else what pol's selectors match on.
+func (r *Reconciler) detailFor(pol *config.Policy) host.Detail {
+	d := r.detail
+	if d&host.ReadPublished != 0 {
+		return d
+	}
+	var sels []config.Selector
+	for _, rule := range pol.RoCE {
+		sels = append(sels, rule.Selector)
+	}
+	for _, rule := range pol.VPI {
+		sels = append(sels, rule.Selector)
+	}
+	for _, rule := range pol.QoS {
+		sels = append(sels, rule.Selector)
+	}
+	if len(pol.QoS) > 0 {
+		d |= host.ReadNetdevs // [[qos]] applies to the port's netdev
+	}
+	for _, s := range sels {
+		if s.GUID != "" {
+			d |= host.ReadGUID
+		}
+		if s.Netdev != "" {
+			d |= host.ReadNetdevs
+		}
+	}
+	return d
+}
+
+// refreshPorts re-reads some ports of a known device; a port it does not
+// know means the device changed shape, so it is read whole.
+func (r *Reconciler) refreshPorts(d host.Device, ports []int) (host.Device, error) {
+	for _, n := range ports {
+		p := d.Port(n)
+		if p == nil {
+			return r.host.ReadDevice(d.Name, r.detail)
+		}
+		fresh, err := r.host.ReadPort(d.Name, n, r.detail)
+		if err != nil {
+			return host.Device{}, err
+		}
+		fresh.GIDTypes, fresh.Netdevs = p.GIDTypes, p.Netdevs // not re-scanned for a port call
+		*p = fresh
+	}
+	return d, nil
+}
+
+// applyDevices runs the device parts on every device read in this pass.
+func (r *Reconciler) applyDevices(ctx context.Context, pol *config.Policy, working map[string]*host.Device, g Run) (map[string][]Action, map[string][]Record) {
+	names := sortedNames(working)
+	runs := make([]*DeviceRun, len(names))
+	publish := r.detail&host.ReadPublished != 0
+	r.forEach(ctx, len(names), func(i int) {
+		run := &DeviceRun{Policy: pol, Device: working[names[i]], Publish: publish, run: g}
+		for _, p := range r.deviceParts {
+			p.Apply(ctx, run)
+		}
+		runs[i] = run
+	})
+	acts := make(map[string][]Action, len(names))
+	recs := make(map[string][]Record, len(names))
+	for i, n := range names {
+		if runs[i] == nil { // ctx ended before this device's turn
+			continue
+		}
+		acts[n], recs[n] = runs[i].Actions, runs[i].Records
+	}
+	return acts, recs
+}
+
+// mayHaveVanished reports whether a device's actions give a reason to look
+// whether it is still there: a failure for lack of the device, or a change
+// a part says re-registers it.
+func (r *Reconciler) mayHaveVanished(acts []Action) bool {
+	for _, a := range acts {
+		if a.Status == Failed && host.IsNoDevice(a.Err) {
+			return true
+		}
+		if a.Status != Changed {
+			continue
+		}
+		for _, p := range r.deviceParts {
+			if rr, ok := p.(Reregisterer); ok && rr.Reregisters(a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// forEach calls fn(0..n-1) on up to r.workers goroutines, which take
+// indexes from a shared counter; it stops handing out work when ctx ends.
+func (r *Reconciler) forEach(ctx context.Context, n int, fn func(i int)) {
+	workers := min(r.workers, n)
+	if workers <= 1 {
+		for i := 0; i < n && ctx.Err() == nil; i++ {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (r *Reconciler) logReport(rep Report) {
+	for _, a := range rep.Actions {
+		switch a.Status {
+		case Changed:
+			r.log.Info("applied", "subject", a.Subject.String(), "what", string(a.Kind), "from", a.From, "to", a.To, "source", a.Source)
+		case Failed:
+			r.log.Error("failed", "subject", a.Subject.String(), "what", string(a.Kind), "value", a.To, "source", a.Source, "err", a.Err)
+		}
+	}
+	r.log.Debug("reconciled", "full", rep.Scope.Full, "read", rep.Read, "changed", rep.Count(Changed),
+		"failed", rep.Count(Failed), "took", rep.Finished.Sub(rep.Started))
+}
