@@ -360,6 +360,33 @@ rdmad_memlock: {soft: 64G, hard: unlimited}
 		t.Errorf("second run is not idempotent: %+v %v\n%s", r, err, out)
 	}
 
+	// One node's local change that beats the site's policy: `rdmactl roce
+	// set --persist` writes rdmad's own drop-in, which sorts last, so the
+	// kernel holds what that drop-in says and nothing drifts; doctor names
+	// it (override) and the run fails, naming the command that withdraws
+	// it. Withdrawn, the next run passes again.
+	ctl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bins.Rdmactl, append([]string{"--bus", addr}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("rdmactl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	ctl("roce", "set", "mlx5_0/1", "--mode", "v1", "--tos", "0", "--persist")
+	_, out, err = playbook(t, policy)
+	if err == nil {
+		t.Errorf("the run passed although a persisted local change overrides the drop-in:\n%s", out)
+	}
+	if !strings.Contains(out, "rdmad does not run the declared policy") || !strings.Contains(out, "warn override: RoCE") ||
+		!strings.Contains(out, "rdmactl roce unset mlx5_0/1 --persist") {
+		t.Errorf("the failure does not name the override and how to withdraw it:\n%s", out)
+	}
+	ctl("roce", "unset", "mlx5_0/1", "--persist")
+	if r, out, err := playbook(t, policy); err != nil || r.failed != 0 {
+		t.Errorf("after the override was withdrawn: %+v %v\n%s", r, err, out)
+	}
+
 	// A check-mode run of another policy: it says what would change and
 	// fails nothing (no reload, no verification of what was not applied).
 	dropin := filepath.Join(etc, "rdmad.d/50-ansible.toml")
