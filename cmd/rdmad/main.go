@@ -141,14 +141,14 @@ func run() int {
 // subscribed first (nothing that happens during the first pass is missed),
 // then the first full pass, then the bus name and READY=1 together.
 func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.Signal, log *slog.Logger) error {
-	publish, stopBus, err := startBus(ctx, svc, bus, log)
+	link, err := startBus(ctx, svc, bus, log)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while connecting to the bus
 		}
 		return err
 	}
-	defer stopBus()
+	defer link.Stop()
 	// On the way out, changes are refused from now on and the one under
 	// way (a persisted write) finishes first, bounded (runs before stopBus).
 	defer svc.Shutdown(service.DefaultShutdownGrace)
@@ -171,7 +171,10 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 	startWatchdog(ctx, svc, log)
 
 	rec := svc.Reconciler()
-	status := func() { notifyStatus(statusText(svc)) }
+	status := func() { notifyStatus(statusText(svc, link.Lost())) }
+	if link != nil {
+		link.changed = status
+	}
 	rec.OnChange(func(reconcile.Change) { status() })
 	svc.OnConfigChange(status)
 	status()
@@ -206,7 +209,7 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 	// The first pass read every device; what it allocated on the way is
 	// garbage now. Hand it back rather than idle at its high-water mark.
 	debug.FreeOSMemory()
-	if err := publish(); err != nil {
+	if err := link.Publish(ctx); err != nil {
 		return err
 	}
 	daemon.SdNotify(false, daemon.SdNotifyReady)
@@ -248,11 +251,11 @@ func startWatchdog(ctx context.Context, svc *service.Service, log *slog.Logger) 
 	log.Debug("systemd watchdog enabled", "interval", interval)
 }
 
-// statusText is what systemctl status shows: the configuration error
-// first, with which policy is in force instead (STATUS= is cut), then
-// devices and the last reconcile, then a last good configuration that
-// cannot be saved.
-func statusText(svc *service.Service) string {
+// statusText is what systemctl status shows: a lost bus and the
+// configuration error first, with which policy is in force instead
+// (STATUS= is cut), then devices and the last reconcile, then a last good
+// configuration that cannot be saved.
+func statusText(svc *service.Service, busLost bool) string {
 	sum := svc.Reconciler().Summary()
 	text := fmt.Sprintf("%d RDMA devices; last reconcile: %s", len(sum.Devices), reconcile.Summarize(sum.Failures))
 	in := svc.InForce()
@@ -261,6 +264,9 @@ func statusText(svc *service.Service) string {
 	}
 	if in.SaveError != nil {
 		text += "; the last good configuration cannot be saved (rdmactl doctor)"
+	}
+	if busLost {
+		text = "D-Bus connection lost, reconnecting (policy still applied; rdmactl cannot reach rdmad meanwhile); " + text
 	}
 	return text
 }

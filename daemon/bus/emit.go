@@ -27,15 +27,19 @@ func (s *Server) runEmitter() {
 			return
 		case <-s.emitWake:
 		}
+		conn := s.conn.Load()
 		for _, sig := range s.signals() {
 			select {
 			case <-s.stop:
 				return
 			default:
 			}
-			if err := s.conn.Emit(sig.path, sig.name, sig.args...); err != nil {
+			if err := conn.Emit(sig.path, sig.name, sig.args...); err != nil {
 				if errors.Is(err, dbus.ErrClosed) {
-					return
+					// The bus is gone: Detach stops the signals until
+					// Attach serves a new connection, whose first
+					// signals start from the objects then served.
+					break
 				}
 				s.log.Warn("cannot emit signal", "path", sig.path, "signal", sig.name, "err", err)
 			}

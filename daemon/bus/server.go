@@ -40,7 +40,7 @@ const (
 
 // Server exports the service on a bus connection.
 type Server struct {
-	conn  *dbus.Conn
+	conn  atomic.Pointer[dbus.Conn] // the bus connection; Attach replaces a lost one
 	state State
 	svc   Daemon
 	auth  Authorizer
@@ -93,28 +93,17 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{conn: conn, state: state, svc: svc, auth: auth, log: log,
+	s := &Server{state: state, svc: svc, auth: auth, log: log,
 		marked: map[string]struct{}{}, applied: make(chan struct{}),
 		wake: make(chan struct{}, 1), emitWake: make(chan struct{}, 1), stop: make(chan struct{}),
 		objects: map[dbus.ObjectPath]*object{}, children: map[dbus.ObjectPath]map[string]int{},
 		ports: map[string][]dbus.ObjectPath{}, unsent: map[dbus.ObjectPath]struct{}{}}
 	s.reports.Store(newReportGate(reportSlots, reportWaiters, reportWait))
 	s.reclaim.delay = reclaimDelay
-	m := &manager{s: s}
-	if err := conn.ExportMethodTable(m.methods(), dbusapi.RootPath, dbusapi.ManagerIface); err != nil {
-		return nil, fmt.Errorf("bus: export manager: %w", err)
+	if err := s.export(conn); err != nil {
+		return nil, err
 	}
-	if err := conn.ExportMethodTable(map[string]any{"GetManagedObjects": s.getManagedObjects}, dbusapi.RootPath, objMgrIface); err != nil {
-		return nil, fmt.Errorf("bus: export object manager: %w", err)
-	}
-	// Properties and Introspectable answer for the whole tree from the
-	// objects, by the path of the call: nothing is exported per object.
-	if err := conn.ExportSubtreeMethodTable(map[string]any{"Get": s.get, "GetAll": s.getAll, "Set": s.set}, dbusapi.RootPath, propsIface); err != nil {
-		return nil, fmt.Errorf("bus: export properties: %w", err)
-	}
-	if err := conn.ExportSubtreeMethodTable(map[string]any{"Introspect": s.introspectCall}, dbusapi.RootPath, introIface); err != nil {
-		return nil, fmt.Errorf("bus: export introspection: %w", err)
-	}
+	s.conn.Store(conn)
 	s.mark(reconcile.Change{Updated: state.Summary().Devices})
 	s.apply()
 	state.OnChange(s.mark)
@@ -130,6 +119,27 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 	return s, nil
 }
 
+// export serves the Manager, the ObjectManager, and Properties and
+// Introspectable for the whole tree on conn.
+func (s *Server) export(conn *dbus.Conn) error {
+	m := &manager{s: s}
+	if err := conn.ExportMethodTable(m.methods(), dbusapi.RootPath, dbusapi.ManagerIface); err != nil {
+		return fmt.Errorf("bus: export manager: %w", err)
+	}
+	if err := conn.ExportMethodTable(map[string]any{"GetManagedObjects": s.getManagedObjects}, dbusapi.RootPath, objMgrIface); err != nil {
+		return fmt.Errorf("bus: export object manager: %w", err)
+	}
+	// Properties and Introspectable answer for the whole tree from the
+	// objects, by the path of the call: nothing is exported per object.
+	if err := conn.ExportSubtreeMethodTable(map[string]any{"Get": s.get, "GetAll": s.getAll, "Set": s.set}, dbusapi.RootPath, propsIface); err != nil {
+		return fmt.Errorf("bus: export properties: %w", err)
+	}
+	if err := conn.ExportSubtreeMethodTable(map[string]any{"Introspect": s.introspectCall}, dbusapi.RootPath, introIface); err != nil {
+		return fmt.Errorf("bus: export introspection: %w", err)
+	}
+	return nil
+}
+
 // RequestName takes the well-known name; it fails when another process owns
 // it (a second rdmad on the same bus). Signals start from the objects
 // served at that moment.
@@ -141,7 +151,7 @@ func (s *Server) RequestName(name string) error {
 		return fmt.Errorf("bus: publish before taking %s: %w", name, err)
 	}
 	debug.FreeOSMemory()
-	reply, err := s.conn.RequestName(name, dbus.NameFlagDoNotQueue)
+	reply, err := s.conn.Load().RequestName(name, dbus.NameFlagDoNotQueue)
 	if err != nil {
 		return fmt.Errorf("bus: request name %s: %w", name, err)
 	}
