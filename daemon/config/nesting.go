@@ -22,14 +22,31 @@ const maxNesting = 6
 // four kinds, comments, quoted and dotted keys, headers, arrays, inline
 // tables) and is lenient elsewhere: text that is not TOML is left for the
 // parser to refuse, which stops at its first error.
+//
+// The same pass bounds the breadth: BurntSushi/toml keeps, for every key,
+// its path and the tables it implies, so even 6 levels deep a 1 MiB file
+// of dotted keys held 272 MB. A file may hold at most maxKeyParts key
+// parts and array elements, which bounds what parsing it costs (57 MB at
+// the worst shape measured; docs/performance.md).
 func checkNesting(name string, data []byte) error {
 	n := nestScanner{src: data, line: 1}
-	if depth := n.scan(); depth > maxNesting {
+	depth := n.scan()
+	switch {
+	case n.units > maxKeyParts:
+		return &Error{Pos: Position{File: name, Line: n.over},
+			Msg: fmt.Sprintf("holds more than %d key parts and array elements (rdmad bounds what one file may cost to parse; a rule for each of 1,024 devices takes a third of it): split it into drop-ins; the file is refused before it is parsed", maxKeyParts)}
+	case depth > maxNesting:
 		return &Error{Pos: Position{File: name, Line: n.line},
 			Msg: fmt.Sprintf("nests deeper than %d levels (table header and dotted key parts, arrays and inline tables counted together; rdmad's deepest setting, qos.dscp_prio.N, is 3): the file is refused before it is parsed", maxNesting)}
 	}
 	return nil
 }
+
+// maxKeyParts bounds the key parts (each part of every table header and
+// key) and array elements of one file. A [[roce]] rule is about 6, a
+// [[qos]] rule with its arrays about 28: a rule of each for every one of
+// 1,024 devices is 35,000.
+const maxKeyParts = 65536
 
 // nestFrame is an array or inline table being read, and the depth of the
 // key path it stands at.
@@ -43,6 +60,15 @@ type nestScanner struct {
 	pos   int
 	line  int
 	stack []nestFrame // at most maxNesting+1 frames: deeper is refused
+	units int         // key parts and array elements read so far
+	over  int         // the line where units passed maxKeyParts
+}
+
+// count counts a key part or array element.
+func (n *nestScanner) count() {
+	if n.units++; n.units == maxKeyParts+1 {
+		n.over = n.line
+	}
 }
 
 // scan reads the whole file and returns maxNesting+1 at the first place
@@ -50,6 +76,9 @@ type nestScanner struct {
 func (n *nestScanner) scan() int {
 	header := 0 // key parts of the table header in force
 	for n.pos < len(n.src) {
+		if n.units > maxKeyParts {
+			return 0
+		}
 		start := n.pos
 		if len(n.stack) > 0 {
 			if d := n.inContainer(); d > maxNesting {
@@ -117,6 +146,7 @@ func (n *nestScanner) inContainer() int {
 		n.pos++
 		return 0
 	case top.array:
+		n.count()
 		return n.value(top.depth + 1)
 	default:
 		k := n.key()
@@ -185,6 +215,7 @@ func (n *nestScanner) key() int {
 			return parts
 		}
 		parts++
+		n.count()
 		if parts > maxNesting {
 			return parts
 		}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -157,8 +158,8 @@ func FuzzNesting(f *testing.F) {
 		if err != nil && (!errors.As(err, &ce) || ce.Pos.Line < 1) {
 			t.Fatalf("refusal without a line: %v", err)
 		}
-		if err != nil && len(data) > 512 {
-			return // the parser's cost on deep input is what the guard is for
+		if err != nil && (len(data) > 512 || strings.Contains(err.Error(), "key parts")) {
+			return // the parser's cost on such input is what the guard is for
 		}
 		var raw map[string]any
 		if _, perr := toml.Decode(string(data), &raw); perr != nil {
@@ -279,5 +280,52 @@ func TestOnlyParseFileReachesTheParser(t *testing.T) {
 			}
 			return true
 		})
+	}
+}
+
+// Breadth is bounded too: even 6 levels deep, BurntSushi/toml's memory
+// grows with every key part it keeps (a 1 MiB file of dotted keys held
+// 272 MB), so a file holds at most maxKeyParts key parts and array
+// elements, refused at the line that passes the bound, before parsing.
+func TestKeyPartsAreBounded(t *testing.T) {
+	fill := func(units int) []byte {
+		var b strings.Builder
+		b.WriteString("# fill\n")
+		for i := 0; i < units/6; i++ {
+			fmt.Fprintf(&b, "k%d.b.c.d.e.f = 1\n", i)
+		}
+		for i := 0; i < units%6; i++ {
+			fmt.Fprintf(&b, "x%d = 1\n", i)
+		}
+		return []byte(b.String())
+	}
+	if err := checkNesting("f.toml", fill(maxKeyParts)); err != nil {
+		t.Errorf("%d key parts: %v, want them passed to the parser", maxKeyParts, err)
+	}
+	data := fill(maxKeyParts + 1)
+	lines := strings.Count(string(data), "\n")
+	var ce *Error
+	if err := checkNesting("f.toml", data); !errors.As(err, &ce) || ce.Pos.Line != lines || !strings.Contains(ce.Msg, "key parts") {
+		t.Errorf("%d key parts: %v, want refused at the last line, %d", maxKeyParts+1, err, lines)
+	}
+	if err := checkNesting("f.toml", []byte("x = ["+strings.Repeat("1,", maxKeyParts)+"1]\n")); err == nil {
+		t.Errorf("an array of %d elements passed", maxKeyParts+1)
+	}
+	// A 1 MiB file of 6-deep dotted keys: refused after a pass over it.
+	var b strings.Builder
+	for i := 0; b.Len() < 1<<20-64; i++ {
+		fmt.Fprintf(&b, "k%d.b.c.d.e.f = 1\n", i)
+	}
+	wide := []byte(b.String())
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := Parse("f.toml", wide)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "key parts") {
+		t.Errorf("1 MiB of dotted keys: %v", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
+		t.Errorf("refusing 1 MiB of dotted keys allocated %d bytes; the TOML parser ran", alloc)
 	}
 }
