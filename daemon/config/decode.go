@@ -111,9 +111,26 @@ func parseFile(name string, data []byte) (*fileDecl, error) {
 		sort.SliceStable(d.errs, func(i, j int) bool {
 			return d.errs[i].(*Error).Pos.Line < d.errs[j].(*Error).Pos.Line
 		})
-		return nil, errors.Join(d.errs...)
+		return nil, errors.Join(firstErrors(name, d.errs)...)
 	}
 	return decl, nil
+}
+
+// maxErrorsPerFile bounds the problems reported for one file. A file of
+// 10,000 unknown keys made a 2 MB error, carried by ConfigError, Describe,
+// STATUS= and every log line that quotes it; the first ones say what is
+// wrong, and fixing them shows the next.
+const maxErrorsPerFile = 50
+
+// firstErrors keeps the first maxErrorsPerFile problems of a file (in file
+// order) and says how many more there are.
+func firstErrors(name string, errs []error) []error {
+	if len(errs) <= maxErrorsPerFile {
+		return errs
+	}
+	next := errs[maxErrorsPerFile].(*Error).Pos
+	return append(errs[:maxErrorsPerFile:maxErrorsPerFile], &Error{Pos: Position{File: name, Line: next.Line},
+		Msg: fmt.Sprintf("and %d more problems from here on (only the first %d of a file are listed)", len(errs)-maxErrorsPerFile, maxErrorsPerFile)})
 }
 
 func syntaxError(name string, err error) error {

@@ -329,3 +329,25 @@ func TestKeyPartsAreBounded(t *testing.T) {
 		t.Errorf("refusing 1 MiB of dotted keys allocated %d bytes; the TOML parser ran", alloc)
 	}
 }
+
+// A file with thousands of problems reports the first ones and how many
+// more there are: the error travels in ConfigError, Describe, STATUS= and
+// the journal, and must not grow with the file.
+func TestProblemsOfAFileAreBounded(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < 5000; i++ {
+		fmt.Fprintf(&b, "k%d = 1\n", i)
+	}
+	_, err := Parse("f.toml", []byte(b.String()))
+	errs := flatten(err)
+	if len(errs) != maxErrorsPerFile+1 {
+		t.Fatalf("%d problems reported, want the first %d and a count", len(errs), maxErrorsPerFile)
+	}
+	var last *Error
+	if !errors.As(errs[maxErrorsPerFile], &last) || last.Pos.Line != maxErrorsPerFile+1 || !strings.Contains(last.Msg, "4950 more") {
+		t.Errorf("last problem: %v", errs[maxErrorsPerFile])
+	}
+	if len(err.Error()) > 16<<10 {
+		t.Errorf("the error is %d bytes long", len(err.Error()))
+	}
+}
