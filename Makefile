@@ -12,7 +12,7 @@ REVISION  ?= $(shell if [ -e .git ]; then git rev-parse HEAD; else cat REVISION;
 LDFLAGS   := -X github.com/rdmad/rdmad/daemon/version.Version=$(VERSION) \
 	-X github.com/rdmad/rdmad/daemon/version.Revision=$(REVISION) $(EXTRA_LDFLAGS)
 
-.PHONY: all build cockpit test vet fmt-check staticcheck bench bench-go demo install e2e clean deps-test package completions dist
+.PHONY: all build cockpit test vet fmt-check staticcheck bench bench-go bench-memory demo install e2e clean deps-test package completions dist
 
 # Pinned tools, installed from the Go module proxy into .tools/.
 TOOLS       := $(CURDIR)/.tools
@@ -70,6 +70,12 @@ fmt-check:
 # bare-syscall floor measured in the same run (docs/performance.md).
 bench:
 	$(GO) run ./test/perf/benchtable
+
+# rdmad's peak memory at 1,024 devices under its costliest load, which
+# sizes the unit's MemoryHigh=/MemoryMax= and the DaemonSet's limit
+# (docs/performance.md, "Memory bound").
+bench-memory:
+	$(GO) run ./test/perf/memcap
 
 # The go test benchmarks, for benchstat comparisons of two commits.
 bench-go:

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -416,4 +417,50 @@ func startBus(t *testing.T, dir, conf string) string {
 		t.Fatalf("dbus-daemon did not start with %s:\n%s", confPath, stderr.String())
 	}
 	return strings.TrimSpace(addr)
+}
+
+// The unit bounds rdmad's memory (MemoryHigh below MemoryMax, Go's own
+// limit below both), and the DaemonSet gives the container the same hard
+// bound: one measurement at 1,024 devices sizes both
+// (docs/performance.md).
+func TestMemoryBound(t *testing.T) {
+	u, err := parseUnit("rdmad.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := func(v string) int64 {
+		units := map[string]int64{"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+		i := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+		if i <= 0 {
+			t.Fatalf("size %q", v)
+		}
+		n, _ := strconv.ParseInt(v[:i], 10, 64)
+		m, ok := units[v[i:]]
+		if !ok {
+			t.Fatalf("size %q", v)
+		}
+		return n * m
+	}
+	high, hardMax := size(u.get("Service.MemoryHigh")), size(u.get("Service.MemoryMax"))
+	goLimit := size(strings.TrimPrefix(u.get("Service.Environment"), "GOMEMLIMIT="))
+	if !(goLimit < high && high < hardMax) {
+		t.Errorf("GOMEMLIMIT %d, MemoryHigh %d, MemoryMax %d: want each below the next", goLimit, high, hardMax)
+	}
+	ds, err := os.ReadFile("../contrib/kubernetes/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`limits: \{memory: (\w+)\}`).FindSubmatch(ds)
+	if m == nil || size(string(m[1])) != hardMax {
+		t.Errorf("the DaemonSet's memory limit %q is not the unit's MemoryMax (%d bytes)", m, hardMax)
+	}
+	perf, err := os.ReadFile("../docs/performance.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"MemoryHigh=" + u.get("Service.MemoryHigh"), "MemoryMax=" + u.get("Service.MemoryMax")} {
+		if !strings.Contains(string(perf), want) {
+			t.Errorf("docs/performance.md does not record %s", want)
+		}
+	}
 }
