@@ -201,12 +201,16 @@ func fixture() *fakeRdmad {
 			{Name: "rxe0", Transports: []string{"roce"}, NodeType: "1: CA", NodeGUID: "5054:00ff:fe12:3456", Driver: "rdma_rxe", Netdevs: []string{"eth1"}, RoCEConfigfs: true,
 				Ports: []dbusapi.Port{{Device: "rxe0", Number: 1, Transport: "roce", State: "DOWN", PhysState: "Disabled", LinkLayer: "Ethernet",
 					GIDTypes: []string{"RoCE v2"}, Netdevs: []string{"eth1"}, RoCEMode: "RoCE v2", RoCETOS: 0, DesiredRoCEMode: "v1", DesiredRoCETOS: -1,
-					DesiredRoCESource: "/etc/rdma/rdmad.toml:8", Error: "roce mode: rxe0/1 does not support IB/RoCE v1 (EIO)",
-					Drift: map[string]bool{"roce_mode": true},
+					DesiredRoCESource: "/etc/rdma/rdmad.toml:8",
+					Error:             "roce mode: rxe0/1 does not support IB/RoCE v1 (EIO); qos pfc: eth1 does not support DCB: PFC and trust cannot be set (operation not supported)",
+					DesiredQoSPFC:     dbusapi.Priorities{3}, DesiredQoSPFCSet: true, DesiredQoSSource: "/etc/rdma/rdmad.d/60-qos.toml:1",
+					Drift: map[string]bool{"roce_mode": true, "qos_pfc": true},
 					Settings: []dbusapi.Setting{
 						{Name: "roce_mode", Title: "RoCE mode", Declared: "IB/RoCE v1", Source: "/etc/rdma/rdmad.toml:8", Observed: "RoCE v2", State: "refused",
 							Why: "rxe0/1 does not support IB/RoCE v1 (EIO)"},
 						{Name: "roce_tos", Title: "RoCE TOS", Observed: "0", State: "undeclared"},
+						{Name: "qos_pfc", Title: "PFC", Declared: "[3]", Source: "/etc/rdma/rdmad.d/60-qos.toml:1", State: "refused",
+							Why: "eth1 does not support DCB: PFC and trust cannot be set (operation not supported)"},
 					}}}},
 		},
 		actions: []dbusapi.Action{

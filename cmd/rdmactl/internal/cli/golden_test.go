@@ -35,10 +35,10 @@ func golden(t *testing.T, name, args string, code int, stdout, stderr string) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (go test ./dbusapi/cli -update writes it)", err)
+		t.Fatalf("%v (go test ./cmd/rdmactl/internal/cli -update writes it)", err)
 	}
 	if got != string(want) {
-		t.Errorf("rdmactl %s differs from %s (go test ./dbusapi/cli -update rewrites it):\n--- got\n%s\n--- want\n%s", args, path, got, want)
+		t.Errorf("rdmactl %s differs from %s (go test ./cmd/rdmactl/internal/cli -update rewrites it):\n--- got\n%s\n--- want\n%s", args, path, got, want)
 	}
 }
 

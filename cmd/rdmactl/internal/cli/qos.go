@@ -145,7 +145,7 @@ func (e *env) qosShow(cmd *cobra.Command, target string) error {
 			}
 			rows = append(rows, QoSJSON{Port: fmt.Sprintf("%s/%d", d.Name, p.Number), Netdevs: nonNil(p.Netdevs),
 				Trust: p.QoSTrust, PFC: dbusapi.Priorities(nonNil(p.QoSPFC)), DesiredTrust: p.DesiredQoSTrust, DesiredPFC: dbusapi.Priorities(nonNil(p.DesiredQoSPFC)),
-				DesiredPFCSet: p.DesiredQoSPFCSet, Source: p.DesiredQoSSource, Error: p.Error})
+				DesiredPFCSet: p.DesiredQoSPFCSet, Source: p.DesiredQoSSource, Error: settingErrors(p, "qos_")})
 		}
 	}
 	if e.jsonMode() != "" {

@@ -119,7 +119,7 @@ func (e *env) roceShow(cmd *cobra.Command, target string) error {
 				continue
 			}
 			rows = append(rows, RoCEJSON{Port: fmt.Sprintf("%s/%d", d.Name, p.Number), Mode: p.RoCEMode, TOS: p.RoCETOS,
-				DesiredMode: p.DesiredRoCEMode, DesiredTOS: p.DesiredRoCETOS, Source: p.DesiredRoCESource, Error: p.Error})
+				DesiredMode: p.DesiredRoCEMode, DesiredTOS: p.DesiredRoCETOS, Source: p.DesiredRoCESource, Error: settingErrors(p, "roce_")})
 		}
 	}
 	if e.jsonMode() != "" {
@@ -131,6 +131,29 @@ func (e *env) roceShow(cmd *cobra.Command, target string) error {
 	}
 	return e.table([]string{"PORT", "MODE", "TOS", "DECLARED_MODE", "DECLARED_TOS", "SOURCE", "ERROR"}, table,
 		plural(len(table), "RoCE port listed.", "RoCE ports listed."), "No RoCE ports.")
+}
+
+// settingErrors says why the port's settings named with prefix ("roce_",
+// "qos_") do not hold, from the port's setting records: each table shows
+// the errors of its own settings, not those of the others (a QoS refusal is
+// no RoCE error).
+func settingErrors(p dbusapi.Port, prefix string) string {
+	var out []string
+	for _, s := range p.Settings {
+		if !strings.HasPrefix(s.Name, prefix) {
+			continue
+		}
+		switch s.State {
+		case dbusapi.SettingHolds, dbusapi.SettingUndeclared, dbusapi.SettingNotApplicable:
+			continue
+		}
+		why := s.Why
+		if why == "" {
+			why = s.State
+		}
+		out = append(out, s.Title+": "+why)
+	}
+	return strings.Join(out, "; ")
 }
 
 // splitTarget parses DEV[/PORT]; port 0 means every port.
