@@ -27,7 +27,7 @@ netns_switched='msg=applied subject=host what="netns mode" from=shared to=exclus
 # Soft-iWARP exists only in the trixie guest (siw built out of tree there).
 boot1_head=(boot rdmad-systemd sandbox-caps link-at-boot)
 boot1_siw=(siw-link-at-boot siw-transport siw-roce-na)
-boot1_tail=(tos-hotadd modules iwarp-modules roce-v1-error metrics qos-veth qos-mlx4-options memlock-user dbus-denied hotplug rdma-monitor kernel-events rename policy-window)
+boot1_tail=(tos-hotadd modules iwarp-modules roce-v1-error metrics qos-veth qos-mlx4-options memlock-user dbus-denied polkit-persist hotplug rdma-monitor kernel-events rename policy-window)
 boot1_siw_late=(siw-hotplug)
 boot1_netns=(netns-busy netns-runtime)
 # Last of boot 1: a drop-in made bad, for the second boot (last-good-boot).
@@ -705,6 +705,46 @@ s_dbus-denied() {
 	denied=$(head -n1 <<<"$out" | cut -c1-120)
 	out=$(rdmactl roce set rxe0/1 --mode v2 2>&1) || fail "root's rdmactl roce set rxe0/1 --mode v2 failed: $out"
 	pass "$user: exit $rc, $denied; root: ok"
+}
+
+# A persisted change needs org.rdmad1.set-persistent besides the method's
+# own action, asked of the real polkit: a user a site rule allows
+# org.rdmad1.set-roce changes rxe0's TOS at runtime but not with --persist;
+# with rdmad's shipped optional rule linked into rules.d, set-persistent
+# follows the method's action and the same call persists. Root withdraws it
+# (rdmactl roce unset --persist) and the files decide again.
+s_polkit-persist() {
+	local site=/etc/polkit-1/rules.d/40-e2e-rdma.rules link=/etc/polkit-1/rules.d/50-rdmad-persist-as-runtime.rules
+	local shipped=/usr/share/rdmad/polkit/50-rdmad-persist-as-runtime.rules dropin=/etc/rdma/rdmad.d/zz-rdmad-persist.toml
+	local out rc refused
+	[[ -f $shipped ]] || fail "$shipped is not installed"
+	cat >"$site" <<RULES
+polkit.addRule(function(action, subject) {
+    if (action.id == "org.rdmad1.set-roce" && subject.user == "$user") {
+        return polkit.Result.YES;
+    }
+});
+RULES
+	trap 'rm -f "$site" "$link"' RETURN
+	as_user() { runuser -u "$user" -- rdmactl --no-ask-password roce set rxe0/1 "$@"; }
+	# polkitd reads rules.d again when it changes.
+	wait_for 15 as_user --tos 40 >/dev/null 2>&1 || fail "$user is not allowed org.rdmad1.set-roce by the site rule: $(as_user --tos 40 2>&1)"
+	tos_is rxe0 40 || fail "runtime TOS 40 not in configfs: '$(tos_of rxe0)'"
+	out=$(as_user --tos 41 --persist 2>&1)
+	rc=$?
+	((rc != 0)) || fail "persisted without org.rdmad1.set-persistent: $out"
+	grep -q 'org.rdmad1.set-persistent' <<<"$out" || fail "exit $rc, but the refusal does not name org.rdmad1.set-persistent: $out"
+	tos_is rxe0 40 || fail "the refused persisted call changed the TOS to '$(tos_of rxe0)'"
+	! grep -qs 'tos = 41' "$dropin" || fail "the refused persisted call wrote $dropin"
+	refused=$(head -n1 <<<"$out" | cut -c1-100)
+	ln -s "$shipped" "$link"
+	wait_for 15 as_user --tos 41 --persist >/dev/null 2>&1 || fail "with the shipped rule linked: $(as_user --tos 41 --persist 2>&1)"
+	tos_is rxe0 41 || fail "persisted TOS 41 not in configfs: '$(tos_of rxe0)'"
+	grep -q 'tos = 41' "$dropin" || fail "$dropin does not hold tos = 41: $(cat "$dropin" 2>&1)"
+	out=$(rdmactl roce unset rxe0/1 --persist 2>&1) || fail "root's rdmactl roce unset rxe0/1 --persist: $out"
+	! grep -qs 'tos = 41' "$dropin" || fail "unset --persist left tos = 41 in $dropin"
+	wait_for 5 tos_is rxe0 "$declared_tos" || fail "after unset the files' TOS $declared_tos is not back: '$(tos_of rxe0)'"
+	pass "runtime ok; persisted refused ($refused); with the shipped rule persisted; unset: TOS $declared_tos again"
 }
 
 # replug DEV NETDEV PEER: the netdev under the declared soft link DEV goes
