@@ -120,6 +120,54 @@ func TestSharedAPIImportsNoCLI(t *testing.T) {
 	}
 }
 
+// TestCoreImportsNoOutput keeps the core free of its outputs, so a new
+// output (a textfile, an API) is wired at the composition root and the
+// core is tested without any: the reconciler, the service, the parts and
+// doctor import neither the D-Bus server, nor the metrics, nor the wire
+// model (dbusapi: doctor returns its own Finding, which the bus maps to
+// the wire as it maps devices), nor the composition root. The service and
+// the bus know the parts only through reconcile's interfaces and their
+// own small ones; a part declares the interface it needs of another
+// (roce.Loader, not modules.Loader) and imports no other part.
+func TestCoreImportsNoOutput(t *testing.T) {
+	real := imports(t)
+	var partPkgs []string
+	for _, p := range parts(t) {
+		partPkgs = append(partPkgs, strings.TrimPrefix(p.pkg, module))
+	}
+	if len(partPkgs) < 7 {
+		t.Fatalf("found %d part packages; has compose.Parts changed?", len(partPkgs))
+	}
+	outputs := []string{"daemon/bus", "daemon/metrics", "daemon/compose", "dbusapi"}
+	forbidden := map[string][]string{
+		"daemon/reconcile": append(slices.Clone(outputs), append([]string{"daemon/service", "daemon/doctor"}, partPkgs...)...),
+		"daemon/service":   append(slices.Clone(outputs), append([]string{"daemon/doctor"}, partPkgs...)...),
+		"daemon/doctor":    append(slices.Clone(outputs), "daemon/service"),
+		"daemon/bus":       append([]string{"daemon/metrics", "daemon/compose"}, partPkgs...),
+		"daemon/metrics":   append([]string{"daemon/bus", "daemon/compose", "daemon/service"}, partPkgs...),
+	}
+	for _, part := range partPkgs {
+		forbidden[part] = append(slices.Clone(outputs), "daemon/service", "daemon/doctor")
+		for _, other := range partPkgs {
+			if other != part {
+				forbidden[part] = append(forbidden[part], other)
+			}
+		}
+	}
+	for pkg, never := range forbidden {
+		deps, ok := real[pkg]
+		if !ok {
+			t.Errorf("%s is not a package", pkg)
+			continue
+		}
+		for _, d := range deps {
+			if slices.Contains(never, d) {
+				t.Errorf("%s imports %s", pkg, d)
+			}
+		}
+	}
+}
+
 // settingTokens are the texts that name a setting outside Go identifiers:
 // the kernel's own names for it, per part package. A setting's name and
 // kind, and its handle's identifier, are taken from the parts themselves.

@@ -89,8 +89,7 @@ func run() int {
 		// netlink would set PFC and trust on its adapters.
 		kernel.Links, kernel.Netns, kernel.DCB = offHost{h.Root}, offHost{h.Root}, offHost{h.Root}
 	}
-	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Parts: compose.Parts(kernel), Log: log, OneShot: *once,
-		Findings: compose.Diagnose})
+	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Parts: compose.Parts(kernel), Log: log, OneShot: *once})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rdmad: %v\n", err)
 		return 1
@@ -141,6 +140,8 @@ func run() int {
 // subscribed first (nothing that happens during the first pass is missed),
 // then the first full pass, then the bus name and READY=1 together.
 func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.Signal, log *slog.Logger) error {
+	// The [metrics] textfile follows the service from its first pass.
+	textfile := compose.Textfile(svc, log)
 	link, err := startBus(ctx, svc, bus, log)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -184,6 +185,7 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 	configReady := make(chan struct{})
 	go func() { errc <- startEvents(ctx, svc, log, configReady) }()
 	go func() { _ = svc.Run(ctx); close(ran) }()
+	go textfile.Run(ctx)
 	// On the way out, the pass under way ends before the bus goes: it
 	// writes nothing half (attributes are single writes, files are
 	// renamed into place), but its result is published and logged.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 	"github.com/rdmad/rdmad/daemon/config"
-	"github.com/rdmad/rdmad/daemon/metrics"
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/daemon/version"
@@ -93,7 +93,7 @@ func deviceModel(d *reconcile.DeviceState) dbusapi.Device {
 	for _, p := range d.Ports {
 		dev.PortPaths = append(dev.PortPaths, dbusapi.PortPath(d.Name, p.Number))
 		pm := portModel(d.Name, p)
-		for _, dr := range metrics.PortDrift(d, &p) {
+		for _, dr := range d.PortDrift(&p) {
 			pm.Drift[dr.Setting] = dr.Drifted
 		}
 		dev.Ports = append(dev.Ports, pm)
@@ -168,8 +168,48 @@ func subjectModel(s reconcile.Subject) dbusapi.Subject {
 		return dbusapi.Subject{Kind: "port", Device: s.Device, Port: uint32(s.Port)}
 	case reconcile.SubjectLink:
 		return dbusapi.Subject{Kind: "link", Link: s.Link}
+	case reconcile.SubjectNetdev:
+		return dbusapi.Subject{Kind: "netdev", Netdev: s.Netdev}
 	}
 	return dbusapi.Subject{Kind: "host"}
+}
+
+// Findings are doctor's findings as Diagnose publishes them: every string
+// escaped (dbusapi.Escape: valid UTF-8, control characters and bad bytes
+// as \xNN), as a device's are.
+func Findings(fs []doctor.Finding) []dbusapi.Finding {
+	out := make([]dbusapi.Finding, len(fs))
+	for i, f := range fs {
+		s := subjectModel(f.Subject)
+		s.Device, s.Link, s.Netdev = dbusapi.Escape(s.Device), dbusapi.Escape(s.Link), dbusapi.Escape(s.Netdev)
+		out[i] = dbusapi.Finding{
+			ID: dbusapi.Escape(f.ID), Subject: s, Severity: severityModel(f.Severity),
+			Finding: dbusapi.Escape(f.Finding), Fix: dbusapi.Escape(f.Fix), Scope: scopeModel(f.Scope),
+			IgnoredSeverity: severityModel(f.IgnoredSeverity), IgnoredBy: dbusapi.Escape(f.IgnoredBy),
+		}
+	}
+	return out
+}
+
+func severityModel(s doctor.Severity) dbusapi.Severity {
+	switch s {
+	case doctor.SeverityOK:
+		return dbusapi.SeverityOK
+	case doctor.SeverityWarn:
+		return dbusapi.SeverityWarn
+	case doctor.SeverityFail:
+		return dbusapi.SeverityFail
+	case doctor.SeverityIgnored:
+		return dbusapi.SeverityIgnored
+	}
+	return "" // none: an ignored finding's IgnoredSeverity only
+}
+
+func scopeModel(s doctor.Scope) string {
+	if s == doctor.ScopePolicy {
+		return dbusapi.ScopePolicy
+	}
+	return dbusapi.ScopeHost
 }
 
 func actionModel(a reconcile.Action) dbusapi.Action {

@@ -24,7 +24,7 @@ func (m *manager) Diagnose(msg dbus.Message) (string, *dbus.Error) {
 	if h := m.s.hook(); h != nil && h.encodeFindings != nil {
 		encode = h.encodeFindings
 	}
-	doc, err := encode(doctor.Diagnose(context.Background(), m.s.diagnoseInput()))
+	doc, err := encode(Findings(doctor.Diagnose(context.Background(), m.s.diagnoseInput())))
 	if err != nil {
 		// busError escapes: the message may quote what a finding holds.
 		return "", busError(err)

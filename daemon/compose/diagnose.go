@@ -5,12 +5,11 @@ import (
 	"log/slog"
 
 	"github.com/rdmad/rdmad/daemon/config"
-	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/reconcile"
-
 	"github.com/rdmad/rdmad/daemon/doctor"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/metrics"
+	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // DiagnoseInput is what doctor gets from the daemon for the metrics
@@ -20,9 +19,34 @@ func DiagnoseInput(s *service.Service) doctor.Input {
 }
 
 // Diagnose runs doctor on the daemon's view of the host: the findings of
-// the metrics textfile (service.Options.Findings).
-func Diagnose(s *service.Service) []dbusapi.Finding {
+// the metrics textfile.
+func Diagnose(s *service.Service) []doctor.Finding {
 	return doctor.Diagnose(context.Background(), DiagnoseInput(s))
+}
+
+// Textfile builds the [metrics] textfile of the running daemon s: the
+// file follows the configured path of the policy in force (a reload that
+// sets, moves or removes it, or that fails: the file shows the error), is
+// rendered again after each pass, and shows doctor's findings, run on the
+// writer's goroutine after full passes and when the health monitor's
+// samples move. Nothing is written until the caller runs it
+// (metrics.Textfile.Run); rdmad --once builds none.
+func Textfile(s *service.Service, log *slog.Logger) *metrics.Textfile {
+	rec := s.Reconciler()
+	tf := metrics.New(metrics.Options{Source: rec, ConfigError: s.ConfigError, InForce: s.InForce, Log: log,
+		Findings: func() []doctor.Finding { return Diagnose(s) }})
+	rec.OnChange(tf.Changed)
+	follow := func() {
+		path := ""
+		if p := s.PolicyInForce().Metrics.Textfile; p != "" {
+			path = s.Host().Path(p)
+		}
+		tf.SetPath(path)
+	}
+	s.OnConfigChange(follow)
+	s.OnHealthChange(tf.FindingsChanged)
+	follow()
+	return tf
 }
 
 // HostInput is doctor's input for a host rdmad does not run on (a tool, a

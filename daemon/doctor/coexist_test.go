@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 const mlx4Conf = "# rdma-core: <pci> <port1> <port2>\n0000:02:00.0 ib eth\n"
@@ -21,13 +22,13 @@ func TestCoexistMLX4Conf(t *testing.T) {
 	hosttest.Write(t, root, "etc/rdma/mlx4.conf", mlx4Conf)
 	vpi := parsePolicy(t, "[[vpi]]\ndevice = \"mlx4_0\"\nport = 2\ntype = \"eth\"\n")
 	fs := diagnose(t, root, withPolicy(vpi))
-	mustFix(t, fs, "coexist-mlx4-conf", "host", dbusapi.SeverityWarn, "/etc/rdma/mlx4.conf (1 lines", "comment out the lines of /etc/rdma/mlx4.conf")
+	mustFix(t, fs, "coexist-mlx4-conf", "host", doctor.SeverityWarn, "/etc/rdma/mlx4.conf (1 lines", "comment out the lines of /etc/rdma/mlx4.conf")
 	if f := must(t, fs, "coexist-mlx4-conf", "host"); !strings.Contains(f.Finding, "/etc/rdma/rdmad.toml:1") || !strings.Contains(f.Fix, "remove the [[vpi]] rules") {
 		t.Errorf("finding %q fix %q: want the [[vpi]] rule's file:line and both ways to hand over", f.Finding, f.Fix)
 	}
 
 	fs = diagnose(t, root, withPolicy(parsePolicy(t, "")))
-	if f := must(t, fs, "coexist-mlx4-conf", "host"); f.Severity != dbusapi.SeverityOK {
+	if f := must(t, fs, "coexist-mlx4-conf", "host"); f.Severity != doctor.SeverityOK {
 		t.Errorf("mlx4.conf without [[vpi]]: %s %q, want ok", f.Severity, f.Finding)
 	}
 	hosttest.Write(t, root, "etc/rdma/mlx4.conf", "# only comments\n\n")
@@ -54,7 +55,7 @@ func TestCoexistRDMALoadModules(t *testing.T) {
 	}
 	hosttest.Write(t, root, "usr/lib/systemd/system/rdma-load-modules@.service", "[Unit]\nDescription=Load RDMA modules from /etc/rdma/modules/%I.conf\n")
 	fs := diagnose(t, root, withPolicy(parsePolicy(t, "")))
-	f := mustFix(t, fs, "coexist-rdma-load-modules", "host", dbusapi.SeverityOK,
+	f := mustFix(t, fs, "coexist-rdma-load-modules", "host", doctor.SeverityOK,
 		"rdma-core's rdma-load-modules@infiniband.service, rdma-load-modules@rdma.service, rdma-load-modules@roce.service (/usr/lib/systemd/system/rdma-load-modules@.service) both load the lists of /etc/rdma/modules", "")
 	if !strings.Contains(f.Finding, "harmless") || !strings.Contains(f.Finding, "systemctl mask rdma-load-modules@infiniband.service rdma-load-modules@rdma.service rdma-load-modules@roce.service") {
 		t.Errorf("the same lists: %q, want harmless and how to keep one loader", f.Finding)
@@ -70,13 +71,13 @@ func TestCoexistRDMALoadModules(t *testing.T) {
 		}
 	}
 	f = must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-rdma-load-modules", "host")
-	if f.Severity != dbusapi.SeverityOK || !strings.Contains(f.Finding, "rdma-core's rdma-load-modules@infiniband.service (") {
+	if f.Severity != doctor.SeverityOK || !strings.Contains(f.Finding, "rdma-core's rdma-load-modules@infiniband.service (") {
 		t.Errorf("with two instances masked: %s %q", f.Severity, f.Finding)
 	}
 	if err := os.Symlink("/dev/null", filepath.Join(root, "etc/systemd/system/rdma-load-modules@infiniband.service")); err != nil {
 		t.Fatal(err)
 	}
-	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-rdma-load-modules", "host"); f.Severity != dbusapi.SeverityOK || !strings.Contains(f.Finding, "masked") {
+	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-rdma-load-modules", "host"); f.Severity != doctor.SeverityOK || !strings.Contains(f.Finding, "masked") {
 		t.Errorf("every instance masked: %s %q", f.Severity, f.Finding)
 	}
 	if err := os.Remove(filepath.Join(root, "etc/systemd/system/rdma-load-modules@infiniband.service")); err != nil {
@@ -109,17 +110,17 @@ func TestCoexistRDMALoadModulesOtherDirectory(t *testing.T) {
 	hosttest.Write(t, root, "etc/rdma/site-modules/rdma.conf", "# the site's copy\nrdma_ucm\nib_uverbs\n")
 	hosttest.Write(t, root, "etc/rdma/site-modules/roce.conf", "ib_umad\n")
 	pol := withPolicy(parsePolicy(t, "[modules]\ndirectory = \"/etc/rdma/site-modules\"\n"))
-	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityOK, "harmless", "")
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", doctor.SeverityOK, "harmless", "")
 
 	hosttest.Write(t, root, "etc/rdma/site-modules/roce.conf", "ib_umad\nnvme_rdma\n")
-	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", doctor.SeverityWarn,
 		"rdmad loads /etc/rdma/site-modules/*.conf ([modules] directory) and rdma-core's rdma-load-modules@rdma.service, rdma-load-modules@roce.service (/usr/lib/systemd/system/rdma-load-modules@.service, started by its udev rules) loads /etc/rdma/modules/*.conf; roce.conf differ",
 		`set [modules] directory = "/etc/rdma/modules"`)
 
 	// A list only rdma-core has is loaded by it alone: it differs too.
 	hosttest.Write(t, root, "etc/rdma/site-modules/roce.conf", "ib_umad\n")
 	hosttest.Write(t, root, "etc/rdma/modules/infiniband.conf", "ib_ipoib\n")
-	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityWarn, "infiniband.conf differ", "")
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", doctor.SeverityWarn, "infiniband.conf differ", "")
 }
 
 // MLNX_OFED's openibd (test/coexist/mlnx-ofed: its unit, enabled, ONBOOT=yes)
@@ -129,12 +130,12 @@ func TestCoexistRDMALoadModulesOtherDirectory(t *testing.T) {
 func TestCoexistRDMALoadModulesOpenibd(t *testing.T) {
 	root := withCoexist(t, "mlnx-ofed")
 	pol := withPolicy(parsePolicy(t, ""))
-	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", doctor.SeverityWarn,
 		"RDMA modules are loaded by rdmad ([modules] enable) and by MLNX_OFED's openibd (/usr/lib/systemd/system/openibd.service, enabled by /etc/systemd/system/sysinit.target.wants/openibd.service, ONBOOT=yes in /etc/infiniband/openib.conf)",
 		"set [modules] enable = false; or rdmad: systemctl disable openibd.service and set ONBOOT=no in /etc/infiniband/openib.conf")
 
 	hosttest.Write(t, root, "usr/lib/systemd/system/rdma-load-modules@.service", "[Unit]\n")
-	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", doctor.SeverityWarn,
 		"rdmad ([modules] enable), rdma-core's rdma-load-modules@",
 		"set [modules] enable = false and systemctl mask rdma-load-modules@")
 	if f := find(diagnose(t, root, withPolicy(parsePolicy(t, "[modules]\nenable = false\n"))), "coexist-rdma-load-modules", "host"); f != nil {
@@ -142,21 +143,21 @@ func TestCoexistRDMALoadModulesOpenibd(t *testing.T) {
 	}
 
 	hosttest.Write(t, root, "etc/infiniband/openib.conf", "ONBOOT=no\n")
-	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityOK, "harmless", "")
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", doctor.SeverityOK, "harmless", "")
 	hosttest.Write(t, root, "etc/infiniband/openib.conf", "ONBOOT=\"yes\"\n")
-	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityWarn, "openibd", "")
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", doctor.SeverityWarn, "openibd", "")
 
 	if err := os.Remove(filepath.Join(root, "etc/systemd/system/sysinit.target.wants/openibd.service")); err != nil {
 		t.Fatal(err)
 	}
-	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityOK, "harmless", "")
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", doctor.SeverityOK, "harmless", "")
 	if err := os.Symlink("/usr/lib/systemd/system/openibd.service", filepath.Join(root, "etc/systemd/system/sysinit.target.wants/openibd.service")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("/dev/null", filepath.Join(root, "etc/systemd/system/openibd.service")); err != nil {
 		t.Fatal(err)
 	}
-	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", dbusapi.SeverityOK, "harmless", "")
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", doctor.SeverityOK, "harmless", "")
 }
 
 // withCoexist lays test/coexist/<name> (the files another manager leaves
@@ -180,13 +181,13 @@ func TestCoexistNVIDIADriver(t *testing.T) {
 		t.Fatalf("no driver container, yet: %+v", f)
 	}
 	root := withCoexist(t, "nvidia-driver")
-	f := mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-nvidia-driver", "host", dbusapi.SeverityWarn,
+	f := mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-nvidia-driver", "host", doctor.SeverityWarn,
 		"(/run/mellanox/drivers/.driver-ready), and rdmad's [modules] loads rdma.conf, infiniband.conf, roce.conf, iwarp.conf, opa.conf of /etc/rdma/modules",
 		"the driver container: set [modules] enable = false")
 	if !strings.Contains(f.Fix, "remove ofedDriver from the NicClusterPolicy") {
 		t.Errorf("fix %q: want the operator's way to hand over too", f.Fix)
 	}
-	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, "[modules]\nenable = false\n"))), "coexist-nvidia-driver", "host"); f.Severity != dbusapi.SeverityOK {
+	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, "[modules]\nenable = false\n"))), "coexist-nvidia-driver", "host"); f.Severity != doctor.SeverityOK {
 		t.Errorf("[modules] enable = false: %s %q", f.Severity, f.Finding)
 	}
 
@@ -196,11 +197,11 @@ func TestCoexistNVIDIADriver(t *testing.T) {
 		t.Fatalf("driver container gone, yet: %+v", f)
 	}
 	hosttest.Write(t, root, "etc/modprobe.d/blacklist-ofed-modules.conf", "# blacklist ofed-related modules on host to prevent inbox or host OFED driver loading\n\nblacklist mlx5_core\nblacklist ib_core\n")
-	mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-nvidia-driver", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-nvidia-driver", "host", doctor.SeverityWarn,
 		"(/etc/modprobe.d/blacklist-ofed-modules.conf, written while it loads them)", "[modules] enable = false")
 
 	remove(t, root, "etc/rdma/modules")
-	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-nvidia-driver", "host"); f.Severity != dbusapi.SeverityOK || !strings.Contains(f.Finding, "no list") {
+	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-nvidia-driver", "host"); f.Severity != doctor.SeverityOK || !strings.Contains(f.Finding, "no list") {
 		t.Errorf("no module list: %s %q", f.Severity, f.Finding)
 	}
 }
@@ -211,7 +212,7 @@ func TestCoexistNVIDIADriver(t *testing.T) {
 func TestCoexistSRIOVOperator(t *testing.T) {
 	root := withCoexist(t, "sriov-operator")
 	netns := parsePolicy(t, "[netns]\nmode = \"shared\"\n")
-	f := mustFix(t, diagnose(t, root, withPolicy(netns)), "coexist-sriov-operator", "host", dbusapi.SeverityWarn,
+	f := mustFix(t, diagnose(t, root, withPolicy(netns)), "coexist-sriov-operator", "host", doctor.SeverityWarn,
 		`by sriov-network-operator (exclusive at /etc/modprobe.d/sriov_network_operator_modules_config.conf:2, its SriovNetworkPoolConfig rdmaMode, also put on the kernel command line) and by rdmad's [netns] mode = "shared" (/etc/rdma/rdmad.toml:2)`,
 		"leave [netns] mode undeclared in rdmad (remove it from /etc/rdma/rdmad.toml:2)")
 	if !strings.Contains(f.Fix, "or rdmad: remove rdmaMode from the SriovNetworkPoolConfig") {
@@ -219,11 +220,11 @@ func TestCoexistSRIOVOperator(t *testing.T) {
 	}
 	// rdmad's declaration loses at boot to the operator's file, which sorts
 	// later: the netns finding says whose file it is, not "edit it".
-	mustFix(t, diagnose(t, root, withPolicy(netns)), "netns-boot-differs", "host", dbusapi.SeverityFail,
+	mustFix(t, diagnose(t, root, withPolicy(netns)), "netns-boot-differs", "host", doctor.SeverityFail,
 		"ib_core starts exclusive at the next boot (/etc/modprobe.d/sriov_network_operator_modules_config.conf:2)",
 		"is sriov-network-operator's (its SriovNetworkPoolConfig rdmaMode; it rewrites the file): remove rdmaMode there, or leave [netns] mode undeclared in rdmad")
 	// The same mode on both sides is still two owners.
-	mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-sriov-operator", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-sriov-operator", "host", doctor.SeverityWarn,
 		`[netns] mode = "exclusive"`, "remove rdmaMode")
 
 	// Where rdmad's mode comes from decides how to withdraw it: a mode set
@@ -231,28 +232,28 @@ func TestCoexistSRIOVOperator(t *testing.T) {
 	// rdmad's own drop-in is changed with rdmactl, not edited.
 	runtime := parsePolicy(t, "")
 	runtime.Netns.Runtime = config.NetnsShared
-	f = mustFix(t, diagnose(t, root, withPolicy(runtime)), "coexist-sriov-operator", "host", dbusapi.SeverityWarn,
+	f = mustFix(t, diagnose(t, root, withPolicy(runtime)), "coexist-sriov-operator", "host", doctor.SeverityWarn,
 		`[netns] mode = "shared" (set at runtime with rdmactl netns set)`,
 		"leave [netns] mode undeclared in rdmad (the mode set at runtime lasts until rdmad restarts: restart it, or meanwhile rdmactl netns set exclusive to agree)")
 	if strings.Contains(f.Fix, "remove it from set at runtime") {
 		t.Errorf("fix %q", f.Fix)
 	}
 	netns.Netns.Runtime = config.NetnsExclusive
-	mustFix(t, diagnose(t, root, withPolicy(netns)), "coexist-sriov-operator", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root, withPolicy(netns)), "coexist-sriov-operator", "host", doctor.SeverityWarn,
 		`[netns] mode = "exclusive" (set at runtime with rdmactl netns set)`,
 		"rdmactl netns set exclusive to agree; then remove it from /etc/rdma/rdmad.toml:2)")
 	netns.Netns.Runtime = config.NetnsUnmanaged
-	mustFix(t, diagnose(t, root, withPolicy(persistedNetns(t, "shared"))), "coexist-sriov-operator", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root, withPolicy(persistedNetns(t, "shared"))), "coexist-sriov-operator", "host", doctor.SeverityWarn,
 		`[netns] mode = "shared" (/etc/rdma/rdmad.d/zz-rdmad-persist.toml:2, written by rdmactl netns set --persist)`,
 		"(it comes from rdmad's own drop-in /etc/rdma/rdmad.d/zz-rdmad-persist.toml:2, which rdmactl can change but not withdraw: rdmactl netns set exclusive --persist makes them agree)")
 
-	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-sriov-operator", "host"); f.Severity != dbusapi.SeverityOK || !strings.Contains(f.Finding, "sets RDMA netns mode exclusive (/etc/modprobe.d/sriov_network_operator_modules_config.conf:2") {
+	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-sriov-operator", "host"); f.Severity != doctor.SeverityOK || !strings.Contains(f.Finding, "sets RDMA netns mode exclusive (/etc/modprobe.d/sriov_network_operator_modules_config.conf:2") {
 		t.Errorf("rdmad declares no [netns]: %s %q", f.Severity, f.Finding)
 	}
 
 	// rdmaMode unset: the operator removes its file; rdmad's [netns] owns the mode.
 	remove(t, root, "etc/modprobe.d/sriov_network_operator_modules_config.conf")
-	if f := must(t, diagnose(t, root, withPolicy(netns)), "coexist-sriov-operator", "host"); f.Severity != dbusapi.SeverityOK || !strings.Contains(f.Finding, "/etc/sriov-operator, /etc/systemd/system/sriov-config.service) and sets no RDMA netns mode") {
+	if f := must(t, diagnose(t, root, withPolicy(netns)), "coexist-sriov-operator", "host"); f.Severity != doctor.SeverityOK || !strings.Contains(f.Finding, "/etc/sriov-operator, /etc/systemd/system/sriov-config.service) and sets no RDMA netns mode") {
 		t.Errorf("operator without rdmaMode: %s %q", f.Severity, f.Finding)
 	}
 	if f := find(diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-sriov-operator", "host"); f != nil {
@@ -281,7 +282,7 @@ func persistedNetns(t *testing.T, mode string) *config.Policy {
 // warning; what the checkpoint names is escaped.
 func TestCoexistRDMASharedDevicePlugin(t *testing.T) {
 	root := withCoexist(t, "rdma-shared-dev-plugin")
-	f := mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-rdma-shared-dev-plugin", "host", dbusapi.SeverityWarn,
+	f := mustFix(t, diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-rdma-shared-dev-plugin", "host", doctor.SeverityWarn,
 		`serves rdma/rdma_shared_device_a on this node (/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint)`,
 		`remove [netns] from /etc/rdma/rdmad.toml:2 or set mode = "shared"`)
 	if strings.Contains(f.Finding, "nvidia.com/hostdev") || !strings.Contains(f.Finding, `[netns] mode = "exclusive" (/etc/rdma/rdmad.toml:2)`) {
@@ -291,20 +292,20 @@ func TestCoexistRDMASharedDevicePlugin(t *testing.T) {
 	// command that makes it shared, not an edit.
 	runtime := parsePolicy(t, "")
 	runtime.Netns.Runtime = config.NetnsExclusive
-	mustFix(t, diagnose(t, root, withPolicy(runtime)), "coexist-rdma-shared-dev-plugin", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root, withPolicy(runtime)), "coexist-rdma-shared-dev-plugin", "host", doctor.SeverityWarn,
 		`[netns] mode = "exclusive" (set at runtime with rdmactl netns set)`, "with the shared device plugin, rdmactl netns set shared (it was set at runtime);")
 	runtime = parsePolicy(t, "[netns]\nmode = \"exclusive\"\n")
 	runtime.Netns.Runtime = config.NetnsExclusive
-	mustFix(t, diagnose(t, root, withPolicy(runtime)), "coexist-rdma-shared-dev-plugin", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root, withPolicy(runtime)), "coexist-rdma-shared-dev-plugin", "host", doctor.SeverityWarn,
 		`(set at runtime with rdmactl netns set)`, "rdmactl netns set shared --persist (the mode set at runtime, and /etc/rdma/rdmad.toml:2 for the next boot)")
-	f = mustFix(t, diagnose(t, root, withPolicy(persistedNetns(t, "exclusive"))), "coexist-rdma-shared-dev-plugin", "host", dbusapi.SeverityWarn,
+	f = mustFix(t, diagnose(t, root, withPolicy(persistedNetns(t, "exclusive"))), "coexist-rdma-shared-dev-plugin", "host", doctor.SeverityWarn,
 		`(/etc/rdma/rdmad.d/zz-rdmad-persist.toml:2, written by rdmactl netns set --persist)`,
 		"rdmactl netns set shared --persist (rdmad's own drop-in /etc/rdma/rdmad.d/zz-rdmad-persist.toml:2 declares it)")
 	if strings.Contains(f.Fix, "remove [netns] from") {
 		t.Errorf("fix %q asks to edit rdmad's own drop-in", f.Fix)
 	}
 	for _, pol := range []string{"", "[netns]\nmode = \"shared\"\n"} {
-		if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, pol))), "coexist-rdma-shared-dev-plugin", "host"); f.Severity != dbusapi.SeverityOK {
+		if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, pol))), "coexist-rdma-shared-dev-plugin", "host"); f.Severity != doctor.SeverityOK {
 			t.Errorf("policy %q: %s %q", pol, f.Severity, f.Finding)
 		}
 	}
@@ -316,8 +317,8 @@ func TestCoexistRDMASharedDevicePlugin(t *testing.T) {
 	}
 	hosttest.Write(t, root, cp, `{"Data":{"RegisteredDevices":{"rdma/a\u001b[2Jb":["0"]}}}`)
 	f = must(t, diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-rdma-shared-dev-plugin", "host")
-	if strings.Contains(f.Finding, "\x1b") || !strings.Contains(f.Finding, `rdma/a\x1b[2Jb`) {
-		t.Errorf("a control character in a resource name reached the finding: %q", f.Finding)
+	if p := bus.Findings([]doctor.Finding{f})[0]; strings.Contains(p.Finding, "\x1b") || !strings.Contains(p.Finding, `rdma/a\x1b[2Jb`) {
+		t.Errorf("a control character in a resource name is published: %q", p.Finding)
 	}
 	hosttest.Write(t, root, cp, `{"Data":`)
 	if f := find(diagnose(t, root, withPolicy(parsePolicy(t, "[netns]\nmode = \"exclusive\"\n"))), "coexist-rdma-shared-dev-plugin", "host"); f != nil {
@@ -332,11 +333,11 @@ func TestCoexistLLDPad(t *testing.T) {
 	root := withCoexist(t, "lldpad")
 	f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-lldpad", "host")
 	want := "lldpad runs (pid 4242 in /run/lldpad.pid, its socket @/com/intel/lldpad in /proc/net/unix, from /usr/lib/systemd/system/lldpad.socket) and its /var/lib/lldpad/lldpad.conf configures ens1f0np0; rdmad declares no [[qos]]"
-	if f.Severity != dbusapi.SeverityOK || !strings.HasPrefix(f.Finding, want) {
+	if f.Severity != doctor.SeverityOK || !strings.HasPrefix(f.Finding, want) {
 		t.Errorf("without [[qos]]: %s %q\nwant ok %q", f.Severity, f.Finding, want)
 	}
 	qosPol := parsePolicy(t, "[[qos]]\ndevice = \"mlx5_0\"\ntrust = \"dscp\"\npfc = [3]\n")
-	mustFix(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host", doctor.SeverityWarn,
 		"DCB has two agents on this host: lldpad runs (pid 4242", "systemctl disable --now lldpad.service lldpad.socket")
 	if f := must(t, diagnose(t, root, withPolicy(qosPol)), "coexist-lldpad", "host"); !strings.Contains(f.Finding, "[[qos]] at /etc/rdma/rdmad.toml:1") || !strings.Contains(f.Fix, "remove the [[qos]] rules from /etc/rdma/rdmad.toml and") {
 		t.Errorf("finding %q fix %q: want the rule's file:line and both ways to hand over", f.Finding, f.Fix)
@@ -348,7 +349,7 @@ func TestCoexistLLDPad(t *testing.T) {
 	}
 	twoFiles := parsePolicy(t, "[[qos]]\ndevice = \"mlx5_0\"\ntrust = \"dscp\"\npfc = [3]\n")
 	twoFiles.QoS = append(twoFiles.QoS, dropIn.QoS...)
-	mustFix(t, diagnose(t, root, withPolicy(twoFiles)), "coexist-lldpad", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root, withPolicy(twoFiles)), "coexist-lldpad", "host", doctor.SeverityWarn,
 		"rdmad's [[qos]] in /etc/rdma/rdmad.toml, /etc/rdma/rdmad.d/50-qos.toml sets PFC",
 		"remove the [[qos]] rules from /etc/rdma/rdmad.toml, /etc/rdma/rdmad.d/50-qos.toml and set PFC")
 

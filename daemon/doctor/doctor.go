@@ -2,8 +2,8 @@
 // usable, and if not, what exactly to do about it. It checks what the
 // operator guides end with (ibstat, ibv_devinfo, ulimit -l, rdma link, the
 // subnet manager, /etc/nfs.conf...) on the host as rdmad sees it, under its
-// --root like everything else, and returns one dbusapi.Finding per thing
-// checked: an id, a subject, ok/warn/fail, one line, and the fix.
+// --root like everything else, and returns one Finding per thing checked:
+// an id, a subject, ok/warn/fail, one line, and the fix.
 //
 // Doctor only reads. Every file goes through host's bounded reader (read.go);
 // what is not a file (the running RDMA netns mode) comes through a small
@@ -20,7 +20,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // PortRef names a port of a device; Port 0 is the device itself.
@@ -70,7 +69,7 @@ type Input struct {
 // of the same settings. A warn or fail finding that [doctor] ignore names
 // is then "ignored". It never fails: what it cannot read becomes a
 // finding or is skipped, and a cancelled ctx ends it with what it has.
-func Diagnose(ctx context.Context, in Input) []dbusapi.Finding {
+func Diagnose(ctx context.Context, in Input) []Finding {
 	d := &diag{in: in, h: in.Host, pol: in.Policy, unjudged: map[PortRef]bool{}}
 	if d.pol == nil {
 		d.pol = declaresNothing()
@@ -131,7 +130,7 @@ type diag struct {
 	h    *host.Host
 	pol  *config.Policy
 	devs []host.Device
-	out  []dbusapi.Finding
+	out  []Finding
 	// unjudged are the ports an [[expect]] rule declares unused: no
 	// finding is made about them but the one that says so.
 	unjudged map[PortRef]bool
@@ -152,49 +151,29 @@ func declaresNothing() *config.Policy {
 	return p
 }
 
-var hostSubject = dbusapi.Subject{Kind: "host"}
+var (
+	hostSubject   = reconcile.HostSubject()
+	portSubject   = reconcile.PortSubject
+	deviceSubject = reconcile.DeviceSubject
+	linkSubject   = reconcile.LinkSubject
+	netdevSubject = reconcile.NetdevSubject
+)
 
-func portSubject(dev string, port int) dbusapi.Subject {
-	return dbusapi.Subject{Kind: "port", Device: dev, Port: uint32(port)}
+// add records a finding.
+func (d *diag) add(sev Severity, id string, s reconcile.Subject, finding, fix string) {
+	d.out = append(d.out, Finding{ID: id, Subject: s, Severity: sev, Finding: finding, Fix: fix, Scope: scopeOf(id)})
 }
 
-func deviceSubject(dev string) dbusapi.Subject {
-	return dbusapi.Subject{Kind: "device", Device: dev}
+func (d *diag) ok(id string, s reconcile.Subject, finding string) {
+	d.add(SeverityOK, id, s, finding, "")
 }
 
-func linkSubject(name string) dbusapi.Subject {
-	return dbusapi.Subject{Kind: "link", Link: name}
+func (d *diag) warn(id string, s reconcile.Subject, finding, fix string) {
+	d.add(SeverityWarn, id, s, finding, fix)
 }
 
-func netdevSubject(n string) dbusapi.Subject {
-	return dbusapi.Subject{Kind: "netdev", Netdev: n}
-}
-
-// add records a finding. Everything is escaped here, once, so no byte read
-// from the host reaches the bus unescaped (dbusapi.Escape: valid UTF-8,
-// control characters and bad bytes as \xNN).
-func (d *diag) add(sev dbusapi.Severity, id string, s dbusapi.Subject, finding, fix string) {
-	s.Device, s.Link, s.Netdev = dbusapi.Escape(s.Device), dbusapi.Escape(s.Link), dbusapi.Escape(s.Netdev)
-	d.out = append(d.out, dbusapi.Finding{
-		ID:       id,
-		Subject:  s,
-		Severity: sev,
-		Finding:  dbusapi.Escape(finding),
-		Fix:      dbusapi.Escape(fix),
-		Scope:    scopeOf(id),
-	})
-}
-
-func (d *diag) ok(id string, s dbusapi.Subject, finding string) {
-	d.add(dbusapi.SeverityOK, id, s, finding, "")
-}
-
-func (d *diag) warn(id string, s dbusapi.Subject, finding, fix string) {
-	d.add(dbusapi.SeverityWarn, id, s, finding, fix)
-}
-
-func (d *diag) fail(id string, s dbusapi.Subject, finding, fix string) {
-	d.add(dbusapi.SeverityFail, id, s, finding, fix)
+func (d *diag) fail(id string, s reconcile.Subject, finding, fix string) {
+	d.add(SeverityFail, id, s, finding, fix)
 }
 
 // loadedModules is the kernel's module set, read once per run.

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/memlock"
 	"github.com/rdmad/rdmad/daemon/netns"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // On every fixture host doctor reports what is wrong there and nothing
@@ -57,10 +57,10 @@ func TestEachFixtureHostReportsWhatIsWrongThere(t *testing.T) {
 				t.Errorf("problems = %q\nwant %q\nall:\n%s", got, tc.want, dump(fs))
 			}
 			for _, f := range fs {
-				if f.Severity != dbusapi.SeverityOK && f.Fix == "" {
+				if f.Severity != doctor.SeverityOK && f.Fix == "" {
 					t.Errorf("%s %s has no fix", f.ID, f.Subject)
 				}
-				if f.Severity == dbusapi.SeverityOK && f.Fix != "" {
+				if f.Severity == doctor.SeverityOK && f.Fix != "" {
 					t.Errorf("ok finding %s has a fix %q", f.ID, f.Fix)
 				}
 				if strings.Contains(f.Finding, "\n") || f.Finding == "" {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -18,10 +19,10 @@ import (
 // health gate judges beyond the configuration.
 
 // failing lists the fail findings as "id subject".
-func failing(fs []dbusapi.Finding) []string {
+func failing(fs []doctor.Finding) []string {
 	var out []string
 	for _, f := range fs {
-		if f.Severity == dbusapi.SeverityFail {
+		if f.Severity == doctor.SeverityFail {
 			out = append(out, f.ID+" "+f.Subject.String())
 		}
 	}
@@ -36,11 +37,11 @@ func TestUncabledSecondPort(t *testing.T) {
 	setPort(t, root, "mlx5_1", 1, map[string]string{"state": "1: DOWN", "phys_state": "3: Disabled"})
 	hosttest.Write(t, root, "sys/class/net/ens1f1np1/carrier", "0\n")
 	fs := diagnose(t, root)
-	mustFix(t, fs, "port-no-carrier", "mlx5_1/1", dbusapi.SeverityWarn, "no carrier", "ethtool ens1f1np1")
+	mustFix(t, fs, "port-no-carrier", "mlx5_1/1", doctor.SeverityWarn, "no carrier", "ethtool ens1f1np1")
 
 	down := parsePolicy(t, "[[expect]]\ndevice = \"mlx5_1\"\nport = 1\nstate = \"down\"\n")
 	fs = diagnose(t, root, withPolicy(down))
-	f := mustFix(t, fs, "port-expected-down", "mlx5_1/1", dbusapi.SeverityOK, `unused by design, [[expect]] state = "down" at /etc/rdma/rdmad.toml:1`, "")
+	f := mustFix(t, fs, "port-expected-down", "mlx5_1/1", doctor.SeverityOK, `unused by design, [[expect]] state = "down" at /etc/rdma/rdmad.toml:1`, "")
 	for _, g := range fs {
 		if g.Subject.String() == "mlx5_1/1" && g.ID != f.ID {
 			t.Errorf("a port expected down has another finding: %s %s %q", g.Severity, g.ID, g.Finding)
@@ -49,8 +50,8 @@ func TestUncabledSecondPort(t *testing.T) {
 
 	up := parsePolicy(t, "[[expect]]\ndriver = \"mlx5_core\"\nstate = \"up\"\n")
 	fs = diagnose(t, root, withPolicy(up))
-	mustFix(t, fs, "port-no-carrier", "mlx5_1/1", dbusapi.SeverityFail, "[[expect]] at /etc/rdma/rdmad.toml:1 says up", "ethtool")
-	mustFix(t, fs, "port-active", "mlx5_0/1", dbusapi.SeverityOK, "as expected (up, [[expect]] at /etc/rdma/rdmad.toml:1)", "")
+	mustFix(t, fs, "port-no-carrier", "mlx5_1/1", doctor.SeverityFail, "[[expect]] at /etc/rdma/rdmad.toml:1 says up", "ethtool")
+	mustFix(t, fs, "port-active", "mlx5_0/1", doctor.SeverityOK, "as expected (up, [[expect]] at /etc/rdma/rdmad.toml:1)", "")
 }
 
 // A port trained below the declared rate or width fails naming both.
@@ -59,14 +60,14 @@ func TestExpectedRateAndWidth(t *testing.T) {
 	pol := parsePolicy(t, "[[expect]]\ndriver = \"mlx5_core\"\nstate = \"up\"\nrate = 100\nwidth = \"4X\"\n\n[[expect]]\ndevice = \"mlx5_1\"\nrate = 200\n")
 	setPort(t, root, "mlx5_0", 1, map[string]string{"rate": "50 Gb/sec (2X HDR)"})
 	fs := diagnose(t, root, withPolicy(pol))
-	mustFix(t, fs, "port-rate-low", "mlx5_0/1", dbusapi.SeverityFail, "runs at 50 Gb/s (50 Gb/sec (2X HDR)), below the 100 Gb/s [[expect]] at /etc/rdma/rdmad.toml:1 declares", "ibstat mlx5_0 1")
-	mustFix(t, fs, "port-width-low", "mlx5_0/1", dbusapi.SeverityFail, "trained at 2X", "mlxlink -d mlx5_0 -p 1")
-	mustFix(t, fs, "port-rate-low", "mlx5_1/1", dbusapi.SeverityFail, "below the 200 Gb/s [[expect]] at /etc/rdma/rdmad.toml:7", "")
+	mustFix(t, fs, "port-rate-low", "mlx5_0/1", doctor.SeverityFail, "runs at 50 Gb/s (50 Gb/sec (2X HDR)), below the 100 Gb/s [[expect]] at /etc/rdma/rdmad.toml:1 declares", "ibstat mlx5_0 1")
+	mustFix(t, fs, "port-width-low", "mlx5_0/1", doctor.SeverityFail, "trained at 2X", "mlxlink -d mlx5_0 -p 1")
+	mustFix(t, fs, "port-rate-low", "mlx5_1/1", doctor.SeverityFail, "below the 200 Gb/s [[expect]] at /etc/rdma/rdmad.toml:7", "")
 	if f := find(fs, "port-active", "mlx5_0/1"); f != nil {
 		t.Errorf("a port below its expectation is also active: %+v", f)
 	}
 	setPort(t, root, "mlx5_0", 1, map[string]string{"rate": "200 Gb/sec (4X HDR)"})
-	mustFix(t, diagnose(t, root, withPolicy(pol)), "port-active", "mlx5_0/1", dbusapi.SeverityOK, "as expected (up, at least 100 Gb/s, at least 4X", "")
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "port-active", "mlx5_0/1", doctor.SeverityOK, "as expected (up, at least 100 Gb/s, at least 4X", "")
 }
 
 // The PCIe link: below what the device can do is a warning; below what
@@ -74,11 +75,11 @@ func TestExpectedRateAndWidth(t *testing.T) {
 func TestPCIeLink(t *testing.T) {
 	root := hosttest.Copy(t, "mlx5")
 	fs := diagnose(t, root)
-	mustFix(t, fs, "pcie-link", "mlx5_0", dbusapi.SeverityOK, "mlx5_0 (0000:3b:00.0): PCIe link 8.0 GT/s x16, the most the device can do", "")
+	mustFix(t, fs, "pcie-link", "mlx5_0", doctor.SeverityOK, "mlx5_0 (0000:3b:00.0): PCIe link 8.0 GT/s x16, the most the device can do", "")
 	pci := "sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/"
 	hosttest.Write(t, root, pci+"current_link_width", "8\n")
 	fs = diagnose(t, root)
-	mustFix(t, fs, "pcie-link-degraded", "mlx5_0", dbusapi.SeverityWarn, "PCIe link 8.0 GT/s x8, below the 8.0 GT/s x16 the device can do", "lspci -vv -s 0000:3b:00.0")
+	mustFix(t, fs, "pcie-link-degraded", "mlx5_0", doctor.SeverityWarn, "PCIe link 8.0 GT/s x8, below the 8.0 GT/s x16 the device can do", "lspci -vv -s 0000:3b:00.0")
 	for _, f := range failing(fs) {
 		if strings.HasPrefix(f, "pcie") {
 			t.Errorf("a degraded link without an expectation fails: %v", f)
@@ -86,9 +87,9 @@ func TestPCIeLink(t *testing.T) {
 	}
 	// Declared: x8 is what this site's slots give; x4 would not do.
 	pol := parsePolicy(t, "[[expect]]\npci = \"0000:3b:00.*\"\npcie = \"8.0 GT/s x8\"\n")
-	mustFix(t, diagnose(t, root, withPolicy(pol)), "pcie-link", "mlx5_0", dbusapi.SeverityOK, "as expected (at least 8.0 GT/s x8", "")
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "pcie-link", "mlx5_0", doctor.SeverityOK, "as expected (at least 8.0 GT/s x8", "")
 	hosttest.Write(t, root, pci+"current_link_speed", "2.5 GT/s PCIe\n")
-	mustFix(t, diagnose(t, root, withPolicy(pol)), "pcie-link-degraded", "mlx5_0", dbusapi.SeverityFail, "PCIe link 2.5 GT/s x8, below the 8.0 GT/s x8 [[expect]] at /etc/rdma/rdmad.toml:1 declares", "")
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "pcie-link-degraded", "mlx5_0", doctor.SeverityFail, "PCIe link 2.5 GT/s x8, below the 8.0 GT/s x8 [[expect]] at /etc/rdma/rdmad.toml:1 declares", "")
 	// A virtual function's link is its physical function's.
 	hosttest.Write(t, root, pci+"physfn/uevent", "")
 	if f := find(diagnose(t, root), "pcie-link-degraded", "mlx5_0"); f != nil {
@@ -134,7 +135,7 @@ rate = 25
 		t.Errorf("expect-unmatched:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	pol = parsePolicy(t, "[[expect]]\ndriver = \"mlx5_core\"\nstate = \"up\"\n")
-	mustFix(t, diagnose(t, root, withPolicy(pol)), "expect-rules-matched", "host", dbusapi.SeverityOK, "every [[expect]] rule (1)", "")
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "expect-rules-matched", "host", doctor.SeverityOK, "every [[expect]] rule (1)", "")
 }
 
 // An InfiniBand port with link but no subnet manager is a warning for two
@@ -151,17 +152,17 @@ func TestNoSubnetManagerGrace(t *testing.T) {
 		}
 	}
 	fs := diagnose(t, root, view(start.Add(90*time.Second), start.Add(10*time.Second)))
-	mustFix(t, fs, "port-no-sm", "mlx4_0/1", dbusapi.SeverityWarn, "link up for 1m20s: this fails once it has been up for 2m0s", "opensm")
+	mustFix(t, fs, "port-no-sm", "mlx4_0/1", doctor.SeverityWarn, "link up for 1m20s: this fails once it has been up for 2m0s", "opensm")
 	fs = diagnose(t, root, view(start.Add(131*time.Second), start.Add(10*time.Second)))
-	mustFix(t, fs, "port-no-sm", "mlx4_0/1", dbusapi.SeverityFail, "no subnet manager", "opensm")
+	mustFix(t, fs, "port-no-sm", "mlx4_0/1", doctor.SeverityFail, "no subnet manager", "opensm")
 	// Up before rdmad started: the grace counts from rdmad's start.
 	fs = diagnose(t, root, view(start.Add(time.Minute), start.Add(-time.Hour)))
-	mustFix(t, fs, "port-no-sm", "mlx4_0/1", dbusapi.SeverityWarn, "link up for 1m0s", "")
+	mustFix(t, fs, "port-no-sm", "mlx4_0/1", doctor.SeverityWarn, "link up for 1m0s", "")
 	fs = diagnose(t, root, view(start.Add(3*time.Minute), start.Add(-time.Hour)))
-	mustFix(t, fs, "port-no-sm", "mlx4_0/1", dbusapi.SeverityFail, "", "")
+	mustFix(t, fs, "port-no-sm", "mlx4_0/1", doctor.SeverityFail, "", "")
 	// Not seen up yet by the monitor: it just came up.
 	fs = diagnose(t, root, view(start.Add(time.Hour), time.Time{}))
-	mustFix(t, fs, "port-no-sm", "mlx4_0/1", dbusapi.SeverityWarn, "link up for 0s", "")
+	mustFix(t, fs, "port-no-sm", "mlx4_0/1", doctor.SeverityWarn, "link up for 0s", "")
 }
 
 // [doctor] ignore: a matching warn or fail finding is listed as ignored,
@@ -176,16 +177,16 @@ func TestIgnoredFindings(t *testing.T) {
 	pol.Doctor = extra.Doctor
 	fs := diagnose(t, root, withPolicy(pol))
 	f := must(t, fs, "port-no-sm", "mlx4_0/1")
-	if f.Severity != dbusapi.SeverityIgnored || f.IgnoredSeverity != dbusapi.SeverityFail || f.IgnoredBy != "/etc/rdma/rdmad.toml:2" {
+	if f.Severity != doctor.SeverityIgnored || f.IgnoredSeverity != doctor.SeverityFail || f.IgnoredBy != "/etc/rdma/rdmad.toml:2" {
 		t.Errorf("port-no-sm mlx4_0/1: %+v", f)
 	}
-	if f := must(t, fs, "port-no-sm", "mlx4_0/2"); f.Severity != dbusapi.SeverityFail || f.IgnoredBy != "" {
+	if f := must(t, fs, "port-no-sm", "mlx4_0/2"); f.Severity != doctor.SeverityFail || f.IgnoredBy != "" {
 		t.Errorf("mlx4_0/2 is not ignored: %+v", f)
 	}
-	if f := must(t, fs, "config-loaded", "host"); f.Severity != dbusapi.SeverityOK {
+	if f := must(t, fs, "config-loaded", "host"); f.Severity != doctor.SeverityOK {
 		t.Errorf("an ok finding became %s", f.Severity)
 	}
-	if n := dbusapi.CountFailed(fs); n != 1 {
+	if n := dbusapi.CountFailed(bus.Findings(fs)); n != 1 {
 		t.Errorf("%d failing, want 1 (the ignored one does not count)", n)
 	}
 }
@@ -195,11 +196,11 @@ func TestIgnoredFindings(t *testing.T) {
 func TestFindingScopes(t *testing.T) {
 	fs := diagnose(t, readyIB(t))
 	for _, f := range fs {
-		if f.Scope != dbusapi.ScopePolicy && f.Scope != dbusapi.ScopeHost {
+		if f.Scope != doctor.ScopePolicy && f.Scope != doctor.ScopeHost {
 			t.Errorf("%s has scope %q", f.ID, f.Scope)
 		}
 	}
-	for id, want := range map[string]string{"config-loaded": "policy", "netns-mode": "policy", "port-active": "host", "verbs-ready": "host", "memlock-login": "policy"} {
+	for id, want := range map[string]doctor.Scope{"config-loaded": "policy", "netns-mode": "policy", "port-active": "host", "verbs-ready": "host", "memlock-login": "policy"} {
 		for _, f := range fs {
 			if f.ID == id && f.Scope != want {
 				t.Errorf("%s: scope %s, want %s", id, f.Scope, want)
@@ -238,11 +239,11 @@ func TestErrorCounters(t *testing.T) {
 		hosttest.Write(t, root, port1+"local_link_integrity_errors", "15\n")
 	})
 	fs := diagnose(t, root, func(in *doctor.Input) { in.Health = v })
-	mustFix(t, fs, "counter-increase", "mlx4_0/1", dbusapi.SeverityFail,
+	mustFix(t, fs, "counter-increase", "mlx4_0/1", doctor.SeverityFail,
 		"mlx4_0/1: error counters rose since rdmad first read them at 2026-03-01T08:00:00Z: symbol_error +57 (more than 10 an hour, the default); local_link_integrity_errors +15 (more than 10 an hour, the default)",
 		"reseat or replace the cable")
-	mustFix(t, fs, "counter-saturated", "mlx4_0/1", dbusapi.SeverityWarn, "local_link_integrity_errors at 15", "perfquery -R -C mlx4_0 -P 1")
-	mustFix(t, fs, "counters", "mlx4_0/2", dbusapi.SeverityOK, "mlx4_0/2: 12 error counters steady since rdmad first read them at 2026-03-01T08:00:00Z", "")
+	mustFix(t, fs, "counter-saturated", "mlx4_0/1", doctor.SeverityWarn, "local_link_integrity_errors at 15", "perfquery -R -C mlx4_0 -P 1")
+	mustFix(t, fs, "counters", "mlx4_0/2", doctor.SeverityOK, "mlx4_0/2: 12 error counters steady since rdmad first read them at 2026-03-01T08:00:00Z", "")
 	if f := must(t, fs, "counters", "mlx4_0/2"); strings.Contains(f.Finding, "not available") {
 		t.Errorf("absent driver statistics listed: %q", f.Finding)
 	}
@@ -268,7 +269,7 @@ func TestErrorCounters(t *testing.T) {
 func TestCountersNotAvailable(t *testing.T) {
 	root := hosttest.Copy(t, "rxe-ready")
 	v := counterView(t, root, func() {})
-	mustFix(t, diagnose(t, root, func(in *doctor.Input) { in.Health = v }), "counters", "rxe0/1", dbusapi.SeverityOK, "no error counter available (symbol_error (absent)", "")
+	mustFix(t, diagnose(t, root, func(in *doctor.Input) { in.Health = v }), "counters", "rxe0/1", doctor.SeverityOK, "no error counter available (symbol_error (absent)", "")
 }
 
 // Flaps: link_downed rising, and on an Ethernet port the carrier losses
@@ -277,7 +278,7 @@ func TestFlaps(t *testing.T) {
 	root := hosttest.Copy(t, "mlx5")
 	v := counterView(t, root, func() {}, "ens1f0np0", "ens1f0np0", "ens1f0np0")
 	fs := diagnose(t, root, func(in *doctor.Input) { in.Health = v })
-	mustFix(t, fs, "port-flapping", "mlx5_0/1", dbusapi.SeverityFail, "lost its link 3 times since rdmad first read them at 2026-03-01T08:00:00Z (carrier losses of ens1f0np0; more than 2 an hour, the default)", "cable")
+	mustFix(t, fs, "port-flapping", "mlx5_0/1", doctor.SeverityFail, "lost its link 3 times since rdmad first read them at 2026-03-01T08:00:00Z (carrier losses of ens1f0np0; more than 2 an hour, the default)", "cable")
 	if f := find(fs, "port-flapping", "mlx5_1/1"); f != nil {
 		t.Errorf("mlx5_1 flaps: %+v", f)
 	}
@@ -285,7 +286,7 @@ func TestFlaps(t *testing.T) {
 	v = counterView(t, root, func() {
 		hosttest.Write(t, root, "sys/class/infiniband/mlx4_0/ports/2/counters/link_downed", "5\n")
 	})
-	mustFix(t, diagnose(t, root, func(in *doctor.Input) { in.Health = v }), "port-flapping", "mlx4_0/2", dbusapi.SeverityFail, "4 times", "")
+	mustFix(t, diagnose(t, root, func(in *doctor.Input) { in.Health = v }), "port-flapping", "mlx4_0/2", doctor.SeverityFail, "4 times", "")
 }
 
 // addrs is a fixed AddrReader.
@@ -311,28 +312,28 @@ func TestRoCENetdevs(t *testing.T) {
 		in.Addrs = addrs{"ens1f0np0": {"192.168.1.5"}, "ens1f1np1": {"192.168.2.5", "2001:db8::5"}}
 	}
 	fs := diagnose(t, root, in)
-	mustFix(t, fs, "roce-mtu", "mlx5_0/1", dbusapi.SeverityOK, "ens1f0np0 has MTU 9000: RoCE MTU 4096", "")
-	mustFix(t, fs, "roce-gids", "mlx5_0/1", dbusapi.SeverityOK, "a RoCE v2 GID for each of the 1 addresses of ens1f0np0", "")
-	mustFix(t, fs, "roce-gid-missing", "mlx5_1/1", dbusapi.SeverityWarn, "no RoCE v2 GID for 192.168.2.5, 2001:db8::5 of ens1f1np1", "ip addr del/add")
+	mustFix(t, fs, "roce-mtu", "mlx5_0/1", doctor.SeverityOK, "ens1f0np0 has MTU 9000: RoCE MTU 4096", "")
+	mustFix(t, fs, "roce-gids", "mlx5_0/1", doctor.SeverityOK, "a RoCE v2 GID for each of the 1 addresses of ens1f0np0", "")
+	mustFix(t, fs, "roce-gid-missing", "mlx5_1/1", doctor.SeverityWarn, "no RoCE v2 GID for 192.168.2.5, 2001:db8::5 of ens1f1np1", "ip addr del/add")
 
 	// iboe_get_mtu: 4192 is the least MTU for RoCE MTU 4096; 1500 gives 1024.
 	hosttest.Write(t, root, "sys/class/net/ens1f0np0/mtu", "4192\n")
-	mustFix(t, diagnose(t, root), "roce-mtu", "mlx5_0/1", dbusapi.SeverityOK, "RoCE MTU 4096", "")
+	mustFix(t, diagnose(t, root), "roce-mtu", "mlx5_0/1", doctor.SeverityOK, "RoCE MTU 4096", "")
 	hosttest.Write(t, root, "sys/class/net/ens1f0np0/mtu", "1500\n")
-	mustFix(t, diagnose(t, root), "roce-mtu-small", "mlx5_0/1", dbusapi.SeverityWarn, "MTU 1500, so RoCE carries at most 1024 bytes a packet (4096 needs a netdev MTU of at least 4192)", "ip link set dev ens1f0np0 mtu 9000")
+	mustFix(t, diagnose(t, root), "roce-mtu-small", "mlx5_0/1", doctor.SeverityWarn, "MTU 1500, so RoCE carries at most 1024 bytes a packet (4096 needs a netdev MTU of at least 4192)", "ip link set dev ens1f0np0 mtu 9000")
 	// rxe takes 80 bytes of headers.
 	rxe := hosttest.Copy(t, "rxe-ready")
 	hosttest.Write(t, rxe, "sys/class/net/veth0/mtu", "4175\n")
-	mustFix(t, diagnose(t, rxe), "roce-mtu-small", "rxe0/1", dbusapi.SeverityWarn, "at most 2048 bytes", "")
+	mustFix(t, diagnose(t, rxe), "roce-mtu-small", "rxe0/1", doctor.SeverityWarn, "at most 2048 bytes", "")
 	hosttest.Write(t, rxe, "sys/class/net/veth0/mtu", "4176\n")
-	mustFix(t, diagnose(t, rxe), "roce-mtu", "rxe0/1", dbusapi.SeverityOK, "", "")
+	mustFix(t, diagnose(t, rxe), "roce-mtu", "rxe0/1", doctor.SeverityOK, "", "")
 }
 
 // A declared TOS comes with what it reaches: RDMA-CM only.
 func TestTOSScopeNote(t *testing.T) {
 	root := hosttest.Copy(t, "mlx5")
 	pol := parsePolicy(t, "[[roce]]\ndriver = \"mlx5_core\"\ntos = 106\n")
-	mustFix(t, diagnose(t, root, withPolicy(pol)), "roce-tos-scope", "host", dbusapi.SeverityOK,
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "roce-tos-scope", "host", doctor.SeverityOK,
 		"the declared TOS 106 on mlx5_0/1 mlx5_1/1 is default_roce_tos: it applies to RDMA-CM connections only; verbs programs that set up their own queue pairs, UCX and NCCL set their own traffic class (UCX_IB_TRAFFIC_CLASS=106 NCCL_IB_TC=106", "")
 	if f := find(diagnose(t, root), "roce-tos-scope", "host"); f != nil {
 		t.Errorf("no TOS declared, yet: %+v", f)
@@ -345,10 +346,10 @@ func TestJobServiceMemlock(t *testing.T) {
 	root := hosttest.Copy(t, "rxe-ready") // [memlock] services = true: DefaultLimitMEMLOCK=infinity
 	hosttest.Write(t, root, "usr/lib/systemd/system/slurmd.service", "[Service]\nExecStart=/usr/sbin/slurmd -D\nLimitMEMLOCK=infinity\n")
 	fs := diagnose(t, root)
-	mustFix(t, fs, "memlock-job-service", "host", dbusapi.SeverityOK, "slurmd and the jobs it starts get memlock unlimited (LimitMEMLOCK=infinity at /usr/lib/systemd/system/slurmd.service:3)", "")
+	mustFix(t, fs, "memlock-job-service", "host", doctor.SeverityOK, "slurmd and the jobs it starts get memlock unlimited (LimitMEMLOCK=infinity at /usr/lib/systemd/system/slurmd.service:3)", "")
 	// A drop-in for every service (service.d) lowers it.
 	hosttest.Write(t, root, "etc/systemd/system/service.d/90-memlock.conf", "[Service]\nLimitMEMLOCK=64M\n")
-	mustFix(t, diagnose(t, root), "memlock-job-service-low", "host", dbusapi.SeverityFail,
+	mustFix(t, diagnose(t, root), "memlock-job-service-low", "host", doctor.SeverityFail,
 		"slurmd and the jobs it starts get memlock 64 MiB (LimitMEMLOCK=64M at /etc/systemd/system/service.d/90-memlock.conf:2), below the declared unlimited",
 		"systemctl edit slurmd.service, add [Service] LimitMEMLOCK=infinity, then systemctl restart slurmd")
 	// Without [memlock]: the built-in default is a warning, and a unit
@@ -357,8 +358,8 @@ func TestJobServiceMemlock(t *testing.T) {
 	hosttest.Write(t, bare, "usr/lib/systemd/system/pbs_mom.service", "[Service]\nExecStart=/opt/pbs/sbin/pbs_mom\n")
 	pol := parsePolicy(t, "[memlock]\ncheck_units = [\"gpu-agent\"]\n")
 	fs = diagnose(t, bare, withPolicy(pol))
-	mustFix(t, fs, "memlock-job-service-low", "host", dbusapi.SeverityWarn, "pbs_mom and the jobs it starts get memlock 8 MiB", "LimitMEMLOCK=infinity")
-	mustFix(t, fs, "memlock-job-service-missing", "host", dbusapi.SeverityWarn, "gpu-agent.service, listed in [memlock] check_units at /etc/rdma/rdmad.toml:2, is not installed", "")
+	mustFix(t, fs, "memlock-job-service-low", "host", doctor.SeverityWarn, "pbs_mom and the jobs it starts get memlock 8 MiB", "LimitMEMLOCK=infinity")
+	mustFix(t, fs, "memlock-job-service-missing", "host", doctor.SeverityWarn, "gpu-agent.service, listed in [memlock] check_units at /etc/rdma/rdmad.toml:2, is not installed", "")
 	if pol.Memlock != nil {
 		t.Error("check_units made rdmad manage memlock")
 	}
@@ -373,7 +374,7 @@ func TestHealthyHostsPassTheGate(t *testing.T) {
 			root = readyIB(t)
 		}
 		v := counterView(t, root, func() {})
-		for _, fs := range [][]dbusapi.Finding{diagnose(t, root), diagnose(t, root, func(in *doctor.Input) { in.Health = v })} {
+		for _, fs := range [][]doctor.Finding{diagnose(t, root), diagnose(t, root, func(in *doctor.Input) { in.Health = v })} {
 			if f := failing(fs); len(f) > 0 {
 				t.Errorf("%s fails: %v\n%s", name, f, dump(fs))
 			}

@@ -21,7 +21,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // policyOf loads the configuration of a host tree (none: defaults).
@@ -73,7 +72,7 @@ type afterPass struct{ k *hosttest.Kernel }
 // option gives one, the state doctor judges is what rdmad's parts see of
 // the host as it is (reconcile.Observe: nothing written), with their
 // checks, as a running rdmad hands it over.
-func diagnose(t *testing.T, root string, opts ...any) []dbusapi.Finding {
+func diagnose(t *testing.T, root string, opts ...any) []doctor.Finding {
 	t.Helper()
 	in := doctor.Input{Host: host.New(root), Policy: policyOf(t, root)}
 	var k dcb.Kernel
@@ -128,10 +127,10 @@ func withPolicy(p *config.Policy) func(*doctor.Input) {
 }
 
 // problems lists the findings that are not ok as "severity id subject".
-func problems(fs []dbusapi.Finding) []string {
+func problems(fs []doctor.Finding) []string {
 	out := []string{}
 	for _, f := range fs {
-		if f.Severity != dbusapi.SeverityOK {
+		if f.Severity != doctor.SeverityOK {
 			out = append(out, fmt.Sprintf("%s %s %s", f.Severity, f.ID, f.Subject))
 		}
 	}
@@ -140,7 +139,7 @@ func problems(fs []dbusapi.Finding) []string {
 }
 
 // find returns the finding with id about subject ("host", "rxe0/1"...).
-func find(fs []dbusapi.Finding, id, subject string) *dbusapi.Finding {
+func find(fs []doctor.Finding, id, subject string) *doctor.Finding {
 	for i := range fs {
 		if fs[i].ID == id && fs[i].Subject.String() == subject {
 			return &fs[i]
@@ -150,7 +149,7 @@ func find(fs []dbusapi.Finding, id, subject string) *dbusapi.Finding {
 }
 
 // must returns the finding or fails the test, showing what there is.
-func must(t *testing.T, fs []dbusapi.Finding, id, subject string) dbusapi.Finding {
+func must(t *testing.T, fs []doctor.Finding, id, subject string) doctor.Finding {
 	t.Helper()
 	f := find(fs, id, subject)
 	if f == nil {
@@ -160,7 +159,7 @@ func must(t *testing.T, fs []dbusapi.Finding, id, subject string) dbusapi.Findin
 }
 
 // mustFix checks severity and that finding and fix say the given things.
-func mustFix(t *testing.T, fs []dbusapi.Finding, id, subject string, sev dbusapi.Severity, inFinding, inFix string) dbusapi.Finding {
+func mustFix(t *testing.T, fs []doctor.Finding, id, subject string, sev doctor.Severity, inFinding, inFix string) doctor.Finding {
 	t.Helper()
 	f := must(t, fs, id, subject)
 	if f.Severity != sev || !strings.Contains(f.Finding, inFinding) || !strings.Contains(f.Fix, inFix) {
@@ -170,14 +169,14 @@ func mustFix(t *testing.T, fs []dbusapi.Finding, id, subject string, sev dbusapi
 }
 
 // clean fails when the host has any finding that is not ok.
-func clean(t *testing.T, fs []dbusapi.Finding) {
+func clean(t *testing.T, fs []doctor.Finding) {
 	t.Helper()
 	if p := problems(fs); len(p) > 0 {
 		t.Errorf("unexpected problems %v in:\n%s", p, dump(fs))
 	}
 }
 
-func dump(fs []dbusapi.Finding) string {
+func dump(fs []doctor.Finding) string {
 	var b strings.Builder
 	for _, f := range fs {
 		fmt.Fprintf(&b, "  %-4s %-24s %-10s %s | %s\n", f.Severity, f.ID, f.Subject, f.Finding, f.Fix)

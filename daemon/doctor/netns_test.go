@@ -9,7 +9,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // fakeNetns stands in for netns.RDMANetlink (tested against the real
@@ -29,7 +28,7 @@ func (f *fakeNetns) SetMode(config.NetnsMode) error { return syscall.EBUSY }
 
 func TestNetnsMode(t *testing.T) {
 	t.Run("declared, persisted, running", func(t *testing.T) {
-		mustFix(t, diagnose(t, readyIB(t)), "netns-mode", "host", dbusapi.SeverityOK,
+		mustFix(t, diagnose(t, readyIB(t)), "netns-mode", "host", doctor.SeverityOK,
 			"RDMA netns mode exclusive as declared, at boot too (/etc/modprobe.d/rdmad-netns.conf:3)", "")
 	})
 	t.Run("persisted mode waits for a reboot", func(t *testing.T) {
@@ -38,32 +37,32 @@ func TestNetnsMode(t *testing.T) {
 		root := readyIB(t)
 		hosttest.Write(t, root, "sys/module/ib_core/parameters/netns_mode", "Y\n")
 		fs := diagnose(t, root, withNetns{&fakeNetns{mode: config.NetnsShared}}, afterPass{hosttest.NewKernel(root)})
-		mustFix(t, fs, "netns-mode-differs", "host", dbusapi.SeverityWarn,
+		mustFix(t, fs, "netns-mode-differs", "host", doctor.SeverityWarn,
 			"RDMA netns mode is shared, declared exclusive", "reboot, or delete the other network namespaces")
-		mustFix(t, fs, "netns-mode-differs", "host", dbusapi.SeverityWarn, "EBUSY", "")
+		mustFix(t, fs, "netns-mode-differs", "host", doctor.SeverityWarn, "EBUSY", "")
 	})
 	t.Run("modprobe.d file missing", func(t *testing.T) {
 		root := readyIB(t)
 		remove(t, root, "etc/modprobe.d/rdmad-netns.conf")
-		mustFix(t, diagnose(t, root), "netns-boot-differs", "host", dbusapi.SeverityFail,
+		mustFix(t, diagnose(t, root), "netns-boot-differs", "host", doctor.SeverityFail,
 			`[netns] mode = "exclusive" is declared, but ib_core starts shared at the next boot (ib_core's default)`, "rdmactl reconcile")
 	})
 	t.Run("a later modprobe.d file overrides rdmad's", func(t *testing.T) {
 		root := readyIB(t)
 		hosttest.Write(t, root, "usr/lib/modprobe.d/zz-ib.conf", "options ib-core netns_mode=1 other=2\n")
-		mustFix(t, diagnose(t, root), "netns-boot-differs", "host", dbusapi.SeverityFail,
+		mustFix(t, diagnose(t, root), "netns-boot-differs", "host", doctor.SeverityFail,
 			"starts shared at the next boot (/usr/lib/modprobe.d/zz-ib.conf:1)", "remove netns_mode from /usr/lib/modprobe.d/zz-ib.conf:1")
 	})
 	t.Run("kernel command line", func(t *testing.T) {
 		root := readyIB(t)
 		hosttest.Write(t, root, "proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ib_core.netns_mode=1\n")
-		mustFix(t, diagnose(t, root), "netns-boot-differs", "host", dbusapi.SeverityFail,
+		mustFix(t, diagnose(t, root), "netns-boot-differs", "host", doctor.SeverityFail,
 			"on the kernel command line", "remove ib_core.netns_mode= from the kernel command line")
 	})
 	t.Run("switched by hand, not declared", func(t *testing.T) {
 		root := hosttest.Copy(t, "rxe-ready")
 		hosttest.Write(t, root, "sys/module/ib_core/parameters/netns_mode", "N\n")
-		mustFix(t, diagnose(t, root), "netns-not-persistent", "host", dbusapi.SeverityWarn,
+		mustFix(t, diagnose(t, root), "netns-not-persistent", "host", doctor.SeverityWarn,
 			"RDMA netns mode is exclusive, but ib_core starts shared at the next boot", `rdmactl netns set exclusive --persist ([netns] mode = "exclusive" in /etc/rdma/rdmad.toml)`)
 	})
 	t.Run("runtime change without persist", func(t *testing.T) {
@@ -71,28 +70,28 @@ func TestNetnsMode(t *testing.T) {
 		hosttest.Write(t, root, "sys/module/ib_core/parameters/netns_mode", "N\n")
 		pol := policyOf(t, root)
 		pol.Netns.Runtime = config.NetnsExclusive
-		mustFix(t, diagnose(t, root, withPolicy(pol)), "netns-mode", "host", dbusapi.SeverityOK,
+		mustFix(t, diagnose(t, root, withPolicy(pol)), "netns-mode", "host", doctor.SeverityOK,
 			"exclusive, set at runtime without persist (at boot: shared", "")
 		hosttest.Write(t, root, "sys/module/ib_core/parameters/netns_mode", "Y\n")
 		mustFix(t, diagnose(t, root, withPolicy(pol), withNetns{&fakeNetns{mode: config.NetnsShared}}, afterPass{hosttest.NewKernel(root)}),
-			"netns-mode-differs", "host", dbusapi.SeverityFail,
+			"netns-mode-differs", "host", doctor.SeverityFail,
 			"RDMA netns mode is shared, declared exclusive at runtime", "rdmactl netns set exclusive")
 	})
 	t.Run("reader asked only without sysfs, and only with ib_core", func(t *testing.T) {
 		root := hosttest.Copy(t, "rxe-ready")
 		remove(t, root, "sys/module/ib_core/parameters")
 		reader := &fakeNetns{mode: config.NetnsExclusive}
-		mustFix(t, diagnose(t, root, withNetns{reader}), "netns-not-persistent", "host", dbusapi.SeverityWarn, "is exclusive", "")
+		mustFix(t, diagnose(t, root, withNetns{reader}), "netns-not-persistent", "host", doctor.SeverityWarn, "is exclusive", "")
 		if reader.calls != 1 {
 			t.Errorf("reader called %d times", reader.calls)
 		}
 		reader.err, reader.mode = errors.New("netlink: no"), ""
-		mustFix(t, diagnose(t, root, withNetns{reader}), "netns-mode", "host", dbusapi.SeverityOK, "mode unknown, not declared", "")
+		mustFix(t, diagnose(t, root, withNetns{reader}), "netns-mode", "host", doctor.SeverityOK, "mode unknown, not declared", "")
 		// Without ib_core, RDMA netlink would load it: not asked.
 		reader.calls = 0
 		hosttest.Write(t, root, "proc/modules", "configfs 1 0 - Live 0x0\n")
 		remove(t, root, "sys/module/ib_core")
-		mustFix(t, diagnose(t, root, withNetns{reader}), "netns-mode", "host", dbusapi.SeverityOK, "unknown (ib_core not loaded)", "")
+		mustFix(t, diagnose(t, root, withNetns{reader}), "netns-mode", "host", doctor.SeverityOK, "unknown (ib_core not loaded)", "")
 		if reader.calls != 0 {
 			t.Errorf("reader asked without ib_core: %d calls", reader.calls)
 		}
@@ -102,7 +101,7 @@ func TestNetnsMode(t *testing.T) {
 func TestInitramfsOlderThanNetnsOption(t *testing.T) {
 	root := readyIB(t)
 	touch(t, root, "etc/modprobe.d/rdmad-netns.conf", time.Now().Add(time.Minute))
-	mustFix(t, diagnose(t, root), "netns-initramfs-stale", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root), "netns-initramfs-stale", "host", doctor.SeverityWarn,
 		"ib_core loads from the initramfs (/etc/initramfs-tools/modules lists mlx4_ib)", "update-initramfs -u -k 6.1.0-28-amd64")
 
 	// A module without ib_core in its dependencies keeps ib_core out.
@@ -116,10 +115,10 @@ func TestInitramfsOlderThanNetnsOption(t *testing.T) {
 	hosttest.Write(t, root, "etc/dracut.conf.d/50-ib.conf", "# RDMA boot\nadd_drivers+=\" mlx4_ib \"\n")
 	hosttest.Write(t, root, "boot/initramfs-6.1.0-28-amd64.img", "")
 	touch(t, root, "boot/initramfs-6.1.0-28-amd64.img", time.Now().Add(-time.Hour))
-	mustFix(t, diagnose(t, root), "netns-initramfs-stale", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root), "netns-initramfs-stale", "host", doctor.SeverityWarn,
 		"add_drivers at /etc/dracut.conf.d/50-ib.conf:2 adds mlx4_ib", "dracut -f --kver 6.1.0-28-amd64")
 	hosttest.Write(t, root, "etc/dracut.conf.d/50-ib.conf", "add_dracutmodules+=\" rdma \"\n")
-	mustFix(t, diagnose(t, root), "netns-initramfs-stale", "host", dbusapi.SeverityWarn, "adds the rdma module", "dracut -f")
+	mustFix(t, diagnose(t, root), "netns-initramfs-stale", "host", doctor.SeverityWarn, "adds the rdma module", "dracut -f")
 	// Rebuilt: fine.
 	touch(t, root, "boot/initramfs-6.1.0-28-amd64.img", time.Now().Add(time.Hour))
 	clean(t, diagnose(t, root))
@@ -130,7 +129,7 @@ func TestConfigError(t *testing.T) {
 	fs := diagnose(t, root, func(in *doctor.Input) {
 		in.ConfigError = errors.New("/etc/rdma/rdmad.d/50-x.toml:3: roce[0].mode: \"v3\" is not v1 or v2\nsecond problem")
 	})
-	mustFix(t, fs, "config-error", "host", dbusapi.SeverityFail,
+	mustFix(t, fs, "config-error", "host", doctor.SeverityFail,
 		`the configuration does not load; rdmad applies the last one that loaded (nothing declared if none ever did): /etc/rdma/rdmad.d/50-x.toml:3: roce[0].mode: "v3" is not v1 or v2; second problem`,
 		"rdmactl reload")
 	if f := find(fs, "config-loaded", "host"); f != nil {

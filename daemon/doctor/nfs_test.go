@@ -3,8 +3,8 @@ package doctor_test
 import (
 	"testing"
 
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 const ibReadyModulesNoRPCRDMA = "configfs 1 0 - Live 0x0\nib_core 1 0 - Live 0x0\nib_cm 1 0 - Live 0x0\niw_cm 1 0 - Live 0x0\nrdma_cm 1 0 - Live 0x0\n" +
@@ -12,12 +12,12 @@ const ibReadyModulesNoRPCRDMA = "configfs 1 0 - Live 0x0\nib_core 1 0 - Live 0x0
 
 func TestNFSOverRDMA(t *testing.T) {
 	t.Run("enabled, listening", func(t *testing.T) {
-		mustFix(t, diagnose(t, readyIB(t)), "nfs-rdma", "host", dbusapi.SeverityOK, "nfsd listens for NFS over RDMA on port 20049 (/etc/nfs.conf:3)", "")
+		mustFix(t, diagnose(t, readyIB(t)), "nfs-rdma", "host", doctor.SeverityOK, "nfsd listens for NFS over RDMA on port 20049 (/etc/nfs.conf:3)", "")
 	})
 	t.Run("server module missing", func(t *testing.T) {
 		root := readyIB(t)
 		hosttest.Write(t, root, "proc/modules", ibReadyModulesNoRPCRDMA)
-		mustFix(t, diagnose(t, root), "nfs-rdma-module-missing", "host", dbusapi.SeverityFail,
+		mustFix(t, diagnose(t, root), "nfs-rdma-module-missing", "host", doctor.SeverityFail,
 			"svcrdma (rpcrdma) is not loaded", "modprobe svcrdma; systemctl restart nfs-server")
 	})
 	t.Run("svcrdma is an alias of the loaded rpcrdma", func(t *testing.T) {
@@ -29,13 +29,13 @@ func TestNFSOverRDMA(t *testing.T) {
 	t.Run("nfsd does not listen", func(t *testing.T) {
 		root := readyIB(t)
 		hosttest.Write(t, root, "proc/fs/nfsd/portlist", "tcp 2049\ntcp 2049\n")
-		mustFix(t, diagnose(t, root), "nfs-rdma-not-listening", "host", dbusapi.SeverityFail,
+		mustFix(t, diagnose(t, root), "nfs-rdma-not-listening", "host", doctor.SeverityFail,
 			"enabled on port 20049 (/etc/nfs.conf:3), but nfsd does not listen there", "systemctl restart nfs-server")
 	})
 	t.Run("nfsd not running", func(t *testing.T) {
 		root := readyIB(t)
 		remove(t, root, "proc/fs/nfsd")
-		mustFix(t, diagnose(t, root), "nfs-rdma-not-listening", "host", dbusapi.SeverityFail,
+		mustFix(t, diagnose(t, root), "nfs-rdma-not-listening", "host", doctor.SeverityFail,
 			"the NFS server is not running", "systemctl enable --now nfs-server")
 	})
 	t.Run("iWARP listener seen as a TCP socket", func(t *testing.T) {
@@ -56,20 +56,20 @@ func TestNFSOverRDMA(t *testing.T) {
 	t.Run("listening but not in nfs.conf", func(t *testing.T) {
 		root := readyIB(t)
 		hosttest.Write(t, root, "etc/nfs.conf", "[nfsd]\nthreads=16\n")
-		mustFix(t, diagnose(t, root), "nfs-rdma-not-persistent", "host", dbusapi.SeverityWarn,
+		mustFix(t, diagnose(t, root), "nfs-rdma-not-persistent", "host", doctor.SeverityWarn,
 			"does not enable it", "set rdma=y and rdma-port=20049 in [nfsd] of /etc/nfs.conf")
 	})
 	t.Run("not enabled", func(t *testing.T) {
 		root := readyIB(t)
 		hosttest.Write(t, root, "etc/nfs.conf", "[nfsd]\nrdma=n\n[mountd]\nrdma=y\n")
 		remove(t, root, "proc/fs/nfsd")
-		mustFix(t, diagnose(t, root), "nfs-rdma-off", "host", dbusapi.SeverityOK, "not enabled", "")
+		mustFix(t, diagnose(t, root), "nfs-rdma-off", "host", doctor.SeverityOK, "not enabled", "")
 	})
 	t.Run("older rdma=PORT and nfs.conf.d", func(t *testing.T) {
 		root := readyIB(t)
 		hosttest.Write(t, root, "etc/nfs.conf", "[nfsd]\nrdma=y\n")
 		hosttest.Write(t, root, "etc/nfs.conf.d/local.conf", "[NFSD]\n rdma = 20050\n")
-		mustFix(t, diagnose(t, root), "nfs-rdma-not-listening", "host", dbusapi.SeverityFail,
+		mustFix(t, diagnose(t, root), "nfs-rdma-not-listening", "host", doctor.SeverityFail,
 			"enabled on port 20050 (/etc/nfs.conf.d/local.conf:2)", "echo 'rdma 20050' > /proc/fs/nfsd/portlist")
 		hosttest.Write(t, root, "proc/fs/nfsd/portlist", "rdma 20050\n")
 		must(t, diagnose(t, root), "nfs-rdma", "host")
@@ -78,6 +78,6 @@ func TestNFSOverRDMA(t *testing.T) {
 		root := readyIB(t)
 		hosttest.Write(t, root, "etc/nfs.conf", "[nfsd]\nrdma=yes\nrdma-port=nfsrdma-alt\n")
 		hosttest.Write(t, root, "etc/services", "nfs\t\t2049/tcp\nnfsrdma-alt\t20051/tcp\n")
-		mustFix(t, diagnose(t, root), "nfs-rdma-not-listening", "host", dbusapi.SeverityFail, "port 20051", "")
+		mustFix(t, diagnose(t, root), "nfs-rdma-not-listening", "host", doctor.SeverityFail, "port 20051", "")
 	})
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
-	"github.com/rdmad/rdmad/dbusapi"
+	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
 // A declaration made over D-Bus (rdmactl, Cockpit) sits after every file:
@@ -75,12 +75,12 @@ type overrides struct {
 }
 
 type overrideFinding struct {
-	subject dbusapi.Subject
+	subject reconcile.Subject
 	reasons []string
 	fixes   []string
 }
 
-func (o *overrides) add(s dbusapi.Subject, reason, fix string) {
+func (o *overrides) add(s reconcile.Subject, reason, fix string) {
 	key := s.String()
 	f, ok := o.byKey[key]
 	if !ok {

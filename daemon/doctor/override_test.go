@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // The site's files declare a TOS, a link and the netns mode; rdmad's drop-in
@@ -76,7 +76,7 @@ netdev = "ens1f0np0"
 			t.Errorf("mlx5_0/1: %q lacks %q", f.Finding, want)
 		}
 	}
-	if f.Severity != dbusapi.SeverityWarn || f.Fix != "rdmactl roce unset mlx5_0/1 --persist" || f.Scope != dbusapi.ScopePolicy {
+	if f.Severity != doctor.SeverityWarn || f.Fix != "rdmactl roce unset mlx5_0/1 --persist" || f.Scope != doctor.ScopePolicy {
 		t.Errorf("mlx5_0/1: %+v", f)
 	}
 	f = must(t, fs, "override", "mlx5_1/1")

@@ -11,7 +11,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // checkLinks: every declared soft link exists, or says what it waits for.
@@ -118,9 +117,9 @@ func (d *diag) checkPort(dev *host.Device, p *host.Port) {
 		d.ok("port-expected-down", s, fmt.Sprintf("%s (%s) is not judged: unused by design, [[expect]] state = \"down\" at %s", name, state, want.StateSource))
 		return
 	}
-	sev, expected := dbusapi.SeverityWarn, ""
+	sev, expected := SeverityWarn, ""
 	if want.State == config.ExpectUp {
-		sev, expected = dbusapi.SeverityFail, fmt.Sprintf("; [[expect]] at %s says up", want.StateSource)
+		sev, expected = SeverityFail, fmt.Sprintf("; [[expect]] at %s says up", want.StateSource)
 	}
 	up := p.State == "ACTIVE" && (p.PhysState == "LinkUp" || p.PhysState == "")
 	if !up && netdev != "" && !fabricManaged(t) {

@@ -9,12 +9,12 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
-func findings(fs []dbusapi.Finding, id string) []dbusapi.Finding {
-	var out []dbusapi.Finding
+func findings(fs []doctor.Finding, id string) []doctor.Finding {
+	var out []doctor.Finding
 	for _, f := range fs {
 		if f.ID == id {
 			out = append(out, f)
@@ -30,12 +30,12 @@ func TestLosslessRoCE(t *testing.T) {
 	k := dcbtest.New()
 	k.Add("ens1f0np0")
 	k.Add("ens1f1np1")
-	run := func() []dbusapi.Finding {
+	run := func() []doctor.Finding {
 		return findings(diagnose(t, root, withPolicy(pol), withDCB(k)), "roce-lossless")
 	}
 	// PFC off, trust pcp (no DSCP entries).
 	fs := run()
-	if len(fs) != 1 || fs[0].Severity != dbusapi.SeverityWarn || !strings.Contains(fs[0].Finding, "TOS 106 = DSCP 26") || !strings.Contains(fs[0].Finding, "trusts PCP") {
+	if len(fs) != 1 || fs[0].Severity != doctor.SeverityWarn || !strings.Contains(fs[0].Finding, "TOS 106 = DSCP 26") || !strings.Contains(fs[0].Finding, "trusts PCP") {
 		t.Fatalf("pcp, PFC off: %+v", fs)
 	}
 	// Trust dscp with the default table, PFC off for 3.
@@ -46,7 +46,7 @@ func TestLosslessRoCE(t *testing.T) {
 	k.Update("ens1f0np0", func(n *dcbtest.Netdev) { n.Apps = full })
 	fs = run()
 	want := "RoCE on ens1f0np0 uses TOS 106 = DSCP 26 -> priority 3, PFC off for 3: RoCE traffic is lossy"
-	if len(fs) != 1 || fs[0].Severity != dbusapi.SeverityWarn || fs[0].Finding != want {
+	if len(fs) != 1 || fs[0].Severity != doctor.SeverityWarn || fs[0].Finding != want {
 		t.Fatalf("dscp, PFC off: %+v", fs)
 	}
 	if fix := fs[0].Fix; !strings.Contains(fix, `qos = [{ device = "mlx5_0", port = 1, trust = "dscp", pfc = [3] }]`) ||
@@ -56,7 +56,7 @@ func TestLosslessRoCE(t *testing.T) {
 	// PFC on 3: lossless.
 	k.Update("ens1f0np0", func(n *dcbtest.Netdev) { n.PFC.Enabled = 0x08 })
 	fs = run()
-	if len(fs) != 1 || fs[0].Severity != dbusapi.SeverityOK || !strings.Contains(fs[0].Finding, "PFC on for 3: lossless") {
+	if len(fs) != 1 || fs[0].Severity != doctor.SeverityOK || !strings.Contains(fs[0].Finding, "PFC on for 3: lossless") {
 		t.Fatalf("PFC on 3: %+v", fs)
 	}
 	// DSCP 26 mapped to 4 while PFC is on for 3 only: lossy, and PFC is
@@ -64,7 +64,7 @@ func TestLosslessRoCE(t *testing.T) {
 	k.Update("ens1f0np0", func(n *dcbtest.Netdev) { n.Apps = append([]dcb.App{dcb.DSCP(26, 4)}, full[:26]...) })
 	all := diagnose(t, root, withPolicy(pol), withDCB(k))
 	fs = findings(all, "roce-lossless")
-	if len(fs) != 1 || fs[0].Severity != dbusapi.SeverityWarn || !strings.Contains(fs[0].Finding, "-> priority 4, PFC off for 4") ||
+	if len(fs) != 1 || fs[0].Severity != doctor.SeverityWarn || !strings.Contains(fs[0].Finding, "-> priority 4, PFC off for 4") ||
 		!strings.Contains(fs[0].Fix, "pfc = [3, 4]") {
 		t.Fatalf("26 -> 4: %+v", fs)
 	}
@@ -89,11 +89,11 @@ func TestQoSOwnerAndVFFindings(t *testing.T) {
 	}
 	all := diagnose(t, root, withPolicy(pol), withDCB(k))
 	owner := findings(all, "qos-owner")
-	if len(owner) != 1 || owner[0].Severity != dbusapi.SeverityWarn || !strings.Contains(owner[0].Finding, "managed by the adapter's firmware") {
+	if len(owner) != 1 || owner[0].Severity != doctor.SeverityWarn || !strings.Contains(owner[0].Finding, "managed by the adapter's firmware") {
 		t.Errorf("owner: %+v", owner)
 	}
 	vf := findings(all, "qos-vf")
-	if len(vf) != 1 || vf[0].Severity != dbusapi.SeverityOK || !strings.Contains(vf[0].Finding, "mlx5_1/1") {
+	if len(vf) != 1 || vf[0].Severity != doctor.SeverityOK || !strings.Contains(vf[0].Finding, "mlx5_1/1") {
 		t.Errorf("vf: %+v", vf)
 	}
 }
@@ -103,7 +103,7 @@ func TestInitramfsOlderThanMLX4Options(t *testing.T) {
 	hosttest.Write(t, root, "etc/initramfs-tools/modules", "mlx4_en\n")
 	hosttest.Write(t, root, "etc/modprobe.d/rdmad-mlx4-pfc.conf", "# Managed by rdmad\noptions mlx4_en pfctx=0x08 pfcrx=0x08\n")
 	touch(t, root, "etc/modprobe.d/rdmad-mlx4-pfc.conf", time.Now().Add(time.Minute))
-	mustFix(t, diagnose(t, root), "qos-mlx4-initramfs-stale", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root), "qos-mlx4-initramfs-stale", "host", doctor.SeverityWarn,
 		"mlx4_en loads from the initramfs (/etc/initramfs-tools/modules lists mlx4_en)", "update-initramfs -u -k 6.1.0-28-amd64")
 	// Rebuilt since: nothing to say.
 	touch(t, root, "boot/initrd.img-6.1.0-28-amd64", time.Now().Add(time.Hour))
@@ -121,7 +121,7 @@ func TestQoSOwnerWithoutTOS(t *testing.T) {
 	k.Add("ens1f0np0").DCBX = dcb.CapLLDManaged | dcb.CapVerIEEE
 	k.Add("ens1f1np1")
 	all := diagnose(t, root, withPolicy(pol), withDCB(k))
-	if owner := findings(all, "qos-owner"); len(owner) != 1 || owner[0].Severity != dbusapi.SeverityWarn {
+	if owner := findings(all, "qos-owner"); len(owner) != 1 || owner[0].Severity != doctor.SeverityWarn {
 		t.Errorf("owner: %+v", owner)
 	}
 	if fs := findings(all, "roce-lossless"); len(fs) != 0 {

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
@@ -24,13 +26,13 @@ func TestIPoIBModeAndMTU(t *testing.T) {
 	hosttest.Write(t, root, ibDev+"/net/ib1/mtu", "65520\n")
 	hosttest.Write(t, root, ibDev+"/net/ib0/mtu", "2044\n")
 	fs := diagnose(t, root)
-	mustFix(t, fs, "ipoib-mtu-too-large", "netdev ib1", dbusapi.SeverityFail,
+	mustFix(t, fs, "ipoib-mtu-too-large", "netdev ib1", doctor.SeverityFail,
 		"IPoIB ib1 on mlx4_0/2: datagram mode, MTU 65520: datagram mode carries at most the IB MTU less 4 bytes", "ip link set dev ib1 mtu 4092")
-	mustFix(t, fs, "ipoib-connected-small-mtu", "netdev ib0", dbusapi.SeverityWarn,
+	mustFix(t, fs, "ipoib-connected-small-mtu", "netdev ib0", doctor.SeverityWarn,
 		"IPoIB ib0 on mlx4_0/1: connected mode, MTU 2044", "ip link set dev ib0 mtu 65520")
 
 	hosttest.Write(t, root, ibDev+"/net/ib0/mtu", "70000\n")
-	mustFix(t, diagnose(t, root), "ipoib-mtu-too-large", "netdev ib0", dbusapi.SeverityFail, "connected mode carries at most 65520", "mtu 65520")
+	mustFix(t, diagnose(t, root), "ipoib-mtu-too-large", "netdev ib0", doctor.SeverityFail, "connected mode carries at most 65520", "mtu 65520")
 
 	// A P_Key child interface has no PCI device of its own; an Ethernet
 	// interface (type 1) is not IPoIB.
@@ -42,7 +44,7 @@ func TestIPoIBModeAndMTU(t *testing.T) {
 	}
 	hosttest.Write(t, root, "sys/class/net/eth0/type", "1\n")
 	fs = diagnose(t, root)
-	mustFix(t, fs, "ipoib", "netdev ib1.8002", dbusapi.SeverityOK, "IPoIB ib1.8002: datagram mode, MTU 2044", "")
+	mustFix(t, fs, "ipoib", "netdev ib1.8002", doctor.SeverityOK, "IPoIB ib1.8002: datagram mode, MTU 2044", "")
 	if f := find(fs, "ipoib", "netdev eth0"); f != nil {
 		t.Errorf("Ethernet interface reported as IPoIB: %+v", f)
 	}
@@ -68,9 +70,9 @@ func TestHostileHostFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	done := make(chan []dbusapi.Finding)
+	done := make(chan []doctor.Finding)
 	go func() { done <- diagnose(t, root) }()
-	var fs []dbusapi.Finding
+	var fs []doctor.Finding
 	select {
 	case fs = <-done:
 	case <-time.After(20 * time.Second):
@@ -80,19 +82,28 @@ func TestHostileHostFiles(t *testing.T) {
 	// falls back to the services default, and the oversized limits.conf is
 	// not read at all (not even its first line).
 	must(t, fs, "nfs-rdma-not-persistent", "host")
-	mustFix(t, fs, "netns-mode", "host", dbusapi.SeverityOK, "exclusive declared, ib_core starts in it at boot (/etc/modprobe.d/rdmad-netns.conf:3); running mode unknown", "")
-	mustFix(t, fs, "memlock-login", "host", dbusapi.SeverityOK, "DefaultLimitMEMLOCK=infinity", "")
-	doc, err := dbusapi.EncodeFindings(fs)
+	mustFix(t, fs, "netns-mode", "host", doctor.SeverityOK, "exclusive declared, ib_core starts in it at boot (/etc/modprobe.d/rdmad-netns.conf:3); running mode unknown", "")
+	mustFix(t, fs, "memlock-login", "host", doctor.SeverityOK, "DefaultLimitMEMLOCK=infinity", "")
+	// Doctor says what the host holds; the bus publishes it escaped.
+	mustFix(t, fs, "ipoib", "netdev ib\xff\x1b[31m", doctor.SeverityOK, "IPoIB ib\xff\x1b[31m: data\xfegram mode, MTU 2044", "")
+	wire := bus.Findings(fs)
+	doc, err := dbusapi.EncodeFindings(wire)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !utf8.ValidString(doc) || strings.ContainsRune(doc, 0x1b) {
 		t.Fatalf("published document is not clean UTF-8")
 	}
-	mustFix(t, fs, "ipoib", `netdev ib\xff\x1b[31m`, dbusapi.SeverityOK, `IPoIB ib\xff\x1b[31m: data\xfegram mode, MTU 2044`, "")
 	var back []dbusapi.Finding
 	if err := json.Unmarshal([]byte(doc), &back); err != nil || len(back) != len(fs) {
 		t.Fatalf("document does not decode: %v", err)
+	}
+	i := slices.IndexFunc(back, func(f dbusapi.Finding) bool { return f.ID == "ipoib" && strings.HasPrefix(f.Subject.Netdev, `ib\xff`) })
+	if i < 0 {
+		t.Fatal("no ipoib finding for the hostile netdev published")
+	}
+	if back[i].Subject.String() != `netdev ib\xff\x1b[31m` || back[i].Finding != `IPoIB ib\xff\x1b[31m: data\xfegram mode, MTU 2044` {
+		t.Errorf("published ipoib finding is not escaped: %+v", back[i])
 	}
 }
 

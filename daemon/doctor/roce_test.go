@@ -5,8 +5,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 func TestDeclaredRoCEAppliedIsOK(t *testing.T) {
@@ -14,7 +14,7 @@ func TestDeclaredRoCEAppliedIsOK(t *testing.T) {
 	hosttest.Write(t, root, "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos", "106\n")
 	pol := parsePolicy(t, "[[roce]]\ndevice = \"mlx5_0\"\nmode = \"v2\"\ntos = 106\n")
 	fs := diagnose(t, root, withPolicy(pol))
-	mustFix(t, fs, "policy-applied", "mlx5_0/1", dbusapi.SeverityOK, "mlx5_0/1: as declared: RoCE mode RoCE v2 (/etc/rdma/rdmad.toml:1), RoCE TOS 106 (/etc/rdma/rdmad.toml:1)", "")
+	mustFix(t, fs, "policy-applied", "mlx5_0/1", doctor.SeverityOK, "mlx5_0/1: as declared: RoCE mode RoCE v2 (/etc/rdma/rdmad.toml:1), RoCE TOS 106 (/etc/rdma/rdmad.toml:1)", "")
 	if f := find(fs, "policy-applied", "mlx5_1/1"); f != nil {
 		t.Errorf("a port without declaration is reported: %+v", f)
 	}
@@ -28,7 +28,7 @@ func TestDeclaredRoCEModeTheKernelRefuses(t *testing.T) {
 	k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
 	pol := parsePolicy(t, "[[roce]]\ndevice = \"rxe*\"\nmode = \"v1\"\n")
 	fs := diagnose(t, root, withPolicy(pol), afterPass{k})
-	mustFix(t, fs, "roce-mode-differs", "rxe0/1", dbusapi.SeverityFail,
+	mustFix(t, fs, "roce-mode-differs", "rxe0/1", doctor.SeverityFail,
 		`rxe0/1: RoCE mode is RoCE v2, declared IB/RoCE v1 at /etc/rdma/rdmad.toml:1: set rxe0 port 1 default_roce_mode to "IB/RoCE v1": the port does not support this value`,
 		"rxe0/1 supports only RoCE v2: change mode at /etc/rdma/rdmad.toml:1")
 }
@@ -38,12 +38,12 @@ func TestDeclaredTOSNotInKernel(t *testing.T) {
 	pol := parsePolicy(t, "[[roce]]\ndevice = \"*\"\ntos = 106\n")
 	fs := diagnose(t, root, withPolicy(pol))
 	for _, p := range []string{"mlx5_0/1", "mlx5_1/1"} {
-		mustFix(t, fs, "roce-tos-differs", p, dbusapi.SeverityFail, "RoCE TOS is 0, declared 106 at /etc/rdma/rdmad.toml:1", "rdmactl reconcile")
+		mustFix(t, fs, "roce-tos-differs", p, doctor.SeverityFail, "RoCE TOS is 0, declared 106 at /etc/rdma/rdmad.toml:1", "rdmactl reconcile")
 	}
 	// No rdma_cm directory for the device yet: rdmad creates it, the
 	// values are unknown until then.
 	remove(t, root, "sys/kernel/config/rdma_cm/mlx5_1")
-	mustFix(t, diagnose(t, root, withPolicy(pol)), "roce-tos-differs", "mlx5_1/1", dbusapi.SeverityFail, "RoCE TOS is unknown", "rdmactl reconcile")
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "roce-tos-differs", "mlx5_1/1", doctor.SeverityFail, "RoCE TOS is unknown", "rdmactl reconcile")
 }
 
 func TestConfigfsMissing(t *testing.T) {
@@ -51,15 +51,15 @@ func TestConfigfsMissing(t *testing.T) {
 	root := hosttest.Copy(t, "mlx5")
 	remove(t, root, "sys/kernel/config")
 	fs := diagnose(t, root, withPolicy(pol))
-	mustFix(t, fs, "roce-configfs-missing", "host", dbusapi.SeverityFail,
+	mustFix(t, fs, "roce-configfs-missing", "host", doctor.SeverityFail,
 		"RoCE policy declared for mlx5_0/1 mlx5_1/1 cannot apply: configfs is not mounted", "mount -t configfs none /sys/kernel/config")
 	// Each declared setting says it does not hold, and why.
-	mustFix(t, fs, "roce-mode-differs", "mlx5_0/1", dbusapi.SeverityFail, "RoCE mode is unknown, declared RoCE v2 at /etc/rdma/rdmad.toml:1: configfs rdma_cm has no directory", "")
+	mustFix(t, fs, "roce-mode-differs", "mlx5_0/1", doctor.SeverityFail, "RoCE mode is unknown, declared RoCE v2 at /etc/rdma/rdmad.toml:1: configfs rdma_cm has no directory", "")
 
 	// Mounted, but rdma_cm has not registered its directory.
 	hosttest.Write(t, root, "proc/mounts", "sysfs /sys sysfs rw 0 0\nconfigfs /sys/kernel/config configfs rw,nosuid,nodev,noexec,relatime 0 0\n")
 	hosttest.Write(t, root, "sys/kernel/config/target/version", "x\n")
-	mustFix(t, diagnose(t, root, withPolicy(pol)), "roce-configfs-missing", "host", dbusapi.SeverityFail,
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "roce-configfs-missing", "host", doctor.SeverityFail,
 		"no rdma_cm directory", "modprobe rdma_cm")
 
 	// Nothing declared: the kernel defaults need no configfs.
@@ -71,7 +71,7 @@ func TestConfigfsMissing(t *testing.T) {
 func TestMixedRoCEModes(t *testing.T) {
 	root := hosttest.Copy(t, "mlx5")
 	hosttest.Write(t, root, "sys/kernel/config/rdma_cm/mlx5_1/ports/1/default_roce_mode", "IB/RoCE v1\n")
-	mustFix(t, diagnose(t, root), "roce-modes-mixed", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, root), "roce-modes-mixed", "host", doctor.SeverityWarn,
 		"IB/RoCE v1 on mlx5_1/1, RoCE v2 on mlx5_0/1; an RDMA-CM client in RoCE v2 cannot connect to a server in RoCE v1",
 		"rdmactl roce set mlx5_0/1 --mode v1 --persist")
 	if f := must(t, diagnose(t, root), "roce-modes-mixed", "host"); strings.Contains(f.Fix, "mlx5_1/1") {
@@ -89,6 +89,6 @@ func TestMixedRoCEModes(t *testing.T) {
 	for _, d := range []string{"mlx5_0", "mlx5_1"} {
 		hosttest.Write(t, demo, "sys/kernel/config/rdma_cm/"+d+"/ports/1/default_roce_mode", "IB/RoCE v1\n")
 	}
-	mustFix(t, diagnose(t, demo), "roce-modes-mixed", "host", dbusapi.SeverityWarn,
+	mustFix(t, diagnose(t, demo), "roce-modes-mixed", "host", doctor.SeverityWarn,
 		"RoCE v2 on rxe0/1", "no port can change")
 }

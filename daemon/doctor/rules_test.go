@@ -4,9 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // A rule that selects nothing is a warning naming its file and line; rules
@@ -55,7 +56,7 @@ tos = 1
 	var unmatched []string
 	for _, f := range fs {
 		if f.ID == "rule-unmatched" {
-			if f.Severity != dbusapi.SeverityWarn || f.Fix == "" {
+			if f.Severity != doctor.SeverityWarn || f.Fix == "" {
 				t.Errorf("rule-unmatched is %s with fix %q, want a warning with a fix", f.Severity, f.Fix)
 			}
 			unmatched = append(unmatched, f.Finding)
@@ -66,8 +67,8 @@ tos = 1
 		`[[roce]] rule at /etc/rdma/rdmad.toml:10 (pci="0000:3b:00.*" port 2) selects no device with port 2`,
 		// mlx4_0/1 is InfiniBand: the rule selects it and applies to nothing.
 		`[[roce]] rule at /etc/rdma/rdmad.toml:24 (device="mlx4_0" port 1) selects only ports that are not RoCE`,
-		// Escaped once, as published: the backslash is \\, not \\\\.
-		`[[roce]] rule at /etc/rdma/rdmad.toml:33 (device="weird\\*") selects no device`,
+		// As declared: the bus escapes it once when it publishes it.
+		`[[roce]] rule at /etc/rdma/rdmad.toml:33 (device="weird\*") selects no device`,
 		`[[roce]] rule set at runtime (rdmactl roce set without --persist) (device="mlx5_9" port 1) selects no device on this host`,
 		`[[vpi]] rule at /etc/rdma/rdmad.toml:20 (guid="dead:beef:0000:0001") selects no device on this host`,
 		`[[vpi]] rule at /etc/rdma/rdmad.toml:29 (device="mlx5_*") selects only devices that are not mlx4 VPI adapters`,
@@ -80,6 +81,14 @@ tos = 1
 			t.Errorf("finding %q, want it to hold %q", unmatched[i], w)
 		}
 	}
+	published := false
+	for _, f := range bus.Findings(fs) {
+		// Escaped once, as published: the backslash is \\, not \\\\.
+		published = published || strings.Contains(f.Finding, `(device="weird\\*") selects no device`)
+	}
+	if !published {
+		t.Errorf("the weird\\* rule's finding is not published escaped once")
+	}
 	for _, f := range fs {
 		if f.ID == "rule-unmatched" && strings.Contains(f.Finding, "at runtime") &&
 			(!strings.Contains(f.Fix, "until rdmad restarts") || strings.Contains(f.Fix, "delete")) {
@@ -91,7 +100,7 @@ tos = 1
 	}
 
 	matched := parsePolicy(t, "[[roce]]\ndevice = \"mlx5_*\"\ntos = 106\n[[vpi]]\ndriver = \"mlx4_core\"\nport = 2\ntype = \"eth\"\n")
-	mustFix(t, diagnose(t, root, withPolicy(matched)), "rules-matched", "host", dbusapi.SeverityOK, "(2)", "")
+	mustFix(t, diagnose(t, root, withPolicy(matched)), "rules-matched", "host", doctor.SeverityOK, "(2)", "")
 	fs = diagnose(t, root, withPolicy(parsePolicy(t, "")))
 	if f, g := find(fs, "rules-matched", "host"), find(fs, "rule-unmatched", "host"); f != nil || g != nil {
 		t.Errorf("a policy without rules gave %+v %+v", f, g)

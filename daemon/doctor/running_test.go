@@ -13,7 +13,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // runningFake is a running rdmad: Settled records that the snapshot, the
@@ -95,25 +94,25 @@ func TestConfigFindingsSayWhatIsInForce(t *testing.T) {
 		what     string
 		in       doctor.Input
 		id       string
-		sev      dbusapi.Severity
+		sev      doctor.Severity
 		has, fix string
 	}{
 		{"nothing", doctor.Input{ConfigError: errors.New("rdmad.toml:3: bad"), InForce: config.InForce{Origin: config.OriginNothing}},
-			"config-error", dbusapi.SeverityFail, "nothing declared is in force", "rdmactl reload"},
+			"config-error", doctor.SeverityFail, "nothing declared is in force", "rdmactl reload"},
 		{"last good", doctor.Input{ConfigError: errors.New("rdmad.toml:3: bad"),
 			InForce: config.InForce{Origin: config.OriginLastGood, Saved: saved, Files: []string{"/etc/rdma/rdmad.toml"}}},
-			"config-error", dbusapi.SeverityFail, "the last good configuration saved 2026-01-02T03:04:05Z (/etc/rdma/rdmad.toml)", "rdmactl reload"},
+			"config-error", doctor.SeverityFail, "the last good configuration saved 2026-01-02T03:04:05Z (/etc/rdma/rdmad.toml)", "rdmactl reload"},
 		{"unusable copy", doctor.Input{ConfigError: errors.New("rdmad.toml:3: bad"),
 			InForce: config.InForce{Origin: config.OriginNothing, Unusable: errors.New("no header")}},
-			"last-good", dbusapi.SeverityWarn, "the saved copy cannot be used: no header", "once they load"},
+			"last-good", doctor.SeverityWarn, "the saved copy cannot be used: no header", "once they load"},
 		{"blocked save", doctor.Input{InForce: config.InForce{Origin: config.OriginFiles, SaveError: notManaged}},
-			"last-good", dbusapi.SeverityWarn, "cannot be saved: save the last good configuration: /var/lib/rdmad/last-good-config.json", "move the file named away"},
+			"last-good", doctor.SeverityWarn, "cannot be saved: save the last good configuration: /var/lib/rdmad/last-good-config.json", "move the file named away"},
 		{"failed save", doctor.Input{InForce: config.InForce{Origin: config.OriginFiles, SaveError: errors.New("no space left on device")}},
-			"last-good", dbusapi.SeverityWarn, "no space left on device", "tries again after every pass"},
+			"last-good", doctor.SeverityWarn, "no space left on device", "tries again after every pass"},
 	} {
 		c.in.Host = host.New(t.TempDir())
 		c.in.Devices = []host.Device{}
-		var found *dbusapi.Finding
+		var found *doctor.Finding
 		for _, f := range doctor.Diagnose(t.Context(), c.in) {
 			if f.ID == c.id {
 				found = &f

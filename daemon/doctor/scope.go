@@ -1,7 +1,5 @@
 package doctor
 
-import "github.com/rdmad/rdmad/dbusapi"
-
 // policyIDs are the findings about the configuration and the settings it
 // declares: rdmactl doctor --scope policy keeps only these. It is the
 // readiness gate of a rollout (the Kubernetes DaemonSet's probe): does the
@@ -24,11 +22,11 @@ var policyIDs = map[string]bool{
 }
 
 // scopeOf is the scope of a finding id.
-func scopeOf(id string) string {
+func scopeOf(id string) Scope {
 	if policyIDs[id] {
-		return dbusapi.ScopePolicy
+		return ScopePolicy
 	}
-	return dbusapi.ScopeHost
+	return ScopeHost
 }
 
 // applyIgnore turns every warn or fail finding that a [doctor] ignore
@@ -40,14 +38,14 @@ func (d *diag) applyIgnore() {
 	}
 	for i := range d.out {
 		f := &d.out[i]
-		if f.Severity != dbusapi.SeverityWarn && f.Severity != dbusapi.SeverityFail {
+		if f.Severity != SeverityWarn && f.Severity != SeverityFail {
 			continue
 		}
-		// The subject as rdmactl doctor shows it; escaped names match
-		// as they are printed.
+		// The subject as rdmactl doctor names it (a name that holds
+		// bytes rdmactl escapes matches as the kernel gives it).
 		if r, ok := d.pol.Doctor.IgnoredBy(f.ID, f.Subject.String()); ok {
-			f.IgnoredSeverity, f.Severity = f.Severity, dbusapi.SeverityIgnored
-			f.IgnoredBy = dbusapi.Escape(r.Source.String())
+			f.IgnoredSeverity, f.Severity = f.Severity, SeverityIgnored
+			f.IgnoredBy = r.Source.String()
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // checkSettings: every declared setting that applies holds, as its part
@@ -100,18 +99,18 @@ func (d *diag) checkParts(ctx context.Context) {
 	}
 }
 
-func severityOf(s reconcile.Severity) dbusapi.Severity {
+func severityOf(s reconcile.Severity) Severity {
 	switch s {
 	case reconcile.SeverityWarn:
-		return dbusapi.SeverityWarn
+		return SeverityWarn
 	case reconcile.SeverityFail:
-		return dbusapi.SeverityFail
+		return SeverityFail
 	}
-	return dbusapi.SeverityOK
+	return SeverityOK
 }
 
 // subjectOf is a typed subject as findings name it.
-func subjectOf(s reconcile.Subject) dbusapi.Subject {
+func subjectOf(s reconcile.Subject) reconcile.Subject {
 	switch s.Kind {
 	case reconcile.SubjectDevice:
 		return deviceSubject(s.Device)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/modules"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
@@ -178,12 +177,18 @@ func (p *Part) Undo(ctx context.Context, a reconcile.Action) error {
 	return fmt.Errorf("%s: %w", a.Kind, reconcile.ErrNotUndoable)
 }
 
+// Loader loads kernel modules (daemon/modules.Modprobe in rdmad): the
+// module of a link's type (rdma_rxe, siw) before it is created.
+type Loader interface {
+	Load(ctx context.Context, names []string) error
+}
+
 // Part is the reconciler's Early host part for [[link]]: it runs before
 // devices are read so a link created here is configured in the same pass.
 type Part struct {
 	Host    *host.Host
 	Netlink Netlink
-	Loader  modules.Loader
+	Loader  Loader
 }
 
 // Apply implements reconcile.HostPart. It sees the devices known before
@@ -206,7 +211,7 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 
 // ensure makes one declared link exist. loaded remembers modules already
 // loaded in this pass; run, when set, may hold the creation back.
-func ensure(ctx context.Context, run reconcile.Run, nl Netlink, loader modules.Loader, h *host.Host, l config.Link, known []*host.Device, loaded map[string]bool) (reconcile.Action, reconcile.Record) {
+func ensure(ctx context.Context, run reconcile.Run, nl Netlink, loader Loader, h *host.Host, l config.Link, known []*host.Device, loaded map[string]bool) (reconcile.Action, reconcile.Record) {
 	subject := reconcile.LinkSubject(l.Name)
 	want := Value{Exists: true, Type: l.Type, Netdev: l.Netdev}
 	act := reconcile.Action{Subject: subject, Kind: Create, Setting: Link.Setting(), To: want.String(), New: want, Source: l.Source.String()}

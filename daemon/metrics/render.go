@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/version"
 	"github.com/rdmad/rdmad/dbusapi"
@@ -26,29 +27,6 @@ const Header = ownerMark + " (see docs/metrics.md); written by rdmad, do not edi
 
 // ownerMark is the part of Header that stays the same across versions.
 const ownerMark = "# rdmad textfile metrics"
-
-// Drift says whether one declared setting of a port holds.
-type Drift struct {
-	Setting string
-	Drifted bool
-}
-
-// PortDrift lists the settings the policy declares for port p of ds and
-// whether each one drifted, as its part recorded it: the kernel value is
-// not the declared one, or it could not be read or written. A declared
-// setting that does not apply to the port (RoCE settings on an
-// InfiniBand port, QoS on a virtual function) is not listed. The values
-// of a device that did not read are the last good ones: every declared
-// setting of it counts as drifted.
-func PortDrift(ds *reconcile.DeviceState, p *reconcile.PortState) []Drift {
-	var out []Drift
-	for _, r := range p.Records {
-		if r.Applies() {
-			out = append(out, Drift{r.Setting.Name, r.Drifted() || ds.ReadError != nil})
-		}
-	}
-	return out
-}
 
 // labelEscaper escapes a label value as the text exposition format wants.
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
@@ -111,7 +89,7 @@ func buildDevice(ds *reconcile.DeviceState, fams []devFamily) *deviceMetrics {
 		}
 		dm.ports = append(dm.ports, portKey{labelValue(string(p.Transport)), labelValue(state)})
 		port := strconv.Itoa(p.Number)
-		for _, d := range PortDrift(ds, p) {
+		for _, d := range ds.PortDrift(p) {
 			w := &b[0]
 			w.WriteString(`rdmad_port_drift{device="`)
 			w.WriteString(dev)
@@ -305,20 +283,20 @@ const (
 
 // severities are the rdmad_doctor_findings series, always all present. An
 // ignored finding has none: it counts toward no alert on the counts.
-var severities = []dbusapi.Severity{dbusapi.SeverityOK, dbusapi.SeverityWarn, dbusapi.SeverityFail}
+var severities = []doctor.Severity{doctor.SeverityOK, doctor.SeverityWarn, doctor.SeverityFail}
 
 // renderFindings renders doctor's findings: counts by severity, and one
 // series per distinct warn, fail or ignored finding (two findings with the
 // same id, subject and severity are one series: Prometheus refuses
 // duplicates). An ignored finding is kept visible with severity="ignored"
 // so a dashboard can show what a site silenced.
-func renderFindings(fs []dbusapi.Finding) []byte {
-	counts := map[dbusapi.Severity]int{}
+func renderFindings(fs []doctor.Finding) []byte {
+	counts := map[doctor.Severity]int{}
 	seen := map[string]bool{}
 	var lines []string
 	for _, f := range fs {
 		counts[f.Severity]++
-		if f.Severity == dbusapi.SeverityOK {
+		if f.Severity == doctor.SeverityOK {
 			continue
 		}
 		line := `rdmad_doctor_finding{id="` + labelValue(f.ID) + `",subject="` + labelValue(f.Subject.String()) +
@@ -334,7 +312,7 @@ func renderFindings(fs []dbusapi.Finding) []byte {
 	return b.Bytes()
 }
 
-func renderFindingFamilies(b *bytes.Buffer, counts map[dbusapi.Severity]int, lines []string) {
+func renderFindingFamilies(b *bytes.Buffer, counts map[doctor.Severity]int, lines []string) {
 	family(b, "rdmad_doctor_findings", findingsHelp)
 	if counts != nil {
 		for _, sev := range severities {

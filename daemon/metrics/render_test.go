@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/roce"
@@ -69,56 +69,6 @@ func undeclared(p reconcile.PortState) reconcile.PortState {
 		p.Records[i].Declared, p.Records[i].State, p.Records[i].Why = nil, reconcile.Undeclared, nil
 	}
 	return p
-}
-
-// Drift is what the records say: a declared setting that applies and does
-// not hold, whatever the reason its part gave (differs, refused, unknown,
-// contested, deferred); settings that do not apply and undeclared ones
-// are not listed; every declared setting of a device that did not read
-// counts as drifted. How each state comes about is the parts' (their
-// tests, and reconcile's TestConverge).
-func TestPortDrift(t *testing.T) {
-	mode, tos := roce.Mode.Setting(), roce.TOS.Setting()
-	with := func(states ...reconcile.RecordState) func(p *reconcile.PortState) {
-		return func(p *reconcile.PortState) {
-			for i, st := range states {
-				p.Records[i].State = st
-			}
-		}
-	}
-	tests := []struct {
-		name   string
-		device func(ds *reconcile.DeviceState)
-		port   func(p *reconcile.PortState)
-		want   []Drift
-	}{
-		{"declared values hold", nil, nil, []Drift{{mode.Name, false}, {tos.Name, false}}},
-		{"differs", nil, with(reconcile.Differs), []Drift{{mode.Name, true}, {tos.Name, false}}},
-		{"refused", nil, with(reconcile.Holds, reconcile.Refused), []Drift{{mode.Name, false}, {tos.Name, true}}},
-		{"unknown", nil, with(reconcile.Unknown, reconcile.Unknown), []Drift{{mode.Name, true}, {tos.Name, true}}},
-		{"contested", nil, with(reconcile.Contested), []Drift{{mode.Name, true}, {tos.Name, false}}},
-		{"deferred", nil, with(reconcile.Deferred), []Drift{{mode.Name, true}, {tos.Name, false}}},
-		{"device did not read", func(ds *reconcile.DeviceState) { ds.ReadError = errors.New("EIO") }, nil,
-			[]Drift{{mode.Name, true}, {tos.Name, true}}},
-		{"not applicable", nil, with(reconcile.Inapplicable, reconcile.Inapplicable), nil},
-		{"tos only", nil, func(p *reconcile.PortState) { p.Records = p.Records[1:] }, []Drift{{tos.Name, false}}},
-		{"nothing declared", nil, func(p *reconcile.PortState) { *p = undeclared(*p) }, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			ds := reconcile.DeviceState{Device: host.Device{Name: "dev0", Driver: "mlx5_core"}}
-			p := rocePort("IB/RoCE v1", 106)
-			if tc.device != nil {
-				tc.device(&ds)
-			}
-			if tc.port != nil {
-				tc.port(&p)
-			}
-			if got := PortDrift(&ds, &p); !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("PortDrift = %v, want %v", got, tc.want)
-			}
-		})
-	}
 }
 
 func failedAction(s reconcile.Subject, k reconcile.Kind) reconcile.Action {
@@ -222,15 +172,15 @@ func TestRenderHostFacts(t *testing.T) {
 
 // sampleFindings: two of each severity, a duplicate warn, and subjects whose
 // names need escaping.
-var sampleFindings = []dbusapi.Finding{
-	{ID: "ports-active", Subject: dbusapi.Subject{Kind: "port", Device: "mlx5_0", Port: 1}, Severity: dbusapi.SeverityOK},
-	{ID: "memlock-login", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityOK},
-	{ID: "port-down", Subject: dbusapi.Subject{Kind: "port", Device: "mlx5_1", Port: 1}, Severity: dbusapi.SeverityWarn},
-	{ID: "coexist-mlx4-conf", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityWarn},
-	{ID: "coexist-mlx4-conf", Subject: dbusapi.Subject{Kind: "host"}, Severity: dbusapi.SeverityWarn},
-	{ID: "roce-mode", Subject: dbusapi.Subject{Kind: "port", Device: "q\"uo\\te\n\xff", Port: 2}, Severity: dbusapi.SeverityFail},
-	{ID: "port-no-sm", Subject: dbusapi.Subject{Kind: "port", Device: "mlx4_0", Port: 1}, Severity: dbusapi.SeverityIgnored,
-		IgnoredSeverity: dbusapi.SeverityFail, IgnoredBy: "/etc/rdma/rdmad.toml:3"},
+var sampleFindings = []doctor.Finding{
+	{ID: "ports-active", Subject: reconcile.PortSubject("mlx5_0", 1), Severity: doctor.SeverityOK},
+	{ID: "memlock-login", Subject: reconcile.HostSubject(), Severity: doctor.SeverityOK},
+	{ID: "port-down", Subject: reconcile.PortSubject("mlx5_1", 1), Severity: doctor.SeverityWarn},
+	{ID: "coexist-mlx4-conf", Subject: reconcile.HostSubject(), Severity: doctor.SeverityWarn},
+	{ID: "coexist-mlx4-conf", Subject: reconcile.HostSubject(), Severity: doctor.SeverityWarn},
+	{ID: "roce-mode", Subject: reconcile.PortSubject("q\"uo\\te\n\xff", 2), Severity: doctor.SeverityFail},
+	{ID: "port-no-sm", Subject: reconcile.PortSubject("mlx4_0", 1), Severity: doctor.SeverityIgnored,
+		IgnoredSeverity: doctor.SeverityFail, IgnoredBy: "/etc/rdma/rdmad.toml:3"},
 }
 
 // Doctor's findings: counts of every severity (a duplicate counted, as

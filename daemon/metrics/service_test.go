@@ -18,11 +18,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rdmad/rdmad/daemon/compose"
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/metrics"
 	"github.com/rdmad/rdmad/daemon/service"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // The textfile of the running daemon on the demo host (mlx4_0 VPI with an
@@ -67,15 +67,16 @@ func startDaemon(t *testing.T) *daemon {
 	k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
 	k.Refuse("mlx4_port1", "eth", syscall.EINVAL)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Options{Host: k.Host(), Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}), Log: log,
-		Findings: compose.Diagnose})
+	svc, err := service.New(service.Options{Host: k.Host(), Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
+	textfile := compose.Textfile(svc, log)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { svc.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	done := make(chan struct{}, 2)
+	go func() { svc.Run(ctx); done <- struct{}{} }()
+	go func() { textfile.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
 	svc.Start()
 	if err := svc.Idle(ctx); err != nil {
 		t.Fatal(err)
@@ -199,7 +200,7 @@ func TestDaemonTextfileShowsDriftWhereAPortRefuses(t *testing.T) {
 	// counts (once the counters' first sample, which comes after the
 	// first pass, has made the findings run again), and the refused RoCE
 	// mode among the failures.
-	var findings []dbusapi.Finding
+	var findings []doctor.Finding
 	sameCounts := func(fams map[string]*dto.MetricFamily) bool {
 		findings = compose.Diagnose(d.svc)
 		counts := map[string]float64{}

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // Source is the read side of the reconciler that the textfile renders.
@@ -55,7 +55,7 @@ type Options struct {
 	// nil leaves those families without samples. It runs on the writer's
 	// goroutine, off the pass: after full passes, and at least every
 	// FindingsInterval while a file is kept.
-	Findings    func() []dbusapi.Finding
+	Findings    func() []doctor.Finding
 	Log         *slog.Logger
 	MinInterval time.Duration    // 0: DefaultMinInterval; <0: none
 	Heartbeat   time.Duration    // 0: DefaultHeartbeat
@@ -70,7 +70,7 @@ type Textfile struct {
 	src         Source
 	configErr   func() error
 	inForce     func() config.InForce
-	findingsFn  func() []dbusapi.Finding
+	findingsFn  func() []doctor.Finding
 	now         func() time.Time
 	log         *slog.Logger
 	minInterval time.Duration

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/roce"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // fakeSource is a reconciler state for Textfile's own tests; the real
@@ -434,11 +434,11 @@ func TestTextfileFindingsOffThePass(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rdmad.prom")
 	clock := &fakeClock{now: time.Unix(1700000000, 0)}
 	runs := 0
-	severity := dbusapi.SeverityWarn
+	severity := doctor.SeverityWarn
 	tf := New(Options{Source: newFakeSource("mlx5_0"), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), MinInterval: -1, Now: clock.Now,
-		Findings: func() []dbusapi.Finding {
+		Findings: func() []doctor.Finding {
 			runs++
-			return []dbusapi.Finding{{ID: "port-link-down", Subject: dbusapi.Subject{Kind: "port", Device: "mlx5_0", Port: 1}, Severity: severity}}
+			return []doctor.Finding{{ID: "port-link-down", Subject: reconcile.PortSubject("mlx5_0", 1), Severity: severity}}
 		}})
 	tf.SetPath(path)
 	tf.Changed(reconcile.Change{Full: true, Updated: []string{"mlx5_0"}})
@@ -455,7 +455,7 @@ func TestTextfileFindingsOffThePass(t *testing.T) {
 
 	// A pass over one device, 30 s later: the file is rewritten, doctor
 	// does not run; its last findings stay in the file.
-	severity = dbusapi.SeverityFail
+	severity = doctor.SeverityFail
 	clock.add(30 * time.Second)
 	tf.Changed(reconcile.Change{Updated: []string{"mlx5_0"}})
 	tf.flush()

@@ -157,6 +157,29 @@ type DeviceState struct {
 	Actions    []Action // every action of the last pass over this device
 }
 
+// Drift says whether one declared setting of a port holds.
+type Drift struct {
+	Setting string // the setting's Name
+	Drifted bool
+}
+
+// PortDrift lists the settings the policy declares for port p of ds and
+// whether each one drifted, as its part recorded it: the kernel value is
+// not the declared one, or it could not be read or written. A declared
+// setting that does not apply to the port (RoCE settings on an
+// InfiniBand port, QoS on a virtual function) is not listed. The values
+// of a device that did not read are the last good ones: every declared
+// setting of it counts as drifted.
+func (ds *DeviceState) PortDrift(p *PortState) []Drift {
+	var out []Drift
+	for _, r := range p.Records {
+		if r.Applies() {
+			out = append(out, Drift{r.Setting.Name, r.Drifted() || ds.ReadError != nil})
+		}
+	}
+	return out
+}
+
 // State is everything the daemon publishes: the last observed host plus the
 // results of the last reconcile of each part.
 type State struct {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/modules"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
@@ -155,12 +154,17 @@ const CMModule = "rdma_cm"
 // CMLoadTimeout bounds loading rdma_cm within a pass.
 const CMLoadTimeout = 20 * time.Second
 
+// Loader loads kernel modules (daemon/modules.Modprobe in rdmad).
+type Loader interface {
+	Load(ctx context.Context, names []string) error
+}
+
 // Part is the RoCE device part of the reconciler.
 type Part struct {
 	Host *host.Host
 	// Loader loads rdma_cm when configfs rdma_cm is missing, so RoCE
 	// settings never wait for the other listed modules; nil: never load.
-	Loader modules.Loader
+	Loader Loader
 
 	cmMu sync.Mutex // one rdma_cm load at a time across devices
 }

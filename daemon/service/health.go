@@ -1,6 +1,8 @@
 package service
 
 import (
+	"slices"
+
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
@@ -12,14 +14,28 @@ import (
 // losses rtnetlink reports (Health().CarrierLost). The reconciler's
 // listener only marks; the monitor reads on its own goroutine (Run).
 func (s *Service) startHealth() {
-	// A sample that moved a counter makes the textfile's doctor findings
-	// due: they show it without waiting for the next minute.
-	var changed func()
-	if s.textfile != nil {
-		changed = s.textfile.FindingsChanged
-	}
-	s.health = health.New(health.Options{Host: s.host, Policy: s.PolicyInForce, Devices: s.observedDevices, Changed: changed})
+	s.health = health.New(health.Options{Host: s.host, Policy: s.PolicyInForce, Devices: s.observedDevices, Changed: s.healthChanged})
 	s.rec.OnChange(func(ch reconcile.Change) { s.health.Changed(ch.Full, ch.Updated, ch.Removed) })
+}
+
+// OnHealthChange registers fn to run when a sample of the health monitor
+// moved what doctor judges (an error counter, a link's history), so a
+// reader of doctor's findings (the metrics textfile) runs it again
+// without waiting for a pass. fn runs on the monitor's goroutine and must
+// not block.
+func (s *Service) OnHealthChange(fn func()) {
+	s.healthMu.Lock()
+	s.healthFns = append(s.healthFns, fn)
+	s.healthMu.Unlock()
+}
+
+func (s *Service) healthChanged() {
+	s.healthMu.Lock()
+	fns := slices.Clone(s.healthFns)
+	s.healthMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 }
 
 // Health is the monitor doctor reads (nil with OneShot).

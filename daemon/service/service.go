@@ -16,9 +16,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/metrics"
 	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // DefaultSettle is how long the queue waits after the first request of a
@@ -48,10 +46,6 @@ type Options struct {
 	// MaxRuntimeEntries bounds the runtime overlay's RoCE rules and links
 	// (0: DefaultMaxRuntimeEntries).
 	MaxRuntimeEntries int
-	// Findings runs doctor for the metrics textfile (daemon/compose.Diagnose:
-	// doctor is not the service's to import); nil: the textfile's doctor
-	// families have no samples.
-	Findings func(*Service) []dbusapi.Finding
 }
 
 // Service is the running daemon minus its transports (bus, events).
@@ -64,9 +58,9 @@ type Service struct {
 	preloadMu  sync.Mutex
 	runCtx     context.Context // Run's; nil before Run
 	preloads   sync.WaitGroup
-	textfile   *metrics.Textfile // [metrics] textfile; nil with OneShot
-	health     *health.Monitor   // counters and link history for doctor (health.go); nil with OneShot
-	findings   func(*Service) []dbusapi.Finding
+	health     *health.Monitor // counters and link history for doctor (health.go); nil with OneShot
+	healthMu   sync.Mutex
+	healthFns  []func() // OnHealthChange
 	oneShot    bool
 
 	loadMu     sync.Mutex // serialises reloads: load and setPolicy as one step
@@ -103,7 +97,7 @@ func New(o Options) (*Service, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, maxRuntime: o.MaxRuntimeEntries, oneShot: o.OneShot, findings: o.Findings}
+	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, maxRuntime: o.MaxRuntimeEntries, oneShot: o.OneShot}
 	if s.maxRuntime <= 0 {
 		s.maxRuntime = DefaultMaxRuntimeEntries
 	}
@@ -129,7 +123,6 @@ func New(o Options) (*Service, error) {
 	s.setPolicy(pol)
 	s.refreshInForce()
 	if !o.OneShot {
-		s.startMetrics()
 		s.startHealth()
 		s.OnPassDone(s.retrySave)
 	}
@@ -247,17 +240,14 @@ func (s *Service) ReconcileNow(ctx context.Context) reconcile.Report {
 	return s.pass(ctx, reconcile.Scope{Full: true, Forced: true})
 }
 
-// Run processes queued work, refreshes port states and keeps the metrics
-// textfile until ctx ends.
+// Run processes queued work, refreshes port states and samples what
+// doctor needs a history for until ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	s.preloadMu.Lock()
 	s.runCtx = ctx
 	s.preloadMu.Unlock()
 	s.preload()
 	go s.refreshPortStates(ctx, DefaultPortStateInterval)
-	if s.textfile != nil {
-		go s.textfile.Run(ctx)
-	}
 	if s.health != nil {
 		go s.health.Run(ctx)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/rdmad/rdmad/cmd/rdmactl/internal/cli"
+	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/doctor"
@@ -63,7 +64,7 @@ func findingsOf(t *testing.T, fixture string) string {
 		t.Fatal(err)
 	}
 	in := compose.HostInput(context.Background(), host.New(root), pol, compose.Kernel{Modules: &hosttest.Modprobe{}, Netns: netnsFromSysfs{}})
-	doc, err := dbusapi.EncodeFindings(doctor.Diagnose(context.Background(), in))
+	doc, err := dbusapi.EncodeFindings(bus.Findings(doctor.Diagnose(context.Background(), in)))
 	if err != nil {
 		t.Fatal(err)
 	}
