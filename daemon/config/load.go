@@ -267,14 +267,3 @@ func FromDBus(pos Position) bool { return pos.IsRuntime() || IsPersistedFile(pos
 func IsPersistedFile(pos Position) bool {
 	return filepath.Base(pos.File) == PersistedName
 }
-
-// CheckLinkRemovable says whether a persistent removal of the link can be
-// done by rewriting rdmad's drop-in. A link declared in an administrator's
-// file cannot: the error names that file and line so the operator can edit it.
-func (p *Policy) CheckLinkRemovable(name string) error {
-	pos, ok := p.LinkSource(name)
-	if !ok || IsPersistedFile(pos) {
-		return nil
-	}
-	return fmt.Errorf("config: link %q is declared at %s, which rdmad does not edit: remove it there", name, pos)
-}

@@ -286,8 +286,8 @@ func (p *Persisted) AddLink(l Link) {
 }
 
 // RemoveLink drops the persisted link called name and reports whether there
-// was one. A link declared in another file is not here: see
-// Policy.CheckLinkRemovable.
+// was one. A link declared in another file is not here (AdminLinkSources
+// finds it).
 func (p *Persisted) RemoveLink(name string) bool {
 	for i := range p.Links {
 		if p.Links[i].Name == name {

@@ -61,9 +61,6 @@ func TestPersistedRoundTrip(t *testing.T) {
 	if pos, _ := p.LinkSource("rxe0"); !IsPersistedFile(pos) || pos.Line == 0 {
 		t.Errorf("rxe0 source %v is not a line of the persisted file", pos)
 	}
-	if err := p.CheckLinkRemovable("rxe0"); err != nil {
-		t.Errorf("persisted link not removable: %v", err)
-	}
 }
 
 func TestPersistedEscapedDeviceMatchesOnlyThatDevice(t *testing.T) {
@@ -144,22 +141,6 @@ func TestLoadPersistedRejectsForeignTables(t *testing.T) {
 	}
 	if p, err := LoadPersisted(files, t.TempDir()); err != nil || !p.Empty() {
 		t.Errorf("missing file = %+v, %v; want empty", p, err)
-	}
-}
-
-func TestCheckLinkRemovableNamesAdminFile(t *testing.T) {
-	root := t.TempDir()
-	main := writeFile(t, root, MainFile, "\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth0\"\n")
-	p, err := load(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = p.CheckLinkRemovable("rxe0")
-	if err == nil || !strings.Contains(err.Error(), main+":2") {
-		t.Errorf("CheckLinkRemovable = %v, want it to name %s:2", err, main)
-	}
-	if err := p.CheckLinkRemovable("nope"); err != nil {
-		t.Errorf("unknown link: %v", err)
 	}
 }
 

@@ -70,6 +70,19 @@ func (e ETS) marshal() []byte {
 	return append(b, e.RecoPrioTC[:]...)
 }
 
+// MarshalBinary is struct ieee_ets's bytes, as the kernel reads them.
+func (e ETS) MarshalBinary() ([]byte, error) { return e.marshal(), nil }
+
+// UnmarshalBinary reads struct ieee_ets; fewer bytes than the struct are an
+// error.
+func (e *ETS) UnmarshalBinary(b []byte) error {
+	v, err := unmarshalETS(b)
+	if err == nil {
+		*e = v
+	}
+	return err
+}
+
 func unmarshalETS(b []byte) (ETS, error) {
 	if len(b) < sizeofETS {
 		return ETS{}, fmt.Errorf("dcb: DCB_ATTR_IEEE_ETS is %d bytes, want %d", len(b), sizeofETS)
@@ -101,6 +114,19 @@ func (m Maxrate) marshal() []byte {
 		nl.NativeEndian().PutUint64(b[8*i:], r)
 	}
 	return b
+}
+
+// MarshalBinary is struct ieee_maxrate's bytes, as the kernel reads them.
+func (m Maxrate) MarshalBinary() ([]byte, error) { return m.marshal(), nil }
+
+// UnmarshalBinary reads struct ieee_maxrate; fewer bytes than the struct are an
+// error.
+func (m *Maxrate) UnmarshalBinary(b []byte) error {
+	v, err := unmarshalMaxrate(b)
+	if err == nil {
+		*m = v
+	}
+	return err
 }
 
 func unmarshalMaxrate(b []byte) (Maxrate, error) {
@@ -139,6 +165,19 @@ func (b Buffer) marshal() []byte {
 	}
 	ne.PutUint32(out[40:], b.Total)
 	return out
+}
+
+// MarshalBinary is struct dcbnl_buffer's bytes, as the kernel reads them.
+func (b Buffer) MarshalBinary() ([]byte, error) { return b.marshal(), nil }
+
+// UnmarshalBinary reads struct dcbnl_buffer; fewer bytes than the struct are an
+// error.
+func (x *Buffer) UnmarshalBinary(b []byte) error {
+	v, err := unmarshalBuffer(b)
+	if err == nil {
+		*x = v
+	}
+	return err
 }
 
 func unmarshalBuffer(b []byte) (Buffer, error) {

@@ -172,7 +172,7 @@ func (f *Fake) Writes() []string {
 func (f *Fake) Kernel() dcb.Kernel { return dcb.Netlink{Transport: f.transport} }
 
 func (f *Fake) transport(req *nl.NetlinkRequest, resType uint16) ([][]byte, error) {
-	r, err := dcb.ParseRequest(req.Serialize())
+	r, err := ParseRequest(req.Serialize())
 	if err != nil {
 		return nil, syscall.EINVAL
 	}
@@ -196,14 +196,14 @@ func (f *Fake) transport(req *nl.NetlinkRequest, resType uint16) ([][]byte, erro
 	switch {
 	case r.Type == unix.RTM_GETDCB && r.Cmd == dcb.CmdIEEEGet:
 		p := n.PFC
-		reply = dcb.EncodeGetReply(r.Ifname, dcb.IEEE{PFC: &p, ETS: clone(n.ETS), Maxrate: clone(n.Maxrate), Buffer: clone(n.Buffer),
+		reply = EncodeGetReply(r.Ifname, dcb.IEEE{PFC: &p, ETS: clone(n.ETS), Maxrate: clone(n.Maxrate), Buffer: clone(n.Buffer),
 			Apps: n.Apps, DCBX: n.DCBX, HasDCBX: true})
 	case r.Type == unix.RTM_GETDCB && r.Cmd == dcb.CmdGDCBX:
-		reply = dcb.EncodeDCBXReply(n.DCBX)
+		reply = EncodeDCBXReply(n.DCBX)
 	case r.Type == unix.RTM_SETDCB && r.Cmd == dcb.CmdIEEESet:
-		reply = dcb.EncodeSetReply(r.Cmd, -int(n.set(r)))
+		reply = EncodeSetReply(r.Cmd, -int(n.set(r)))
 	case r.Type == unix.RTM_SETDCB && r.Cmd == dcb.CmdIEEEDel:
-		reply = dcb.EncodeSetReply(r.Cmd, -int(n.del(r)))
+		reply = EncodeSetReply(r.Cmd, -int(n.del(r)))
 	case r.Type == unix.RTM_SETDCB && r.Cmd == dcb.CmdSDCBX:
 		if n.SetDCBX == nil {
 			return nil, syscall.EOPNOTSUPP
@@ -215,7 +215,7 @@ func (f *Fake) transport(req *nl.NetlinkRequest, resType uint16) ([][]byte, erro
 		if status == 0 {
 			n.DCBX = r.DCBX
 		}
-		reply = dcb.EncodeSDCBXReply(status)
+		reply = EncodeSDCBXReply(status)
 	default:
 		return nil, syscall.EOPNOTSUPP
 	}
@@ -228,7 +228,7 @@ func (f *Fake) transport(req *nl.NetlinkRequest, resType uint16) ([][]byte, erro
 // set applies an IEEE SET as dcbnl_ieee_set does: ETS, PFC, rate
 // limits, buffers, then each APP entry, each skipped when the driver lacks
 // it; the first error stops it and becomes the status byte.
-func (n *Netdev) set(r dcb.Request) syscall.Errno {
+func (n *Netdev) set(r Request) syscall.Errno {
 	if r.ETS != nil && n.ETS != nil {
 		if n.RefuseETS != 0 {
 			return n.RefuseETS
@@ -287,7 +287,7 @@ func (n *Netdev) set(r dcb.Request) syscall.Errno {
 }
 
 // del applies an IEEE DEL: each entry must exist (ENOENT otherwise).
-func (n *Netdev) del(r dcb.Request) syscall.Errno {
+func (n *Netdev) del(r Request) syscall.Errno {
 	for _, a := range r.Apps {
 		if n.RefuseApps != 0 {
 			return n.RefuseApps
@@ -309,7 +309,7 @@ func (n *Netdev) del(r dcb.Request) syscall.Errno {
 	return 0
 }
 
-func describe(r dcb.Request) string {
+func describe(r Request) string {
 	switch {
 	case r.Type == unix.RTM_GETDCB && r.Cmd == dcb.CmdIEEEGet:
 		return "get " + r.Ifname
