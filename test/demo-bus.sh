@@ -2,8 +2,8 @@
 # demo-bus.sh ROOT DROPIN: the daemon part of `make demo`. Starts a private
 # dbus-daemon and rdmad on the fixture ROOT (configured with the shipped
 # rdmad.toml only), shows `rdmactl status` before and after the RoCE policy
-# DROPIN is added and reloaded, the busctl tree, a persisted change, and that
-# the change is back after restarting rdmad. Everything started here is
+# DROPIN is added and reloaded, the busctl tree, a persisted change, that it
+# is back after restarting rdmad, and its withdrawal. Everything started here is
 # stopped on exit, even on failure. rdmad and rdmactl come from PATH (or
 # RDMAD/RDMACTL).
 set -euo pipefail
@@ -72,6 +72,10 @@ wait "$rdmad_pid" 2>/dev/null || true
 echo "RoCE v2" >"$root/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_mode"
 echo 0 >"$root/sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos"
 start_rdmad
+ctl roce show mlx5_0/1
+
+step "rdmactl roce unset mlx5_0/1 --persist (the files decide again; doctor warned of the override)"
+ctl roce unset mlx5_0/1 --persist
 ctl roce show mlx5_0/1
 
 step "rdmactl -o json device show mlx5_0 (first lines)"

@@ -28,8 +28,8 @@ func Diagnose(s *service.Service) []doctor.Finding {
 // file follows the configured path of the policy in force (a reload that
 // sets, moves or removes it, or that fails: the file shows the error), is
 // rendered again after each pass, and shows doctor's findings, run on the
-// writer's goroutine after full passes and when the health monitor's
-// samples move. Nothing is written until the caller runs it
+// writer's goroutine after full passes, configuration changes and when
+// the health monitor's samples move. Nothing is written until the caller runs it
 // (metrics.Textfile.Run); rdmad --once builds none.
 func Textfile(s *service.Service, log *slog.Logger) *metrics.Textfile {
 	rec := s.Reconciler()
@@ -44,6 +44,10 @@ func Textfile(s *service.Service, log *slog.Logger) *metrics.Textfile {
 		tf.SetPath(path)
 	}
 	s.OnConfigChange(follow)
+	// What is declared, and where, is what doctor judges (an override, a
+	// rule that matches nothing): a reload or a change over D-Bus makes the
+	// findings due, though its pass may be scoped to one device.
+	s.OnConfigChange(tf.FindingsChanged)
 	s.OnHealthChange(tf.FindingsChanged)
 	follow()
 	return tf
