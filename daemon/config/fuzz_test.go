@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -76,7 +77,7 @@ func checkInvariants(t *testing.T, p *Policy) {
 	}
 	seen := map[string]bool{}
 	for _, l := range p.Links {
-		if ValidLinkName(l.Name) != nil || ValidNetdevName(l.Netdev) != nil || (l.Type != LinkRXE && l.Type != LinkSIW) {
+		if value.LinkName(l.Name) != nil || value.NetdevName(l.Netdev) != nil || (l.Type != LinkRXE && l.Type != LinkSIW) {
 			t.Fatalf("link %+v", l)
 		}
 		if k := string(l.Type) + " " + l.Netdev; seen[k] || seen["name "+l.Name] {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"io/fs"
 	"path/filepath"
 	"sort"
@@ -170,7 +171,7 @@ func (p Persisted) Validate() error {
 	// U+FFFD and come back as another name.
 	for _, v := range p.names() {
 		if !utf8.ValidString(v) {
-			return fmt.Errorf("config: persisted settings are invalid: %s is not UTF-8, which a TOML file cannot hold", QuoteName(v))
+			return fmt.Errorf("config: persisted settings are invalid: %s is not UTF-8, which a TOML file cannot hold", value.Quote(v))
 		}
 	}
 	decl, err := parseFile(PersistedName, p.Render())

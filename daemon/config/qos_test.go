@@ -97,3 +97,30 @@ func TestPersistedQoSRoundTrip(t *testing.T) {
 		t.Errorf("PFC off not rendered:\n%s", off.Render())
 	}
 }
+
+// FirstSource names the same place every time: trust's, else pfc's, else
+// the dscp_prio entry of the lowest DSCP (a map ranged over would name any
+// entry).
+func TestQoSFirstSourceIsDeterministic(t *testing.T) {
+	src := map[uint8]Position{}
+	for dscp := uint8(10); dscp < 40; dscp++ {
+		src[dscp] = Position{File: "/etc/rdma/rdmad.d/x.toml", Line: int(dscp)}
+	}
+	d := QoSDesired{DSCPPrio: map[uint8]uint8{}, DSCPSource: src}
+	for range 200 {
+		if got := d.FirstSource(); got.Line != 10 {
+			t.Fatalf("FirstSource = %v, want line 10 (the lowest DSCP's)", got)
+		}
+	}
+	d.HasPFC, d.PFCSource = true, Position{File: "f", Line: 2}
+	if got := d.FirstSource(); got.Line != 2 {
+		t.Errorf("with pfc: %v", got)
+	}
+	d.Trust, d.TrustSource = TrustDSCP, Position{File: "f", Line: 1}
+	if got := d.FirstSource(); got.Line != 1 {
+		t.Errorf("with trust: %v", got)
+	}
+	if got := (QoSDesired{}).FirstSource(); got != (Position{}) {
+		t.Errorf("nothing declared: %v", got)
+	}
+}

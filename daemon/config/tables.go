@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/rdmad/rdmad/daemon/config/value"
 )
 
 // Key decoders: each makes the field of one key, so a table lists its keys
@@ -118,14 +120,31 @@ func (d *decoder) intKey(name string, lo, hi int64, dst *int) field {
 	}}
 }
 
-// optIntKey decodes an integer in lo..hi into *dst, which stays nil when
-// the key is absent.
-func (d *decoder) optIntKey(name string, lo, hi int64, dst **int) field {
+// validIntKey decodes an integer that valid accepts into *dst, which
+// stays nil when the key is absent.
+func (d *decoder) validIntKey(name string, valid func(int) error, dst **int) field {
 	return field{name, func(p string, v any) {
-		if n, ok := d.integer(p, v, lo, hi); ok {
-			*dst = &n
+		n, ok := d.integer(p, v, math.MinInt32, math.MaxInt32)
+		if !ok {
+			return
 		}
+		if err := valid(n); err != nil {
+			d.failf(p, "%v", err)
+			return
+		}
+		*dst = &n
 	}}
+}
+
+// problems reports what a rule's Validate found, each at its key.
+func (d *decoder) problems(path string, ps []Problem) {
+	for _, pr := range ps {
+		at := path
+		if pr.Key != "" {
+			at = joinPath(path, pr.Key)
+		}
+		d.failf(at, "%v", pr.Err)
+	}
 }
 
 func (d *decoder) modules(decl *fileDecl, path string, v any) {
@@ -165,8 +184,7 @@ func (d *decoder) memlock(decl *fileDecl, path string, v any) {
 func (d *decoder) netns(decl *fileDecl, path string, v any) {
 	if m, ok := d.singleTable(path, v); ok {
 		d.table(path, m, "[netns]", []field{
-			stringSetting(d, "mode", oneOf(`a netns mode: use "shared" or "exclusive" (as in `+"`rdma system set netns`)",
-				string(NetnsShared), string(NetnsExclusive)), &decl.netns.mode),
+			stringSetting(d, "mode", is(value.NetnsMode), &decl.netns.mode),
 		})
 	}
 }
@@ -198,40 +216,19 @@ const selectorKeys = "device, guid, pci, netdev or driver"
 
 func (d *decoder) port(dst *int) field { return d.intKey("port", 1, math.MaxUint32, dst) }
 
-// roceMode accepts "v1" and "v2", and names the config value for a kernel
-// string written by mistake.
-func roceMode(s string) (string, error) {
-	switch RoCEMode(s) {
-	case RoCEv1, RoCEv2:
-		return s, nil
-	}
-	if m, ok := RoCEModeFromKernel(s); ok || strings.EqualFold(s, "RoCE v1") {
-		if !ok {
-			m = RoCEv1
-		}
-		return "", fmt.Errorf("%q is not a config value: write mode = %q (rdmad writes the kernel string %q to configfs)", s, m, m.Kernel())
-	}
-	return "", fmt.Errorf("%q is not a RoCE mode: use \"v1\" (IB/RoCE v1) or \"v2\" (RoCE v2)", s)
-}
-
 func (d *decoder) roce(path string, m map[string]any) (RoCERule, bool) {
 	before := len(d.errs)
 	r := RoCERule{Source: d.pos(path)}
 	fields := append(d.selectorFields(&r.Selector),
 		d.port(&r.Port),
-		stringKey(d, "mode", roceMode, &r.Mode),
-		d.optIntKey("tos", 0, 255, &r.TOS),
+		stringKey(d, "mode", is(value.RoCEMode), &r.Mode),
+		d.validIntKey("tos", value.TOS, &r.TOS),
 	)
 	d.table(path, m, "[[roce]]", fields)
 	if len(d.errs) > before {
 		return r, false
 	}
-	if r.Selector == (Selector{}) {
-		d.failf(path, "no device selector: set at least one of %s (device = \"*\" selects every device)", selectorKeys)
-	}
-	if r.Mode == "" && r.TOS == nil {
-		d.failf(path, "sets nothing: set mode, tos or both")
-	}
+	d.problems(path, r.Validate())
 	return r, len(d.errs) == before
 }
 
@@ -260,7 +257,7 @@ func (d *decoder) qos(path string, m map[string]any) (QoSRule, bool) {
 	r := QoSRule{Source: d.pos(path)}
 	fields := append(d.selectorFields(&r.Selector),
 		d.port(&r.Port),
-		stringKey(d, "trust", oneOf(`a QoS trust mode: use "dscp" or "pcp"`, string(TrustDSCP), string(TrustPCP)), &r.Trust),
+		stringKey(d, "trust", is(value.Trust), &r.Trust),
 		field{"pfc", func(p string, v any) { r.PFC, r.HasPFC = d.pfcList(p, v) }},
 		field{"dscp_prio", func(p string, v any) { r.DSCPPrio = d.dscpPrio(p, v) }},
 	)
@@ -268,42 +265,32 @@ func (d *decoder) qos(path string, m map[string]any) (QoSRule, bool) {
 	if len(d.errs) > before {
 		return r, false
 	}
-	if r.Selector == (Selector{}) {
-		d.failf(path, "no device selector: set at least one of %s (device = \"*\" selects every device)", selectorKeys)
-	}
-	if r.Trust == "" && !r.HasPFC && r.DSCPPrio == nil {
-		d.failf(path, "sets nothing: set trust, pfc, dscp_prio or several")
-	}
-	if r.Trust == TrustPCP && r.DSCPPrio != nil {
-		d.failf(joinPath(path, "dscp_prio"), "applies with trust = \"dscp\" only; this rule sets trust = \"pcp\"")
-	}
+	d.problems(path, r.Validate())
 	return r, len(d.errs) == before
 }
 
-// pfcList decodes pfc: an array of distinct priorities 0..7 ([] = off).
+// pfcList decodes pfc: an array of distinct priorities 0..7 ([] = off),
+// returned ascending.
 func (d *decoder) pfcList(p string, v any) ([]uint8, bool) {
 	a, ok := v.([]any)
 	if !ok {
 		d.failf(p, "must be an array of priorities 0..7 such as [3] ([] turns PFC off), not %s", describe(v))
 		return nil, false
 	}
-	var seen uint8
-	out := []uint8{}
+	ps := make([]int, len(a))
 	for i, e := range a {
-		n, ok := d.integer(indexPath(p, i), e, 0, 7)
-		if !ok {
+		if ps[i], ok = d.integer(indexPath(p, i), e, math.MinInt32, math.MaxInt32); !ok {
 			return nil, false
 		}
-		if seen&(1<<n) != 0 {
-			d.failf(p, "priority %d is listed twice", n)
-			return nil, false
-		}
-		seen |= 1 << n
 	}
-	for n := uint8(0); n < 8; n++ {
-		if seen&(1<<n) != 0 {
-			out = append(out, n)
-		}
+	if err := value.Priorities(ps); err != nil {
+		d.failf(p, "%v", err)
+		return nil, false
+	}
+	slices.Sort(ps)
+	out := make([]uint8, len(ps))
+	for i, n := range ps {
+		out[i] = uint8(n)
 	}
 	return out, true
 }
@@ -319,13 +306,19 @@ func (d *decoder) dscpPrio(p string, v any) map[uint8]uint8 {
 	for k, e := range m {
 		kp := joinPath(p, k)
 		dscp, err := strconv.ParseUint(k, 10, 8)
-		if err != nil || dscp > 63 {
-			d.failf(kp, "%q is not a DSCP value: use 0..63", k)
+		if err != nil {
+			d.failf(kp, "%q is not a DSCP value: use 0..%d", k, value.MaxDSCP)
 			continue
 		}
-		if n, ok := d.integer(kp, e, 0, 7); ok {
-			out[uint8(dscp)] = uint8(n)
+		prio, ok := d.integer(kp, e, math.MinInt32, math.MaxInt32)
+		if !ok {
+			continue
 		}
+		if err := dscpEntry(int(dscp), prio); err != nil {
+			d.failf(kp, "%v", err)
+			continue
+		}
+		out[uint8(dscp)] = uint8(prio)
 	}
 	return out
 }
@@ -334,22 +327,13 @@ func (d *decoder) link(path string, m map[string]any) (Link, bool) {
 	before := len(d.errs)
 	l := Link{Source: d.pos(path)}
 	d.table(path, m, "[[link]]", []field{
-		stringKey(d, "name", is(ValidLinkName), &l.Name),
-		stringKey(d, "type", oneOf(`a soft RDMA link type: use "rxe" (Soft-RoCE) or "siw" (Soft-iWARP)`, string(LinkRXE), string(LinkSIW)), &l.Type),
-		stringKey(d, "netdev", is(ValidNetdevName), &l.Netdev),
+		stringKey(d, "name", is(value.LinkName), &l.Name),
+		stringKey(d, "type", is(value.LinkType), &l.Type),
+		stringKey(d, "netdev", is(value.NetdevName), &l.Netdev),
 	})
 	if len(d.errs) > before {
 		return l, false
 	}
-	var missing []string
-	for _, kv := range []struct{ key, val string }{{"name", l.Name}, {"type", string(l.Type)}, {"netdev", l.Netdev}} {
-		if kv.val == "" {
-			missing = append(missing, kv.key)
-		}
-	}
-	if len(missing) > 0 {
-		d.failf(path, "missing %s: a link needs name, type and netdev", strings.Join(missing, " and "))
-		return l, false
-	}
-	return l, true
+	d.problems(path, l.Validate())
+	return l, len(d.errs) == before
 }

@@ -6,8 +6,12 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
+
+	"github.com/rdmad/rdmad/daemon/config/value"
 )
 
 // Default locations, relative to the host root ("/" in production).
@@ -168,17 +172,17 @@ func (n Netns) InForce() NetnsMode {
 type RoCEMode string
 
 const (
-	RoCEv1 RoCEMode = "v1"
-	RoCEv2 RoCEMode = "v2"
+	RoCEv1 RoCEMode = value.RoCEv1
+	RoCEv2 RoCEMode = value.RoCEv2
 )
 
 // Kernel returns the exact string configfs rdma_cm accepts for the mode.
 func (m RoCEMode) Kernel() string {
 	switch m {
 	case RoCEv1:
-		return "IB/RoCE v1"
+		return value.KernelRoCEv1
 	case RoCEv2:
-		return "RoCE v2"
+		return value.KernelRoCEv2
 	}
 	return ""
 }
@@ -186,9 +190,9 @@ func (m RoCEMode) Kernel() string {
 // RoCEModeFromKernel maps a configfs default_roce_mode value back to v1/v2.
 func RoCEModeFromKernel(s string) (RoCEMode, bool) {
 	switch strings.TrimSpace(s) {
-	case "IB/RoCE v1":
+	case value.KernelRoCEv1:
 		return RoCEv1, true
-	case "RoCE v2":
+	case value.KernelRoCEv2:
 		return RoCEv2, true
 	}
 	return "", false
@@ -418,8 +422,9 @@ func (d QoSDesired) Empty() bool {
 	return d.Trust == "" && !d.HasPFC && len(d.DSCPPrio) == 0
 }
 
-// FirstSource is where the first declared field of d was declared, for an
-// action about the port as a whole.
+// FirstSource is where the first declared field of d was declared (trust,
+// pfc, then the dscp_prio entry of the lowest DSCP), for an action about
+// the port as a whole.
 func (d QoSDesired) FirstSource() Position {
 	switch {
 	case d.Trust != "":
@@ -427,8 +432,9 @@ func (d QoSDesired) FirstSource() Position {
 	case d.HasPFC:
 		return d.PFCSource
 	}
-	for _, p := range d.DSCPSource {
-		return p
+	if len(d.DSCPSource) > 0 {
+		// The entry of the lowest DSCP: the same every time.
+		return d.DSCPSource[slices.Min(slices.Collect(maps.Keys(d.DSCPSource)))]
 	}
 	return Position{}
 }

@@ -171,59 +171,6 @@ func validDriver(s string) error {
 	return nil
 }
 
-// ValidLinkName checks the name of a soft RDMA device as `rdma link add`
-// takes it: the kernel allows 1..63 bytes (IB_DEVICE_NAME_MAX), no '/', and
-// rdmad refuses '%' because the kernel would expand it into an unknown name
-// that rdmad could never find again.
-func ValidLinkName(s string) error {
-	switch {
-	case s == "":
-		return errors.New("must not be empty")
-	case len(s) > 63:
-		return fmt.Errorf("%s is %d bytes long; RDMA device names have at most 63", QuoteName(s), len(s))
-	case s == "." || s == "..":
-		return fmt.Errorf("%q is not a device name", s)
-	case strings.ContainsRune(s, '%'):
-		return fmt.Errorf("%q contains '%%': the kernel would pick the name, and rdmad could not track the device", s)
-	}
-	for _, r := range s {
-		if r == '/' || r <= ' ' || r == 0x7f {
-			return fmt.Errorf("%q contains %q, which a device name cannot contain", s, r)
-		}
-	}
-	return nil
-}
-
-// ValidNetdevName mirrors the kernel's dev_valid_name(): 1..15 bytes
-// (IFNAMSIZ-1), not "." or "..", no '/', ':' or whitespace.
-func ValidNetdevName(s string) error {
-	switch {
-	case s == "":
-		return errors.New("must not be empty")
-	case len(s) > 15:
-		return fmt.Errorf("%s is %d bytes long; interface names have at most 15", QuoteName(s), len(s))
-	case s == "." || s == "..":
-		return fmt.Errorf("%q is not an interface name", s)
-	}
-	for _, r := range s {
-		if r == '/' || r == ':' || r <= ' ' || r == 0x7f {
-			return fmt.Errorf("%q contains %q, which an interface name cannot contain", s, r)
-		}
-	}
-	return nil
-}
-
-// QuoteName quotes a name for an error message, cut after 64 bytes: a
-// caller's megabyte-long name must not come back whole in every error and
-// log line.
-func QuoteName(s string) string {
-	const keep = 64
-	if len(s) <= keep {
-		return strconv.Quote(s)
-	}
-	return strconv.Quote(s[:keep]) + "..."
-}
-
 // validGroupName follows the portable rule shadow-utils and systemd agree on:
 // 1..32 characters, a letter or '_' first, then letters, digits, '_', '-'
 // or '.', not all digits.

@@ -53,7 +53,7 @@ func (NetlinkAddrs) Addrs(netdev string) ([]net.IP, error) {
 // what mlx5, mlx4, bnxt_re and qedr report; rxe takes RXE_MAX_HDR_LENGTH,
 // 80. Other drivers are not judged.
 var roceHeaderBytes = map[string]int{
-	"mlx5_core": 96, "mlx4_core": 96, "bnxt_en": 96, "qede": 96,
+	"mlx5_core": 96, host.DriverMLX4: 96, "bnxt_en": 96, "qede": 96,
 	host.DriverRXE: 80,
 }
 

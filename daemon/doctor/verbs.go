@@ -5,7 +5,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"github.com/rdmad/rdmad/daemon/host"
 )
 
@@ -139,7 +139,7 @@ func (d *diag) checkModuleLists() {
 				}
 			}
 			d.warn("modules-list-invalid", hostSubject,
-				fmt.Sprintf("/%s:%d: %s is not a module name: rdmad skips this line when it loads the list, as systemd-modules-load does (a comment only starts a line)", rel, l.Line, config.QuoteName(l.Name)),
+				fmt.Sprintf("/%s:%d: %s is not a module name: rdmad skips this line when it loads the list, as systemd-modules-load does (a comment only starts a line)", rel, l.Line, value.Quote(l.Name)),
 				fix)
 		}
 	}
@@ -149,25 +149,25 @@ func (d *diag) checkModuleLists() {
 // driver) to the rdma-core provider that serves it, as named by its
 // /etc/libibverbs.d/<name>.driver file.
 var providerOf = map[string]string{
-	"mlx5_core":  "mlx5",
-	"mlx4_core":  "mlx4",
-	"hfi1":       "hfi1verbs",
-	"ib_qib":     "ipathverbs",
-	"bnxt_en":    "bnxt_re",
-	"ice":        "irdma",
-	"i40e":       "irdma",
-	"irdma":      "irdma",
-	"qede":       "qedr",
-	"cxgb4":      "cxgb4",
-	"efa":        "efa",
-	"mana":       "mana",
-	"hns3":       "hns",
-	"vmw_pvrdma": "vmw_pvrdma",
-	"erdma":      "erdma",
-	"be2net":     "ocrdma",
-	"ib_mthca":   "mthca",
-	"rdma_rxe":   "rxe",
-	"siw":        "siw",
+	"mlx5_core":     "mlx5",
+	host.DriverMLX4: "mlx4",
+	"hfi1":          "hfi1verbs",
+	"ib_qib":        "ipathverbs",
+	"bnxt_en":       "bnxt_re",
+	"ice":           "irdma",
+	"i40e":          "irdma",
+	"irdma":         "irdma",
+	"qede":          "qedr",
+	"cxgb4":         "cxgb4",
+	"efa":           "efa",
+	"mana":          "mana",
+	"hns3":          "hns",
+	"vmw_pvrdma":    "vmw_pvrdma",
+	"erdma":         "erdma",
+	"be2net":        "ocrdma",
+	"ib_mthca":      "mthca",
+	"rdma_rxe":      "rxe",
+	"siw":           "siw",
 }
 
 // checkProviders: libibverbs has provider configuration, one for every

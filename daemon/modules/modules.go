@@ -77,18 +77,18 @@ func (m Modprobe) Load(ctx context.Context, names []string) error {
 // the parent device's driver, so an mlx5 NIC pulls both infiniband.conf and
 // roce.conf whatever its ports are set to today.
 var driverTransports = map[string][]host.Transport{
-	"mlx4_core": {host.TransportInfiniBand, host.TransportRoCE},
-	"mlx5_core": {host.TransportInfiniBand, host.TransportRoCE},
-	"qib":       {host.TransportInfiniBand},
-	"hfi1":      {host.TransportOPA},
-	"cxgb3":     {host.TransportIWARP},
-	"cxgb4":     {host.TransportIWARP},
-	"i40e":      {host.TransportIWARP},
-	"nes":       {host.TransportIWARP},
-	"be2net":    {host.TransportRoCE},
-	"bnxt_en":   {host.TransportRoCE},
-	"hns":       {host.TransportRoCE},
-	"qede":      {host.TransportRoCE},
+	host.DriverMLX4: {host.TransportInfiniBand, host.TransportRoCE},
+	"mlx5_core":     {host.TransportInfiniBand, host.TransportRoCE},
+	"qib":           {host.TransportInfiniBand},
+	"hfi1":          {host.TransportOPA},
+	"cxgb3":         {host.TransportIWARP},
+	"cxgb4":         {host.TransportIWARP},
+	"i40e":          {host.TransportIWARP},
+	"nes":           {host.TransportIWARP},
+	"be2net":        {host.TransportRoCE},
+	"bnxt_en":       {host.TransportRoCE},
+	"hns":           {host.TransportRoCE},
+	"qede":          {host.TransportRoCE},
 }
 
 // ConfFiles returns the list names (without .conf) that apply to devs:

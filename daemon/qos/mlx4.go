@@ -89,7 +89,7 @@ type mlx4Want struct {
 func (m *MLX4Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Result {
 	var wants []mlx4Want
 	for _, d := range pass.Devices {
-		if d.Driver != MLX4Driver {
+		if d.Driver != host.DriverMLX4 {
 			continue
 		}
 		t := reconcile.TargetOf(d)

@@ -206,12 +206,9 @@ func planEntries(have, want []dcb.App) (del, add []dcb.App) {
 	return del, add
 }
 
-// The PCI drivers the part knows: ConnectX-3 (mlx4) and ConnectX-4 and
-// later (mlx5).
-const (
-	MLX4Driver = host.DriverMLX4
-	MLX5Driver = "mlx5_core"
-)
+// MLX5Driver is the PCI driver of ConnectX-4 and later (mlx5); ConnectX-3
+// is host.DriverMLX4.
+const MLX5Driver = "mlx5_core"
 
 // Part is the QoS device part.
 type Part struct {
@@ -344,7 +341,7 @@ func (p *Part) applyPort(run *reconcile.DeviceRun, dev *host.Device, subject rec
 		}))
 	}
 	switch {
-	case want.Trust != "" && dev.Driver == MLX4Driver:
+	case want.Trust != "" && dev.Driver == host.DriverMLX4:
 		run.Add(Trust.Refuse(subject, trust, want.TrustSource,
 			fmt.Errorf("mlx4 (ConnectX-3) has no DCB APP table support: trust cannot be set on %s; remove trust from the rule at %s (pfc is applied)", netdev, want.TrustSource)))
 	case want.Trust != "":

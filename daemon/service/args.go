@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"github.com/rdmad/rdmad/daemon/host"
 )
 
@@ -45,16 +46,13 @@ func (s *Service) validateRoCE(c RoCEChange) (host.Device, []int, error) {
 	if err != nil {
 		return host.Device{}, nil, err
 	}
-	switch c.Mode {
-	case "", config.RoCEv1, config.RoCEv2:
-	default:
-		return dev, nil, &ArgError{"mode", fmt.Sprintf("%s is not a RoCE mode: use v1, v2, or \"\" to keep", config.QuoteName(string(c.Mode)))}
+	var tos *int
+	if c.TOS != -1 {
+		tos = &c.TOS
 	}
-	if c.TOS < -1 || c.TOS > 255 {
-		return dev, nil, &ArgError{"tos", fmt.Sprintf("%d is out of range 0..255 (-1 keeps the TOS)", c.TOS)}
-	}
-	if c.Mode == "" && c.TOS == -1 {
-		return dev, nil, &ArgError{"mode", "nothing to set: give a mode, a TOS, or both"}
+	rule := config.RoCERule{Selector: config.Selector{Device: config.Exact(dev.Name)}, Mode: c.Mode, TOS: tos}
+	if err := argProblems(rule.Validate(), "mode"); err != nil {
+		return dev, nil, err
 	}
 	ports, err := portsArg(dev, c.Port)
 	if err != nil {
@@ -120,10 +118,24 @@ func storable(persist bool, arg, name string) error {
 // validLinkName applies the config file's rules for link names, so a name
 // D-Bus accepts is one the persisted drop-in can hold.
 func validLinkName(name string) error {
-	if err := config.ValidLinkName(name); err != nil {
+	if err := value.LinkName(name); err != nil {
 		return &ArgError{"name", err.Error()}
 	}
 	return nil
+}
+
+// argProblems is the first problem a rule's Validate found as an
+// *ArgError for the argument of its key (whole, for a problem of the rule
+// as a whole: what the call sets nothing of), or nil.
+func argProblems(ps []config.Problem, whole string) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	arg := ps[0].Key
+	if arg == "" {
+		arg = whole
+	}
+	return &ArgError{arg, ps[0].Err.Error()}
 }
 
 // device returns a device as last observed, or as read now when no pass
@@ -148,14 +160,8 @@ func (s *Service) device(name string) (host.Device, error) {
 // checkAddLink validates AddLink's arguments against the host and the
 // policy in force.
 func (s *Service) checkAddLink(l config.Link, persist bool) error {
-	if err := validLinkName(l.Name); err != nil {
+	if err := argProblems(l.Validate(), "name"); err != nil {
 		return err
-	}
-	if l.Type != config.LinkRXE && l.Type != config.LinkSIW {
-		return &ArgError{"type", fmt.Sprintf("%s is not a soft RDMA link type: use rxe or siw", config.QuoteName(string(l.Type)))}
-	}
-	if err := config.ValidNetdevName(l.Netdev); err != nil {
-		return &ArgError{"netdev", err.Error()}
 	}
 	if err := storable(persist, "name", l.Name); err != nil {
 		return err
@@ -209,8 +215,8 @@ func (s *Service) checkDeleteLink(name string, persist bool) error {
 
 // checkNetnsMode validates SetNetnsMode's mode.
 func (s *Service) checkNetnsMode(mode config.NetnsMode) error {
-	if mode != config.NetnsShared && mode != config.NetnsExclusive {
-		return &ArgError{"mode", fmt.Sprintf("%s is not a netns mode: use shared or exclusive", config.QuoteName(string(mode)))}
+	if err := mode.Validate(); err != nil {
+		return &ArgError{"mode", err.Error()}
 	}
 	if s.parts.Netns == nil {
 		return fmt.Errorf("service: set netns mode: this rdmad does not manage the RDMA netns mode")

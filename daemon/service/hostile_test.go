@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/service"
@@ -72,7 +73,7 @@ func TestImpossibleDeviceNamesCreateNoState(t *testing.T) {
 	}
 	if got := e.svc.Reconciler().Summary().Devices; strings.Join(got, ",") != "mlx5_0,mlx5_1" {
 		for i := range got {
-			got[i] = config.QuoteName(got[i])
+			got[i] = value.Quote(got[i])
 		}
 		t.Errorf("devices after impossible names: %s", strings.Join(got, ", "))
 	}

@@ -73,23 +73,9 @@ func (s *Service) validateQoS(c QoSChange) (host.Device, []int, error) {
 	if err != nil {
 		return host.Device{}, nil, err
 	}
-	switch c.Trust {
-	case "", config.TrustDSCP, config.TrustPCP:
-	default:
-		return dev, nil, &ArgError{"trust", fmt.Sprintf("%s is not a QoS trust mode: use dscp, pcp, or \"\" to keep", config.QuoteName(string(c.Trust)))}
-	}
-	var seen uint8
-	for _, p := range c.PFC {
-		if p > 7 {
-			return dev, nil, &ArgError{"pfc", fmt.Sprintf("priority %d is out of range 0..7", p)}
-		}
-		if seen&(1<<p) != 0 {
-			return dev, nil, &ArgError{"pfc", fmt.Sprintf("priority %d is listed twice", p)}
-		}
-		seen |= 1 << p
-	}
-	if c.Trust == "" && !c.HasPFC {
-		return dev, nil, &ArgError{"trust", "nothing to set: give a trust mode, PFC priorities, or both"}
+	rule := config.QoSRule{Selector: config.Selector{Device: config.Exact(dev.Name)}, Trust: c.Trust, PFC: c.PFC, HasPFC: c.HasPFC}
+	if err := argProblems(rule.Validate(), "trust"); err != nil {
+		return dev, nil, err
 	}
 	ports, err := portsArg(dev, c.Port)
 	if err != nil {

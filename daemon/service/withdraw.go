@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
@@ -105,7 +106,7 @@ func (s *Service) planWithdraw(w Withdrawal) (withdrawal, error) {
 		plan.overlay = func(o *Overlay) { o.Netns = config.NetnsUnmanaged }
 		plan.persisted = func(p *config.Persisted) { p.Netns = config.NetnsUnmanaged }
 	default:
-		return plan, &ArgError{"kind", fmt.Sprintf("%s is not a kind of declaration: use roce, qos, link or netns", config.QuoteName(string(w.Kind)))}
+		return plan, &ArgError{"kind", fmt.Sprintf("%s is not a kind of declaration: use roce, qos, link or netns", value.Quote(string(w.Kind)))}
 	}
 	return plan, s.persistHint(plan, w)
 }

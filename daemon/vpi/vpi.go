@@ -18,9 +18,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
-// Driver is the PCI driver that has VPI ports.
-const Driver = host.DriverMLX4
-
 // PortType is a port's VPI type: mlx4_port<N>.
 var PortType = reconcile.NewSetting[TypeValue](reconcile.Setting{
 	Name: "vpi_type", Kind: "vpi port type", Key: config.KeyVPIType, Title: "VPI port type"})
@@ -127,7 +124,7 @@ func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 		}
 		subject := reconcile.PortSubject(dev.Name, port.Number)
 		typ := TypeValue{Type: want}
-		if dev.Driver != Driver {
+		if dev.Driver != host.DriverMLX4 {
 			run.Add(PortType.NotApplicable(subject, typ, src, fmt.Errorf("not an mlx4 VPI device (driver %s)", orNone(dev.Driver))))
 			continue
 		}

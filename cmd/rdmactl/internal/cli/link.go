@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"github.com/rdmad/rdmad/dbusapi/client"
 )
 
@@ -64,11 +65,11 @@ IF exists. The arguments are spelt as rdma(8) spells them
 				}
 				*dst = rest[1]
 			}
-			if typ != "rxe" && typ != "siw" {
-				if typ == "" {
-					return usagef(cmd, "missing type rxe|siw")
-				}
-				return usagef(cmd, "type %q: want rxe or siw", typ)
+			if typ == "" {
+				return usagef(cmd, "missing type rxe|siw")
+			}
+			if err := value.LinkType(typ); err != nil {
+				return usagef(cmd, "type: %v", err)
 			}
 			if netdev == "" {
 				return usagef(cmd, "missing netdev IF")

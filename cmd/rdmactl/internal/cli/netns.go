@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"github.com/rdmad/rdmad/dbusapi/client"
 )
 
@@ -54,8 +55,8 @@ with it, the mode applies at the next boot, and rdmactl says so and exits 1.`,
 			if err := exactArgs("shared|exclusive")(cmd, args); err != nil {
 				return err
 			}
-			if args[0] != "shared" && args[0] != "exclusive" {
-				return usagef(cmd, "%q: want shared or exclusive", args[0])
+			if err := value.NetnsMode(args[0]); err != nil {
+				return usagef(cmd, "%v", err)
 			}
 			return nil
 		},

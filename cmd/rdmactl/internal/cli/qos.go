@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
 )
@@ -65,8 +66,8 @@ without DCB, or whose DCB the firmware or lldpad manages, refuses it.`,
 				return err
 			}
 			hasTrust, hasPFC := cmd.Flags().Changed("trust"), cmd.Flags().Changed("pfc")
-			if hasTrust && trust != "dscp" && trust != "pcp" {
-				return usagef(cmd, "--trust %q: want dscp or pcp", trust)
+			if err := value.Trust(trust); hasTrust && err != nil {
+				return usagef(cmd, "--trust: %v", err)
 			}
 			prios, err := parsePFC(pfc)
 			if hasPFC && err != nil {
@@ -93,18 +94,20 @@ func parsePFC(s string) ([]uint8, error) {
 	if s == "none" {
 		return []uint8{}, nil
 	}
-	var out []uint8
-	var seen uint8
+	var ps []int
 	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.ParseUint(strings.TrimSpace(f), 10, 8)
-		if err != nil || n > 7 {
-			return nil, fmt.Errorf("want priorities 0..7 separated by commas, or none")
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("want priorities 0..%d separated by commas, or none", value.MaxPriority)
 		}
-		if seen&(1<<n) != 0 {
-			return nil, fmt.Errorf("priority %d is listed twice", n)
-		}
-		seen |= 1 << n
-		out = append(out, uint8(n))
+		ps = append(ps, n)
+	}
+	if err := value.Priorities(ps); err != nil {
+		return nil, err
+	}
+	out := make([]uint8, len(ps))
+	for i, n := range ps {
+		out[i] = uint8(n)
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
 )
@@ -61,11 +62,11 @@ the change lasts until rdmad stops; with it, it is written to
 				return err
 			}
 			hasMode, hasTOS := cmd.Flags().Changed("mode"), cmd.Flags().Changed("tos")
-			if hasMode && mode != "v1" && mode != "v2" {
-				return usagef(cmd, "--mode %q: want v1 or v2", mode)
+			if err := value.RoCEMode(mode); hasMode && err != nil {
+				return usagef(cmd, "--mode: %v", err)
 			}
-			if hasTOS && (tos < 0 || tos > 255) {
-				return usagef(cmd, "--tos %d: want a number 0..255", tos)
+			if err := value.TOS(tos); hasTOS && err != nil {
+				return usagef(cmd, "--tos: %v", err)
 			}
 			if !hasMode && !hasTOS {
 				return usagef(cmd, "missing --mode, --tos or both")
