@@ -86,14 +86,14 @@ func (s *Server) runApplier() {
 // apply takes the marks and brings the served objects up to date: only
 // the devices marked are converted again, so a pass over one device costs
 // the same on a host with a thousand. The state is read while no mutating
-// call is under way (Daemon.Settled): a refused call's change, and its
+// call is under way (Daemon.BetweenCalls): a refused call's change, and its
 // withdrawal, are never published.
-func (s *Server) apply() { s.svc.Settled(s.applySettled) }
+func (s *Server) apply() { s.svc.BetweenCalls(s.applyBetweenCalls) }
 
-// applySettled is apply's work; its caller holds what Daemon.Settled
-// holds (the applier through Settled, a mutating call through OnSettled).
-// applyMu makes it the only writer of s.objects.
-func (s *Server) applySettled() {
+// applyBetweenCalls is apply's work, run between mutating calls (the
+// applier through Daemon.BetweenCalls, a mutating call's end through
+// AfterEachCall). applyMu makes it the only writer of s.objects.
+func (s *Server) applyBetweenCalls() {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	var (

@@ -233,7 +233,7 @@ func (s *Server) describe() ([]byte, error) {
 		configErr error
 		inForce   config.InForce
 	)
-	s.svc.Settled(func() {
+	s.svc.BetweenCalls(func() {
 		st = s.state.Snapshot()
 		pol, ov = s.svc.Declared()
 		configErr = s.svc.ConfigError()

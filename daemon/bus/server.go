@@ -110,7 +110,7 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 	// A mutating call's outcome is served before the next call starts,
 	// so its reply (after Flush) does not wait behind the calls queued
 	// after it for the applier's turn.
-	svc.OnSettled(s.applySettled)
+	svc.AfterEachCall(s.applyBetweenCalls)
 	// A config change (reload, runtime change) changes the Manager's
 	// declarations; the pass it queues updates the devices.
 	svc.OnConfigChange(func() { s.mark(reconcile.Change{}) })

@@ -32,13 +32,13 @@ type Daemon interface {
 	// one, nothing) and how the saved copy stands.
 	InForce() config.InForce
 	OnConfigChange(fn func())
-	// Settled runs fn while no mutating call is between its change and
-	// its outcome, so what fn reads is what holds: never a declaration a
-	// refused call is about to withdraw.
-	Settled(fn func())
-	// OnSettled registers fn to run at the end of every mutating call,
-	// under the same guarantee as Settled.
-	OnSettled(fn func())
+	// BetweenCalls runs fn while no mutating call is between its change
+	// and its outcome, so what fn reads is what holds: never a
+	// declaration a refused call is about to withdraw.
+	BetweenCalls(fn func())
+	// AfterEachCall registers fn to run at the end of every mutating call,
+	// under the same guarantee as BetweenCalls.
+	AfterEachCall(fn func())
 
 	Host() *host.Host // for Diagnose
 	NetnsKernel() service.NetnsKernel

@@ -14,9 +14,9 @@ import (
 // through RunningInput.
 type Running interface {
 	Host() *host.Host
-	// Settled runs fn while no mutating call is between its change and
+	// BetweenCalls runs fn while no mutating call is between its change and
 	// its outcome.
-	Settled(fn func())
+	BetweenCalls(fn func())
 	PolicyInForce() *config.Policy
 	ConfigError() error
 	InForce() config.InForce
@@ -33,7 +33,7 @@ type Running interface {
 func RunningInput(d Running, snapshot func() reconcile.State, checks []reconcile.Checker) Input {
 	var st reconcile.State
 	in := Input{Host: d.Host(), Errors: map[PortRef]string{}, State: &st, Checks: checks}
-	d.Settled(func() {
+	d.BetweenCalls(func() {
 		st = snapshot()
 		in.Policy, in.ConfigError, in.InForce = d.PolicyInForce(), d.ConfigError(), d.InForce()
 	})

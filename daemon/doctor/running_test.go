@@ -15,18 +15,18 @@ import (
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
-// runningFake is a running rdmad: Settled records that the snapshot, the
+// runningFake is a running rdmad: BetweenCalls records that the snapshot, the
 // policy and the config error are read inside it.
 type runningFake struct {
 	h       *host.Host
 	pol     *config.Policy
 	cfgErr  error
 	settled bool
-	outside []string // reads made outside Settled
+	outside []string // reads made outside BetweenCalls
 }
 
 func (r *runningFake) Host() *host.Host { return r.h }
-func (r *runningFake) Settled(fn func()) {
+func (r *runningFake) BetweenCalls(fn func()) {
 	r.settled = true
 	fn()
 	r.settled = false
@@ -64,7 +64,7 @@ func TestRunningInput(t *testing.T) {
 	checks := []reconcile.Checker{nil}
 	in := doctor.RunningInput(r, snapshot, checks)
 	if len(r.outside) > 0 {
-		t.Errorf("read outside Settled: %v", r.outside)
+		t.Errorf("read outside BetweenCalls: %v", r.outside)
 	}
 	if in.Host != r.h || in.Policy != r.pol || in.ConfigError != r.cfgErr || in.InForce.Origin != config.OriginNothing {
 		t.Errorf("host %v policy %v config error %v in force %+v", in.Host, in.Policy, in.ConfigError, in.InForce)

@@ -144,10 +144,10 @@ type Preloader interface {
 	Preload(ctx context.Context, pol *config.Policy) (loaded bool, err error)
 }
 
-// Reregisterer is a device part whose changes can make the kernel
+// DeviceRecreator is a device part whose changes can make the kernel
 // unregister and register the device again (an mlx4 port type switch):
 // after such a change the reconciler looks whether the device is still
 // there rather than publish a device about to vanish.
-type Reregisterer interface {
-	Reregisters(a Action) bool
+type DeviceRecreator interface {
+	RecreatesDevice(a Action) bool
 }

@@ -338,7 +338,7 @@ func (r *Reconciler) mayHaveVanished(acts []Action) bool {
 			continue
 		}
 		for _, p := range r.deviceParts {
-			if rr, ok := p.(Reregisterer); ok && rr.Reregisters(a) {
+			if rr, ok := p.(DeviceRecreator); ok && rr.RecreatesDevice(a) {
 				return true
 			}
 		}

@@ -299,7 +299,7 @@ func (reregisteringPart) Undo(context.Context, reconcile.Action) error {
 	return reconcile.ErrNotUndoable
 }
 
-func (reregisteringPart) Reregisters(a reconcile.Action) bool { return a.Kind == "vpi port type" }
+func (reregisteringPart) RecreatesDevice(a reconcile.Action) bool { return a.Kind == "vpi port type" }
 
 func (p reregisteringPart) Apply(_ context.Context, run *reconcile.DeviceRun) {
 	d := run.Device

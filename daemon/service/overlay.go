@@ -144,28 +144,28 @@ func (s *Service) changeOverlay(edit func(*Overlay)) (previous Overlay) {
 	return previous
 }
 
-// Settled runs fn while no mutating call (SetRoCE, SetQoS, AddLink,
+// BetweenCalls runs fn while no mutating call (SetRoCE, SetQoS, AddLink,
 // DeleteLink, SetNetnsMode, ReloadNow) is between its change and its
 // outcome: what fn reads of the declarations and the state then holds, and
 // is never a change a refused call is about to withdraw. The bus reads what
 // it publishes under it. fn must not call a mutating method.
-func (s *Service) Settled(fn func()) {
+func (s *Service) BetweenCalls(fn func()) {
 	s.runtime.mutation.mu.Lock()
 	defer s.runtime.mutation.mu.Unlock()
 	fn()
 }
 
-// OnSettled registers fn to run at the end of every mutating call, once
-// its outcome is known and before the next call starts, with what Settled
-// guarantees: the bus publishes a call's outcome there, so the call's
-// reply follows it without waiting behind the calls queued after it. fn
-// must not call Settled or a mutating method.
-func (s *Service) OnSettled(fn func()) {
+// AfterEachCall registers fn to run at the end of every mutating call,
+// once its outcome is known and before the next call starts, with what
+// BetweenCalls guarantees: the bus publishes a call's outcome there, so
+// the call's reply follows it without waiting behind the calls queued
+// after it. fn must not call BetweenCalls or a mutating method.
+func (s *Service) AfterEachCall(fn func()) {
 	s.runtime.mutation.hooks.Store(&fn)
 }
 
-// mutationLock serialises the mutating calls and runs the settled hook
-// (OnSettled) before each one lets the next in.
+// mutationLock serialises the mutating calls and runs the end-of-call hook
+// (AfterEachCall) before each one lets the next in.
 type mutationLock struct {
 	mu    sync.Mutex
 	hooks atomic.Pointer[func()]

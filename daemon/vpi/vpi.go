@@ -102,9 +102,9 @@ func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 	return nil
 }
 
-// Reregisters implements reconcile.Reregisterer: mlx4 unregisters and
+// RecreatesDevice implements reconcile.DeviceRecreator: mlx4 unregisters and
 // registers its RDMA device again when a port type changes.
-func (*Part) Reregisters(a reconcile.Action) bool { return a.Kind == PortType.Kind() }
+func (*Part) RecreatesDevice(a reconcile.Action) bool { return a.Kind == PortType.Kind() }
 
 // Apply implements reconcile.DevicePart.
 func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {

@@ -163,7 +163,7 @@ func TestPortTypeChangeReregistersTheDevice(t *testing.T) {
 	if st := r.Snapshot(); st.Device("mlx4_0") != nil {
 		t.Error("the state still shows mlx4_0 after its port type change unregistered it")
 	}
-	if (&vpi.Part{}).Reregisters(reconcile.Action{Kind: "roce mode"}) {
+	if (&vpi.Part{}).RecreatesDevice(reconcile.Action{Kind: "roce mode"}) {
 		t.Error("a change of another kind said to re-register the device")
 	}
 }
