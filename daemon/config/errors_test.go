@@ -81,7 +81,7 @@ func TestParseRejectsBadInput(t *testing.T) {
 		{"qos dscp_prio with pcp", "[[qos]]\ndevice = \"mlx5_*\"\ntrust = \"pcp\"\ndscp_prio = { 26 = 3 }\n", 4, []string{"qos[0].dscp_prio", `trust = "dscp" only`}},
 		{"qos sets nothing", "[[qos]]\ndevice = \"mlx5_*\"\nport = 1\n", 1, []string{"qos[0]: sets nothing", "trust, pfc, dscp_prio"}},
 		{"qos without selector", "[[qos]]\npfc = [3]\n", 1, []string{"qos[0]: no device selector"}},
-		{"qos unknown key", "[[qos]]\ndevice = \"a\"\npfc = [3]\nprio_tc = [0]\n", 4, []string{"qos[0].prio_tc: unknown key", "[[qos]] accepts device"}},
+		{"qos unknown key", "[[qos]]\ndevice = \"a\"\npfc = [3]\nprio_map = [0]\n", 4, []string{"qos[0].prio_map: unknown key", "[[qos]] accepts device"}},
 		{"syntax error", "[modules]\nenable = true\ndirectory = /etc\n", 3, []string{"TOML syntax error"}},
 		{"duplicate key", "[modules]\nenable = true\nenable = false\n", 3, []string{"TOML syntax error"}},
 	}

@@ -87,6 +87,9 @@ func (p Persisted) Render() []byte {
 		if r.TOS != nil {
 			fmt.Fprintf(&b, "tos = %d\n", *r.TOS)
 		}
+		if r.TrafficClass != nil {
+			fmt.Fprintf(&b, "traffic_class = %t\n", *r.TrafficClass)
+		}
 	}
 	for _, r := range p.QoS {
 		b.WriteString("\n[[qos]]\n")
@@ -117,6 +120,7 @@ func (p Persisted) Render() []byte {
 			}
 			b.WriteString(" }\n")
 		}
+		r.LosslessRule.render(&b)
 	}
 	for _, l := range p.Links {
 		b.WriteString("\n[[link]]\n")

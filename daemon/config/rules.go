@@ -138,7 +138,7 @@ func (r RoCERule) head() (Selector, int)    { return r.Selector, r.Port }
 func (r RoCERule) atPort(n int) RoCERule    { r.Port = n; return r }
 func (r RoCERule) from(p Position) RoCERule { r.Source = p; return r }
 func (r RoCERule) shares(o RoCERule) bool {
-	return r.Mode != "" && o.Mode != "" || r.TOS != nil && o.TOS != nil
+	return r.Mode != "" && o.Mode != "" || r.TOS != nil && o.TOS != nil || r.TrafficClass != nil && o.TrafficClass != nil
 }
 
 func (r RoCERule) without(o RoCERule) (RoCERule, bool) {
@@ -148,7 +148,10 @@ func (r RoCERule) without(o RoCERule) (RoCERule, bool) {
 	if o.TOS != nil {
 		r.TOS = nil
 	}
-	return r, r.Mode != "" || r.TOS != nil
+	if o.TrafficClass != nil {
+		r.TrafficClass = nil
+	}
+	return r, r.Mode != "" || r.TOS != nil || r.TrafficClass != nil
 }
 
 func (r RoCERule) with(o RoCERule) RoCERule {
@@ -157,6 +160,9 @@ func (r RoCERule) with(o RoCERule) RoCERule {
 	}
 	if o.TOS != nil {
 		r.TOS = o.TOS
+	}
+	if o.TrafficClass != nil {
+		r.TrafficClass = o.TrafficClass
 	}
 	return r
 }
@@ -169,6 +175,9 @@ func (r RoCERule) declare(d *RoCEDesired) {
 		v := *r.TOS
 		d.TOS, d.TOSSource = &v, r.Source
 	}
+	if r.TrafficClass != nil {
+		declare(&d.TrafficClass, *r.TrafficClass, r.Source)
+	}
 }
 
 // [[qos]]: trust and pfc; dscp_prio entries are resolved one by one and
@@ -178,7 +187,7 @@ func (r QoSRule) head() (Selector, int)   { return r.Selector, r.Port }
 func (r QoSRule) atPort(n int) QoSRule    { r.Port = n; return r }
 func (r QoSRule) from(p Position) QoSRule { r.Source = p; return r }
 func (r QoSRule) shares(o QoSRule) bool {
-	return r.Trust != "" && o.Trust != "" || r.HasPFC && o.HasPFC
+	return r.Trust != "" && o.Trust != "" || r.HasPFC && o.HasPFC || r.LosslessRule.shares(o.LosslessRule)
 }
 
 func (r QoSRule) without(o QoSRule) (QoSRule, bool) {
@@ -188,7 +197,8 @@ func (r QoSRule) without(o QoSRule) (QoSRule, bool) {
 	if o.HasPFC {
 		r.PFC, r.HasPFC = nil, false
 	}
-	return r, r.Trust != "" || r.HasPFC || len(r.DSCPPrio) > 0
+	r.LosslessRule = r.LosslessRule.without(o.LosslessRule)
+	return r, r.Trust != "" || r.HasPFC || len(r.DSCPPrio) > 0 || r.LosslessRule.declaresAny()
 }
 
 func (r QoSRule) with(o QoSRule) QoSRule {
@@ -198,6 +208,7 @@ func (r QoSRule) with(o QoSRule) QoSRule {
 	if o.HasPFC {
 		r.PFC, r.HasPFC = o.PFC, true
 	}
+	r.LosslessRule = r.LosslessRule.with(o.LosslessRule)
 	return r
 }
 
@@ -214,6 +225,7 @@ func (r QoSRule) declare(d *QoSDesired) {
 		}
 		d.DSCPPrio[k], d.DSCPSource[k] = v, r.Source
 	}
+	d.LosslessDesired.resolve(r.LosslessRule, r.Source)
 }
 
 // [[vpi]]: type.

@@ -223,6 +223,11 @@ func (d *decoder) roce(path string, m map[string]any) (RoCERule, bool) {
 		d.port(&r.Port),
 		stringKey(d, "mode", is(value.RoCEMode), &r.Mode),
 		d.validIntKey("tos", value.TOS, &r.TOS),
+		field{"traffic_class", func(p string, v any) {
+			if b, ok := d.boolean(p, v); ok {
+				r.TrafficClass = &b
+			}
+		}},
 	)
 	d.table(path, m, "[[roce]]", fields)
 	if len(d.errs) > before {
@@ -258,23 +263,26 @@ func (d *decoder) qos(path string, m map[string]any) (QoSRule, bool) {
 	fields := append(d.selectorFields(&r.Selector),
 		d.port(&r.Port),
 		stringKey(d, "trust", is(value.Trust), &r.Trust),
-		field{"pfc", func(p string, v any) { r.PFC, r.HasPFC = d.pfcList(p, v) }},
+		field{"pfc", func(p string, v any) { r.PFC, r.HasPFC = d.prioList(p, v, "[] turns PFC off") }},
 		field{"dscp_prio", func(p string, v any) { r.DSCPPrio = d.dscpPrio(p, v) }},
 	)
+	seen := map[string]bool{}
+	fields = append(fields, d.losslessFields(&r.LosslessRule, seen)...)
 	d.table(path, m, "[[qos]]", fields)
 	if len(d.errs) > before {
 		return r, false
 	}
+	d.checkLossless(path, &r.LosslessRule, seen)
 	d.problems(path, r.Validate())
 	return r, len(d.errs) == before
 }
 
-// pfcList decodes pfc: an array of distinct priorities 0..7 ([] = off),
-// returned ascending.
-func (d *decoder) pfcList(p string, v any) ([]uint8, bool) {
+// prioList decodes a set of priorities (pfc, ecn): an array of distinct
+// priorities 0..7, returned ascending; offHint says what [] does.
+func (d *decoder) prioList(p string, v any, offHint string) ([]uint8, bool) {
 	a, ok := v.([]any)
 	if !ok {
-		d.failf(p, "must be an array of priorities 0..7 such as [3] ([] turns PFC off), not %s", describe(v))
+		d.failf(p, "must be an array of priorities 0..7 such as [3] (%s), not %s", offHint, describe(v))
 		return nil, false
 	}
 	ps := make([]int, len(a))

@@ -319,18 +319,23 @@ type RoCERule struct {
 	Port int      // 0: every port of the device
 	Mode RoCEMode // "": not declared by this rule
 	TOS  *int     // nil: not declared by this rule; else 0..255
+	// TrafficClass true also writes the TOS to OFED's global traffic
+	// class of the port (tc/<port>/traffic_class), which every QP of the
+	// port then uses; false leaves it alone. nil: not declared.
+	TrafficClass *bool
 }
 
 // RoCEDesired is the resolved policy for one port.
 type RoCEDesired struct {
-	Mode       RoCEMode // "" when no rule declares a mode
-	TOS        *int     // nil when no rule declares a TOS
-	ModeSource Position // where the winning mode was declared
-	TOSSource  Position
+	Mode         RoCEMode // "" when no rule declares a mode
+	TOS          *int     // nil when no rule declares a TOS
+	ModeSource   Position // where the winning mode was declared
+	TOSSource    Position
+	TrafficClass Declared[bool]
 }
 
 // Empty reports whether no rule applies to the port.
-func (d RoCEDesired) Empty() bool { return d.Mode == "" && d.TOS == nil }
+func (d RoCEDesired) Empty() bool { return d.Mode == "" && d.TOS == nil && !d.TrafficClass.Set }
 
 // ShadowedLink is a link declaration that a later one replaced.
 type ShadowedLink struct {
@@ -402,6 +407,7 @@ type QoSRule struct {
 	// DSCPPrio maps DSCP (0..63) to priority (0..7): entries overlaid on
 	// the default DSCP>>3 table when trust is dscp. nil: none declared.
 	DSCPPrio map[uint8]uint8
+	LosslessRule
 }
 
 // QoSDesired is the resolved [[qos]] policy for one port. Each field
@@ -415,11 +421,12 @@ type QoSDesired struct {
 	PFCSource   Position
 	DSCPPrio    map[uint8]uint8    // nil when no rule declares an entry
 	DSCPSource  map[uint8]Position // where each entry was declared
+	LosslessDesired
 }
 
 // Empty reports whether no rule applies to the port.
 func (d QoSDesired) Empty() bool {
-	return d.Trust == "" && !d.HasPFC && len(d.DSCPPrio) == 0
+	return d.Trust == "" && !d.HasPFC && len(d.DSCPPrio) == 0 && d.LosslessDesired.Empty()
 }
 
 // FirstSource is where the first declared field of d was declared (trust,
@@ -436,7 +443,7 @@ func (d QoSDesired) FirstSource() Position {
 		// The entry of the lowest DSCP: the same every time.
 		return d.DSCPSource[slices.Min(slices.Collect(maps.Keys(d.DSCPSource)))]
 	}
-	return Position{}
+	return d.LosslessDesired.FirstSource()
 }
 
 // DSCPTable is the full 64-entry DSCP -> priority table trust dscp

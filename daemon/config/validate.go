@@ -53,7 +53,7 @@ func (r RoCERule) Validate() []Problem {
 			out = append(out, Problem{"tos", err})
 		}
 	}
-	if r.Mode == "" && r.TOS == nil {
+	if r.Mode == "" && r.TOS == nil && r.TrafficClass == nil {
 		out = append(out, Problem{"", errors.New("sets nothing: set mode, tos or both")})
 	}
 	return out
@@ -86,8 +86,8 @@ func (r QoSRule) Validate() []Problem {
 			out = append(out, Problem{"dscp_prio", err})
 		}
 	}
-	if r.Trust == "" && !r.HasPFC && r.DSCPPrio == nil {
-		out = append(out, Problem{"", errors.New("sets nothing: set trust, pfc, dscp_prio or several")})
+	if r.Trust == "" && !r.HasPFC && r.DSCPPrio == nil && !r.LosslessRule.declaresAny() {
+		out = append(out, Problem{"", errors.New("sets nothing: set trust, pfc, dscp_prio or another [[qos]] key")})
 	}
 	if r.Trust == TrustPCP && r.DSCPPrio != nil {
 		out = append(out, Problem{"dscp_prio", errors.New("applies with trust = \"dscp\" only; this rule sets trust = \"pcp\"")})
