@@ -56,6 +56,11 @@ type Netdev struct {
 	// SetDCBX is the driver's setdcbx: the status it returns for mode (0
 	// takes it, and GDCBX then answers mode). nil: no setdcbx, EOPNOTSUPP.
 	SetDCBX func(mode uint8) uint8
+	// ToggleLinkOnPFC counts in LinkToggles every PFC SET that changes the
+	// enable mask, as mlx5 toggles the port's link then
+	// (mlx5e_dcbnl_ieee_setpfc); a delay change alone does not.
+	ToggleLinkOnPFC bool
+	LinkToggles     int
 }
 
 // Fake is the kernel: netdevs by name; a name it does not hold is ENODEV.
@@ -95,6 +100,8 @@ func MLX5(n *Netdev) {
 	n.Maxrate = &dcb.Maxrate{}
 	n.Buffer = &dcb.Buffer{Size: [8]uint32{262016, 0, 0, 0, 0, 0, 0, 0}, Total: 524160}
 	n.AppSelectors = []uint8{dcb.SelDSCP}
+	n.ToggleLinkOnPFC = true
+	n.PFC.Delay = 7 // MLX5E_DEFAULT_CABLE_LEN, reported while the buffers are configurable
 	n.KeepDelay = func(d uint16) bool { return d > 0 && d < 1000 }
 	n.RoundMaxrate = func(kbps uint64) uint64 {
 		const mbit100, gbit = 100_000, 1_000_000
@@ -242,6 +249,9 @@ func (n *Netdev) set(r Request) syscall.Errno {
 			return n.RefusePFC
 		}
 		if !n.DropPFC {
+			if n.ToggleLinkOnPFC && n.PFC.Enabled != r.PFC.Enabled {
+				n.LinkToggles++
+			}
 			n.PFC.Enabled = r.PFC.Enabled
 			if n.KeepDelay == nil || n.KeepDelay(r.PFC.Delay) {
 				n.PFC.Delay = r.PFC.Delay

@@ -112,8 +112,8 @@ func TestFakeMLX5(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, _ := f.Netdev("ens1f0np0"); n.PFC.Delay != 10 {
-		t.Errorf("delay %d, want 10 kept", n.PFC.Delay)
+	if n, _ := f.Netdev("ens1f0np0"); n.PFC.Delay != 10 || n.LinkToggles != 1 {
+		t.Errorf("delay %d, want 10 kept; %d link toggles, want 1 (the mask changed once)", n.PFC.Delay, n.LinkToggles)
 	}
 	// DSCP entries only.
 	var se *dcb.StatusError
