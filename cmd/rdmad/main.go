@@ -87,7 +87,7 @@ func run() int {
 		// A fixture root has no kernel of its own: RDMA netlink would
 		// create links or switch the netns mode of this machine, DCB
 		// netlink would set PFC and trust on its adapters.
-		kernel.Links, kernel.Netns, kernel.DCB = offHost{h.Root}, offHost{h.Root}, offHost{h.Root}
+		kernel.Links, kernel.Netns, kernel.DCB, kernel.Ethtool = offHost{h.Root}, offHost{h.Root}, offHost{h.Root}, offHost{h.Root}
 	}
 	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Parts: compose.Parts(kernel), Log: log, OneShot: *once})
 	if err != nil {

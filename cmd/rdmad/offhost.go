@@ -5,9 +5,11 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/ethtool"
 )
 
-// offHost stands in for RDMA netlink and DCB netlink when --root is not "/":
+// offHost stands in for RDMA netlink, DCB netlink and ethtool when --root
+// is not "/":
 // the actions are reported as failed instead of being carried out on the
 // machine rdmad runs on (a fixture's ens1f0np0 may well be a real adapter's
 // name here).
@@ -31,3 +33,8 @@ func (o offHost) SetBuffer(string, dcb.Buffer) error   { return o.err() }
 func (o offHost) SetApp(string, dcb.App) error         { return o.err() }
 func (o offHost) DelApp(string, dcb.App) error         { return o.err() }
 func (o offHost) SetDCBX(string, uint8) error          { return o.err() }
+
+func (o offHost) Pause(string) (ethtool.Pause, error)     { return ethtool.Pause{}, o.err() }
+func (o offHost) SetPause(string, bool, bool) error       { return o.err() }
+func (o offHost) PFCStormTimeout(string) (uint16, error)  { return 0, o.err() }
+func (o offHost) SetPFCStormTimeout(string, uint16) error { return o.err() }

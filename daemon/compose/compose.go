@@ -6,6 +6,7 @@ package compose
 
 import (
 	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/ethtool"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/links"
 	"github.com/rdmad/rdmad/daemon/memlock"
@@ -22,14 +23,15 @@ import (
 // the real ones, unit tests fakes.
 type Kernel struct {
 	Modules modules.Loader
-	Links   links.Netlink // nil: [[link]] is not managed (tests that do not need it)
-	Netns   netns.Kernel  // nil: [netns] is not managed
-	DCB     dcb.Kernel    // nil: [[qos]] is not applied through DCB (the mlx4 options file still is)
+	Links   links.Netlink  // nil: [[link]] is not managed (tests that do not need it)
+	Netns   netns.Kernel   // nil: [netns] is not managed
+	DCB     dcb.Kernel     // nil: [[qos]] is not applied through DCB (the mlx4 options file still is)
+	Ethtool ethtool.Kernel // nil: [[qos]] pause and pfc_storm_timeout fail, named
 }
 
 // RealKernel returns the production kernel interfaces.
 func RealKernel() Kernel {
-	return Kernel{Modules: modules.Modprobe{}, Links: links.RDMANetlink{}, Netns: netns.RDMANetlink{}, DCB: dcb.Netlink{}}
+	return Kernel{Modules: modules.Modprobe{}, Links: links.RDMANetlink{}, Netns: netns.RDMANetlink{}, DCB: dcb.Netlink{}, Ethtool: ethtool.Netlink{}}
 }
 
 // Parts returns the builder of every part on k, in the order a pass
@@ -68,7 +70,7 @@ func Parts(k Kernel) service.PartsFunc {
 		// QoS in the same pass as the TOS: a PF whose driver reloaded
 		// gets both back together.
 		if k.DCB != nil {
-			p.Device = append(p.Device, &qos.Part{Host: h, DCB: k.DCB})
+			p.Device = append(p.Device, &qos.Part{Host: h, DCB: k.DCB, Ethtool: k.Ethtool})
 		}
 		return p
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/links/linkstest"
 	"github.com/rdmad/rdmad/daemon/modules"
 	"github.com/rdmad/rdmad/daemon/netns/netnstest"
+	"github.com/rdmad/rdmad/daemon/qos"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/roce"
 )
@@ -109,7 +110,10 @@ func TestEveryPartUndoesOrSaysWhy(t *testing.T) {
 	if !slices.Equal(notUndoable, want) {
 		t.Errorf("kinds that cannot be undone: %v, want %v (undoable: %v)", notUndoable, want, undoable)
 	}
-	if len(undoable) != 12 {
-		t.Errorf("undoable kinds: %v (want the 12 of roce mode/tos, vpi, links, netns, memlock, qos pfc/trust/mlx4 file)", undoable)
+	// The lossless profile's settings beyond PFC and trust are all
+	// undoable from their old values.
+	lossless := len((*qos.Part)(nil).Settings()) - 2
+	if len(undoable) != 12+lossless {
+		t.Errorf("undoable kinds: %v (want the 12 of roce mode/tos, vpi, links, netns, memlock, qos pfc/trust/mlx4 file, and qos's %d lossless settings)", undoable, lossless)
 	}
 }

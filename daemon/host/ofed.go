@@ -38,6 +38,12 @@ func ecnPath(netdev string, elem ...string) string {
 	return path.Join(append([]string{ClassNet, netdev, "ecn"}, elem...)...)
 }
 
+// ECNWatch are the directories (relative to the host root) of netdev's
+// OFED ECN files: a write to one of them is an event there.
+func ECNWatch(netdev string) []string {
+	return []string{ecnPath(netdev, ECNReaction, "enable"), ecnPath(netdev, ECNNotification, "enable"), ecnPath(netdev, ECNNotification)}
+}
+
 // ECN point names: the reaction point (roce_rp) and the notification
 // point (roce_np).
 const (

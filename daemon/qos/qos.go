@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"slices"
 	"sort"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/ethtool"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
@@ -82,11 +84,17 @@ func trustOf(netdev string, ie dcb.IEEE) TrustValue {
 }
 
 // Kinds implements reconcile.Part.
-func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{PFC.Kind(), Trust.Kind()} }
+func (p *Part) Kinds() []reconcile.Kind {
+	var out []reconcile.Kind
+	for _, s := range p.Settings() {
+		out = append(out, s.Kind)
+	}
+	return out
+}
 
 // Settings implements reconcile.Part.
 func (*Part) Settings() []*reconcile.Setting {
-	return []*reconcile.Setting{PFC.Setting(), Trust.Setting()}
+	return append([]*reconcile.Setting{PFC.Setting(), Trust.Setting()}, losslessSettings()...)
 }
 
 // Undo implements reconcile.Part: a netdev's previous PFC, or its previous
@@ -125,6 +133,9 @@ func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 			return fmt.Errorf("%s: put back %d DSCP entries but the driver kept another table", old.Netdev, len(old.DSCP))
 		}
 		return nil
+	}
+	if handled, err := p.undoLossless(a); handled {
+		return err
 	}
 	return fmt.Errorf("%s %s: %w", a.Subject, a.Kind, reconcile.ErrNotUndoable)
 }
@@ -214,7 +225,35 @@ const MLX5Driver = "mlx5_core"
 type Part struct {
 	Host *host.Host
 	DCB  dcb.Kernel
+	// Ethtool sets global pause and the PFC storm timeout; nil: those
+	// settings fail, named.
+	Ethtool ethtool.Kernel
+	Log     *slog.Logger // nil: slog.Default
 }
+
+func (p *Part) log() *slog.Logger {
+	if p.Log == nil {
+		return slog.Default()
+	}
+	return p.Log
+}
+
+func (p *Part) ethtool() ethtool.Kernel {
+	if p.Ethtool == nil {
+		return noEthtool{}
+	}
+	return p.Ethtool
+}
+
+// noEthtool is the ethtool of a part built without one.
+type noEthtool struct{}
+
+var errNoEthtool = errors.New("qos: this rdmad has no ethtool access (global pause and the PFC storm timeout cannot be set)")
+
+func (noEthtool) Pause(string) (ethtool.Pause, error)     { return ethtool.Pause{}, errNoEthtool }
+func (noEthtool) SetPause(string, bool, bool) error       { return errNoEthtool }
+func (noEthtool) PFCStormTimeout(string) (uint16, error)  { return 0, errNoEthtool }
+func (noEthtool) SetPFCStormTimeout(string, uint16) error { return errNoEthtool }
 
 // Apply keeps PFC and trust on the netdev of every port of the device a
 // [[qos]] rule selects. A netdev that refuses fails alone.
@@ -249,7 +288,7 @@ func (p *Part) Apply(_ context.Context, run *reconcile.DeviceRun) {
 			refuseAll(run, subject, "", want, errors.New("the port has no netdev"))
 			continue
 		}
-		p.applyPort(run, dev, subject, netdev, want)
+		p.applyPort(run, dev, subject, port.Number, netdev, want)
 	}
 }
 
@@ -279,6 +318,7 @@ func notApplicable(run *reconcile.DeviceRun, subject reconcile.Subject, netdev s
 	if want.Trust != "" || len(want.DSCPPrio) > 0 {
 		run.Add(Trust.NotApplicable(subject, trust, want.FirstSource(), why))
 	}
+	losslessNotApplicable(run, subject, netdev, "", want.LosslessDesired, why)
 }
 
 // refuseAll fails every declared setting of the port with err.
@@ -290,6 +330,7 @@ func refuseAll(run *reconcile.DeviceRun, subject reconcile.Subject, netdev strin
 	if want.Trust != "" {
 		run.Add(Trust.Refuse(subject, trust, want.TrustSource, err))
 	}
+	losslessRefuse(run, subject, netdev, "", want.LosslessDesired, err, false)
 }
 
 // pfNetdev names the netdevs of a VF's physical function ("" when sysfs
@@ -303,15 +344,26 @@ func (p *Part) pfNetdev(dev *host.Device) string {
 	return strings.Join(names, ", ")
 }
 
-func (p *Part) applyPort(run *reconcile.DeviceRun, dev *host.Device, subject reconcile.Subject, netdev string, want config.QoSDesired) {
+func (p *Part) applyPort(run *reconcile.DeviceRun, dev *host.Device, subject reconcile.Subject, port int, netdev string, want config.QoSDesired) {
+	// Global pause, the storm timeout and ECN are not DCB: a netdev
+	// without DCB still gets them (or its own refusal of each).
+	defer p.applyLosslessLink(run, dev, subject, port, netdev, want.LosslessDesired)
 	ie, err := p.DCB.Get(netdev)
 	if err != nil {
 		if dcb.Unsupported(err) {
-			err = fmt.Errorf("%s does not support DCB: PFC and trust cannot be set: %w", netdev, err)
+			err = fmt.Errorf("%s does not support DCB: PFC, trust and the other DCB settings cannot be set: %w", netdev, err)
 		}
-		refuseAll(run, subject, netdev, want, err)
+		pfc, trust := declared(netdev, want)
+		if want.HasPFC {
+			run.Add(PFC.Refuse(subject, pfc, want.PFCSource, err))
+		}
+		if want.Trust != "" {
+			run.Add(Trust.Refuse(subject, trust, want.TrustSource, err))
+		}
+		losslessRefuse(run, subject, netdev, dev.Driver, want.LosslessDesired, err, true)
 		return
 	}
+	ie = p.applyDCBX(run, subject, netdev, want.LosslessDesired, ie)
 	// Another agent's DCB is not written; its values still count as drift
 	// when they differ.
 	var hold error
@@ -354,6 +406,7 @@ func (p *Part) applyPort(run *reconcile.DeviceRun, dev *host.Device, subject rec
 		run.Add(Trust.NotApplicable(subject, trust, want.FirstSource(),
 			errors.New(`dscp_prio applies with trust = "dscp", which no rule sets for this port`)))
 	}
+	p.applyLosslessDCB(run, dev, subject, netdev, want.LosslessDesired, ie, hold)
 }
 
 // owner says who else manages the netdev's DCB ("" when the host may

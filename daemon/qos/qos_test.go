@@ -207,7 +207,7 @@ func TestNetdevWithoutDCBFailsClearlyAndOthersApply(t *testing.T) {
 	if got, want := statuses(acts), "mlx5_0/1 qos pfc failed, mlx5_0/1 qos trust failed"; got != want {
 		t.Fatalf("no DCB: %s", got)
 	}
-	if msg := acts[0].Err.Error(); !strings.Contains(msg, "ens1f0np0 does not support DCB: PFC and trust cannot be set") {
+	if msg := acts[0].Err.Error(); !strings.Contains(msg, "ens1f0np0 does not support DCB: PFC, trust and the other DCB settings cannot be set") {
 		t.Errorf("message: %s", msg)
 	}
 	acts, _ = e.apply(t, pol, "mlx5_1")

@@ -114,6 +114,9 @@ func MLX5(n *Netdev) {
 		return kbps / gbit * gbit
 	}
 	n.SetDCBX = func(mode uint8) uint8 {
+		if mode == 0 {
+			return 0 // back to firmware control
+		}
 		if mode&dcb.CapLLDManaged != 0 || mode&dcb.CapVerCEE != 0 || mode&dcb.CapVerIEEE == 0 || mode&dcb.CapHost == 0 {
 			return 1
 		}
@@ -219,7 +222,12 @@ func (f *Fake) transport(req *nl.NetlinkRequest, resType uint16) ([][]byte, erro
 			return nil, syscall.EINVAL
 		}
 		status := n.SetDCBX(r.DCBX)
-		if status == 0 {
+		switch {
+		case status == 0 && r.DCBX == 0:
+			// Mode 0 hands DCBX to the firmware (mlx5): it reports
+			// LLD-managed from then on.
+			n.DCBX = dcb.CapLLDManaged | dcb.CapVerIEEE | dcb.CapVerCEE
+		case status == 0:
 			n.DCBX = r.DCBX
 		}
 		reply = EncodeSDCBXReply(status)

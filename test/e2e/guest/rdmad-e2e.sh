@@ -1135,7 +1135,7 @@ s_qos-veth() {
 	wait_for 10 qos_failed "qos pfc" || fail "no failed qos pfc action for rxe9/1: $(qos_acts | cut -c1-300)"
 	qos_failed "qos trust" || fail "no failed qos trust action for rxe9/1: $(qos_acts | cut -c1-300)"
 	err=$(qos_acts | jq -r '.[] | select(.kind == "qos pfc") | .error')
-	matches -F 'veth3 does not support DCB: PFC and trust cannot be set' <<<"$err" || fail "qos pfc error: $err"
+	matches -F 'veth3 does not support DCB: PFC, trust and the other DCB settings cannot be set' <<<"$err" || fail "qos pfc error: $err"
 	matches -i 'operation not supported' <<<"$err" || fail "the kernel's answer is not EOPNOTSUPP: $err"
 	not matches -iE 'invalid argument|no such device' <<<"$err" || fail "EINVAL or ENODEV: $err"
 	tos_is rxe9 "$declared_tos" || fail "rxe9/1 tos is '$(tos_of rxe9)': the QoS failure must not stop the TOS ($declared_tos)"

@@ -1,0 +1,578 @@
+package qos
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/ethtool"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+// The settings of a lossless profile beyond PFC and trust, on the ports
+// [[qos]] selects: DCB ones (cable length, ETS, rate limits, buffers,
+// datagram-port entries, the DCBX mode), ethtool ones (global pause, the
+// PFC storm timeout) and the OFED driver's ECN and CNP marking.
+var (
+	CableLength  = reconcile.NewSetting[CableLengthValue](reconcile.Setting{Name: "qos_cable_length", Kind: "qos cable length", Key: config.KeyQoSCableLength, Title: "cable length"})
+	PrioTC       = reconcile.NewSetting[PrioTCValue](reconcile.Setting{Name: "qos_prio_tc", Kind: "qos prio_tc", Key: config.KeyQoSPrioTC, Title: "ETS priority classes"})
+	Bandwidth    = reconcile.NewSetting[BandwidthValue](reconcile.Setting{Name: "qos_tc_bandwidth", Kind: "qos tc_bandwidth", Key: config.KeyQoSTCBandwidth, Title: "ETS bandwidth"})
+	Maxrate      = reconcile.NewSetting[MaxrateValue](reconcile.Setting{Name: "qos_tc_maxrate", Kind: "qos tc_maxrate", Key: config.KeyQoSTCMaxrate, Title: "rate limits"})
+	PrioBuffer   = reconcile.NewSetting[PrioBufferValue](reconcile.Setting{Name: "qos_prio_buffer", Kind: "qos prio_buffer", Key: config.KeyQoSPrioBuffer, Title: "priority buffers"})
+	BufferSize   = reconcile.NewSetting[BufferSizeValue](reconcile.Setting{Name: "qos_buffer_size", Kind: "qos buffer_size", Key: config.KeyQoSBufferSize, Title: "buffer sizes"})
+	UDPPortPrio  = reconcile.NewSetting[UDPPortPrioValue](reconcile.Setting{Name: "qos_udp_port_prio", Kind: "qos udp_port_prio", Key: config.KeyQoSUDPPortPrio, Title: "datagram-port priorities"})
+	DCBX         = reconcile.NewSetting[DCBXValue](reconcile.Setting{Name: "qos_dcbx", Kind: "qos dcbx", Key: config.KeyQoSDCBX, Title: "DCBX mode"})
+	Pause        = reconcile.NewSetting[PauseValue](reconcile.Setting{Name: "qos_pause", Kind: "qos pause", Key: config.KeyQoSPause, Title: "global pause"})
+	StormTimeout = reconcile.NewSetting[StormTimeoutValue](reconcile.Setting{Name: "qos_pfc_storm_timeout", Kind: "qos pfc_storm_timeout", Key: config.KeyQoSPFCStormTimeout, Title: "PFC storm timeout"})
+	ECN          = reconcile.NewSetting[ECNValue](reconcile.Setting{Name: "qos_ecn", Kind: "qos ecn", Key: config.KeyQoSECN, Title: "ECN priorities"})
+	CNPDSCP      = reconcile.NewSetting[CNPValue](reconcile.Setting{Name: "qos_cnp_dscp", Kind: "qos cnp_dscp", Key: config.KeyQoSCNPDSCP, Title: "CNP DSCP"})
+	CNPPriority  = reconcile.NewSetting[CNPValue](reconcile.Setting{Name: "qos_cnp_priority", Kind: "qos cnp_priority", Key: config.KeyQoSCNPPriority, Title: "CNP priority"})
+)
+
+// losslessSettings are the settings of settings.go, in the order a port
+// applies them.
+func losslessSettings() []*reconcile.Setting {
+	return []*reconcile.Setting{DCBX.Setting(), CableLength.Setting(), PrioTC.Setting(), Bandwidth.Setting(), Maxrate.Setting(),
+		PrioBuffer.Setting(), BufferSize.Setting(), UDPPortPrio.Setting(), Pause.Setting(), StormTimeout.Setting(),
+		ECN.Setting(), CNPDSCP.Setting(), CNPPriority.Setting()}
+}
+
+// declaredLossless is one declared lossless setting of a port, with what
+// records it as not applying or refused without trying.
+type declaredLossless struct {
+	dcb    bool // set through DCB: refused with the netdev's DCB error
+	na     func(why error) (reconcile.Action, reconcile.Record)
+	refuse func(err error) (reconcile.Action, reconcile.Record)
+}
+
+// handleDecl binds a declared value of one setting.
+func handleDecl[V reconcile.Value](h reconcile.Handle[V], subject reconcile.Subject, want V, src config.Position, viaDCB bool) declaredLossless {
+	return declaredLossless{
+		dcb:    viaDCB,
+		na:     func(why error) (reconcile.Action, reconcile.Record) { return h.NotApplicable(subject, want, src, why) },
+		refuse: func(err error) (reconcile.Action, reconcile.Record) { return h.Refuse(subject, want, src, err) },
+	}
+}
+
+// wanted is the declared values of the lossless settings of a port on
+// netdev, as the settings' values.
+type wanted struct {
+	cable  CableLengthValue
+	prioTC PrioTCValue
+	bw     BandwidthValue
+	rate   MaxrateValue
+	prioBf PrioBufferValue
+	size   BufferSizeValue
+	udp    UDPPortPrioValue
+	dcbx   DCBXValue
+	pause  PauseValue
+	storm  StormTimeoutValue
+	ecn    ECNValue
+	cnpD   CNPValue
+	cnpP   CNPValue
+}
+
+func wantedOf(netdev, driver string, d config.LosslessDesired) wanted {
+	return wanted{
+		cable:  CableLengthValue{Netdev: netdev, Metres: uint16(d.CableLength.Value)},
+		prioTC: PrioTCValue{Netdev: netdev, Map: d.PrioTC.Value},
+		bw:     BandwidthValue{Netdev: netdev, BW: d.TCBandwidth.Value},
+		rate:   MaxrateValue{Netdev: netdev, Rates: d.TCMaxrate.Value, Driver: driver},
+		prioBf: PrioBufferValue{Netdev: netdev, Map: d.PrioBuffer.Value},
+		size:   BufferSizeValue{Netdev: netdev, Sizes: d.BufferSize.Value},
+		udp:    UDPPortPrioValue{Netdev: netdev, Map: d.UDPPortPrio.Value},
+		dcbx:   DCBXValue{Netdev: netdev, Caps: HostIEEE},
+		pause:  DeclaredPause(netdev, d.Pause.Value),
+		storm:  StormTimeoutValue{Netdev: netdev, MS: uint16(d.PFCStormTimeout.Value)},
+		ecn:    DeclaredECN(netdev, d.ECN.Value),
+		cnpD:   CNPValue{Netdev: netdev, Value: d.CNPDSCP.Value},
+		cnpP:   CNPValue{Netdev: netdev, Value: d.CNPPriority.Value},
+	}
+}
+
+// declaredOf lists the lossless settings d declares on a port.
+func declaredOf(subject reconcile.Subject, netdev, driver string, d config.LosslessDesired) []declaredLossless {
+	w := wantedOf(netdev, driver, d)
+	var out []declaredLossless
+	add := func(set bool, x declaredLossless) {
+		if set {
+			out = append(out, x)
+		}
+	}
+	add(d.DCBX.Set, handleDecl(DCBX, subject, w.dcbx, d.DCBX.Source, true))
+	add(d.CableLength.Set, handleDecl(CableLength, subject, w.cable, d.CableLength.Source, true))
+	add(d.PrioTC.Set, handleDecl(PrioTC, subject, w.prioTC, d.PrioTC.Source, true))
+	add(d.TCBandwidth.Set, handleDecl(Bandwidth, subject, w.bw, d.TCBandwidth.Source, true))
+	add(d.TCMaxrate.Set, handleDecl(Maxrate, subject, w.rate, d.TCMaxrate.Source, true))
+	add(d.PrioBuffer.Set, handleDecl(PrioBuffer, subject, w.prioBf, d.PrioBuffer.Source, true))
+	add(d.BufferSize.Set, handleDecl(BufferSize, subject, w.size, d.BufferSize.Source, true))
+	add(d.UDPPortPrio.Set, handleDecl(UDPPortPrio, subject, w.udp, d.UDPPortPrio.Source, true))
+	add(d.Pause.Set, handleDecl(Pause, subject, w.pause, d.Pause.Source, false))
+	add(d.PFCStormTimeout.Set, handleDecl(StormTimeout, subject, w.storm, d.PFCStormTimeout.Source, false))
+	add(d.ECN.Set, handleDecl(ECN, subject, w.ecn, d.ECN.Source, false))
+	add(d.CNPDSCP.Set, handleDecl(CNPDSCP, subject, w.cnpD, d.CNPDSCP.Source, false))
+	add(d.CNPPriority.Set, handleDecl(CNPPriority, subject, w.cnpP, d.CNPPriority.Source, false))
+	return out
+}
+
+// losslessNotApplicable records every declared lossless setting of the
+// port as not applying, and why.
+func losslessNotApplicable(run *reconcile.DeviceRun, subject reconcile.Subject, netdev, driver string, d config.LosslessDesired, why error) {
+	for _, x := range declaredOf(subject, netdev, driver, d) {
+		run.Add(x.na(why))
+	}
+}
+
+// losslessRefuse refuses every declared lossless setting of the port
+// (only the DCB ones with dcbOnly).
+func losslessRefuse(run *reconcile.DeviceRun, subject reconcile.Subject, netdev, driver string, d config.LosslessDesired, err error, dcbOnly bool) {
+	for _, x := range declaredOf(subject, netdev, driver, d) {
+		if x.dcb || !dcbOnly {
+			run.Add(x.refuse(err))
+		}
+	}
+}
+
+// converge adds the record of one declared setting: not applicable when
+// the driver lacks it, refused when check says so, else brought to its
+// value.
+func converge[V reconcile.Value](run *reconcile.DeviceRun, h reconcile.Handle[V], lacks, check error, c reconcile.Converge[V]) {
+	switch {
+	case lacks != nil:
+		run.Add(h.NotApplicable(c.Subject, c.Want, c.Source, lacks))
+	case check != nil:
+		run.Add(h.Refuse(c.Subject, c.Want, c.Source, check))
+	default:
+		run.Add(h.Converge(run, c))
+	}
+}
+
+// applyDCBX sets host DCBX mode first, where declared, so that the owner
+// check that follows sees the mode the rule asked for. It returns the
+// netdev's DCB read again after a change.
+func (p *Part) applyDCBX(run *reconcile.DeviceRun, subject reconcile.Subject, netdev string, d config.LosslessDesired, ie dcb.IEEE) dcb.IEEE {
+	if !d.DCBX.Set {
+		return ie
+	}
+	w := DCBXValue{Netdev: netdev, Caps: HostIEEE}
+	act, rec := DCBX.Converge(run, reconcile.Converge[DCBXValue]{
+		Subject: subject, Want: w, Source: d.DCBX.Source, Holds: DCBXHolds,
+		Read:  func() (DCBXValue, error) { return p.readDCBX(netdev) },
+		Write: func(want DCBXValue) error { return p.DCB.SetDCBX(netdev, want.Caps) },
+		Fix:   "the driver refused host DCBX: set it persistently (mlxconfig -d <device> set LLDP_NB_DCBX_P1=0 LLDP_NB_RX_MODE_P1=0 LLDP_NB_TX_MODE_P1=0 and a firmware reset on mlx5), or remove dcbx",
+	})
+	run.Add(act, rec)
+	if act.Status == reconcile.Changed {
+		if again, err := p.DCB.Get(netdev); err == nil {
+			return again
+		}
+	}
+	return ie
+}
+
+func (p *Part) readDCBX(netdev string) (DCBXValue, error) {
+	ie, err := p.DCB.Get(netdev)
+	if err != nil {
+		return DCBXValue{}, err
+	}
+	if ie.HasDCBX {
+		return DCBXValue{Netdev: netdev, Caps: ie.DCBX}, nil
+	}
+	caps, err := p.DCB.DCBX(netdev)
+	if err != nil {
+		return DCBXValue{}, err
+	}
+	return DCBXValue{Netdev: netdev, Caps: caps}, nil
+}
+
+// applyLosslessDCB converges the DCB settings beyond PFC, trust and DCBX.
+// ie is the netdev's DCB as read; hold is set when another agent owns it.
+func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subject reconcile.Subject, netdev string, d config.LosslessDesired, ie dcb.IEEE, hold error) {
+	w := wantedOf(netdev, dev.Driver, d)
+	get := func() (dcb.IEEE, error) { return p.DCB.Get(netdev) }
+	if d.CableLength.Set {
+		_, lacks := CableLengthOf(netdev, dev.Driver, ie)
+		converge(run, CableLength, lacks, nil, reconcile.Converge[CableLengthValue]{
+			Subject: subject, Want: w.cable, Source: d.CableLength.Source, Holds: CableLengthHolds, Hold: hold,
+			Read: func() (CableLengthValue, error) {
+				ie, err := get()
+				if err != nil {
+					return CableLengthValue{}, err
+				}
+				return CableLengthOf(netdev, dev.Driver, ie)
+			},
+			// The mask goes back as the driver holds it: mlx5 toggles the
+			// link only when the mask changes.
+			Write: func(want CableLengthValue) error {
+				ie, err := get()
+				if err != nil {
+					return err
+				}
+				if ie.PFC == nil {
+					return fmt.Errorf("%s reports no PFC", netdev)
+				}
+				return p.DCB.SetPFC(netdev, NextPFCDelay(*ie.PFC, want.Metres))
+			},
+		})
+	}
+	_, _, etsLacks := ETSOf(netdev, dev.Driver, ie)
+	var etsCap uint8
+	if ie.ETS != nil {
+		etsCap = ie.ETS.Cap
+	}
+	readETS := func() (dcb.IEEE, error) {
+		ie, err := get()
+		if err == nil && ie.ETS == nil {
+			err = &Lacks{Netdev: netdev, Driver: dev.Driver, What: "ETS", Op: "ieee_getets"}
+		}
+		return ie, err
+	}
+	if d.PrioTC.Set {
+		converge(run, PrioTC, etsLacks, CheckPrioTC(netdev, etsCap, w.prioTC), reconcile.Converge[PrioTCValue]{
+			Subject: subject, Want: w.prioTC, Source: d.PrioTC.Source, Hold: hold,
+			Read: func() (PrioTCValue, error) {
+				ie, err := get()
+				if err != nil {
+					return PrioTCValue{}, err
+				}
+				v, _, err := ETSOf(netdev, dev.Driver, ie)
+				return v, err
+			},
+			Write: func(want PrioTCValue) error {
+				ie, err := readETS()
+				if err != nil {
+					return err
+				}
+				return p.DCB.SetETS(netdev, NextETSPrioTC(*ie.ETS, want))
+			},
+		})
+	}
+	if d.TCBandwidth.Set {
+		w.bw.Cap = etsCap
+		converge(run, Bandwidth, etsLacks, CheckBandwidth(netdev, etsCap, w.bw.BW), reconcile.Converge[BandwidthValue]{
+			Subject: subject, Want: w.bw, Source: d.TCBandwidth.Source, Holds: ETSBandwidthHolds, Hold: hold,
+			Read: func() (BandwidthValue, error) {
+				ie, err := get()
+				if err != nil {
+					return BandwidthValue{}, err
+				}
+				_, v, err := ETSOf(netdev, dev.Driver, ie)
+				return v, err
+			},
+			Write: func(want BandwidthValue) error {
+				ie, err := readETS()
+				if err != nil {
+					return err
+				}
+				return p.DCB.SetETS(netdev, NextETSBandwidth(*ie.ETS, want.BW))
+			},
+		})
+	}
+	if d.TCMaxrate.Set {
+		_, lacks := MaxrateOf(netdev, dev.Driver, ie)
+		converge(run, Maxrate, lacks, nil, reconcile.Converge[MaxrateValue]{
+			Subject: subject, Want: w.rate, Source: d.TCMaxrate.Source, Holds: MaxrateHolds, Hold: hold,
+			Read: func() (MaxrateValue, error) {
+				ie, err := get()
+				if err != nil {
+					return MaxrateValue{}, err
+				}
+				return MaxrateOf(netdev, dev.Driver, ie)
+			},
+			Write: func(want MaxrateValue) error { return p.DCB.SetMaxrate(netdev, MaxrateStruct(want)) },
+		})
+	}
+	_, _, bufLacks := BuffersOf(netdev, dev.Driver, ie)
+	writeBuffer := func(prio *PrioBufferValue, size *BufferSizeValue) error {
+		ie, err := get()
+		if err != nil {
+			return err
+		}
+		if ie.Buffer == nil {
+			return &Lacks{Netdev: netdev, Driver: dev.Driver, What: "port buffers", Op: "dcbnl_getbuffer"}
+		}
+		if dev.Driver == MLX5Driver {
+			p.log().Warn(BufferOwnershipWarning(netdev), "netdev", netdev)
+		}
+		return p.DCB.SetBuffer(netdev, NextBuffer(*ie.Buffer, prio, size))
+	}
+	if d.PrioBuffer.Set {
+		converge(run, PrioBuffer, bufLacks, nil, reconcile.Converge[PrioBufferValue]{
+			Subject: subject, Want: w.prioBf, Source: d.PrioBuffer.Source, Hold: hold,
+			Read: func() (PrioBufferValue, error) {
+				ie, err := get()
+				if err != nil {
+					return PrioBufferValue{}, err
+				}
+				v, _, err := BuffersOf(netdev, dev.Driver, ie)
+				return v, err
+			},
+			Write: func(want PrioBufferValue) error { return writeBuffer(&want, nil) },
+		})
+	}
+	if d.BufferSize.Set {
+		converge(run, BufferSize, bufLacks, nil, reconcile.Converge[BufferSizeValue]{
+			Subject: subject, Want: w.size, Source: d.BufferSize.Source, Hold: hold,
+			Read: func() (BufferSizeValue, error) {
+				ie, err := get()
+				if err != nil {
+					return BufferSizeValue{}, err
+				}
+				_, v, err := BuffersOf(netdev, dev.Driver, ie)
+				return v, err
+			},
+			Write: func(want BufferSizeValue) error { return writeBuffer(nil, &want) },
+			Fix:   "mlx5 keeps buffer sizes in whole cells: declare the size the driver kept",
+		})
+	}
+	if d.UDPPortPrio.Set {
+		converge(run, UDPPortPrio, CheckDgramDriver(netdev, dev.Driver, w.udp.Map), nil, reconcile.Converge[UDPPortPrioValue]{
+			Subject: subject, Want: w.udp, Source: d.UDPPortPrio.Source, Holds: DgramPortsHolds, Hold: hold,
+			Read: func() (UDPPortPrioValue, error) {
+				ie, err := get()
+				if err != nil {
+					return UDPPortPrioValue{}, err
+				}
+				return DgramPortsOf(netdev, ie, w.udp.Map), nil
+			},
+			Write: func(want UDPPortPrioValue) error {
+				ie, err := get()
+				if err != nil {
+					return err
+				}
+				del, add := PlanDgram(DgramPortsOf(netdev, ie, want.Map).Apps, want.Map)
+				return p.writeApps(netdev, del, add)
+			},
+		})
+	}
+}
+
+// applyLosslessLink converges the ethtool settings (global pause, the
+// PFC storm timeout) and the OFED driver's ECN and CNP marking. A netdev
+// without them (veth, an upstream driver) fails or is not applicable for
+// each, named; the others still apply.
+func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, subject reconcile.Subject, port int, netdev string, d config.LosslessDesired) {
+	w := wantedOf(netdev, dev.Driver, d)
+	if d.Pause.Set {
+		pause := func() (PauseValue, error) { return ReadPause(p.ethtool(), netdev) }
+		_, err := pause()
+		if err != nil && !ethtool.Unsupported(err) {
+			err = nil // not known now: Converge records it as unknown
+		}
+		converge(run, Pause, nil, err, reconcile.Converge[PauseValue]{
+			Subject: subject, Want: w.pause, Source: d.Pause.Source, Holds: PauseHolds,
+			Read:  pause,
+			Write: func(want PauseValue) error { return p.ethtool().SetPause(netdev, want.Pause.RX, want.Pause.TX) },
+		})
+	}
+	if d.PFCStormTimeout.Set {
+		storm := func() (StormTimeoutValue, error) { return ReadStormTimeout(p.ethtool(), netdev) }
+		_, err := storm()
+		if err != nil && !ethtool.Unsupported(err) {
+			err = nil
+		}
+		converge(run, StormTimeout, nil, err, reconcile.Converge[StormTimeoutValue]{
+			Subject: subject, Want: w.storm, Source: d.PFCStormTimeout.Source,
+			Read:  storm,
+			Write: func(want StormTimeoutValue) error { return p.ethtool().SetPFCStormTimeout(netdev, want.MS) },
+		})
+	}
+	if !d.ECN.Set && !d.CNPDSCP.Set && !d.CNPPriority.Set {
+		return
+	}
+	raw, err := p.Host.ReadECN(netdev)
+	var na error
+	if err == nil && !raw.Present {
+		na = UpstreamECN(netdev, dev.Driver, port)
+	}
+	if d.ECN.Set {
+		converge(run, ECN, na, nil, reconcile.Converge[ECNValue]{
+			Subject: subject, Want: w.ecn, Source: d.ECN.Source, Holds: ECNHolds, Watch: host.ECNWatch(netdev),
+			Read: func() (ECNValue, error) {
+				v, _, err := ReadECN(p.Host, netdev)
+				return v, err
+			},
+			Write: func(want ECNValue) error {
+				have, _, err := ReadECN(p.Host, netdev)
+				if err != nil {
+					return err
+				}
+				return WriteECN(p.Host, netdev, have, want)
+			},
+		})
+	}
+	cnp := func(get func(host.ECN) int, name string) func() (CNPValue, error) {
+		return func() (CNPValue, error) {
+			e, err := p.Host.ReadECN(netdev)
+			if err != nil {
+				return CNPValue{}, err
+			}
+			if get(e) < 0 {
+				return CNPValue{}, fmt.Errorf("%s: the driver gave no %s", netdev, name)
+			}
+			return CNPValue{Netdev: netdev, Value: get(e)}, nil
+		}
+	}
+	if d.CNPDSCP.Set {
+		converge(run, CNPDSCP, na, nil, reconcile.Converge[CNPValue]{
+			Subject: subject, Want: w.cnpD, Source: d.CNPDSCP.Source, Watch: host.ECNWatch(netdev),
+			Read:  cnp(func(e host.ECN) int { return e.CNPDSCP }, "CNP DSCP"),
+			Write: func(want CNPValue) error { return p.Host.WriteCNPDSCP(netdev, want.Value) },
+		})
+	}
+	if d.CNPPriority.Set {
+		converge(run, CNPPriority, na, nil, reconcile.Converge[CNPValue]{
+			Subject: subject, Want: w.cnpP, Source: d.CNPPriority.Source, Watch: host.ECNWatch(netdev),
+			Read:  cnp(func(e host.ECN) int { return e.CNPPrio }, "CNP priority"),
+			Write: func(want CNPValue) error { return p.Host.WriteCNPPrio(netdev, want.Value) },
+		})
+	}
+}
+
+// undoLossless puts back what one Changed action of a lossless setting
+// changed; handled is false for another setting's action.
+func (p *Part) undoLossless(a reconcile.Action) (handled bool, err error) {
+	need := func(ok bool, what string) error {
+		if !ok {
+			return fmt.Errorf("the previous %s of %s is not known", what, a.Subject)
+		}
+		return nil
+	}
+	switch a.Kind {
+	case CableLength.Kind():
+		old, ok := CableLength.Old(a)
+		if err := need(ok && old.Netdev != "", "cable length"); err != nil {
+			return true, err
+		}
+		ie, err := p.DCB.Get(old.Netdev)
+		if err != nil || ie.PFC == nil {
+			return true, errors.Join(err, fmt.Errorf("%s reports no PFC", old.Netdev))
+		}
+		return true, p.DCB.SetPFC(old.Netdev, NextPFCDelay(*ie.PFC, old.Metres))
+	case PrioTC.Kind():
+		old, ok := PrioTC.Old(a)
+		if err := need(ok && old.Netdev != "", "ETS priority classes"); err != nil {
+			return true, err
+		}
+		ie, err := p.DCB.Get(old.Netdev)
+		if err != nil || ie.ETS == nil {
+			return true, errors.Join(err, fmt.Errorf("%s reports no ETS", old.Netdev))
+		}
+		return true, p.DCB.SetETS(old.Netdev, NextETSPrioTC(*ie.ETS, old))
+	case Bandwidth.Kind():
+		old, ok := Bandwidth.Old(a)
+		if err := need(ok && old.Netdev != "", "ETS bandwidth"); err != nil {
+			return true, err
+		}
+		ie, err := p.DCB.Get(old.Netdev)
+		if err != nil || ie.ETS == nil {
+			return true, errors.Join(err, fmt.Errorf("%s reports no ETS", old.Netdev))
+		}
+		return true, p.DCB.SetETS(old.Netdev, NextETSBandwidth(*ie.ETS, old.BW))
+	case Maxrate.Kind():
+		old, ok := Maxrate.Old(a)
+		if err := need(ok && old.Netdev != "", "rate limits"); err != nil {
+			return true, err
+		}
+		return true, p.DCB.SetMaxrate(old.Netdev, MaxrateStruct(old))
+	case PrioBuffer.Kind(), BufferSize.Kind():
+		ie, netdev, err := p.undoBufferRead(a)
+		if err != nil {
+			return true, err
+		}
+		var next dcb.Buffer
+		if old, ok := PrioBuffer.Old(a); ok {
+			next = NextBuffer(*ie.Buffer, &old, nil)
+		} else if old, ok := BufferSize.Old(a); ok {
+			next = NextBuffer(*ie.Buffer, nil, &old)
+		}
+		if err := p.DCB.SetBuffer(netdev, next); err != nil {
+			return true, err
+		}
+		if p.driverOf(a) == MLX5Driver {
+			return true, fmt.Errorf("%s: the buffers are put back, but mlx5 keeps buffer ownership with the driver until it reloads: %w", netdev, reconcile.ErrNotUndoable)
+		}
+		return true, nil
+	case UDPPortPrio.Kind():
+		old, ok := UDPPortPrio.Old(a)
+		if err := need(ok && old.Netdev != "", "datagram-port entries"); err != nil {
+			return true, err
+		}
+		ie, err := p.DCB.Get(old.Netdev)
+		if err != nil {
+			return true, err
+		}
+		del, add := planEntries(DgramPortsOf(old.Netdev, ie, old.Map).Apps, old.Apps)
+		return true, p.writeApps(old.Netdev, del, add)
+	case DCBX.Kind():
+		old, ok := DCBX.Old(a)
+		if err := need(ok && old.Netdev != "", "DCBX mode"); err != nil {
+			return true, err
+		}
+		return true, p.DCB.SetDCBX(old.Netdev, DCBXUndoMode(old.Caps))
+	case Pause.Kind():
+		old, ok := Pause.Old(a)
+		if err := need(ok && old.Netdev != "", "pause"); err != nil {
+			return true, err
+		}
+		return true, p.ethtool().SetPause(old.Netdev, old.Pause.RX, old.Pause.TX)
+	case StormTimeout.Kind():
+		old, ok := StormTimeout.Old(a)
+		if err := need(ok && old.Netdev != "", "PFC storm timeout"); err != nil {
+			return true, err
+		}
+		return true, p.ethtool().SetPFCStormTimeout(old.Netdev, old.MS)
+	case ECN.Kind():
+		old, ok := ECN.Old(a)
+		if err := need(ok && old.Netdev != "", "ECN priorities"); err != nil {
+			return true, err
+		}
+		have, _, err := ReadECN(p.Host, old.Netdev)
+		if err != nil {
+			return true, err
+		}
+		return true, WriteECN(p.Host, old.Netdev, have, old)
+	case CNPDSCP.Kind():
+		old, ok := CNPDSCP.Old(a)
+		if err := need(ok && old.Netdev != "", "CNP DSCP"); err != nil {
+			return true, err
+		}
+		return true, p.Host.WriteCNPDSCP(old.Netdev, old.Value)
+	case CNPPriority.Kind():
+		old, ok := CNPPriority.Old(a)
+		if err := need(ok && old.Netdev != "", "CNP priority"); err != nil {
+			return true, err
+		}
+		return true, p.Host.WriteCNPPrio(old.Netdev, old.Value)
+	}
+	return false, nil
+}
+
+func (p *Part) undoBufferRead(a reconcile.Action) (dcb.IEEE, string, error) {
+	netdev := ""
+	if old, ok := PrioBuffer.Old(a); ok {
+		netdev = old.Netdev
+	} else if old, ok := BufferSize.Old(a); ok {
+		netdev = old.Netdev
+	}
+	if netdev == "" {
+		return dcb.IEEE{}, "", fmt.Errorf("the previous buffers of %s are not known", a.Subject)
+	}
+	ie, err := p.DCB.Get(netdev)
+	if err == nil && ie.Buffer == nil {
+		err = fmt.Errorf("%s reports no port buffers", netdev)
+	}
+	return ie, netdev, err
+}
+
+// driverOf is the driver of the device an action is about ("" when it is
+// gone).
+func (p *Part) driverOf(a reconcile.Action) string {
+	d, err := p.Host.ReadDevice(a.Subject.Device, 0)
+	if err != nil {
+		return ""
+	}
+	return d.Driver
+}
