@@ -113,7 +113,7 @@ func TestEveryPartUndoesOrSaysWhy(t *testing.T) {
 	// The lossless profile's settings beyond PFC and trust are all
 	// undoable from their old values.
 	lossless := len((*qos.Part)(nil).Settings()) - 2
-	if len(undoable) != 12+lossless {
-		t.Errorf("undoable kinds: %v (want the 12 of roce mode/tos, vpi, links, netns, memlock, qos pfc/trust/mlx4 file, and qos's %d lossless settings)", undoable, lossless)
+	if len(undoable) != 13+lossless {
+		t.Errorf("undoable kinds: %v (want the 13 of roce mode/tos/traffic class, vpi, links, netns, memlock, qos pfc/trust/mlx4 file, and qos's %d lossless settings)", undoable, lossless)
 	}
 }

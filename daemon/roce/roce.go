@@ -100,11 +100,13 @@ func parseTOS(s string) (TOSValue, error) {
 }
 
 // Kinds implements reconcile.Part.
-func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Mode.Kind(), TOS.Kind(), Configfs} }
+func (*Part) Kinds() []reconcile.Kind {
+	return []reconcile.Kind{Mode.Kind(), TOS.Kind(), TrafficClass.Kind(), Configfs}
+}
 
 // Settings implements reconcile.Part.
 func (*Part) Settings() []*reconcile.Setting {
-	return []*reconcile.Setting{Mode.Setting(), TOS.Setting()}
+	return []*reconcile.Setting{Mode.Setting(), TOS.Setting(), TrafficClass.Setting()}
 }
 
 // Undo implements reconcile.Part: it writes a port's previous mode or TOS
@@ -144,6 +146,8 @@ func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 			return fmt.Errorf("put back TOS %s on %s but the kernel shows %s (%v)", t, a.Subject, got, err)
 		}
 		return nil
+	case TrafficClass.Kind():
+		return p.undoTrafficClass(a)
 	}
 	return fmt.Errorf("%s: %w", a.Kind, reconcile.ErrNotUndoable)
 }
@@ -190,6 +194,9 @@ func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 			if want.TOS != nil {
 				run.Add(TOS.NotApplicable(subject, TOSValue(*want.TOS), want.TOSSource, why))
 			}
+			if want.TrafficClass.Set && want.TrafficClass.Value {
+				run.Add(TrafficClass.NotApplicable(subject, TrafficClassValue{}, want.TrafficClass.Source, why))
+			}
 			continue
 		}
 		if want.Empty() {
@@ -198,6 +205,7 @@ func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 				t, terr := p.readTOS(dev.Name, port.Number)
 				run.Record(Mode.Observe(subject, m, merr))
 				run.Record(TOS.Observe(subject, t, terr))
+				p.applyTrafficClass(run, dev.Name, port.Number, subject, want)
 			}
 			continue
 		}
@@ -244,6 +252,7 @@ func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 			t, err := p.readTOS(dev.Name, port.Number)
 			run.Record(TOS.Observe(subject, t, err))
 		}
+		p.applyTrafficClass(run, dev.Name, port.Number, subject, want)
 	}
 }
 

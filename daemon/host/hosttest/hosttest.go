@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -198,7 +199,25 @@ func (k *Kernel) WriteAttr(name string, data []byte) error {
 	if ignored {
 		return nil
 	}
+	if strings.Contains(rel, "/tc/") && strings.HasSuffix(rel, "/traffic_class") {
+		return writeTrafficClass(name, val)
+	}
 	return host.WriteAttr(name, data)
+}
+
+// writeTrafficClass stores a global traffic class as OFED's mlx5_ib does
+// (traffic_class_store): a number up to 255, -1 for none, anything else
+// EINVAL; it then shows "Global tclass=N" or nothing.
+func writeTrafficClass(name, val string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(val), 0, 32)
+	if err != nil || n > 0xff {
+		return &os.PathError{Op: "write", Path: name, Err: syscall.EINVAL}
+	}
+	shown := ""
+	if n >= 0 {
+		shown = fmt.Sprintf("Global tclass=%d\n", n)
+	}
+	return host.WriteAttr(name, []byte(shown))
 }
 
 // Mkdir implements host.AttrIO: configfs rdma_cm/<dev> gets its ports.
