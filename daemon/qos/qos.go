@@ -268,10 +268,18 @@ func (p *Part) Apply(_ context.Context, run *reconcile.DeviceRun) {
 	for i := range dev.Ports {
 		port := &dev.Ports[i]
 		want := run.Policy.QoSFor(target, port.Number)
+		subject := reconcile.PortSubject(dev.Name, port.Number)
 		if want.Empty() {
+			// Not declared: the daemon still publishes what the netdev of
+			// a RoCE port holds (rdmactl qos show), VFs aside (their DCB
+			// is their PF's).
+			if tr := dev.PortTransport(port); run.Publish && !vf && (tr == host.TransportRoCE || tr == host.TransportIWARP) {
+				if netdev := p.Host.PortNetdev(dev, port); netdev != "" {
+					p.observePort(run, dev, subject, netdev, want)
+				}
+			}
 			continue
 		}
-		subject := reconcile.PortSubject(dev.Name, port.Number)
 		switch tr := dev.PortTransport(port); {
 		case tr != host.TransportRoCE && tr != host.TransportIWARP:
 			notApplicable(run, subject, "", want, fmt.Errorf("port transport is %s, QoS applies to the netdev of Ethernet ports (RoCE, iWARP)", tr))
@@ -346,8 +354,14 @@ func (p *Part) pfNetdev(dev *host.Device) string {
 
 func (p *Part) applyPort(run *reconcile.DeviceRun, dev *host.Device, subject reconcile.Subject, port int, netdev string, want config.QoSDesired) {
 	// Global pause, the storm timeout and ECN are not DCB: a netdev
-	// without DCB still gets them (or its own refusal of each).
-	defer p.applyLosslessLink(run, dev, subject, port, netdev, want.LosslessDesired)
+	// without DCB still gets them (or its own refusal of each). What no
+	// rule declares is published as the kernel holds it.
+	defer func() {
+		p.applyLosslessLink(run, dev, subject, port, netdev, want.LosslessDesired)
+		if run.Publish {
+			p.observePort(run, dev, subject, netdev, want)
+		}
+	}()
 	ie, err := p.DCB.Get(netdev)
 	if err != nil {
 		if dcb.Unsupported(err) {

@@ -576,3 +576,83 @@ func (p *Part) driverOf(a reconcile.Action) string {
 	}
 	return d.Driver
 }
+
+// observePort records the kernel's value of every setting of the port that
+// no rule declares, as the daemon publishes them (rdmactl qos show): the
+// netdev's DCB, pause, storm timeout and ECN, whatever manages them. What
+// the netdev does not have is left out.
+func (p *Part) observePort(run *reconcile.DeviceRun, dev *host.Device, subject reconcile.Subject, netdev string, want config.QoSDesired) {
+	d := want.LosslessDesired
+	if ie, err := p.DCB.Get(netdev); err == nil {
+		if !want.HasPFC && ie.PFC != nil {
+			run.Record(PFC.Observe(subject, PFCValue{Netdev: netdev, PFC: *ie.PFC}, nil))
+		}
+		if want.Trust == "" && len(want.DSCPPrio) == 0 {
+			run.Record(Trust.Observe(subject, trustOf(netdev, ie), nil))
+		}
+		if !d.DCBX.Set && ie.HasDCBX {
+			run.Record(DCBX.Observe(subject, DCBXValue{Netdev: netdev, Caps: ie.DCBX}, nil))
+		}
+		if v, err := CableLengthOf(netdev, dev.Driver, ie); err == nil && !d.CableLength.Set {
+			run.Record(CableLength.Observe(subject, v, nil))
+		}
+		if prio, bw, err := ETSOf(netdev, dev.Driver, ie); err == nil {
+			if !d.PrioTC.Set {
+				run.Record(PrioTC.Observe(subject, prio, nil))
+			}
+			if !d.TCBandwidth.Set {
+				run.Record(Bandwidth.Observe(subject, bw, nil))
+			}
+		}
+		if v, err := MaxrateOf(netdev, dev.Driver, ie); err == nil && !d.TCMaxrate.Set {
+			run.Record(Maxrate.Observe(subject, v, nil))
+		}
+		if prio, size, err := BuffersOf(netdev, dev.Driver, ie); err == nil {
+			if !d.PrioBuffer.Set {
+				run.Record(PrioBuffer.Observe(subject, prio, nil))
+			}
+			if !d.BufferSize.Set {
+				run.Record(BufferSize.Observe(subject, size, nil))
+			}
+		}
+		if !d.UDPPortPrio.Set {
+			if ports := dgramPortsIn(ie); len(ports) > 0 {
+				run.Record(UDPPortPrio.Observe(subject, DgramPortsOf(netdev, ie, ports), nil))
+			}
+		}
+	}
+	if !d.Pause.Set {
+		if v, err := ReadPause(p.ethtool(), netdev); err == nil {
+			run.Record(Pause.Observe(subject, v, nil))
+		}
+	}
+	if !d.PFCStormTimeout.Set {
+		if v, err := ReadStormTimeout(p.ethtool(), netdev); err == nil {
+			run.Record(StormTimeout.Observe(subject, v, nil))
+		}
+	}
+	raw, err := p.Host.ReadECN(netdev)
+	if err != nil || !raw.Present {
+		return
+	}
+	if !d.ECN.Set && raw.Unread == 0 {
+		run.Record(ECN.Observe(subject, ECNValue{Netdev: netdev, On: raw.On(), RP: raw.RP, NP: raw.NP}, nil))
+	}
+	if !d.CNPDSCP.Set && raw.CNPDSCP >= 0 {
+		run.Record(CNPDSCP.Observe(subject, CNPValue{Netdev: netdev, Value: raw.CNPDSCP}, nil))
+	}
+	if !d.CNPPriority.Set && raw.CNPPrio >= 0 {
+		run.Record(CNPPriority.Observe(subject, CNPValue{Netdev: netdev, Value: raw.CNPPrio}, nil))
+	}
+}
+
+// dgramPortsIn is the ports of the APP table's datagram-port entries.
+func dgramPortsIn(ie dcb.IEEE) map[uint16]uint8 {
+	out := map[uint16]uint8{}
+	for _, a := range ie.Apps {
+		if a.Selector == dcb.SelDgram {
+			out[a.Protocol] = a.Priority
+		}
+	}
+	return out
+}

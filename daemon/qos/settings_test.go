@@ -307,3 +307,44 @@ func TestUndoPutsEachSettingBack(t *testing.T) {
 		t.Errorf("ECN after undo: %+v %+v", ecn1, raw1)
 	}
 }
+
+// TestPublishesWhatNoRuleDeclares: the daemon publishes the live DCB,
+// pause and ECN of every RoCE netdev (rdmactl qos show), declared or not,
+// and reads nothing on ports without a netdev of their own.
+func TestPublishesWhatNoRuleDeclares(t *testing.T) {
+	e := newLossEnv(t, "mlx5-ofed")
+	d, err := e.kern.Host().Device("mlx5_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := reconcile.NewDeviceRun(policy(t, "[[qos]]\ndevice = \"mlx5_0\"\npfc = [3]\n"), &d)
+	run.Publish = true
+	e.part.Apply(context.Background(), run)
+	seen := map[string]string{}
+	for _, r := range run.Records {
+		if r.Setting.Name == "qos_pfc" {
+			if r.State != reconcile.Holds {
+				t.Errorf("declared pfc: %+v", r)
+			}
+			continue
+		}
+		if r.IsDeclared() || r.Observed == nil {
+			t.Errorf("%s: %+v, want an undeclared observed value", r.Setting.Name, r)
+		}
+		seen[r.Setting.Name] = reconcile.Text(r.Observed)
+	}
+	want := map[string]string{
+		"qos_trust": "pcp", "qos_dcbx": "0x09 (host, IEEE)", "qos_cable_length": "7 m", "qos_prio_tc": "[0,0,0,0,0,0,0,0]",
+		"qos_tc_bandwidth": "[13%, 13%, 13%, 13%, 12%, 12%, 12%, 12%]", "qos_tc_maxrate": "[0, 0, 0, 0, 0, 0, 0, 0]",
+		"qos_prio_buffer": "[0,0,0,0,0,0,0,0]", "qos_buffer_size": "[262016, 0, 0, 0, 0, 0, 0, 0]",
+		"qos_pause": "on", "qos_pfc_storm_timeout": "auto", "qos_ecn": "[0, 1, 2, 3, 4, 5, 6, 7]", "qos_cnp_dscp": "48", "qos_cnp_priority": "6",
+	}
+	for name, v := range want {
+		if seen[name] != v {
+			t.Errorf("%s published %q, want %q", name, seen[name], v)
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("published %v", seen)
+	}
+}
