@@ -152,7 +152,7 @@ func (c *checker) lossless() {
 			}
 			u.ports = append(u.ports, name)
 			if slices.Contains(st.pfc, prio) {
-				c.note(reconcile.SeverityOK, "roce-lossless", s, fmt.Sprintf("RoCE on %s uses TOS %d = DSCP %d -> priority %d, PFC on for %d: lossless", netdev, tos, dscp, prio, prio), "")
+				c.rest(s, dev, netdev, st, declaredQoS, fmt.Sprintf("RoCE on %s uses TOS %d = DSCP %d -> priority %d, PFC on for %d", netdev, tos, dscp, prio, prio), prio)
 				continue
 			}
 			pfc := append(slices.Clone(st.pfc), prio)
@@ -184,6 +184,65 @@ func (c *checker) lossless() {
 	}
 }
 
+// rest checks the chain past PFC on the RoCE priority: global pause off,
+// ECN on for every PFC priority (where the driver has per-priority ECN),
+// and, on mlx5, the lossless headroom sized for the cable (cable_length,
+// which has effect only once the host owns the buffers: buffer_size).
+func (c *checker) rest(s reconcile.Subject, dev *host.Device, netdev string, st netdevDCB, want config.QoSDesired, chain string, prio uint8) {
+	var problems, keys, parts []string
+	if pause, err := ReadPause(c.p.ethtool(), netdev); err == nil {
+		if pause.Pause.RX || pause.Pause.TX {
+			problems = append(problems, fmt.Sprintf("global pause is %s on %s: a port that runs PFC should not also send or honour 802.3x pause (it stops every priority)", pause, netdev))
+			keys = append(keys, "pause = false")
+		} else {
+			parts = append(parts, "pause off")
+		}
+	}
+	switch e, err := c.p.Host.ReadECN(netdev); {
+	case err != nil:
+	case !e.Present:
+		parts = append(parts, "ECN per priority is the firmware's (ROCE_CC_PRIO_MASK)")
+	default:
+		var off []uint8
+		for _, p := range st.pfc {
+			if e.On()&(1<<p) == 0 {
+				off = append(off, p)
+			}
+		}
+		if len(off) > 0 {
+			problems = append(problems, fmt.Sprintf("ECN is off for PFC priorities %s: DCQCN does not slow the senders before PFC pauses the link", FormatPrios(off)))
+			keys = append(keys, "ecn = "+FormatPrios(dcb.Bits(e.On()|config.PrioMask(off))))
+		} else {
+			parts = append(parts, "ECN on")
+		}
+	}
+	// mlx5 reports a cable length where its port buffers (and so the
+	// lossless headroom) are configurable; elsewhere there is nothing to
+	// declare.
+	if _, err := CableLengthOf(netdev, dev.Driver, st.ie); err == nil {
+		switch {
+		case want.CableLength.Set && !want.BufferSize.Set && !want.PrioBuffer.Set:
+			problems = append(problems, fmt.Sprintf("cable_length %d (at %s) has no effect while the firmware owns the port buffers: mlx5 resizes the headroom for it only once the host sets the buffers", want.CableLength.Value, want.CableLength.Source))
+			keys = append(keys, "buffer_size = [...] (takes buffer ownership from the firmware until the driver reloads)")
+		case want.CableLength.Set || want.BufferSize.Set:
+			parts = append(parts, "headroom declared")
+		default:
+			problems = append(problems, fmt.Sprintf("no cable_length or buffer_size declared for %s: mlx5 reserves headroom for its default 7 m of cable, too little for a longer one", netdev))
+			keys = append(keys, "cable_length = <metres>")
+		}
+	}
+	if len(problems) == 0 {
+		finding := chain + ": lossless"
+		if len(parts) > 0 {
+			finding += " (" + strings.Join(parts, ", ") + ")"
+		}
+		c.note(reconcile.SeverityOK, "roce-lossless", s, finding, "")
+		return
+	}
+	c.note(reconcile.SeverityWarn, "roce-lossless", s, chain+", but "+strings.Join(problems, "; "),
+		fmt.Sprintf("add to the [[qos]] rule of %s/%d: %s", dev.Name, s.Port, strings.Join(keys, ", ")))
+}
+
 // owner warns when a [[qos]] rule selects a netdev whose DCB another agent
 // manages (the part's own judgement, Part.owner): rdmad does not write it.
 func (c *checker) owner(port, netdev string, st netdevDCB, want config.QoSDesired) {
@@ -193,7 +252,18 @@ func (c *checker) owner(port, netdev string, st netdevDCB, want config.QoSDesire
 	}
 	c.note(reconcile.SeverityWarn, "qos-owner", reconcile.NetdevSubject(netdev),
 		fmt.Sprintf("[[qos]] at %s selects %s, but DCB of %s is managed by %s: rdmad does not write it", want.FirstSource(), port, netdev, owner),
-		"hand DCB to the host (for firmware: set the adapter's DCBX to host/OS-controlled mode with the vendor tool; for lldpad: lldptool -T -i "+netdev+" -V PFC enableTx=no, or stop lldpad), or remove the rule")
+		ownerFix(netdev, owner, want))
+}
+
+// ownerFix is how DCB goes to the host: for firmware DCBX the run-time
+// switch (host ieee: plain host drops the IEEE bit on mlx5 and bnxt_en
+// refuses it), the persistent one (mlx5's firmware parameters, port 1 and
+// 2) and dcbx = "host"; for lldpad its own switch.
+func ownerFix(netdev, owner string, want config.QoSDesired) string {
+	if strings.HasPrefix(owner, "lldpad") {
+		return "stop lldpad managing " + netdev + " (lldptool -T -i " + netdev + " -V PFC enableTx=no, or stop lldpad), or remove the rule"
+	}
+	return fmt.Sprintf("hand DCB to the host: at run time dcb dcbx set dev %s host ieee (or dcbx = \"host\" in the rule at %s, and rdmad does it); persistently on mlx5 mlxconfig -d <device> set LLDP_NB_DCBX_P1=0 LLDP_NB_RX_MODE_P1=0 LLDP_NB_TX_MODE_P1=0 (P2 for port 2) and a firmware reset; or remove the rule", netdev, want.FirstSource())
 }
 
 // losslessFix is the [[qos]] rule that makes a port lossless, as one TOML
