@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -685,4 +686,60 @@ func (p *Persisted) SetQoSSettings(sel Selector, port int, r LosslessRule) {
 		return
 	}
 	p.QoS = MergeRule(p.QoS, QoSRule{Selector: sel, Port: port, LosslessRule: r})
+}
+
+// DecodeQoSSettings validates the settings of a mutating call (rdmactl
+// qos set, SetQoSSettings) exactly as the same keys of a [[qos]] rule: m
+// holds the keys as the files write them, with values of the types the
+// TOML decoder gives (int64, bool, string, []any, map[string]any). It
+// returns the rule they declare, without a selector or port, or an error
+// naming each bad key ("cable_length: 0 is out of range 1..999: ...").
+func DecodeQoSSettings(m map[string]any) (QoSRule, error) {
+	d := &decoder{}
+	var r QoSRule
+	seen := map[string]bool{}
+	d.table("", m, "the settings", d.qosFields(&r, seen))
+	if len(d.errs) == 0 {
+		d.checkQoS("", &r, seen)
+	}
+	if len(d.errs) == 0 {
+		return r, nil
+	}
+	msgs := make([]string, len(d.errs))
+	for i, e := range d.errs {
+		ce := e.(*Error)
+		msgs[i] = ce.Msg
+		if ce.Key != "" {
+			msgs[i] = ce.Key + ": " + ce.Msg
+		}
+	}
+	return QoSRule{}, errors.New(strings.Join(msgs, "; "))
+}
+
+// Keys lists the keys a [[qos]] rule declares (what a call that declares
+// it must find holding after its pass).
+func (r QoSRule) Keys() []Key {
+	var out []Key
+	add := func(set bool, k Key) {
+		if set {
+			out = append(out, k)
+		}
+	}
+	add(r.Trust != "" || r.DSCPPrio != nil, KeyQoSTrust)
+	add(r.HasPFC, KeyQoSPFC)
+	l := r.LosslessRule
+	add(l.CableLength != nil, KeyQoSCableLength)
+	add(l.PrioTC != nil, KeyQoSPrioTC)
+	add(l.TCBandwidth != nil, KeyQoSTCBandwidth)
+	add(l.TCMaxrate != nil, KeyQoSTCMaxrate)
+	add(l.PrioBuffer != nil, KeyQoSPrioBuffer)
+	add(l.BufferSize != nil, KeyQoSBufferSize)
+	add(l.UDPPortPrio != nil, KeyQoSUDPPortPrio)
+	add(l.Pause != nil, KeyQoSPause)
+	add(l.PFCStormTimeout != nil, KeyQoSPFCStormTimeout)
+	add(l.ECN != nil, KeyQoSECN)
+	add(l.CNPDSCP != nil, KeyQoSCNPDSCP)
+	add(l.CNPPriority != nil, KeyQoSCNPPriority)
+	add(l.DCBX != "", KeyQoSDCBX)
+	return out
 }

@@ -239,3 +239,36 @@ func mustPolicy(t *testing.T, text string) *Policy {
 	}
 	return p
 }
+
+func TestDecodeQoSSettingsValidatesAsTheFilesDo(t *testing.T) {
+	r, err := DecodeQoSSettings(map[string]any{
+		"pfc": []any{int64(3)}, "cable_length": int64(10), "pause": false,
+		"tc_bandwidth":  []any{int64(50), int64(50), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0)},
+		"udp_port_prio": map[string]any{"4791": int64(3)}, "dcbx": "host",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.HasPFC || *r.CableLength != 10 || *r.Pause || r.TCBandwidth.TSA[0] != TSAETS || r.TCBandwidth.TSA[2] != TSAStrict || r.DCBX != DCBXHost {
+		t.Errorf("decoded %+v", r)
+	}
+	keys := r.Keys()
+	if len(keys) != 6 || keys[0] != KeyQoSPFC || keys[1] != KeyQoSCableLength || keys[5] != KeyQoSDCBX {
+		t.Errorf("keys %v", keys)
+	}
+	for _, c := range []struct {
+		m    map[string]any
+		want string
+	}{
+		{map[string]any{"cable_length": int64(1000)}, "cable_length: 1000 is out of range 1..999"},
+		{map[string]any{"pfc_storm_timeout": int64(50)}, "pfc_storm_timeout: 50 is out of range"},
+		{map[string]any{"tc_bandwidth": []any{int64(50), int64(40), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0)}}, "tc_bandwidth: the ets classes add up to 90%"},
+		{map[string]any{"device": "mlx5_0"}, "device: unknown key"},
+		{map[string]any{}, "sets nothing"},
+		{map[string]any{"trust": "pcp", "dscp_prio": map[string]any{"26": int64(3)}}, `dscp_prio: applies with trust = "dscp" only`},
+	} {
+		if _, err := DecodeQoSSettings(c.m); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.m, err, c.want)
+		}
+	}
+}

@@ -260,14 +260,9 @@ func (d *decoder) vpi(path string, m map[string]any) (VPIRule, bool) {
 func (d *decoder) qos(path string, m map[string]any) (QoSRule, bool) {
 	before := len(d.errs)
 	r := QoSRule{Source: d.pos(path)}
-	fields := append(d.selectorFields(&r.Selector),
-		d.port(&r.Port),
-		stringKey(d, "trust", is(value.Trust), &r.Trust),
-		field{"pfc", func(p string, v any) { r.PFC, r.HasPFC = d.prioList(p, v, "[] turns PFC off") }},
-		field{"dscp_prio", func(p string, v any) { r.DSCPPrio = d.dscpPrio(p, v) }},
-	)
 	seen := map[string]bool{}
-	fields = append(fields, d.losslessFields(&r.LosslessRule, seen)...)
+	fields := append(d.selectorFields(&r.Selector), d.port(&r.Port))
+	fields = append(fields, d.qosFields(&r, seen)...)
 	d.table(path, m, "[[qos]]", fields)
 	if len(d.errs) > before {
 		return r, false
@@ -275,6 +270,24 @@ func (d *decoder) qos(path string, m map[string]any) (QoSRule, bool) {
 	d.checkLossless(path, &r.LosslessRule, seen)
 	d.problems(path, r.Validate())
 	return r, len(d.errs) == before
+}
+
+// qosFields decodes the settings of a [[qos]] rule (all but the selector
+// and the port); seen records the keys given.
+func (d *decoder) qosFields(r *QoSRule, seen map[string]bool) []field {
+	fields := []field{
+		stringKey(d, "trust", is(value.Trust), &r.Trust),
+		{"pfc", func(p string, v any) { r.PFC, r.HasPFC = d.prioList(p, v, "[] turns PFC off") }},
+		{"dscp_prio", func(p string, v any) { r.DSCPPrio = d.dscpPrio(p, v) }},
+	}
+	return append(fields, d.losslessFields(&r.LosslessRule, seen)...)
+}
+
+// checkQoS checks the settings of a call (DecodeQoSSettings) against each
+// other, as a rule's are but for its selector.
+func (d *decoder) checkQoS(path string, r *QoSRule, seen map[string]bool) {
+	d.checkLossless(path, &r.LosslessRule, seen)
+	d.problems(path, r.validateSettings())
 }
 
 // prioList decodes a set of priorities (pfc, ecn): an array of distinct

@@ -67,6 +67,12 @@ func (r QoSRule) Validate() []Problem {
 	if r.Selector == (Selector{}) {
 		out = append(out, Problem{"", errNoSelector})
 	}
+	return append(out, r.validateSettings()...)
+}
+
+// validateSettings checks a [[qos]] rule but for its selector.
+func (r QoSRule) validateSettings() []Problem {
+	var out []Problem
 	if r.Trust != "" {
 		if err := r.Trust.Validate(); err != nil {
 			out = append(out, Problem{"trust", err})
