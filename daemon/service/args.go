@@ -250,6 +250,12 @@ func (s *Service) CheckSetQoS(c QoSChange) error {
 	return storable(c.Persist, "device", dev.Name)
 }
 
+// CheckSetQoSSettings validates a SetQoSSettings request.
+func (s *Service) CheckSetQoSSettings(c QoSSettingsChange) error {
+	_, _, err := s.validateQoSSettings(c)
+	return err
+}
+
 // CheckAddLink validates an AddLink request.
 func (s *Service) CheckAddLink(l config.Link, persist bool) error { return s.checkAddLink(l, persist) }
 
