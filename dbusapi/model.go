@@ -321,6 +321,9 @@ type RuntimeQoS struct {
 	Trust  string     `json:"trust"`   // "" when not set
 	PFC    Priorities `json:"pfc"`     // with PFCSet
 	PFCSet bool       `json:"pfc_set"` // false: PFC not set
+	// Settings are the other [[qos]] keys set (SetQoSSettings), with
+	// their values as rdmad.toml writes them.
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 // Subject says what an action or a finding is about.

@@ -148,6 +148,8 @@ var authCalls = []authCall{
 	{method: "SetRoCE", args: argsOf(argS("mlx5_0"), argU(1), argS("v1"), argI(7), argB(true)), persist: true, action: bus.ActionSetRoCE},
 	{method: "SetQoS", args: argsOf(argS("mlx5_0"), argU(1), argS("dscp"), argY([]byte{3}), argB(false)), action: bus.ActionSetRoCE},
 	{method: "SetQoS", args: argsOf(argS("mlx5_0"), argU(1), argS("dscp"), argY([]byte{3}), argB(true)), persist: true, action: bus.ActionSetRoCE},
+	{method: "SetQoSSettings", args: argsOf(argS("mlx5_0"), argU(1), argSV(map[string][]byte{"pfc": {3}}), argB(false)), action: bus.ActionSetRoCE},
+	{method: "SetQoSSettings", args: argsOf(argS("mlx5_0"), argU(1), argSV(map[string][]byte{"pfc": {3}}), argB(true)), persist: true, action: bus.ActionSetRoCE},
 	{method: "AddLink", args: argsOf(argS("siw9"), argS("siw"), argS("ens1f0np0"), argB(false)), action: bus.ActionManageLinks},
 	{method: "AddLink", args: argsOf(argS("siw9"), argS("siw"), argS("ens1f0np0"), argB(true)), persist: true, action: bus.ActionManageLinks},
 	{method: "DeleteLink", args: argsOf(argS("rxe0"), argB(false)), action: bus.ActionManageLinks},
@@ -306,6 +308,11 @@ func TestChecksComeInOrder(t *testing.T) {
 		{"SetRoCE", argsOf(argS("mlx5_0"), argU(7), argS("v2"), argI(-1), argB(false)), dbusapi.ErrNoSuchPort},
 		{"SetRoCE", argsOf(argS("mlx5_0"), argU(1<<31), argS("v2"), argI(-1), argB(false)), dbusapi.ErrInvalidArgs},
 		{"SetQoS", argsOf(argS("mlx5_0"), argU(1), argS("ip"), argY(nil), argB(false)), dbusapi.ErrInvalidArgs},
+		{"SetQoSSettings", argsOf(argS("mlx5_0"), argU(1), argSV(map[string][]byte{"pfc": {9}}), argB(false)), dbusapi.ErrInvalidArgs},
+		{"SetQoSSettings", argsOf(argS("mlx5_0"), argU(1), argSV(map[string][]byte{"no_such_key": {1}}), argB(false)), dbusapi.ErrInvalidArgs},
+		{"SetQoSSettings", argsOf(argS("mlx5_0"), argU(1), argSV(map[string][]byte{}), argB(false)), dbusapi.ErrInvalidArgs},
+		{"SetQoSSettings", argsOf(argS("mlx5_9"), argU(1), argSV(map[string][]byte{"pfc": {3}}), argB(false)), dbusapi.ErrNoSuchDevice},
+		{"SetQoSSettings", argsOf(argS("mlx5_0"), argU(7), argSV(map[string][]byte{"pfc": {3}}), argB(false)), dbusapi.ErrNoSuchPort},
 		{"AddLink", argsOf(argS("rxe9"), argS("rxe"), argS("nosuch0"), argB(false)), dbusapi.ErrNoSuchDevice},
 		{"DeleteLink", argsOf(argS("rxe7"), argB(false)), dbusapi.ErrNoSuchLink},
 		{"DeleteLink", argsOf(argS("rxe0"), argB(true)), dbusapi.ErrInvalidArgs}, // declared in rdmad.toml
@@ -352,8 +359,11 @@ func TestChecksComeInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, call := range map[string]func() error{
-		"SetRoCE":      func() error { return e.root0.SetRoCE(t.Context(), "mlx5_0", 1, "v1", -1, false) },
-		"SetQoS":       func() error { return e.root0.SetQoS(t.Context(), "mlx5_0", 1, "pcp", nil, true, false) },
+		"SetRoCE": func() error { return e.root0.SetRoCE(t.Context(), "mlx5_0", 1, "v1", -1, false) },
+		"SetQoS":  func() error { return e.root0.SetQoS(t.Context(), "mlx5_0", 1, "pcp", nil, true, false) },
+		"SetQoSSettings": func() error {
+			return e.root0.SetQoSSettings(t.Context(), "mlx5_0", 1, map[string]dbus.Variant{"pfc": dbus.MakeVariant([]byte{3})}, false)
+		},
 		"AddLink":      func() error { return e.root0.AddLink(t.Context(), "siw9", "siw", "ens1f0np0", false) },
 		"DeleteLink":   func() error { return e.root0.DeleteLink(t.Context(), "rxe0", false) },
 		"SetNetnsMode": func() error { return e.root0.SetNetnsMode(t.Context(), "exclusive", false) },

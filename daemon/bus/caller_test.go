@@ -47,6 +47,9 @@ type arg struct {
 	Y []byte  `json:",omitempty"`
 	// Ay marks Y as an array, so an empty one is still sent.
 	Ay bool `json:",omitempty"`
+	// SV is an a{sv} whose values are byte arrays (SetQoSSettings); an
+	// empty one is still sent.
+	SV map[string][]byte
 }
 
 func argS(s string) arg     { return arg{S: &s} }
@@ -55,6 +58,8 @@ func argI(i int32) arg      { return arg{I: &i} }
 func argB(b bool) arg       { return arg{B: &b} }
 func argY(y []byte) arg     { return arg{Y: y, Ay: true} }
 func argsOf(a ...arg) []arg { return a }
+
+func argSV(sv map[string][]byte) arg { return arg{SV: sv} }
 
 func (a arg) value() any {
 	switch {
@@ -66,6 +71,12 @@ func (a arg) value() any {
 		return *a.I
 	case a.B != nil:
 		return *a.B
+	case a.SV != nil:
+		m := map[string]dbus.Variant{}
+		for k, v := range a.SV {
+			m[k] = dbus.MakeVariant(v)
+		}
+		return m
 	}
 	return append([]byte{}, a.Y...)
 }

@@ -261,8 +261,12 @@ func (s *Server) describe() ([]byte, error) {
 		rt.RoCE = append(rt.RoCE, dbusapi.RuntimeRoCE{Device: r.Device.Name, Port: r.Port, Mode: string(r.Mode), TOS: tos})
 	}
 	for _, r := range ov.QoS {
-		rt.QoS = append(rt.QoS, dbusapi.RuntimeQoS{Device: r.Device.Name, Port: r.Port, Trust: string(r.Trust),
-			PFC: dbusapi.Priorities(append([]uint8{}, r.PFC...)), PFCSet: r.HasPFC})
+		q := dbusapi.RuntimeQoS{Device: r.Device.Name, Port: r.Port, Trust: string(r.Trust),
+			PFC: dbusapi.Priorities(append([]uint8{}, r.PFC...)), PFCSet: r.HasPFC}
+		if v := r.LosslessRule.Values(); len(v) > 0 {
+			q.Settings = v
+		}
+		rt.QoS = append(rt.QoS, q)
 	}
 	for _, l := range ov.Links {
 		rt.Links = append(rt.Links, dbusapi.Link{Name: l.Name, Type: string(l.Type), Netdev: l.Netdev, Source: config.RuntimeFile})

@@ -97,6 +97,8 @@ func (m *manager) table() []entry {
 		{Method{Name: "SetRoCE", Action: ActionSetRoCE, Declares: true, Persists: true}, m.SetRoCE},
 		// SetQoS sets the RoCE traffic of a port, as SetRoCE does.
 		{Method{Name: "SetQoS", Action: ActionSetRoCE, Declares: true, Persists: true}, m.SetQoS},
+		// SetQoSSettings declares the rest of a port's lossless profile.
+		{Method{Name: "SetQoSSettings", Action: ActionSetRoCE, Declares: true, Persists: true}, m.SetQoSSettings},
 		{Method{Name: "AddLink", Action: ActionManageLinks, Declares: true, Persists: true}, m.AddLink},
 		{Method{Name: "DeleteLink", Action: ActionManageLinks, Declares: true, Persists: true}, m.DeleteLink},
 		{Method{Name: "SetNetnsMode", Action: ActionSetNetns, Declares: true, Persists: true}, m.SetNetnsMode},

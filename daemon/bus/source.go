@@ -48,6 +48,7 @@ type Daemon interface {
 	// anything, before authorization; CheckAPI applies [api] changes.
 	CheckSetRoCE(c service.RoCEChange) error
 	CheckSetQoS(c service.QoSChange) error
+	CheckSetQoSSettings(c service.QoSSettingsChange) error
 	CheckAddLink(l config.Link, persist bool) error
 	CheckDeleteLink(name string, persist bool) error
 	CheckSetNetnsMode(mode config.NetnsMode, persist bool) error
@@ -58,6 +59,7 @@ type Daemon interface {
 	ReloadNow(ctx context.Context) (reconcile.Report, error)
 	SetRoCE(ctx context.Context, c service.RoCEChange) error
 	SetQoS(ctx context.Context, c service.QoSChange) error
+	SetQoSSettings(ctx context.Context, c service.QoSSettingsChange) error
 	AddLink(ctx context.Context, l config.Link, persist bool) error
 	DeleteLink(ctx context.Context, name string, persist bool) error
 	SetNetnsMode(ctx context.Context, mode config.NetnsMode, persist bool) error

@@ -743,3 +743,17 @@ func (r QoSRule) Keys() []Key {
 	add(l.DCBX != "", KeyQoSDCBX)
 	return out
 }
+
+// Values is each key the rule sets and its value as the files write it
+// ("cable_length": "10", "tc_maxrate": "[\"0\", \"25Gbit\", ...]").
+func (r LosslessRule) Values() map[string]string {
+	var b bytes.Buffer
+	r.render(&b)
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if k, v, ok := strings.Cut(line, " = "); ok {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -12,7 +12,8 @@ import (
 )
 
 // deviceArg is the device a call names: the argument checks every
-// per-port call shares (SetRoCE, SetQoS), then the device as last read.
+// per-port call shares (SetRoCE, SetQoS, SetQoSSettings), then the device
+// as last read.
 func (s *Service) deviceArg(name string) (host.Device, error) {
 	if name == "" {
 		return host.Device{}, &ArgError{"device", "empty device name"}

@@ -144,11 +144,12 @@ func (s *Service) changeOverlay(edit func(*Overlay)) (previous Overlay) {
 	return previous
 }
 
-// BetweenCalls runs fn while no mutating call (SetRoCE, SetQoS, AddLink,
-// DeleteLink, SetNetnsMode, ReloadNow) is between its change and its
-// outcome: what fn reads of the declarations and the state then holds, and
-// is never a change a refused call is about to withdraw. The bus reads what
-// it publishes under it. fn must not call a mutating method.
+// BetweenCalls runs fn while no mutating call (SetRoCE, SetQoS,
+// SetQoSSettings, AddLink, DeleteLink, SetNetnsMode, ReloadNow) is between
+// its change and its outcome: what fn reads of the declarations and the
+// state then holds, and is never a change a refused call is about to
+// withdraw. The bus reads what it publishes under it. fn must not call a
+// mutating method.
 func (s *Service) BetweenCalls(fn func()) {
 	s.runtime.mutation.mu.Lock()
 	defer s.runtime.mutation.mu.Unlock()

@@ -294,6 +294,13 @@ func (c *Client) Reload(ctx context.Context) (string, error) {
 	return summary, err
 }
 
+// SetQoSSettings declares [[qos]] settings on a port (0: all Ethernet
+// ports of the device): keys as rdmad.toml writes them, values in the D-Bus
+// types of the contract.
+func (c *Client) SetQoSSettings(ctx context.Context, device string, port uint32, settings map[string]dbus.Variant, persist bool) error {
+	return c.call(ctx, "SetQoSSettings", device, port, settings, persist).Err
+}
+
 // SetQoS sets trust ("" keeps) and the PFC priorities on a port (0: all
 // Ethernet ports); keepPFC leaves PFC as declared, pfc empty turns it off.
 func (c *Client) SetQoS(ctx context.Context, device string, port uint32, trust string, pfc []uint8, keepPFC bool, persist bool) error {
