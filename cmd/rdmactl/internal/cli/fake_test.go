@@ -81,6 +81,17 @@ func (m fakeManager) SetQoS(dev string, port uint32, trust string, pfc []byte, p
 	return m.f.record("SetQoS " + string(b))
 }
 
+// SetQoSSettings records the settings with their D-Bus signatures, so the
+// golden calls show the types rdmactl sends.
+func (m fakeManager) SetQoSSettings(dev string, port uint32, settings map[string]dbus.Variant, persist bool) *dbus.Error {
+	typed := map[string]string{}
+	for k, v := range settings {
+		typed[k] = v.Signature().String() + " " + v.String()
+	}
+	b, _ := json.Marshal([]any{dev, port, typed, persist})
+	return m.f.record("SetQoSSettings " + string(b))
+}
+
 func (m fakeManager) AddLink(name, typ, netdev string, persist bool) *dbus.Error {
 	b, _ := json.Marshal([]any{name, typ, netdev, persist})
 	return m.f.record("AddLink " + string(b))
@@ -191,12 +202,16 @@ func fixture() *fakeRdmad {
 					DesiredRoCEMode: "v2", DesiredRoCETOS: 106, DesiredRoCESource: "/etc/rdma/rdmad.d/50-roce.toml:3",
 					QoSTrust: "dscp", QoSPFC: dbusapi.Priorities{3}, DesiredQoSTrust: "dscp", DesiredQoSPFC: dbusapi.Priorities{3}, DesiredQoSPFCSet: true,
 					DesiredQoSSource: "/etc/rdma/rdmad.d/60-qos.toml:1",
-					Drift:            map[string]bool{"roce_mode": false, "roce_tos": false, "qos_pfc": false, "qos_trust": false},
+					Drift:            map[string]bool{"roce_mode": false, "roce_tos": false, "qos_pfc": false, "qos_trust": false, "qos_cable_length": false, "qos_pause": true},
 					Settings: []dbusapi.Setting{
 						{Name: "roce_mode", Title: "RoCE mode", Declared: "RoCE v2", Source: "/etc/rdma/rdmad.d/50-roce.toml:3", Observed: "RoCE v2", State: "holds"},
 						{Name: "roce_tos", Title: "RoCE TOS", Declared: "106", Source: "/etc/rdma/rdmad.d/50-roce.toml:3", Observed: "106", State: "holds"},
 						{Name: "qos_pfc", Title: "PFC", Declared: "[3]", Source: "/etc/rdma/rdmad.d/60-qos.toml:1", Observed: "[3]", State: "holds"},
 						{Name: "qos_trust", Title: "QoS trust", Declared: "dscp", Source: "/etc/rdma/rdmad.d/60-qos.toml:1", Observed: "dscp", State: "holds"},
+						{Name: "qos_cable_length", Title: "cable length", Declared: "10 m", Source: "/etc/rdma/rdmad.d/60-qos.toml:1", Observed: "10 m", State: "holds"},
+						{Name: "qos_pause", Title: "global pause", Declared: "off", Source: "/etc/rdma/rdmad.d/60-qos.toml:1", Observed: "on", State: "refused",
+							Why: "ethtool: set pause of ens1f0: operation not permitted"},
+						{Name: "qos_ecn", Title: "ECN priorities", Observed: "[0, 1, 2, 3, 4, 5, 6, 7]", State: "undeclared"},
 					}}}},
 			{Name: "rxe0", Transports: []string{"roce"}, NodeType: "1: CA", NodeGUID: "5054:00ff:fe12:3456", Driver: "rdma_rxe", Netdevs: []string{"eth1"}, RoCEConfigfs: true,
 				Ports: []dbusapi.Port{{Device: "rxe0", Number: 1, Transport: "roce", State: "DOWN", PhysState: "Disabled", LinkLayer: "Ethernet",

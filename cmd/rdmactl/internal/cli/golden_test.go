@@ -114,6 +114,9 @@ func TestGoldenUsageErrors(t *testing.T) {
 		"qos set mlx5_0/1 --trust ip",
 		"qos set mlx5_0/1 --pfc 8",
 		"qos set mlx5_0/1 --pfc 3,3",
+		"qos set mlx5_0/1 --pause maybe",
+		"qos set mlx5_0/1 --prio-tc 0,0,0,1",
+		"qos set mlx5_0/1 --udp-port-prio 4791",
 		"qos show mlx5_0 mlx5_1",
 		"roce unset",
 		"roce unset /1",
@@ -150,7 +153,9 @@ func TestGoldenOutput(t *testing.T) {
 		"link add rxe2 --type siw --netdev eth3 --persist", "link del rxe1", "netns set exclusive --persist",
 		"device show mlx9_0", "roce show mlx9_0", "qos", "qos set mlx5_0/1 --trust dscp --pfc 3,4 --persist",
 		"qos set mlx5_0 --pfc none", "qos set mlx5_0/1 --trust pcp", "qos show mlx9_0",
-		"roce unset mlx5_0/1", "qos unset mlx5_0 --persist", "link unset rxe1 --persist", "netns unset")
+		"roce unset mlx5_0/1", "qos unset mlx5_0 --persist", "link unset rxe1 --persist", "netns unset",
+		"qos set mlx5_0/1 --pfc 3 --pause off --cable-length 10 --tc-maxrate 0,25Gbit,0,0,0,0,0,0 --udp-port-prio 4791:3 --persist",
+		"qos set mlx5_0/1 --ecn none --prio-tc 0,0,0,1,0,0,0,0 --dcbx host", "qos set mlx5_0/1 --pfc 3")
 	for _, args := range cases {
 		code, out, errs := runCLI(addr, strings.Fields(args)...)
 		golden(t, "out_"+goldenName(args), args, code, out, errs)
@@ -173,8 +178,11 @@ func TestGoldenOutput(t *testing.T) {
 		"Reload", "Reload", "Reload", "Reload",
 		`SetNetnsMode ["exclusive",true]`,
 		`SetQoS ["mlx5_0",0,"",[],false]`,
+		`SetQoS ["mlx5_0",1,"",[3],false]`,
 		`SetQoS ["mlx5_0",1,"dscp",[3,4],true]`,
 		`SetQoS ["mlx5_0",1,"pcp",[255],false]`,
+		`SetQoSSettings ["mlx5_0",1,{"cable_length":"u @u 10","pause":"b false","pfc":"ay @ay [0x3]","tc_maxrate":"as [\"0\", \"25Gbit\", \"0\", \"0\", \"0\", \"0\", \"0\", \"0\"]","udp_port_prio":"a{qy} @a{qy} {4791: 0x3}"},true]`,
+		`SetQoSSettings ["mlx5_0",1,{"dcbx":"s \"host\"","ecn":"ay @ay []","prio_tc":"ay @ay [0x0, 0x0, 0x0, 0x1, 0x0, 0x0, 0x0, 0x0]"},false]`,
 		`SetRoCE ["mlx5_0",1,"v1",96,true]`,
 		`Withdraw ["link","rxe1",0,true]`,
 		`Withdraw ["netns","",0,false]`,

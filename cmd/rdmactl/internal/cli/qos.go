@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/godbus/dbus/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/rdmad/rdmad/daemon/config/value"
@@ -14,7 +15,7 @@ import (
 )
 
 func init() {
-	register("", groupCommand("qos", "lossless RoCE: PFC and DSCP trust of the ports' netdevs", "show"))
+	register("", groupCommand("qos", "lossless RoCE: PFC, trust, ETS, pause, ECN of the ports' netdevs", "show"))
 	register("qos", qosShowCommand)
 	register("qos", qosSetCommand)
 }
@@ -22,11 +23,16 @@ func init() {
 func qosShowCommand(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show [DEV[/PORT]]",
-		Short: "Show the current and declared trust and PFC priorities",
+		Short: "Show the lossless RoCE settings of the ports' netdevs, now and declared",
 		Long: `The trust mode and PFC priorities of the netdev under each Ethernet port (of
 DEV, or of its port PORT), as the kernel reports them through DCB, and what
-[[qos]] rules or runtime changes declare, with where that comes from. The
-current values are known for ports a [[qos]] rule selects ("-" otherwise).`,
+[[qos]] rules or runtime changes declare, with where that comes from; then
+the rest of its lossless profile, one setting a line (cable length, ETS,
+rate limits, buffers, APP entries, DCBX mode, global pause, PFC storm
+timeout, ECN and CNP marking): what the netdev holds now, what is declared,
+and whether it holds. rdmad reads the netdev of every RoCE port, declared
+or not, so this replaces dcb show, ethtool -a and mlnx_qos -i for
+inspection; what a netdev does not have is not listed.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef(cmd, "unexpected argument %q", args[1])
@@ -47,17 +53,23 @@ current values are known for ports a [[qos]] rule selects ("-" otherwise).`,
 func qosSetCommand(e *env) *cobra.Command {
 	var trust, pfc string
 	var persist bool
+	lossless := map[string]*string{}
 	c := &cobra.Command{
-		Use:   "set DEV[/PORT] [--trust dscp|pcp] [--pfc P,P...|none] [--persist]",
-		Short: "Set the trust mode and/or PFC priorities",
-		Long: `Set the trust mode (dscp: the full DSCP table, DSCP to DSCP >> 3; pcp: no DSCP
-entries) and/or the priorities with PFC on (0..7, comma-separated; none turns
-PFC off) of the netdev under one port, or under every Ethernet port of DEV,
-through DCB, as a [[qos]] rule would. Without --persist the change lasts
-until rdmad stops; with it, it is written to
-/etc/rdma/rdmad.d/zz-rdmad-persist.toml and survives restarts. A netdev
-without DCB, or whose DCB the firmware or lldpad manages, refuses it.`,
-		Example:           "  rdmactl qos set mlx5_0/1 --trust dscp --pfc 3 --persist",
+		Use:   "set DEV[/PORT] [--trust dscp|pcp] [--pfc P,P...|none] [--pause on|off] [--cable-length M] [--ecn P,P...|none] ... [--persist]",
+		Short: "Set the lossless RoCE settings of a port's netdev",
+		Long: `Set the lossless RoCE settings of the netdev under one port, or under every
+Ethernet port of DEV, as a [[qos]] rule would (rdmad.toml(5) says what each
+does): the trust mode (dscp: the full DSCP table, DSCP to DSCP >> 3; pcp: no
+DSCP entries) and the priorities with PFC on (0..7, comma-separated; none
+turns PFC off) through DCB, and the rest of a lossless profile with the
+flags below. Without --persist the change lasts until rdmad stops; with it,
+it is written to /etc/rdma/rdmad.d/zz-rdmad-persist.toml and survives
+restarts. A netdev without the setting, or whose DCB the firmware or lldpad
+manages, refuses it, and what the call had changed is put back.
+On mlx5 a change of the PFC priorities toggles the port's link (about a
+second without traffic): rdmactl says so before it asks.`,
+		Example: `  rdmactl qos set mlx5_0/1 --trust dscp --pfc 3 --persist
+  rdmactl qos set mlx5_0 --pause off --cable-length 10 --ecn 3 --pfc-storm-timeout 100`,
 		Args:              exactArgs("DEV[/PORT]"),
 		ValidArgsFunction: e.completeDevices(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -73,20 +85,179 @@ without DCB, or whose DCB the firmware or lldpad manages, refuses it.`,
 			if hasPFC && err != nil {
 				return usagef(cmd, "--pfc %q: %v", pfc, err)
 			}
-			if !hasTrust && !hasPFC {
-				return usagef(cmd, "missing --trust, --pfc or both")
+			settings := map[string]dbus.Variant{}
+			for _, f := range qosFlags {
+				if !cmd.Flags().Changed(f.flag) {
+					continue
+				}
+				v, err := f.parse(*lossless[f.flag])
+				if err != nil {
+					return usagef(cmd, "--%s %q: %v", f.flag, *lossless[f.flag], err)
+				}
+				settings[f.key] = v
+			}
+			if !hasTrust && !hasPFC && len(settings) == 0 {
+				return usagef(cmd, "nothing to set: give --trust, --pfc or another setting")
+			}
+			if hasPFC {
+				e.noteLinkToggle(dev, port, prios)
+			}
+			if len(settings) == 0 {
+				return e.change(func(c *client.Client, cx context.Context) error {
+					return c.SetQoS(cx, dev, uint32(port), trust, prios, !hasPFC, persist)
+				})
+			}
+			if hasTrust {
+				settings["trust"] = dbus.MakeVariant(trust)
+			}
+			if hasPFC {
+				settings["pfc"] = dbus.MakeVariant(append([]byte{}, prios...))
 			}
 			return e.change(func(c *client.Client, cx context.Context) error {
-				return c.SetQoS(cx, dev, uint32(port), trust, prios, !hasPFC, persist)
+				return c.SetQoSSettings(cx, dev, uint32(port), settings, persist)
 			})
 		},
 	}
 	c.Flags().StringVar(&trust, "trust", "", "trust mode: dscp or pcp")
 	c.Flags().StringVar(&pfc, "pfc", "", "priorities with PFC on, such as 3 or 3,4; none turns PFC off")
+	for _, f := range qosFlags {
+		lossless[f.flag] = c.Flags().String(f.flag, "", f.help)
+	}
 	c.Flags().BoolVar(&persist, "persist", false, "also write it to rdmad's drop-in, so it survives restarts")
 	_ = c.RegisterFlagCompletionFunc("trust", fixed("dscp", "pcp"))
 	_ = c.RegisterFlagCompletionFunc("pfc", fixed("3", "none"))
+	_ = c.RegisterFlagCompletionFunc("pause", fixed("on", "off"))
+	_ = c.RegisterFlagCompletionFunc("ecn", fixed("3", "none"))
+	_ = c.RegisterFlagCompletionFunc("dcbx", fixed("host"))
 	return c
+}
+
+// qosFlag is a qos set flag for one [[qos]] key and how its text becomes
+// the D-Bus value of SetQoSSettings. rdmad validates the values as the
+// files' (ranges, sums): rdmactl only reads the syntax.
+type qosFlag struct {
+	flag, key, help string
+	parse           func(string) (dbus.Variant, error)
+}
+
+var qosFlags = []qosFlag{
+	{"cable-length", "cable_length", "metres of cable (1..999): mlx5's lossless headroom", uintFlag(999)},
+	{"prio-tc", "prio_tc", "ETS: the traffic class of each of the 8 priorities, such as 0,0,0,1,0,0,0,0", byteListFlag(8)},
+	{"tc-bandwidth", "tc_bandwidth", "ETS: percent per traffic class, such as 50,50,0,0,0,0,0,0", byteListFlag(8)},
+	{"tc-tsa", "tc_tsa", "ETS: ets or strict per traffic class (default: ets where the share is above 0)", stringListFlag(8)},
+	{"tc-maxrate", "tc_maxrate", "rate limit per traffic class, such as 0,25Gbit,0,0,0,0,0,0 (0: none)", stringListFlag(8)},
+	{"prio-buffer", "prio_buffer", "the receive buffer of each of the 8 priorities", byteListFlag(8)},
+	{"buffer-size", "buffer_size", "the size of each of the 8 buffers, such as 128K,128K,0,0,0,0,0,0 (mlx5: takes buffer ownership)", stringListFlag(8)},
+	{"udp-port-prio", "udp_port_prio", "datagram-port APP entries, such as 4791:3 (bnxt_en; not mlx5)", portPrioFlag},
+	{"pause", "pause", "global 802.3x pause: on or off", onOffFlag},
+	{"pfc-storm-timeout", "pfc_storm_timeout", "PFC storm prevention in ms: 0 (off) or 80..8000", uintFlag(65535)},
+	{"ecn", "ecn", "priorities with ECN on, such as 3; none turns ECN off (MLNX_OFED drivers)", func(s string) (dbus.Variant, error) {
+		p, err := parsePFC(s)
+		return dbus.MakeVariant(append([]byte{}, p...)), err
+	}},
+	{"cnp-dscp", "cnp_dscp", "the DSCP of the CNPs the port sends (0..63)", uintFlag(63)},
+	{"cnp-priority", "cnp_priority", "the 802.1p priority of the CNPs the port sends (0..7)", uintFlag(7)},
+	{"dcbx", "dcbx", "host: set host DCBX mode with IEEE DCBX (dcb dcbx set ... host ieee)", func(s string) (dbus.Variant, error) {
+		if s != "host" {
+			return dbus.Variant{}, fmt.Errorf("want host")
+		}
+		return dbus.MakeVariant(s), nil
+	}},
+}
+
+func uintFlag(hi uint64) func(string) (dbus.Variant, error) {
+	return func(s string) (dbus.Variant, error) {
+		n, err := strconv.ParseUint(s, 10, 32)
+		if err != nil || n > hi {
+			return dbus.Variant{}, fmt.Errorf("want a number 0..%d", hi)
+		}
+		return dbus.MakeVariant(uint32(n)), nil
+	}
+}
+
+func byteListFlag(n int) func(string) (dbus.Variant, error) {
+	return func(s string) (dbus.Variant, error) {
+		f := strings.Split(s, ",")
+		if len(f) != n {
+			return dbus.Variant{}, fmt.Errorf("want %d numbers separated by commas", n)
+		}
+		out := make([]byte, n)
+		for i, x := range f {
+			v, err := strconv.ParseUint(strings.TrimSpace(x), 10, 8)
+			if err != nil {
+				return dbus.Variant{}, fmt.Errorf("%q is not a number 0..255", x)
+			}
+			out[i] = byte(v)
+		}
+		return dbus.MakeVariant(out), nil
+	}
+}
+
+func stringListFlag(n int) func(string) (dbus.Variant, error) {
+	return func(s string) (dbus.Variant, error) {
+		f := strings.Split(s, ",")
+		if len(f) != n {
+			return dbus.Variant{}, fmt.Errorf("want %d values separated by commas", n)
+		}
+		for i := range f {
+			f[i] = strings.TrimSpace(f[i])
+		}
+		return dbus.MakeVariant(f), nil
+	}
+}
+
+func portPrioFlag(s string) (dbus.Variant, error) {
+	out := map[uint16]byte{}
+	for _, e := range strings.Split(s, ",") {
+		p, q, ok := strings.Cut(strings.TrimSpace(e), ":")
+		port, err1 := strconv.ParseUint(p, 10, 16)
+		prio, err2 := strconv.ParseUint(q, 10, 8)
+		if !ok || err1 != nil || err2 != nil {
+			return dbus.Variant{}, fmt.Errorf("want PORT:PRIO entries separated by commas, such as 4791:3")
+		}
+		out[uint16(port)] = byte(prio)
+	}
+	return dbus.MakeVariant(out), nil
+}
+
+func onOffFlag(s string) (dbus.Variant, error) {
+	switch s {
+	case "on":
+		return dbus.MakeVariant(true), nil
+	case "off":
+		return dbus.MakeVariant(false), nil
+	}
+	return dbus.Variant{}, fmt.Errorf("want on or off")
+}
+
+// noteLinkToggle says, before the call, that mlx5 toggles the link of each
+// port whose PFC priorities the call changes. It reads the state rdmad
+// publishes; when that cannot be read it says nothing (the call will).
+func (e *env) noteLinkToggle(dev string, port int, prios []uint8) {
+	var s *client.Snapshot
+	if err := e.read(func(c *client.Client, cx context.Context) error {
+		var err error
+		s, err = c.Snapshot(cx)
+		return err
+	}); err != nil {
+		return
+	}
+	d := s.Device(dev)
+	if d == nil || d.Driver != "mlx5_core" {
+		return
+	}
+	for _, p := range d.Ports {
+		known := p.QoSTrust != "" // the PFC of a port rdmad read
+		if (port != 0 && int(p.Number) != port) || p.Transport != "roce" || (known && prioText(p.QoSPFC) == prioText(prios)) {
+			continue
+		}
+		change := ""
+		if known {
+			change = fmt.Sprintf(" (%s to %s)", prioText(p.QoSPFC), prioText(prios))
+		}
+		fmt.Fprintf(e.stderr, "rdmactl: note: %s/%d (%s): mlx5 toggles the link when its PFC priorities change%s: about a second without traffic\n",
+			escapeText(dev), p.Number, escapeText(dash(strings.Join(p.Netdevs, ","))), change)
+	}
 }
 
 // parsePFC reads "3,4" (distinct priorities 0..7) or "none" (PFC off).
@@ -123,6 +294,9 @@ type QoSJSON struct {
 	DesiredPFCSet bool               `json:"desired_pfc_set"`
 	Source        string             `json:"source"`
 	Error         string             `json:"error"`
+	// Settings is every [[qos]] setting rdmad publishes for the port
+	// (trust and PFC again among them), declared or as the kernel holds it.
+	Settings []dbusapi.Setting `json:"settings"`
 }
 
 func (e *env) qosShow(cmd *cobra.Command, target string) error {
@@ -146,15 +320,21 @@ func (e *env) qosShow(cmd *cobra.Command, target string) error {
 			if (port != 0 && int(p.Number) != port) || (p.Transport != "roce" && p.Transport != "iwarp") {
 				continue
 			}
+			settings := []dbusapi.Setting{}
+			for _, st := range p.Settings {
+				if strings.HasPrefix(st.Name, "qos_") {
+					settings = append(settings, st)
+				}
+			}
 			rows = append(rows, QoSJSON{Port: fmt.Sprintf("%s/%d", d.Name, p.Number), Netdevs: nonNil(p.Netdevs),
 				Trust: p.QoSTrust, PFC: dbusapi.Priorities(nonNil(p.QoSPFC)), DesiredTrust: p.DesiredQoSTrust, DesiredPFC: dbusapi.Priorities(nonNil(p.DesiredQoSPFC)),
-				DesiredPFCSet: p.DesiredQoSPFCSet, Source: p.DesiredQoSSource, Error: settingErrors(p, "qos_")})
+				DesiredPFCSet: p.DesiredQoSPFCSet, Source: p.DesiredQoSSource, Error: settingErrors(p, "qos_"), Settings: settings})
 		}
 	}
 	if e.jsonMode() != "" {
 		return e.printJSON(rows)
 	}
-	var table [][]string
+	var table, more [][]string
 	for _, r := range escaped(rows) {
 		pfc, want := "-", "-"
 		if r.Trust != "" {
@@ -164,9 +344,24 @@ func (e *env) qosShow(cmd *cobra.Command, target string) error {
 			want = prioText(r.DesiredPFC)
 		}
 		table = append(table, []string{r.Port, dash(strings.Join(r.Netdevs, ",")), dash(r.Trust), pfc, dash(r.DesiredTrust), want, dash(r.Source), dash(r.Error)})
+		// The rest of the profile, one setting a line: what the netdev
+		// holds, what is declared, and whether it holds.
+		for _, st := range r.Settings {
+			if st.Name == "qos_pfc" || st.Name == "qos_trust" {
+				continue
+			}
+			more = append(more, []string{r.Port, st.Title, dash(st.Observed), dash(st.Declared), st.State, dash(st.Source), dash(st.Why)})
+		}
 	}
-	return e.table([]string{"PORT", "NETDEV", "TRUST", "PFC", "DECLARED_TRUST", "DECLARED_PFC", "SOURCE", "ERROR"}, table,
-		plural(len(table), "Ethernet port listed.", "Ethernet ports listed."), "No Ethernet ports.")
+	legend := plural(len(table), "Ethernet port listed.", "Ethernet ports listed.")
+	if len(more) == 0 {
+		return e.table([]string{"PORT", "NETDEV", "TRUST", "PFC", "DECLARED_TRUST", "DECLARED_PFC", "SOURCE", "ERROR"}, table, legend, "No Ethernet ports.")
+	}
+	if err := e.table([]string{"PORT", "NETDEV", "TRUST", "PFC", "DECLARED_TRUST", "DECLARED_PFC", "SOURCE", "ERROR"}, table, "", ""); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout)
+	return e.table([]string{"PORT", "SETTING", "NOW", "DECLARED", "STATE", "SOURCE", "WHY"}, more, legend, "")
 }
 
 // prioText is "3,4", or "none" when no priority has PFC on.
