@@ -308,3 +308,20 @@ func sourceDirs(t *testing.T) []string {
 	}
 	return dirs
 }
+
+// Every setting's doctor id (its name with dashes, then -differs) is in
+// rdmactl(8)'s list of SETTING-differs findings.
+func TestEverySettingHasItsDoctorID(t *testing.T) {
+	b, err := os.ReadFile("rdmactl.8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range parts(t) {
+		for _, s := range part.settings {
+			id := strings.ReplaceAll(s.Name, "_", "-") + "-differs"
+			if !strings.Contains(string(b), ".BR "+id+" ,") && !strings.Contains(string(b), ".BR "+id+" .") {
+				t.Errorf("docs/rdmactl.8 does not list %s (setting %s of %s)", id, s.Name, strings.TrimPrefix(part.pkg, module))
+			}
+		}
+	}
+}
