@@ -105,6 +105,10 @@ build_packages() {
 			"$name" "$(dpkg-deb -f "$deb" Version)" "$name" "$binary-e2e-upgrade$n" >>"$pkg/packages.env"
 	done
 	rm -rf "$src"
+	# The sandbox scenario's probe: rdmad's ethtool calls, run under the
+	# unit's sandbox (test/e2e/ethtoolprobe; not part of the package).
+	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$pkg/ethtool-probe" ./test/e2e/ethtoolprobe) >>"$pkg/build.log" 2>&1 ||
+		{ tail -n 30 "$pkg/build.log" >&2; die "go build of the ethtool probe failed (log: $pkg/build.log)"; }
 }
 
 # in_root ROOT CMD...: run CMD chrooted into ROOT with /proc and /dev mounted,
@@ -140,6 +144,7 @@ install_product() {
 install_test_side() {
 	local root=$1 suite=$2 unit f
 	install -D -m 0755 "$e2e/guest/rdmad-e2e.sh" "$root/usr/lib/rdmad-e2e/rdmad-e2e.sh"
+	install -D -m 0755 "$work/packages/ethtool-probe" "$root/usr/lib/rdmad-e2e/ethtool-probe"
 	install -D -m 0644 "$e2e/guest/rdmad-e2e.service" "$root/etc/systemd/system/rdmad-e2e.service"
 	install -D -m 0644 "$e2e/guest/rdmad.toml" "$root/etc/rdma/rdmad.toml"
 	install -D -m 0644 "$e2e/guest/10-e2e-veth0.netdev" "$root/etc/systemd/network/10-e2e-veth0.netdev"

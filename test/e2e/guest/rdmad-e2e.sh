@@ -462,6 +462,19 @@ s_sandbox-caps() {
 	out=$(in_sandbox -- modprobe "$m" 2>&1) || fail "modprobe $m inside rdmad's sandbox failed: $out"
 	[[ -d /sys/module/$m ]] || fail "modprobe $m in the sandbox exited 0 but $m is not loaded"
 	rmmod "$m" 2>/dev/null
+	# ethtool: global pause over ethtool netlink and the PFC storm timeout
+	# ioctl (SIOCETHTOOL on an AF_NETLINK socket), with rdmad's own code:
+	# both reach the veth's driver, which has neither (EOPNOTSUPP, not
+	# EPERM or EAFNOSUPPORT). Without AF_NETLINK both are refused at the
+	# socket; with ioctl filtered out, the tunable is refused by seccomp.
+	out=$(in_sandbox -- /usr/lib/rdmad-e2e/ethtool-probe veth4 2>&1) || fail "ethtool-probe in the sandbox: $out"
+	[[ $(grep -c 'operation not supported' <<<"$out") == 2 ]] ||
+		fail "pause and the PFC storm timeout inside rdmad's sandbox did not reach the veth's driver (want EOPNOTSUPP twice): $out"
+	out=$(in_sandbox RestrictAddressFamilies= RestrictAddressFamilies=AF_UNIX -- /usr/lib/rdmad-e2e/ethtool-probe veth4 2>&1)
+	[[ $(grep -c 'address family not supported' <<<"$out") == 2 ]] ||
+		fail "the sandbox without AF_NETLINK let the ethtool calls through: $out"
+	out=$(in_sandbox "SystemCallFilter=~ioctl" -- /usr/lib/rdmad-e2e/ethtool-probe veth4 2>&1)
+	matches 'tunable: .*operation not permitted' <<<"$out" || fail "the tunable ioctl passed with ioctl filtered out: $out"
 	# The negative control: without CAP_NET_ADMIN the same link add is refused.
 	if out=$(in_sandbox CapabilityBoundingSet=~CAP_NET_ADMIN -- rdma link add "$dev" type rxe netdev veth4 2>&1); then
 		rdma link del "$dev" 2>/dev/null
@@ -472,7 +485,7 @@ s_sandbox-caps() {
 	out=$(systemctl reload rdmad.service 2>&1) || fail "systemctl reload rdmad.service failed: $out"
 	[[ $(systemctl show -p MainPID --value rdmad.service) == "$pid" ]] ||
 		fail "rdmad pid changed from $pid after systemctl reload"
-	pass "replica = live rdmad ($(grep -E '^Seccomp_filters' <<<"$live")); link add, configfs, netns set, /etc + /sys/devices writes, modprobe $m, reload OK; refused: /etc, /proc/sys, modprobe w/o module calls, link add w/o CAP_NET_ADMIN"
+	pass "replica = live rdmad ($(grep -E '^Seccomp_filters' <<<"$live")); link add, configfs, netns set, /etc + /sys/devices writes, modprobe $m, ethtool pause + SIOCETHTOOL, reload OK; refused: /etc, /proc/sys, modprobe w/o module calls, ethtool w/o AF_NETLINK or ioctl, link add w/o CAP_NET_ADMIN"
 }
 
 # rdmad, not Debian's rdma-load-modules@ units (masked in this image), loaded
@@ -1118,32 +1131,48 @@ qos_cleanup() {
 }
 
 # A [[qos]] rule on a Soft-RoCE device whose netdev is a veth, which has no
-# DCB (rxe9 on veth3, made by roce-v1-error): rdmad's DCB GET reaches the
-# kernel and is refused with EOPNOTSUPP (not EINVAL, which a malformed
-# request gets, nor ENODEV, a wrong name), both settings fail with the
-# operator's message and show as drift, and the device's TOS is applied all
-# the same. iproute2's dcb, asked the same, gets the same refusal.
+# DCB, no global pause and no ethtool tunables (rxe9 on veth3, made by
+# roce-v1-error): rdmad's DCB GET reaches the kernel and is refused with
+# EOPNOTSUPP (not EINVAL, which a malformed request gets, nor ENODEV, a
+# wrong name), each DCB setting fails with the operator's message; the
+# ethtool pause request and the PFC storm timeout ioctl, made by the real
+# rdmad under the real unit, reach the veth's driver and are refused named
+# (EOPNOTSUPP: neither the sandbox's EPERM nor EAFNOSUPPORT); ECN, which
+# only OFED drivers have, is not applicable; all show as drift, and the
+# device's TOS is applied all the same. iproute2's dcb, asked the same,
+# gets the same refusal.
 s_qos-veth() {
-	local out err trust
+	local out err trust kind na
 	rdma_dev_exists rxe9 || fail "rxe9 missing (roce-v1-error makes it)"
 	trap qos_cleanup EXIT
 	out=$(dcb pfc show dev veth3 2>&1) && fail "dcb pfc show dev veth3 succeeded on a veth: $out"
 	matches -i 'not supported' <<<"$out" || fail "dcb pfc show dev veth3: $out (want EOPNOTSUPP)"
-	printf '# added by the rdmad e2e test\n[[qos]]\ndevice = "rxe9"\ntrust = "dscp"\npfc = [3]\n' >"$qos_dropin"
+	printf '# added by the rdmad e2e test\n[[qos]]\ndevice = "rxe9"\ntrust = "dscp"\npfc = [3]\ncable_length = 10\nprio_tc = [0,0,0,1,0,0,0,0]\ntc_maxrate = ["0","25Gbit","0","0","0","0","0","0"]\npause = false\npfc_storm_timeout = 100\necn = [3]\n' >"$qos_dropin"
 	out=$(rdmactl reload 2>&1) || matches 'the configuration loaded, but applying it failed' <<<"$out" ||
 		fail "rdmactl reload with [[qos]]: $out"
 	wait_for 10 qos_failed "qos pfc" || fail "no failed qos pfc action for rxe9/1: $(qos_acts | cut -c1-300)"
-	qos_failed "qos trust" || fail "no failed qos trust action for rxe9/1: $(qos_acts | cut -c1-300)"
+	for kind in "qos trust" "qos cable length" "qos prio_tc" "qos tc_maxrate" "qos pause" "qos pfc_storm_timeout"; do
+		qos_failed "$kind" || fail "no failed $kind action for rxe9/1: $(qos_acts | cut -c1-400)"
+		err=$(qos_acts | jq -r --arg k "$kind" '.[] | select(.kind == $k) | .error')
+		matches -F veth3 <<<"$err" || fail "$kind: the error does not name veth3: $err"
+		matches -i 'operation not supported' <<<"$err" || fail "$kind: the kernel's answer is not EOPNOTSUPP: $err"
+		not matches -iE 'invalid argument|no such device|not permitted|address family' <<<"$err" || fail "$kind: EINVAL, ENODEV or the sandbox: $err"
+	done
 	err=$(qos_acts | jq -r '.[] | select(.kind == "qos pfc") | .error')
 	matches -F 'veth3 does not support DCB: PFC, trust and the other DCB settings cannot be set' <<<"$err" || fail "qos pfc error: $err"
-	matches -i 'operation not supported' <<<"$err" || fail "the kernel's answer is not EOPNOTSUPP: $err"
-	not matches -iE 'invalid argument|no such device' <<<"$err" || fail "EINVAL or ENODEV: $err"
+	matches -F 'veth3 has no global pause setting' <<<"$(qos_acts | jq -r '.[] | select(.kind == "qos pause") | .error')" ||
+		fail "qos pause error: $(qos_acts | jq -r '.[] | select(.kind == "qos pause") | .error')"
+	matches -F 'veth3 has no PFC storm prevention' <<<"$(qos_acts | jq -r '.[] | select(.kind == "qos pfc_storm_timeout") | .error')" ||
+		fail "qos pfc_storm_timeout error: $(qos_acts | jq -r '.[] | select(.kind == "qos pfc_storm_timeout") | .error')"
+	na=$(qos_acts | jq -r '.[] | select(.kind == "qos ecn") | .status')
+	[[ $na == not-applicable ]] || fail "qos ecn on an upstream veth: $na, want not-applicable"
 	tos_is rxe9 "$declared_tos" || fail "rxe9/1 tos is '$(tos_of rxe9)': the QoS failure must not stop the TOS ($declared_tos)"
-	wait_for 10 metrics_have "$(drift_line rxe9 1 qos_pfc 1)" "$(drift_line rxe9 1 qos_trust 1)" ||
-		fail "no qos drift in $metrics_file: $(grep -E 'rxe9' "$metrics_file" 2>&1 | tr '\n' ';' | cut -c1-300)"
+	wait_for 10 metrics_have "$(drift_line rxe9 1 qos_pfc 1)" "$(drift_line rxe9 1 qos_trust 1)" "$(drift_line rxe9 1 qos_pause 1)" "$(drift_line rxe9 1 qos_pfc_storm_timeout 1)" ||
+		fail "no qos drift in $metrics_file: $(grep -E 'rxe9' "$metrics_file" 2>&1 | tr '\n' ';' | cut -c1-400)"
 	rdmad_journal | grep -F rxe9 | matches -F 'does not support DCB' || fail "rdmad's journal does not say veth3 has no DCB"
+	rdmad_journal | grep -F rxe9 | matches -F 'has no PFC storm prevention' || fail "rdmad's journal does not say veth3 has no storm prevention"
 	trust=$(qos_acts | jq -r '.[] | select(.kind == "qos trust") | .status')
-	pass "rxe9 tos $declared_tos; qos pfc failed: ${err:0:120}; qos trust $trust; drift 1 for both"
+	pass "rxe9 tos $declared_tos; DCB, pause and storm timeout refused by veth3 (EOPNOTSUPP, named); ecn $na; qos trust $trust; drift 1"
 }
 
 # rdmad's mlx4_en options file, as the real kmod reads it: rdmad --once on a
