@@ -300,9 +300,9 @@ func TestVFInAVirtualMachineIsNotApplicable(t *testing.T) {
 	}
 }
 
-// The [[qos]] example of the shipped rdmad.toml (driver = "mlx5_core") on an
-// SR-IOV host: the PF is configured, its VF (which the same selector picks)
-// is not applicable, and nothing fails.
+// The first [[qos]] example of the shipped rdmad.toml (driver =
+// "mlx5_core": trust and PFC) on an SR-IOV host: the PF is configured, its
+// VF (which the same selector picks) is not applicable, and nothing fails.
 func TestShippedQoSExampleOnAnSRIOVHost(t *testing.T) {
 	data, err := os.ReadFile("../../etc/rdma/rdmad.toml")
 	if err != nil {
@@ -316,6 +316,9 @@ func TestShippedQoSExampleOnAnSRIOVHost(t *testing.T) {
 			in = true
 		case in && (line == "#" || !strings.HasPrefix(line, "#")):
 			in = false
+		}
+		if !in && len(example) > 0 {
+			break
 		}
 		if in {
 			example = append(example, strings.TrimPrefix(line, "#"))
