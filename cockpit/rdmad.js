@@ -378,19 +378,21 @@
     }
 
     function renderPortChoice(devs) {
-        const sel = $("roce-port");
-        const before = sel.value;
-        clear(sel);
-        for (const d of devs) {
-            const ps = portsOf(d).filter(p => p.Transport === "roce");
-            if (!ps.length)
-                continue;
-            sel.appendChild(el("option", { value: JSON.stringify([d.Name, 0]) }, d.Name + " (every RoCE port)"));
-            for (const p of ps)
-                sel.appendChild(el("option", { value: JSON.stringify([d.Name, p.Number]) }, d.Name + " port " + p.Number));
+        for (const id of ["roce-port", "qos-port"]) {
+            const sel = $(id);
+            const before = sel.value;
+            clear(sel);
+            for (const d of devs) {
+                const ps = portsOf(d).filter(p => p.Transport === "roce");
+                if (!ps.length)
+                    continue;
+                sel.appendChild(el("option", { value: JSON.stringify([d.Name, 0]) }, d.Name + " (every RoCE port)"));
+                for (const p of ps)
+                    sel.appendChild(el("option", { value: JSON.stringify([d.Name, p.Number]) }, d.Name + " port " + p.Number));
+            }
+            if (before && Array.from(sel.options).some(o => o.value === before))
+                sel.value = before;
         }
-        if (before && Array.from(sel.options).some(o => o.value === before))
-            sel.value = before;
     }
 
     /* ---- picture ---- */
@@ -597,6 +599,70 @@
         call("SetRoCE", "susib", [device, port, mode, tos, persist])
                 .then(() => showResult("roce-result", "Set " + where + (persist ? "; kept after reboot." : "; until rdmad restarts."), "ok"))
                 .catch(ex => showResult("roce-result", sentence(ex, "set RoCE on " + where), "fail"));
+    });
+
+    /* priorities reads "3", "3,4" or "none" into the bytes of an "ay"
+     * (base64, as cockpit.js carries them); null when it is not that. */
+    function priorities(text) {
+        if (text === "none")
+            return [];
+        const out = [];
+        for (const f of text.split(",")) {
+            const n = Number(f.trim());
+            if (!Number.isInteger(n) || n < 0 || n > 7 || out.includes(n))
+                return null;
+            out.push(n);
+        }
+        return out.sort();
+    }
+
+    /* The [[qos]] form: the settings given, by their [[qos]] keys, go to
+     * SetQoSSettings; rdmad checks them as it checks the files and names a
+     * bad one in its refusal. */
+    $("qos-form").addEventListener("submit", ev => {
+        ev.preventDefault();
+        if (!$("qos-port").value) {
+            showResult("qos-result", "There is no RoCE port to set.", "fail");
+            return;
+        }
+        const [device, port] = JSON.parse($("qos-port").value);
+        const settings = {};
+        if ($("qos-trust").value)
+            settings.trust = { t: "s", v: $("qos-trust").value };
+        for (const [id, key] of [["qos-pfc", "pfc"], ["qos-ecn", "ecn"]]) {
+            const text = $(id).value.trim();
+            if (text === "")
+                continue;
+            const p = priorities(text);
+            if (p === null) {
+                showResult("qos-result", key.toUpperCase() + " priorities are 0 to 7 separated by commas, or none.", "fail");
+                return;
+            }
+            settings[key] = { t: "ay", v: cockpit.base64_encode(p) };
+        }
+        if ($("qos-pause").value)
+            settings.pause = { t: "b", v: $("qos-pause").value === "on" };
+        for (const [id, key] of [["qos-cable", "cable_length"], ["qos-storm", "pfc_storm_timeout"]]) {
+            const text = $(id).value.trim();
+            if (text === "")
+                continue;
+            const n = Number(text);
+            if (!Number.isInteger(n) || n < 0) {
+                showResult("qos-result", key + " must be a whole number.", "fail");
+                return;
+            }
+            settings[key] = { t: "u", v: n };
+        }
+        if (!Object.keys(settings).length) {
+            showResult("qos-result", "Choose a setting to set.", "fail");
+            return;
+        }
+        const persist = $("qos-persist").checked;
+        const where = device + (port ? " port " + port : "");
+        showResult("qos-result", "Setting " + where + "…", "busy");
+        call("SetQoSSettings", "sua{sv}b", [device, port, settings, persist])
+                .then(() => showResult("qos-result", "Set " + where + (persist ? "; kept after reboot." : "; until rdmad restarts."), "ok"))
+                .catch(ex => showResult("qos-result", sentence(ex, "set lossless RoCE on " + where), "fail"));
     });
 
     $("link-form").addEventListener("submit", ev => {

@@ -432,6 +432,31 @@ func TestCockpitPage(t *testing.T) {
 	if !strings.HasPrefix(refusal, "The kernel refused to set RoCE on mlx5_1 port 1; nothing was left half-applied.") || strings.Contains(refusal, "org.rdmad1.Error") {
 		t.Errorf("the kernel's refusal reads %q", refusal)
 	}
+	// The lossless RoCE form sends SetQoSSettings with its variants: rdmad
+	// runs on a fixture root, where it does not touch this machine's DCB or
+	// ethtool, so the settings are refused with that reason (a wrong
+	// signature or variant type would be InvalidArgs instead), and a value
+	// out of range is refused naming its key before anything is tried.
+	b.run(t, "set pause off and PFC 3 on mlx5_0/1",
+		chromedp.SetValue("#qos-port", `["mlx5_0",1]`, chromedp.ByID),
+		chromedp.SetValue("#qos-pfc", "3", chromedp.ByID),
+		chromedp.SetValue("#qos-pause", "off", chromedp.ByID),
+		chromedp.SetValue("#qos-cable", "10", chromedp.ByID),
+		chromedp.Click("#qos-apply", chromedp.ByID),
+	)
+	b.waitFor(t, "the SetQoSSettings refusal", `document.getElementById("qos-result").classList.contains("fail")`)
+	var qosResult string
+	b.eval(t, `document.getElementById("qos-result").textContent`, &qosResult)
+	if !strings.Contains(qosResult, "is not used with --root") || strings.Contains(qosResult, "org.rdmad1.Error") {
+		t.Errorf("the lossless form's result reads %q", qosResult)
+	}
+	var cleared bool
+	b.eval(t, `(() => { for (const id of ["qos-pfc", "qos-pause", "qos-cable"]) document.getElementById(id).value = ""; return true; })()`, &cleared)
+	b.run(t, "set a PFC storm timeout of 50 ms",
+		chromedp.SetValue("#qos-storm", "50", chromedp.ByID),
+		chromedp.Click("#qos-apply", chromedp.ByID),
+	)
+	b.waitFor(t, "the range refusal", `/rdmad refused a value: .*pfc_storm_timeout: 50 is out of range/.test(document.getElementById("qos-result").textContent)`)
 	// A link name rdmad refuses (white space) is refused before anything is
 	// touched, and said as a sentence.
 	b.run(t, "add link \"bad name\"",
