@@ -40,6 +40,7 @@ func TestEachFixtureHostReportsWhatIsWrongThere(t *testing.T) {
 		{"mlx4", with()}, // IB port with SM LID 1 and one RoCE port: both fine
 		{"hfi1", with()},
 		{"rxe", with()}, // a healthy Soft-RoCE port: no finding about it
+		{"siw", with()}, // a healthy Soft-iWARP port: none either
 		{"sparse", with("warn port-not-active bnxt_re0/1")},
 		// rdma-core's user space, no memlock set up yet (rdmad's policy
 		// renders it), and the mixed modes its drop-in declares.

@@ -250,6 +250,27 @@ func TestPartialPassKeepsOtherDevicesFailures(t *testing.T) {
 	}
 }
 
+// A device that fails and then goes away takes its failures with it: the
+// summary no longer lists them (nor looks for the state it no longer has).
+func TestRemovedDeviceLeavesTheFailures(t *testing.T) {
+	e := newEnv(t)
+	e.k.Refuse("rdma_cm/rxe0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
+	e.full()
+	if got := reconcile.Summarize(e.r.Summary().Failures); !strings.Contains(got, "rxe0/1") {
+		t.Fatalf("summary before the removal = %q, want rxe0's failure", got)
+	}
+	if err := os.Remove(filepath.Join(e.root, host.ClassInfiniband, "rxe0")); err != nil {
+		t.Fatal(err)
+	}
+	e.devices("rxe0")
+	if f := e.r.Summary().Failures; len(f) != 0 {
+		t.Errorf("failures after rxe0 left = %v, want none", f)
+	}
+	if st := e.r.Snapshot(); len(st.Failures()) != 0 {
+		t.Errorf("snapshot failures after rxe0 left = %v", st.Failures())
+	}
+}
+
 // record is the record of setting h on a port, nil when there is none.
 func record[V reconcile.Value](p reconcile.PortState, h reconcile.Handle[V]) *reconcile.Record {
 	for i := range p.Records {

@@ -135,6 +135,34 @@ func TestInfiniBandPortNotApplicable(t *testing.T) {
 	}
 }
 
+// RoCE settings are for RoCE ports only: an Omni-Path port (hfi1) and an
+// iWARP one (siw) have configfs rdma_cm files too, as every RDMA port
+// does, but a rule that selects every device leaves them as they are and
+// records why it does not apply.
+func TestOPAAndIWARPPortsNotApplicable(t *testing.T) {
+	for _, tc := range []struct{ fixture, dev, transport string }{{"hfi1", "hfi1_0", "opa"}, {"siw", "siw0", "iwarp"}} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			root := hosttest.Copy(t, tc.fixture)
+			k := hosttest.NewKernel(root)
+			pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("*")}, Mode: config.RoCEv2, TOS: tos(106)}}}
+			run := applyRun(t, k.Host(), pol, tc.dev)
+			if got, want := statuses(run.Actions), tc.dev+"/1 roce mode not-applicable, "+tc.dev+"/1 roce tos not-applicable"; got != want {
+				t.Errorf("%s, want %s", got, want)
+			}
+			for _, r := range run.Records {
+				if r.State != reconcile.Inapplicable || r.Why == nil || !strings.Contains(r.Why.Error(), "port transport is "+tc.transport) {
+					t.Errorf("record %s %s: %s (%v), want not applicable on an %s port", r.Subject, r.Setting.Name, r.State, r.Why, tc.transport)
+				}
+			}
+			for file, want := range map[string]string{"default_roce_mode": "IB/RoCE v1", "default_roce_tos": "0"} {
+				if got := hosttest.Read(t, root, host.ConfigfsPortPath(tc.dev, 1, file)); got != want {
+					t.Errorf("%s was written: %q", file, got)
+				}
+			}
+		})
+	}
+}
+
 func TestPortSelectorAndPrecedence(t *testing.T) {
 	root := hosttest.Copy(t, "mlx4")
 	k := hosttest.NewKernel(root)

@@ -249,6 +249,21 @@ rxe() {
 	configfs "$root" rxe0 1 "RoCE v2" 0
 }
 
+# siw ROOT : a Soft-iWARP device on a veth (rdma link add siw0 type siw
+# netdev veth1), as siw registers one: node type RNIC, an Ethernet port
+# whose one GID is the MAC (siw_query_gid), no parent attribute (rxe's
+# alone), no firmware version; configfs rdma_cm has the port's files with
+# the kernel's defaults, as for any RDMA device.
+siw() {
+	local root=$1 d
+	netdev "$root" virtual veth1 1500
+	d=$(ib_device "$root" virtual siw0)
+	w "$d/node_type" "4: RNIC"; w "$d/node_guid" "a8e5:95ff:fe1c:0d2c"; w "$d/sys_image_guid" "a8e5:95ff:fe1c:0d2c"
+	w "$d/fw_ver" ""
+	port "$d" 1 "4: ACTIVE" "5: LinkUp" "10 Gb/sec (1X QDR)" Ethernet 0x0000 0x0000 "IB/RoCE_v1:"
+	configfs "$root" siw0 1 "IB/RoCE v1" 0
+}
+
 # A device whose driver exposes only the bare minimum (bnxt_re as seen
 # through an old kernel): no fw_ver, no GID tables, no link_layer.
 sparse() {
@@ -435,6 +450,7 @@ build mlx5-ofed eval 'common mlx5-ofed configfs ib_core rdma_cm ib_cm iw_cm mlx5
 build mlx4 eval 'common mlx4 configfs ib_core rdma_cm mlx4_core mlx4_ib; mlx4 mlx4'
 build hfi1 eval 'common hfi1 configfs ib_core rdma_cm hfi1; hfi1 hfi1'
 build rxe eval 'common rxe configfs ib_core rdma_cm rdma_rxe; rxe rxe'
+build siw eval 'common siw configfs ib_core iw_cm rdma_cm siw; siw siw'
 build sparse eval 'common sparse configfs ib_core rdma_cm; sparse sparse'
 build rxe-ready eval 'common rxe-ready configfs ib_core ib_cm iw_cm rdma_cm ib_uverbs rdma_ucm rdma_rxe; rxe_ready rxe-ready'
 build ib-ready eval 'common ib-ready configfs ib_core ib_cm iw_cm rdma_cm ib_uverbs rdma_ucm ib_umad ib_ipoib mlx4_core mlx4_ib sunrpc nfsd rpcrdma; ib_ready ib-ready'
