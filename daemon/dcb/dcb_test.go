@@ -146,6 +146,12 @@ func TestAppMaps(t *testing.T) {
 	if m := ie.DSCPMap(); len(m) != 1 || m[26] != 3 {
 		t.Errorf("DSCP map %v", m)
 	}
+	// DSCP is six bits: an entry for 64 or more (which a driver would
+	// not take, but a hostile or broken reply may hold) is no DSCP.
+	ie = dcb.IEEE{Apps: []dcb.App{dcb.DSCP(63, 7), {Selector: dcb.SelDSCP, Priority: 1, Protocol: 64}, {Selector: dcb.SelDSCP, Priority: 2, Protocol: 255}}}
+	if m := ie.DSCPMap(); !reflect.DeepEqual(m, map[uint8]uint8{63: 7}) {
+		t.Errorf("DSCP map of 63, 64 and 255: %v, want 63 only", m)
+	}
 	if s := dcb.DgramPort(4791, 3).String(); s != "dgram-port-prio 4791:3" {
 		t.Errorf("String %q", s)
 	}
