@@ -198,7 +198,7 @@ func (s *Service) checkDeleteLink(name string, persist bool) error {
 		return &NotFoundError{MissingLink, "name", fmt.Sprintf("no link %s is declared", argName(name))}
 	}
 	if persist {
-		admin, err := config.AdminLinkSources(host.Files{}, s.configFile, name)
+		admin, err := config.AdminLinkSources(s.files(), s.configFile, name)
 		if err != nil {
 			return &ConfigError{Err: err}
 		}

@@ -135,7 +135,7 @@ func (s *Service) putBack(ctx context.Context, changed []reconcile.Action) ([]re
 func (s *Service) persistDropIn(edit func(*config.Persisted), forget func(*Overlay)) (undo func() error, err error) {
 	dir := s.DropInDir()
 	file := config.PersistedPath(dir)
-	old, err := config.LoadPersisted(host.Files{}, dir)
+	old, err := config.LoadPersisted(s.files(), dir)
 	if err != nil {
 		return nil, &ConfigError{Err: err}
 	}

@@ -171,7 +171,7 @@ func (s *Service) planWithdrawPort(w Withdrawal) (withdrawal, error) {
 // rule for every port of sel's device.
 func (s *Service) declaresEveryPort(w Withdrawal, sel config.Selector) bool {
 	o := s.RuntimeOverlay()
-	p, _ := config.LoadPersisted(host.Files{}, s.DropInDir())
+	p, _ := config.LoadPersisted(s.files(), s.DropInDir())
 	if w.Kind == WithdrawRoCE {
 		for _, r := range append(o.RoCE, p.RoCE...) {
 			if r.Selector == sel && r.Port == 0 {
@@ -206,7 +206,7 @@ func (s *Service) withdrawChanges(plan withdrawal, persist bool) (bool, error) {
 // persistedChanges reports whether plan removes anything from rdmad's
 // drop-in.
 func (s *Service) persistedChanges(plan withdrawal) (bool, error) {
-	p, err := config.LoadPersisted(host.Files{}, s.DropInDir())
+	p, err := config.LoadPersisted(s.files(), s.DropInDir())
 	if err != nil {
 		return false, &ConfigError{Err: err}
 	}
