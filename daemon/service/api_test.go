@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,6 +173,10 @@ func TestSetRoCERefusedRestoresWhatItSet(t *testing.T) {
 		if got := e.port(t, "mlx5_0", 1, "default_roce_tos"); got != before {
 			t.Errorf("persist=%v: tos = %q after the refused call, want %q put back", persist, got, before)
 		}
+		// Only what the call changed is put back, and that without error.
+		if len(ae.Restored) != 1 || ae.Restored[0].Kind != roce.TOS.Kind() || ae.UndoErr != nil {
+			t.Errorf("persist=%v: restored %+v (undo error %v), want the TOS only, put back", persist, ae.Restored, ae.UndoErr)
+		}
 		if msg := err.Error(); !strings.Contains(msg, "withdrawn") || !strings.Contains(msg, "put back") {
 			t.Errorf("persist=%v: error does not say what was undone: %s", persist, msg)
 		}
@@ -181,6 +186,47 @@ func TestSetRoCERefusedRestoresWhatItSet(t *testing.T) {
 		if got := e.persisted(); got != "<none>" {
 			t.Errorf("persist=%v: drop-in after refused call: %q", persist, got)
 		}
+	}
+}
+
+// What a refused call found as it asked is nothing to put back: a TOS
+// already at the value asked for is neither restored nor rewritten.
+func TestSetRoCERefusedPutsBackOnlyWhatItChanged(t *testing.T) {
+	e := newEnv(t, "", func(e *env) {
+		e.k.Refuse("mlx5_0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
+	})
+	tos := e.port(t, "mlx5_0", 1, "default_roce_tos")
+	n, err := strconv.Atoi(tos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.svc.SetRoCE(context.Background(), service.RoCEChange{Device: "mlx5_0", Mode: config.RoCEv1, TOS: n})
+	var ae *service.ApplyError
+	if !errors.As(err, &ae) {
+		t.Fatalf("SetRoCE refused by the kernel = %v", err)
+	}
+	if len(ae.Restored) != 0 || ae.UndoErr != nil {
+		t.Errorf("restored %+v (undo error %v), want nothing: the TOS was already %s", ae.Restored, ae.UndoErr, tos)
+	}
+}
+
+// A value the call set that cannot be put back is said: the undo error is
+// in the call's error, and the value is not listed as restored.
+func TestSetRoCERefusedSaysWhatItCouldNotPutBack(t *testing.T) {
+	e := newEnv(t, "", nil)
+	before := e.port(t, "mlx5_0", 1, "default_roce_tos")
+	e.k.Refuse("mlx5_0/ports/1/default_roce_mode", "IB/RoCE v1", syscall.EIO)
+	e.k.Refuse("mlx5_0/ports/1/default_roce_tos", before, syscall.EBUSY)
+	err := e.svc.SetRoCE(context.Background(), service.RoCEChange{Device: "mlx5_0", Mode: config.RoCEv1, TOS: 77})
+	var ae *service.ApplyError
+	if !errors.As(err, &ae) {
+		t.Fatalf("SetRoCE refused by the kernel = %v", err)
+	}
+	if ae.UndoErr == nil || !errors.Is(ae.UndoErr, syscall.EBUSY) || len(ae.Restored) != 0 {
+		t.Errorf("restored %+v, undo error %v: want the TOS not put back, with EBUSY", ae.Restored, ae.UndoErr)
+	}
+	if !strings.Contains(err.Error(), "device or resource busy") {
+		t.Errorf("the call's error does not say what could not be put back: %v", err)
 	}
 }
 

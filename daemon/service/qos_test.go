@@ -102,6 +102,10 @@ func TestSetQoSRefusalRollsBack(t *testing.T) {
 	if len(ae.Restored) != 1 || ae.Restored[0].Kind != qos.PFC.Kind() {
 		t.Errorf("restored %+v", ae.Restored)
 	}
+	// Only what the call changed is put back, and that without error.
+	if ae.UndoErr != nil {
+		t.Errorf("undo error %v", ae.UndoErr)
+	}
 	if n, _ := k.Netdev("ens1f0np0"); n.PFC.Enabled != 0x01 {
 		t.Errorf("PFC after rollback %#x, want 0x01", n.PFC.Enabled)
 	}
@@ -203,6 +207,42 @@ func TestSetQoSOnMLX5IgnoresABrokenMLX4File(t *testing.T) {
 	}
 	if err := svc.SetQoS(context.Background(), service.QoSChange{Device: "mlx5_0", Port: 1, Trust: config.TrustDSCP}); err != nil {
 		t.Errorf("SetQoS on mlx5_0 refused for the mlx4 file: %v", err)
+	}
+}
+
+// SetQoS with PFC on an mlx4 port is the host-wide mlx4_en options file
+// too: a file rdmad may not replace fails the call, naming the file, and
+// withdraws the declaration; a file rdmad owns takes it.
+func TestSetQoSOnMLX4ReportsTheOptionsFile(t *testing.T) {
+	for _, foreign := range []bool{true, false} {
+		root := hosttest.Copy(t, "demo")
+		hosttest.Write(t, root, mainFile, "[modules]\nenable = false\n")
+		if foreign {
+			hosttest.Write(t, root, qos.MLX4File, "options mlx4_en pfctx=0x01 # the admin's\n")
+		}
+		k := dcbtest.New()
+		for _, n := range []string{"ens1f0np0", "ens1f1np1", "ens2"} {
+			k.Add(n)
+		}
+		h := hosttest.NewKernel(root).Host()
+		svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}, DCB: k.Kernel()}),
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.ReconcileNow(context.Background())
+		err = svc.SetQoS(context.Background(), service.QoSChange{Device: "mlx4_0", Port: 2, PFC: []uint8{3}, HasPFC: true})
+		var ae *service.ApplyError
+		switch {
+		case foreign && (!errors.As(err, &ae) || !strings.Contains(err.Error(), qos.MLX4File)):
+			t.Errorf("SetQoS pfc [3] on mlx4_0/2 with the admin's %s: %v, want a failure naming it", qos.MLX4File, err)
+		case foreign && len(svc.RuntimeOverlay().QoS) != 0:
+			t.Errorf("the refused declaration stayed: %+v", svc.RuntimeOverlay().QoS)
+		case !foreign && err != nil:
+			t.Errorf("SetQoS pfc [3] on mlx4_0/2: %v", err)
+		case !foreign && !strings.Contains(hosttest.Read(t, root, qos.MLX4File), "pfctx=0x08 pfcrx=0x08"):
+			t.Errorf("%s after SetQoS: %q", qos.MLX4File, hosttest.Read(t, root, qos.MLX4File))
+		}
 	}
 }
 
