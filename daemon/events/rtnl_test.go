@@ -40,6 +40,13 @@ func TestLinkChangeFilter(t *testing.T) {
 		{"carrier lost", linkUpdate(unix.RTM_NEWLINK, 3, "enp1s0", netlink.OperLowerLayerDown, unix.IFF_UP), []string{"enp1s0"}},
 		{"removed", linkUpdate(unix.RTM_DELLINK, 3, "enp1s0", netlink.OperDown, 0), []string{"enp1s0"}},
 		{"same index reused", linkUpdate(unix.RTM_NEWLINK, 3, "veth9", netlink.OperDown, 0), []string{"veth9"}},
+		// A driver that reports no operstate (UNKNOWN) says a carrier
+		// change in the flags alone; so does one between two updates of
+		// the same operstate.
+		{"no operstate, carrier", linkUpdate(unix.RTM_NEWLINK, 5, "dummy0", netlink.OperUnknown, up), []string{"dummy0"}},
+		{"no operstate, carrier lost", linkUpdate(unix.RTM_NEWLINK, 5, "dummy0", netlink.OperUnknown, unix.IFF_UP), []string{"dummy0"}},
+		{"no operstate, taken down", linkUpdate(unix.RTM_NEWLINK, 5, "dummy0", netlink.OperUnknown, 0), []string{"dummy0"}},
+		{"no operstate, nothing new", linkUpdate(unix.RTM_NEWLINK, 5, "dummy0", netlink.OperUnknown, 0), nil},
 	}
 	for _, st := range steps {
 		if got := s.changed(st.u); !reflect.DeepEqual(got, st.want) {
