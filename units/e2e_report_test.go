@@ -156,6 +156,23 @@ func TestE2EScenariosPerKernel(t *testing.T) {
 			t.Errorf("metrics runs before roce-v1-error: %v", list)
 		}
 	}
+	// The health gate (scenarios/health.sh): verify in boot 1, before PID 1
+	// reads rdmad's DefaultLimitMEMLOCK drop-in (a user outside @rdma still
+	// has the default limit); doctor's ignored findings after metrics made
+	// the textfile; Slurm in the trixie guest, which has slurm-wlm.
+	for _, list := range [][]string{b, tx} {
+		for _, n := range []string{"doctor-port-states", "verify-member", "verify-nonmember"} {
+			if !has(list, n) {
+				t.Errorf("%s must run in boot 1 of both kernels: %v", n, list)
+			}
+		}
+		if slices.Index(list, "doctor-port-states") < slices.Index(list, "metrics") || slices.Index(list, "verify-member") > slices.Index(list, "netns-busy") {
+			t.Errorf("doctor-port-states must follow metrics, verify precede the netns switch: %v", list)
+		}
+	}
+	if !has(scenarios(t, "trixie", 2), "slurm-health") || has(scenarios(t, "bookworm", 2), "slurm-health") {
+		t.Error("slurm-health runs in the trixie guest only")
+	}
 
 	// Boot 2: the package's lifecycle on both kernels, ending with the purge
 	// and a fresh install (nothing of the first install is left to test

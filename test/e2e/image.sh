@@ -23,9 +23,11 @@ esac
 # (rdma-core for /etc/rdma/modules and the rdma group, iproute2 for `rdma`),
 # a kernel plus initramfs (virtio_blk and ext4 are modules in Debian's kernel),
 # polkit so authorization runs as on a real host, jq to read `-o json`.
+# ibverbs-utils, rdmacm-utils and perftest are the tools rdmactl verify runs
+# (the package recommends them).
 packages=(
 	systemd systemd-sysv dbus udev kmod iproute2 procps
-	rdma-core ibverbs-utils rdmacm-utils
+	rdma-core ibverbs-utils rdmacm-utils perftest
 	linux-image-amd64 initramfs-tools
 	polkitd jq
 )
@@ -35,6 +37,12 @@ packages=(
 # suite is enough and keeps the other image and its boots lean (docs/e2e.md).
 if [[ $suite == bookworm ]]; then
 	packages+=(ansible-core python3-apt)
+fi
+# The trixie guest runs a one-node Slurm cluster (slurmctld, slurmd, munge)
+# for contrib/slurm's health check; its units start only once the scenario
+# writes slurm.conf (ConditionPathExists).
+if [[ $suite == trixie ]]; then
+	packages+=(slurm-wlm munge)
 fi
 
 # Use the apt sources this machine uses for Debian (only the deb.debian.org /

@@ -145,6 +145,12 @@ install_test_side() {
 	local root=$1 suite=$2 unit f
 	install -D -m 0755 "$e2e/guest/rdmad-e2e.sh" "$root/usr/lib/rdmad-e2e/rdmad-e2e.sh"
 	install -D -m 0755 "$work/packages/ethtool-probe" "$root/usr/lib/rdmad-e2e/ethtool-probe"
+	# Scenarios kept in files of their own (rdmad-e2e.sh sources them).
+	for f in "$e2e"/guest/scenarios/*.sh; do
+		[[ -e $f ]] && install -D -m 0644 "$f" "$root/usr/lib/rdmad-e2e/scenarios/${f##*/}"
+	done
+	# contrib/slurm's health check, for the Slurm scenario.
+	install -D -m 0755 "$repo/contrib/slurm/rdmad-healthcheck" "$root/usr/lib/rdmad-e2e/rdmad-healthcheck"
 	install -D -m 0644 "$e2e/guest/rdmad-e2e.service" "$root/etc/systemd/system/rdmad-e2e.service"
 	install -D -m 0644 "$e2e/guest/rdmad.toml" "$root/etc/rdma/rdmad.toml"
 	install -D -m 0644 "$e2e/guest/10-e2e-veth0.netdev" "$root/etc/systemd/network/10-e2e-veth0.netdev"

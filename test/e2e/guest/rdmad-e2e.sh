@@ -38,12 +38,34 @@ boot2_ansible=(ansible)
 # Last: nothing of rdmad is left to test after the purge but a fresh install.
 boot2_last=(pkg-purge pkg-install)
 
+# Scenarios in files of their own (scenarios/*.sh beside this script, in
+# the tree and in the guest) define their s_NAME functions and register
+# them: `register BOOT "SUITES" NAME...` runs them after the boot's own
+# scenarios, before the netns switch (boot 1) or the purge (boot 2).
+declare -A extra_scenarios=() extra_timeouts=()
+register() { # register BOOT "bookworm trixie" NAME...
+	local boot=$1 suites=$2 s
+	shift 2
+	for s in $suites; do
+		extra_scenarios[$s/$boot]+="$* "
+	done
+}
+for f in "$(dirname "${BASH_SOURCE[0]}")"/scenarios/*.sh; do
+	# shellcheck disable=SC1090
+	[[ -e $f ]] && . "$f"
+done
+extra() { # extra SUITE BOOT: the registered scenarios, one a line
+	local names=${extra_scenarios[$1/$2]:-}
+	[[ -n $names ]] && printf '%s\n' $names
+	return 0
+}
+
 scenarios() { # scenarios SUITE BOOT
 	case $1/$2 in
-	bookworm/1) printf '%s\n' "${boot1_head[@]}" "${boot1_tail[@]}" "${boot1_netns[@]}" "${boot1_last[@]}" ;;
-	trixie/1) printf '%s\n' "${boot1_head[@]}" "${boot1_siw[@]}" "${boot1_tail[@]}" "${boot1_siw_late[@]}" "${boot1_netns[@]}" "${boot1_last[@]}" ;;
-	bookworm/2) printf '%s\n' "${boot2[@]}" "${boot2_ansible[@]}" "${boot2_last[@]}" ;;
-	trixie/2) printf '%s\n' "${boot2[@]}" "${boot2_last[@]}" ;;
+	bookworm/1) printf '%s\n' "${boot1_head[@]}" "${boot1_tail[@]}" && extra "$@" && printf '%s\n' "${boot1_netns[@]}" "${boot1_last[@]}" ;;
+	trixie/1) printf '%s\n' "${boot1_head[@]}" "${boot1_siw[@]}" "${boot1_tail[@]}" "${boot1_siw_late[@]}" && extra "$@" && printf '%s\n' "${boot1_netns[@]}" "${boot1_last[@]}" ;;
+	bookworm/2) printf '%s\n' "${boot2[@]}" "${boot2_ansible[@]}" && extra "$@" && printf '%s\n' "${boot2_last[@]}" ;;
+	trixie/2) printf '%s\n' "${boot2[@]}" && extra "$@" && printf '%s\n' "${boot2_last[@]}" ;;
 	*) return 2 ;;
 	esac
 }
@@ -54,7 +76,7 @@ scenario_timeout() {
 	case $1 in
 	ansible) echo 480 ;;
 	policy-window) echo 300 ;;
-	*) echo 120 ;;
+	*) echo "${extra_timeouts[$1]:-120}" ;;
 	esac
 }
 

@@ -1,0 +1,177 @@
+# The health gate on the real kernels: doctor's port findings from a real
+# netdev's flags, ignored findings in the metrics, rdmactl verify with
+# rdma-core's and perftest's tools as a member of @rdma and as a user
+# outside it, and contrib/slurm's health check against a real slurmctld.
+# Sourced by rdmad-e2e.sh (its helpers: fail, pass, wait_for, matches...).
+
+# Boot 1: the systemd drop-in rdmad renders ([memlock] services = true) is
+# not read by PID 1 before the next boot, so a user outside @rdma still gets
+# the default memlock limit here: the case verify must fail.
+register 1 "bookworm trixie" doctor-port-states verify-member verify-nonmember
+register 2 "trixie" slurm-health
+extra_timeouts[verify-member]=300
+extra_timeouts[slurm-health]=300
+
+health_other=e2eother # a user outside @rdma
+health_addr=192.168.77.1
+
+# doctor_finding ID SUBJECT: "SEVERITY IGNORED_BY" of the finding, from
+# rdmactl -o json doctor (empty when there is none).
+doctor_finding() {
+	rdmactl -o json doctor 2>/dev/null | jq -r --arg id "$1" --arg s "$2" '
+		.[] | select(.id == $id) |
+		select((.subject | if .kind == "port" then "\(.device)/\(.port)" elif .kind == "host" then "host" else .kind end) == $s) |
+		"\(.severity) \(.ignored_by // "")"' | head -n 1
+}
+
+finding_is() { [[ $(doctor_finding "$1" "$2") == "$3"* ]]; }
+
+# A Soft-RoCE port whose netdev has no carrier, then is set down: mlx5 and
+# rxe report physical state Disabled for both; doctor tells them apart from
+# the netdev's flags and warns (no expectation), fails once an [[expect]]
+# rule wants the port up, and lists it as ignored with the file:line of
+# [doctor] ignore, in rdmactl and in the metrics textfile. The counters of
+# rxe0 are sampled by the running rdmad (rxe has no PortCounters: not
+# available, never zero).
+s_doctor-port-states() {
+	local expect=/etc/rdma/rdmad.d/70-e2e-expect.toml ignore=/etc/rdma/rdmad.d/71-e2e-ignore.toml
+	local prom=/var/lib/prometheus/node-exporter/rdmad.prom f
+	trap 'rm -f $expect $ignore; rdma link del rxeh 2>/dev/null; ip link del vethh0 2>/dev/null; rdmactl reload >/dev/null 2>&1' RETURN
+	ensure_veth vethh0 vethh1 || fail "cannot make vethh0"
+	rdma link add rxeh type rxe netdev vethh0 || fail "rdma link add rxeh"
+	wait_for 10 finding_is port-active rxeh/1 ok || fail "rxeh/1 not active: $(doctor_finding port-active rxeh/1)"
+
+	ip link set vethh1 down
+	wait_for 10 finding_is port-no-carrier rxeh/1 warn ||
+		fail "peer down: rxeh/1 is '$(cat /sys/class/infiniband/rxeh/ports/1/state /sys/class/infiniband/rxeh/ports/1/phys_state | tr '\n' ' ')', doctor: $(rdmactl doctor 2>&1 | grep rxeh)"
+	ip link set vethh0 down
+	wait_for 10 finding_is port-admin-down rxeh/1 warn ||
+		fail "vethh0 down: doctor: $(rdmactl doctor 2>&1 | grep rxeh)"
+
+	printf '[[expect]]\ndevice = "rxeh"\nstate = "up"\n' >"$expect"
+	rdmactl reload >/dev/null 2>&1
+	wait_for 10 finding_is port-admin-down rxeh/1 fail || fail "expected up: $(doctor_finding port-admin-down rxeh/1)"
+
+	printf '[doctor]\nignore = ["port-*:rxeh/*"]\n' >"$ignore"
+	rdmactl reload >/dev/null 2>&1
+	wait_for 10 finding_is port-admin-down rxeh/1 "ignored $ignore:2" || fail "ignored: '$(doctor_finding port-admin-down rxeh/1)'"
+	if [[ -e $prom ]]; then
+		wait_for 10 matches -F 'rdmad_doctor_finding{id="port-admin-down",subject="rxeh/1",severity="ignored"} 1' "$prom" ||
+			fail "no ignored series in $prom: $(grep rxeh "$prom")"
+		! matches -F 'rdmad_doctor_findings{severity="ignored"}' "$prom" || fail "$prom counts ignored findings"
+	fi
+	f=$(doctor_finding counters rxe0/1)
+	[[ $f == ok* ]] || fail "no counters finding for rxe0/1: '$f'"
+	pass "no carrier and admin down told apart (warn), fail when expected up, ignored by $ignore:2 (metrics too); counters sampled: $(rdmactl -o json doctor | jq -r '.[] | select(.id == "counters" and .subject.device == "rxe0") | .finding')"
+}
+
+# health_gid_ready: rxe0's GID table has the RoCE v2 GID of health_addr.
+health_gid_ready() { grep -qs c0a8:4d01 /sys/class/infiniband/rxe0/ports/1/gids/*; }
+
+# verify_step JSON SUBJECT STEP: the step's "result detail".
+verify_step() {
+	jq -r --arg s "$2" --arg n "$3" '.steps[] | select(.subject == $s and .step == $n) | "\(.result) \(.detail) \(.cause // "") \(.fix // "")"' <<<"$1"
+}
+
+# A member of @rdma: memlock, uverbs, 64 MiB moved over RC, an RDMA-CM
+# connection and the bandwidth, with the real tools on the real port.
+s_verify-member() {
+	local out rc step siw=""
+	trap 'ip addr del $health_addr/24 dev veth0 2>/dev/null' RETURN
+	for t in ibv_rc_pingpong rping ib_write_bw; do command -v "$t" >/dev/null || fail "$t is not installed in the image"; done
+	ip addr add "$health_addr/24" dev veth0 2>/dev/null
+	wait_for 10 health_gid_ready || fail "no RoCE v2 GID for $health_addr on rxe0"
+	out=$(runuser -l "$user" -c "rdmactl -o json verify --timeout 120s --min-bandwidth 0.001 rxe0/1" 2>&1)
+	rc=$?
+	((rc == 0)) || fail "rdmactl verify as $user: exit $rc: $(jq -c '.steps[] | select(.result != "ok")' <<<"$out" 2>/dev/null || echo "$out")"
+	for step in memlock uverbs rc rdma-cm bandwidth; do
+		local subj=rxe0/1
+		[[ $step == memlock ]] && subj=host
+		[[ $(verify_step "$out" "$subj" "$step") == ok* ]] || fail "step $step: $(verify_step "$out" "$subj" "$step")"
+	done
+	echo "E2E-INFO verify-member $(jq -r '[.steps[] | "\(.step) \(.seconds * 1000 | floor)ms"] | join(", ")' <<<"$out"); $(verify_step "$out" rxe0/1 bandwidth)"
+	# The bandwidth below what is asked fails, naming it.
+	out=$(runuser -l "$user" -c "rdmactl -o json verify --timeout 120s --size 1M --min-bandwidth 100000 rxe0/1" 2>&1)
+	rc=$?
+	((rc == 1)) && [[ $(verify_step "$out" rxe0/1 bandwidth) == fail*"below the 100000"* ]] ||
+		fail "--min-bandwidth 100000: exit $rc, $(verify_step "$out" rxe0/1 bandwidth)"
+	# Soft-iWARP connects only through RDMA-CM.
+	if [[ -e /sys/class/infiniband/siw0 ]]; then
+		ip addr add 192.168.78.1/24 dev veth8 2>/dev/null
+		out=$(runuser -l "$user" -c "rdmactl -o json verify --timeout 60s --size 1M siw0" 2>&1)
+		rc=$?
+		ip addr del 192.168.78.1/24 dev veth8 2>/dev/null
+		((rc == 0)) && [[ $(verify_step "$out" siw0/1 rdma-cm) == ok* ]] || fail "siw0: exit $rc: $(jq -c '.steps[]' <<<"$out" 2>/dev/null || echo "$out")"
+		siw="; siw0: rdma-cm ok"
+	fi
+	pass "as $user (@rdma): memlock, uverbs, RC with a 64 MiB buffer, RDMA-CM, bandwidth ok; a minimum above it fails$siw"
+}
+
+# A user outside @rdma gets the default memlock limit: verify fails first
+# on it, naming the fix, and moves no data.
+s_verify-nonmember() {
+	local out rc m
+	id "$health_other" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$health_other" || fail "useradd $health_other"
+	out=$(runuser -l "$health_other" -c "rdmactl -o json verify rxe0/1" 2>&1)
+	rc=$?
+	((rc == 1)) || fail "verify as $health_other: exit $rc, want 1: $out"
+	m=$(verify_step "$out" host memlock)
+	[[ $m == "fail RLIMIT_MEMLOCK is "*"below the 64 MiB buffer"* && $m == *"usermod -aG rdma"* ]] || fail "memlock step: $m"
+	[[ $(verify_step "$out" rxe0/1 rc) == skipped* ]] || fail "rc ran: $(verify_step "$out" rxe0/1 rc)"
+	out=$(runuser -l "$health_other" -c "rdmactl verify rxe0/1" 2>&1)
+	matches -E '^host +memlock +fail ' <<<"$out" || fail "text output: $out"
+	pass "as $health_other (not in @rdma, ulimit -l $(runuser -l "$health_other" -c 'ulimit -l')): exit 1, ${m%% fix*}"
+}
+
+# contrib/slurm's HealthCheckProgram against a real one-node Slurm (Debian's
+# slurm-wlm and munge): run as slurmd runs it, a failing finding drains the
+# node with the finding's id and subject, the fix resumes it.
+s_slurm-health() {
+	local node reason state dropin=/etc/rdma/rdmad.d/72-e2e-slurm.toml
+	local hc=/usr/lib/rdmad-e2e/rdmad-healthcheck
+	trap 'rm -f $dropin; rdmactl reload >/dev/null 2>&1; systemctl stop slurmd slurmctld 2>/dev/null' RETURN
+	node=$(hostname -s)
+	mkdir -p /etc/slurm /var/lib/slurm/slurmctld /var/lib/slurm/slurmd
+	chown slurm: /var/lib/slurm/slurmctld 2>/dev/null
+	cat >/etc/slurm/slurm.conf <<EOF
+ClusterName=e2e
+SlurmctldHost=$node
+AuthType=auth/munge
+SlurmUser=slurm
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+ReturnToService=2
+StateSaveLocation=/var/lib/slurm/slurmctld
+SlurmdSpoolDir=/var/lib/slurm/slurmd
+NodeName=$node State=UNKNOWN
+PartitionName=e2e Nodes=ALL Default=YES State=UP
+EOF
+	[[ -s /etc/munge/munge.key ]] || mungekey --create >/dev/null 2>&1 || fail "no munge key"
+	systemctl restart munge || fail "munge: $(journalctl -u munge -n 5 --no-pager)"
+	systemctl start slurmctld || fail "slurmctld: $(journalctl -u slurmctld -n 10 --no-pager | tr '\n' ' ')"
+	systemctl start slurmd || fail "slurmd: $(journalctl -u slurmd -n 10 --no-pager | tr '\n' ' ')"
+	wait_for 60 bash -c "[[ \$(sinfo -h -n $node -o %T 2>/dev/null) == idle ]]" ||
+		fail "node $node not idle: $(sinfo -h -n "$node" -o '%T %E' 2>&1); $(journalctl -u slurmd -n 5 --no-pager | tr '\n' ' ')"
+	node_state() { scontrol show node "$node" | sed -n 's/^ *State=\([^ ]*\).*/\1/p'; }
+	node_reason() { scontrol show node "$node" | sed -n 's/^ *Reason=\(.*\) \[.*/\1/p'; }
+
+	rdmactl doctor --quiet || fail "doctor fails before anything was changed: $(rdmactl --no-legend doctor | awk '$1 == "fail"' | head -n 3)"
+	"$hc" || fail "$hc exited $?"
+	[[ $(node_state) == IDLE ]] || fail "a healthy node became $(node_state) ($(node_reason))"
+
+	# The site expects rxe0 at 1000 Gb/s: the node is drained naming it.
+	printf '[[expect]]\ndevice = "rxe0"\nrate = 1000\n' >"$dropin"
+	rdmactl reload >/dev/null 2>&1
+	SLURMD_NODENAME=$node "$hc" || fail "$hc exited $? on a failing host"
+	state=$(node_state) reason=$(node_reason)
+	[[ $state == *DRAIN* && $reason == "rdmad: port-rate-low rxe0/1" ]] || fail "after a failing finding: State=$state Reason=$reason"
+
+	# The fix: resumed.
+	rm -f "$dropin"
+	rdmactl reload >/dev/null 2>&1
+	SLURMD_NODENAME=$node "$hc" || fail "$hc exited $?"
+	wait_for 10 bash -c "[[ \$(scontrol show node $node | sed -n 's/^ *State=\\([^ ]*\\).*/\\1/p') == IDLE ]]" ||
+		fail "after the fix: State=$(node_state) Reason=$(node_reason)"
+	pass "slurmctld and slurmd on $node: drained with \"$reason\" ($state), resumed after the fix"
+}
