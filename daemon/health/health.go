@@ -99,8 +99,14 @@ type Monitor struct {
 type portHistory struct {
 	linkUpSince time.Time // zero: the link was not up when last seen
 	netdev      string
+	// vf: the port of a virtual function, whose link is its physical
+	// function's: not sampled (an SR-IOV host has hundreds of them).
+	vf          bool
 	first, last time.Time // first and last sample; zero: never sampled
 	counters    map[string]*counterHistory
+	// absent are the counters the driver does not have: not read again
+	// until the device is looked at again (Update).
+	absent map[string]bool
 }
 
 // counterHistory is one counter of one port: the samples at which its
@@ -220,15 +226,16 @@ func (m *Monitor) Update() {
 	// function's net/ directory.
 	type portSeen struct {
 		k      PortKey
-		up     bool
+		up, vf bool
 		netdev string
 	}
 	var obs []portSeen
 	for i := range devs {
 		d := &devs[i]
+		vf := m.o.Host.IsVF(d)
 		for j := range d.Ports {
 			p := &d.Ports[j]
-			obs = append(obs, portSeen{PortKey{d.Name, p.Number}, p.PhysState == "LinkUp", m.o.Host.PortNetdev(d, p)})
+			obs = append(obs, portSeen{PortKey{d.Name, p.Number}, p.PhysState == "LinkUp", vf, m.o.Host.PortNetdev(d, p)})
 		}
 	}
 	now := m.o.Now()
@@ -248,7 +255,7 @@ func (m *Monitor) Update() {
 			m.ports[o.k] = h
 			fresh = append(fresh, o.k)
 		}
-		h.netdev = o.netdev
+		h.netdev, h.vf, h.absent = o.netdev, o.vf, nil
 		switch {
 		case !o.up:
 			h.linkUpSince = time.Time{}
@@ -267,12 +274,15 @@ func (m *Monitor) Update() {
 	m.sample(fresh)
 }
 
-// SampleAll reads every known port's counters.
+// SampleAll reads the counters of every known port but those of virtual
+// functions.
 func (m *Monitor) SampleAll() {
 	m.mu.Lock()
 	keys := make([]PortKey, 0, len(m.ports))
-	for k := range m.ports {
-		keys = append(keys, k)
+	for k, h := range m.ports {
+		if !h.vf {
+			keys = append(keys, k)
+		}
 	}
 	m.mu.Unlock()
 	m.sample(keys)
@@ -317,8 +327,22 @@ func (m *Monitor) readCounter(k PortKey, c config.Counter) reading {
 func (m *Monitor) sample(keys []PortKey) {
 	changed := false
 	for _, k := range keys {
+		m.mu.Lock()
+		var absent map[string]bool
+		if h := m.ports[k]; h != nil {
+			if h.vf {
+				m.mu.Unlock()
+				continue
+			}
+			absent = h.absent
+		}
+		m.mu.Unlock()
 		read := make(map[string]reading, len(config.Counters))
 		for _, c := range config.Counters {
+			if absent[c.Name] {
+				read[c.Name] = reading{why: "absent"}
+				continue
+			}
 			read[c.Name] = m.readCounter(k, c)
 		}
 		now := m.o.Now()
@@ -349,6 +373,12 @@ func (h *portHistory) record(now time.Time, read map[string]reading) (changed bo
 		}
 		if c.available != r.available || c.why != r.why {
 			c.available, c.why, changed = r.available, r.why, true
+		}
+		if r.why == "absent" {
+			if h.absent == nil {
+				h.absent = map[string]bool{}
+			}
+			h.absent[name] = true
 		}
 		if !r.available {
 			continue
@@ -384,6 +414,9 @@ type PortView struct {
 	// its current run; zero when it was not up when last seen.
 	LinkUpSince time.Time
 	Netdev      string
+	// VF: a virtual function's port, whose counters are not sampled
+	// (its link is its physical function's).
+	VF bool
 	// From and To are the first and the last sample; zero before the
 	// first sample.
 	From, To time.Time
@@ -424,7 +457,7 @@ func (m *Monitor) View() View {
 		}
 	}
 	for k, h := range m.ports {
-		pv := PortView{LinkUpSince: h.linkUpSince, Netdev: h.netdev, From: h.first, To: h.last}
+		pv := PortView{LinkUpSince: h.linkUpSince, Netdev: h.netdev, VF: h.vf, From: h.first, To: h.last}
 		for _, c := range config.Counters {
 			ch := h.counters[c.Name]
 			if ch == nil {

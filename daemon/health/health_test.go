@@ -3,6 +3,7 @@ package health_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -262,5 +263,41 @@ func TestWidthsCoverThePMACounters(t *testing.T) {
 	}
 	if health.Max("local_link_integrity_errors") != 15 || health.Max("symbol_error") != 65535 {
 		t.Error("4-bit and 16-bit maxima")
+	}
+}
+
+// A counter the driver lacks is not read again at every interval, only
+// after the device is looked at again; a virtual function's ports are not
+// sampled at all (their link is their physical function's).
+func TestAbsentCountersAndVirtualFunctions(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	c := &clock{t: time.Now()}
+	hw := "sys/class/infiniband/mlx5_0/ports/1/hw_counters/"
+	if err := os.Remove(root + "/" + hw + "rx_icrc_encapsulated"); err != nil {
+		t.Fatal(err)
+	}
+	m2 := monitor(t, host.New(root), c)
+	m2.Changed(true, nil, nil)
+	m2.Update()
+	hosttest.Write(t, root, hw+"rx_icrc_encapsulated", "3\n")
+	m2.SampleAll()
+	if got := counter(t, m2.View(), "mlx5_0", 1, "rx_icrc_encapsulated"); got.Available {
+		t.Errorf("an absent counter was read again at the interval: %+v", got)
+	}
+	m2.Changed(false, []string{"mlx5_0"}, nil)
+	m2.Update()
+	m2.SampleAll()
+	if got := counter(t, m2.View(), "mlx5_0", 1, "rx_icrc_encapsulated"); !got.Available || got.Value != 3 {
+		t.Errorf("after the device was looked at again: %+v", got)
+	}
+
+	hosttest.Write(t, root, "sys/class/infiniband/mlx5_1/device/physfn/uevent", "")
+	m3 := monitor(t, host.New(root), c)
+	m3.Changed(true, nil, nil)
+	m3.Update()
+	m3.SampleAll()
+	pv := m3.View().Ports[health.PortKey{Device: "mlx5_1", Port: 1}]
+	if !pv.VF || !pv.To.IsZero() || len(pv.Counters) != 0 {
+		t.Errorf("a VF's port was sampled: %+v", pv)
 	}
 }
