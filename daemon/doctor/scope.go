@@ -1,5 +1,7 @@
 package doctor
 
+import "strings"
+
 // policyIDs are the findings about the configuration and the settings it
 // declares: rdmactl doctor --scope policy keeps only these. It is the
 // readiness gate of a rollout (the Kubernetes DaemonSet's probe): does the
@@ -19,11 +21,18 @@ var policyIDs = map[string]bool{
 	"netns-mode": true, "netns-not-persistent": true, "netns-reboot-pending": true,
 	"netns-boot-differs": true, "netns-mode-differs": true, "netns-initramfs-stale": true,
 	"qos-owner": true, "qos-vf": true, "qos-mlx4-initramfs-stale": true,
+	// The setting records' findings (settings.go): every declared setting
+	// held, or one that does not hold (SETTING-differs, below) or another
+	// manager keeps changing.
+	"policy-applied": true, "setting-contested": true,
+	"last-good": true,
 }
 
-// scopeOf is the scope of a finding id.
+// scopeOf is the scope of a finding id. SETTING-differs is a declared
+// setting that does not hold, whatever the setting (roce-tos-differs,
+// qos-pfc-differs, netns-boot-differs...).
 func scopeOf(id string) Scope {
-	if policyIDs[id] {
+	if policyIDs[id] || strings.HasSuffix(id, "-differs") {
 		return ScopePolicy
 	}
 	return ScopeHost
