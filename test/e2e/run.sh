@@ -149,8 +149,14 @@ install_test_side() {
 	for f in "$e2e"/guest/scenarios/*.sh; do
 		[[ -e $f ]] && install -D -m 0644 "$f" "$root/usr/lib/rdmad-e2e/scenarios/${f##*/}"
 	done
-	# contrib/slurm's health check, for the Slurm scenario.
+	# contrib/slurm's health check, for the Slurm scenario, which starts
+	# slurmctld and slurmd itself once it has written slurm.conf (without
+	# one they fail at boot).
 	install -D -m 0755 "$repo/contrib/slurm/rdmad-healthcheck" "$root/usr/lib/rdmad-e2e/rdmad-healthcheck"
+	for unit in slurmd.service slurmctld.service; do
+		[[ -e $root/usr/lib/systemd/system/$unit || -e $root/lib/systemd/system/$unit ]] &&
+			systemctl --root="$root" --quiet disable "$unit"
+	done
 	install -D -m 0644 "$e2e/guest/rdmad-e2e.service" "$root/etc/systemd/system/rdmad-e2e.service"
 	install -D -m 0644 "$e2e/guest/rdmad.toml" "$root/etc/rdma/rdmad.toml"
 	install -D -m 0644 "$e2e/guest/10-e2e-veth0.netdev" "$root/etc/systemd/network/10-e2e-veth0.netdev"

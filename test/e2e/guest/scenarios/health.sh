@@ -26,7 +26,8 @@ doctor_finding() {
 
 finding_is() { [[ $(doctor_finding "$1" "$2") == "$3"* ]]; }
 
-# A Soft-RoCE port whose netdev has no carrier, then is set down: mlx5 and
+# A Soft-RoCE port whose netdev has no carrier, then is set down (on a veth
+# pair not named veth*: systemd-networkd keeps those up), mlx5 and
 # rxe report physical state Disabled for both; doctor tells them apart from
 # the netdev's flags and warns (no expectation), fails once an [[expect]]
 # rule wants the port up, and lists it as ignored with the file:line of
@@ -36,17 +37,17 @@ finding_is() { [[ $(doctor_finding "$1" "$2") == "$3"* ]]; }
 s_doctor-port-states() {
 	local expect=/etc/rdma/rdmad.d/70-e2e-expect.toml ignore=/etc/rdma/rdmad.d/71-e2e-ignore.toml
 	local prom=/var/lib/prometheus/node-exporter/rdmad.prom f
-	trap 'rm -f $expect $ignore; rdma link del rxeh 2>/dev/null; ip link del vethh0 2>/dev/null; rdmactl reload >/dev/null 2>&1' RETURN
-	ensure_veth vethh0 vethh1 || fail "cannot make vethh0"
-	rdma link add rxeh type rxe netdev vethh0 || fail "rdma link add rxeh"
+	trap 'rm -f $expect $ignore; rdma link del rxeh 2>/dev/null; ip link del hlth0 2>/dev/null; rdmactl reload >/dev/null 2>&1' RETURN
+	ensure_veth hlth0 hlth1 || fail "cannot make hlth0"
+	rdma link add rxeh type rxe netdev hlth0 || fail "rdma link add rxeh"
 	wait_for 10 finding_is port-active rxeh/1 ok || fail "rxeh/1 not active: $(doctor_finding port-active rxeh/1)"
 
-	ip link set vethh1 down
+	ip link set hlth1 down
 	wait_for 10 finding_is port-no-carrier rxeh/1 warn ||
 		fail "peer down: rxeh/1 is '$(cat /sys/class/infiniband/rxeh/ports/1/state /sys/class/infiniband/rxeh/ports/1/phys_state | tr '\n' ' ')', doctor: $(rdmactl doctor 2>&1 | grep rxeh)"
-	ip link set vethh0 down
+	ip link set hlth0 down
 	wait_for 10 finding_is port-admin-down rxeh/1 warn ||
-		fail "vethh0 down: doctor: $(rdmactl doctor 2>&1 | grep rxeh)"
+		fail "hlth0 down: doctor: $(rdmactl doctor 2>&1 | grep rxeh)"
 
 	printf '[[expect]]\ndevice = "rxeh"\nstate = "up"\n' >"$expect"
 	rdmactl reload >/dev/null 2>&1
@@ -135,7 +136,7 @@ s_slurm-health() {
 	chown slurm: /var/lib/slurm/slurmctld 2>/dev/null
 	cat >/etc/slurm/slurm.conf <<EOF
 ClusterName=e2e
-SlurmctldHost=$node
+SlurmctldHost=$node(127.0.0.1)
 AuthType=auth/munge
 SlurmUser=slurm
 ProctrackType=proctrack/linuxproc
@@ -144,7 +145,7 @@ JobAcctGatherType=jobacct_gather/none
 ReturnToService=2
 StateSaveLocation=/var/lib/slurm/slurmctld
 SlurmdSpoolDir=/var/lib/slurm/slurmd
-NodeName=$node State=UNKNOWN
+NodeName=$node NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=e2e Nodes=ALL Default=YES State=UP
 EOF
 	[[ -s /etc/munge/munge.key ]] || mungekey --create >/dev/null 2>&1 || fail "no munge key"
