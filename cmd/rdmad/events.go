@@ -16,10 +16,13 @@ import (
 // where the kernel has one (6.12+), rtnetlink link changes, and changes to
 // the configuration and modules directories. A source that cannot start is
 // logged and retried; it never stops the daemon, which still reconciles on
-// reload, SIGHUP and D-Bus calls. On the real host the ethtool monitor
-// group says when another tool changes a netdev's global pause. configReady is closed once the
-// configuration files are watched.
-func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger, configReady chan<- struct{}) error {
+// reload, SIGHUP and D-Bus calls. The directories of the settings rdmad
+// keeps are watched; on the real host DCB notifications and the ethtool
+// monitor group say when another tool changes a netdev's DCB or global
+// pause. configReady is closed once the
+// configuration files are watched. dirs watches the directories of the
+// settings rdmad keeps (svc.WatchDirs).
+func startEvents(ctx context.Context, svc *service.Service, dirs *events.DirWatcher, log *slog.Logger, configReady chan<- struct{}) error {
 	var once sync.Once
 	h := svc.Host()
 	modulesDir := svc.PolicyInForce().Modules.Directory
@@ -30,6 +33,7 @@ func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger, co
 	// appeared: the monitor then looks whether it can follow the kernel.
 	wake := make(chan struct{}, 1)
 	sources := map[string]events.Source{
+		"directories": dirs,
 		"uevent": &events.UeventSource{
 			Open: func() (events.MessageReader, error) { return events.OpenUeventSocket() },
 			Req:  events.WakeOn(svc, wake),
@@ -65,6 +69,14 @@ func startEvents(ctx context.Context, svc *service.Service, log *slog.Logger, co
 		}
 		// Global pause changes made through ethtool netlink: [[qos]] pause
 		// drift is seen at once, not at the next verify read-back.
+		// DCB changes made through DCB netlink by any process (dcb,
+		// lldpad, mlnx_qos): the PFC and trust rdmad keeps are read again
+		// at once.
+		sources["dcb"] = &events.DCBSource{
+			Open: events.OpenDCBMonitor,
+			Req:  svc,
+			Log:  log.With("source", "dcb"),
+		}
 		sources["ethtool-monitor"] = &events.PauseSource{
 			Open: events.OpenPauseMonitor,
 			Req:  svc,

@@ -287,16 +287,22 @@ func TestSignalStormThroughStartAndShutdown(t *testing.T) {
 // serving; the same goes for rdmad --once.
 func TestSecondInstanceStopsBeforeTouchingTheHost(t *testing.T) {
 	root, env, calls := demoHost(t)
+	// The first one reports a change behind its back and leaves it.
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/60-report.toml", "[drift]\naction = \"report\"\n")
 	addr := privateBus(t)
 	first := startRdmad(t, env, "--root", root, "--bus", addr)
 	ctl := func() bool { return exec.Command(rdmactlBin, "--bus", addr, "status").Run() == nil }
 	waitFor(t, first, "the first rdmad answers on the bus", ctl)
-	// Drift the first one does not see (no event for configfs): a second
-	// reconciler would put it back.
+	// Drift the first one only reports: a second reconciler would put it
+	// back.
 	tosFile := filepath.Join(root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos"))
 	if err := os.WriteFile(tosFile, []byte("3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, first, "the first rdmad reports the drift", func() bool {
+		out, _ := exec.Command(rdmactlBin, "--bus", addr, "status").CombinedOutput()
+		return strings.Contains(string(out), "106") && strings.Contains(string(out), "do not hold")
+	})
 	before := snapshot(t, root)
 	callsBefore, _ := os.ReadFile(calls)
 

@@ -21,6 +21,7 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 
 	"github.com/rdmad/rdmad/daemon/compose"
+	"github.com/rdmad/rdmad/daemon/events"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
@@ -183,7 +184,12 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 	errc := make(chan error, 1)
 	ran := make(chan struct{})
 	configReady := make(chan struct{})
-	go func() { errc <- startEvents(ctx, svc, log, configReady) }()
+	// The directories of the settings rdmad keeps (configfs port
+	// directories, the directories of the files it writes): another
+	// process's write there makes rdmad read the setting again.
+	dirs := &events.DirWatcher{Changed: svc.DirChanged, Log: log.With("source", "directories")}
+	svc.WatchDirs(dirs)
+	go func() { errc <- startEvents(ctx, svc, dirs, log, configReady) }()
 	go func() { _ = svc.Run(ctx); close(ran) }()
 	go textfile.Run(ctx)
 	// On the way out, the pass under way ends before the bus goes: it

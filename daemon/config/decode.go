@@ -73,6 +73,7 @@ type fileDecl struct {
 		textfile setting[string]
 	}
 	api   apiDecl
+	drift driftDecl
 	roce  []RoCERule
 	links []Link
 	vpi   []VPIRule
@@ -269,6 +270,7 @@ func (d *decoder) root(decl *fileDecl, raw map[string]any) {
 		{"netns", func(p string, v any) { d.netns(decl, p, v) }},
 		{"metrics", func(p string, v any) { d.metrics(decl, p, v) }},
 		{"api", func(p string, v any) { d.api(decl, p, v) }},
+		{"drift", func(p string, v any) { d.drift(decl, p, v) }},
 		{"roce", func(p string, v any) {
 			for _, e := range d.arrayOfTables(p, v) {
 				if r, ok := d.roce(e.path, e.m); ok {

@@ -178,6 +178,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 	p.Doctor = mergeDoctor(decls)
 	p.MemlockCheckUnits = UnitList{Names: checkUnits.Value, Source: checkUnits.Pos}
 	p.API = mergeAPI(decls)
+	p.Drift = mergeDrift(decls)
 
 	var errs []error
 	if memPresent && memEnable.or(true) {

@@ -65,6 +65,9 @@ type Policy struct {
 	QoS               []QoSRule // lossless RoCE (PFC, DSCP trust); later rules win per field
 	Metrics           Metrics
 	API               API // what D-Bus clients may declare ([api], api.go)
+	// Drift is what rdmad does about changes made behind its back
+	// ([drift], drift.go).
+	Drift Drift
 	// Expect is what doctor judges ports against ([[expect]], health.go);
 	// later rules win per field.
 	Expect []ExpectRule

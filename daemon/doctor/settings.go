@@ -73,8 +73,15 @@ func (d *diag) settingFinding(r reconcile.Record, stale bool) {
 	switch r.State {
 	case reconcile.Contested:
 		id = "setting-contested"
-		if fix == r.Fix && r.Fix == "" {
-			fix = "find what else writes " + r.Setting.Title + " of " + r.Subject.String() + " and hand the setting to one manager; rdmad tries again after its back-off, and at rdmactl reconcile"
+		who := d.otherManager(r)
+		if who != "" {
+			msg += "; " + who + " also manages it"
+		}
+		if r.Fix == "" {
+			if who == "" {
+				who = "what else writes " + r.Setting.Title + " of " + r.Subject.String()
+			}
+			fix = "hand the setting to one manager (" + who + ", or rdmad); rdmad tries again after its back-off, and at rdmactl reconcile"
 		}
 	case reconcile.Deferred:
 		if r.Fix == "" {
@@ -84,6 +91,20 @@ func (d *diag) settingFinding(r reconcile.Record, stale bool) {
 		return
 	}
 	d.fail(id, subjectOf(r.Subject), msg, fix)
+}
+
+// otherManager is the manager a part's checks know writes r's setting
+// (reconcile.Contender), or "".
+func (d *diag) otherManager(r reconcile.Record) string {
+	in := &reconcile.CheckInput{Host: d.h, Policy: d.pol, State: d.in.State}
+	for _, c := range d.in.Checks {
+		if ct, ok := c.(reconcile.Contender); ok {
+			if who := ct.OtherManager(in, r); who != "" {
+				return who
+			}
+		}
+	}
+	return ""
 }
 
 // checkParts runs the parts' own checks (reconcile.Checker).

@@ -23,13 +23,14 @@ func OpenPauseMonitor() (PauseMonitor, error) { return ethtool.OpenMonitor(RecvB
 
 // PauseSource turns the kernel's global pause notifications
 // (ETHTOOL_MSG_PAUSE_NTF, sent after every pause change made through
-// ethtool netlink, by any process) into passes over the RDMA devices on
-// that netdev, so a pause rdmad keeps off is seen at once when another
-// tool turns it on. Like every source it only says what to read again:
-// nothing in the notification is taken as the new value.
+// ethtool netlink, by any process) into re-reads of the settings of the
+// RDMA devices on that netdev, so a pause rdmad keeps off is seen at once
+// when another tool turns it on. Like every source it only says what to read again
+// (a recheck: the change is another process's, rdmad's [drift] action
+// decides): nothing in the notification is taken as the new value.
 type PauseSource struct {
 	Open  func() (PauseMonitor, error)
-	Req   Requester
+	Req   Rechecker
 	Log   *slog.Logger
 	Retry func(ctx context.Context) bool // nil: fixed back-off
 
@@ -87,7 +88,7 @@ func (s *PauseSource) consume(ctx context.Context, m PauseMonitor, log *slog.Log
 		notes, err := m.Receive()
 		for _, n := range notes {
 			if n.Pause() && n.Ifname != "" {
-				s.Req.RequestNetdev(n.Ifname)
+				s.Req.RecheckNetdev(n.Ifname)
 			}
 		}
 		var foreign *ethtool.ForeignSenderError

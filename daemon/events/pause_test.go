@@ -68,7 +68,7 @@ func TestPauseSourcePokesOnlyPauseChanges(t *testing.T) {
 	done := make(chan error)
 	src := &PauseSource{Open: func() (PauseMonitor, error) { return m, nil }, Req: req}
 	go func() { done <- src.Run(ctx) }()
-	want := "netdev:ens1f0np0 * netdev:ens1f1np1"
+	want := "recheck:ens1f0np0 * recheck:ens1f1np1"
 	waitFor(t, func() bool { return req.got() == want })
 	cancel()
 	if err := <-done; err != nil {
@@ -101,7 +101,7 @@ func TestPauseSourceReopensAndRescans(t *testing.T) {
 		Retry: func(context.Context) bool { return true },
 	}
 	go func() { _ = src.Run(ctx) }()
-	waitFor(t, func() bool { return req.got() == "* netdev:eth1" })
+	waitFor(t, func() bool { return req.got() == "* recheck:eth1" })
 }
 
 func TestPauseSourceWithoutEthtoolNetlinkWaits(t *testing.T) {

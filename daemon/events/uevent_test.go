@@ -19,6 +19,8 @@ func (r *recorder) RequestDevice(name string) { r.add("device:" + name) }
 
 func (r *recorder) RequestNetdev(name string) { r.add("netdev:" + name) }
 
+func (r *recorder) RecheckNetdev(name string) { r.add("recheck:" + name) }
+
 func (r *recorder) add(s string) {
 	r.mu.Lock()
 	r.reqs = append(r.reqs, s)

@@ -262,8 +262,10 @@ func ensure(ctx context.Context, run reconcile.Run, nl Netlink, loader Loader, h
 	}
 
 	// The kernel allows one rxe/siw device per netdev; say which one holds
-	// it rather than pass on a bare EEXIST.
-	if other, ok := softOn(known, l.Type, l.Netdev); ok {
+	// it rather than pass on a bare EEXIST. (known is from before the
+	// pass: a device of this name there, just read absent, was deleted
+	// since.)
+	if other, ok := softOn(known, l.Type, l.Netdev); ok && other != l.Name {
 		return fail(reconcile.Refused, fmt.Errorf("netdev %s already carries %s device %s; cannot also create %s", l.Netdev, l.Type, other, l.Name))
 	}
 

@@ -39,8 +39,14 @@ func ParseText(t testing.TB, data []byte) map[string]*dto.MetricFamily {
 		if f.GetHelp() == "" {
 			t.Errorf("%s has no HELP", name)
 		}
-		if f.GetType() != dto.MetricType_GAUGE {
-			t.Errorf("%s: TYPE %v, want gauge", name, f.GetType())
+		// Counters end in _total (rdmad_drift_corrected_total); every
+		// other rdmad metric is a gauge.
+		want := dto.MetricType_GAUGE
+		if strings.HasSuffix(name, "_total") {
+			want = dto.MetricType_COUNTER
+		}
+		if f.GetType() != want {
+			t.Errorf("%s: TYPE %v, want %v", name, f.GetType(), want)
 		}
 		for _, m := range f.Metric {
 			if m.TimestampMs != nil {

@@ -174,6 +174,7 @@ func hostDrift(b *bytes.Buffer, recs []reconcile.Record) {
 type snapshot struct {
 	sum         reconcile.Summary
 	families    []devFamily
+	settings    []*reconcile.Setting // every setting: rdmad_drift_corrected_total has a series for each
 	devices     map[string]*deviceMetrics
 	configError bool
 	inForce     config.InForce
@@ -268,6 +269,13 @@ func render(b *bytes.Buffer, s *snapshot) {
 	}
 	hostDrift(b, s.sum.HostRecords)
 
+	b.WriteString("# HELP rdmad_drift_corrected_total Changes made behind rdmad's back to a declared setting that rdmad put back ([drift] action = \"correct\"), by setting, since rdmad started.\n# TYPE rdmad_drift_corrected_total counter\n")
+	for _, st := range s.settings {
+		b.WriteString(`rdmad_drift_corrected_total{setting="` + labelValue(st.Name) + `"} ` + strconv.FormatUint(s.sum.Corrected[st.Name], 10) + "\n")
+	}
+	family(b, "rdmad_last_verify_timestamp_seconds", "When rdmad last read every declared setting back (the [drift] verify_interval read-back, or a full pass), Unix time; 0 before the first.")
+	sample(b, "rdmad_last_verify_timestamp_seconds", seconds(s.sum.LastVerify))
+
 	if s.findings != nil {
 		b.Write(s.findings)
 	} else {
@@ -325,7 +333,8 @@ func renderFindingFamilies(b *bytes.Buffer, counts map[doctor.Severity]int, line
 	}
 }
 
-// family writes the HELP and TYPE lines; every rdmad metric is a gauge.
+// family writes the HELP and TYPE lines of a gauge; every rdmad metric is
+// one but rdmad_drift_corrected_total, a counter since rdmad started.
 func family(b *bytes.Buffer, name, help string) {
 	b.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n")
 }

@@ -20,8 +20,12 @@ import (
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
-// roceFams are the per-device families of the RoCE part's settings.
-var roceFams = devFamilies([]*reconcile.Setting{roce.Mode.Setting(), roce.TOS.Setting()})
+// roceSettings are the RoCE part's settings, roceFams their per-device
+// families.
+var (
+	roceSettings = []*reconcile.Setting{roce.Mode.Setting(), roce.TOS.Setting()}
+	roceFams     = devFamilies(roceSettings)
+)
 
 // judged is a record of a declared setting whose part compared declared
 // with observed (nil: not read).
@@ -100,7 +104,7 @@ func TestRenderEscapesLabelValues(t *testing.T) {
 		devices[n] = buildDevice(&ds, roceFams)
 	}
 	var b bytes.Buffer
-	render(&b, &snapshot{families: roceFams, sum: sum, devices: devices, now: time.Unix(1700000100, 0)})
+	render(&b, &snapshot{families: roceFams, settings: roceSettings, sum: sum, devices: devices, now: time.Unix(1700000100, 0)})
 	fams := ParseText(t, b.Bytes())
 	for _, n := range names {
 		// The label value is the name as D-Bus publishes it.
@@ -128,7 +132,7 @@ func TestRenderHostFacts(t *testing.T) {
 		},
 	}
 	var b bytes.Buffer
-	render(&b, &snapshot{families: roceFams, sum: sum, configError: true, now: time.Now(),
+	render(&b, &snapshot{families: roceFams, settings: roceSettings, sum: sum, configError: true, now: time.Now(),
 		devices:  map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds0, roceFams), "mlx4_0": buildDevice(&ib, roceFams), "gone0": buildDevice(&ds0, roceFams)},
 		findings: renderFindings(sampleFindings)})
 	fams := ParseText(t, b.Bytes())
@@ -136,7 +140,8 @@ func TestRenderHostFacts(t *testing.T) {
 
 	want := []string{"rdmad_build_info", "rdmad_heartbeat_timestamp_seconds", "rdmad_last_reconcile_timestamp_seconds",
 		"rdmad_config_error", "rdmad_policy_in_force", "rdmad_last_good_save_failed", "rdmad_devices", "rdmad_ports", "rdmad_failures", "rdmad_port_drift",
-		"rdmad_port_roce_mode_info", "rdmad_port_roce_tos", "rdmad_doctor_findings", "rdmad_doctor_finding"}
+		"rdmad_port_roce_mode_info", "rdmad_port_roce_tos", "rdmad_drift_corrected_total", "rdmad_last_verify_timestamp_seconds",
+		"rdmad_doctor_findings", "rdmad_doctor_finding"}
 	if len(fams) != len(want) {
 		t.Errorf("families = %d, want %d", len(fams), len(want))
 	}
@@ -188,7 +193,7 @@ var sampleFindings = []doctor.Finding{
 // subjects as rdmactl names them, escaped as D-Bus publishes them.
 func TestRenderFindings(t *testing.T) {
 	var b bytes.Buffer
-	render(&b, &snapshot{families: roceFams, now: time.Now(), findings: renderFindings(sampleFindings)})
+	render(&b, &snapshot{families: roceFams, settings: roceSettings, now: time.Now(), findings: renderFindings(sampleFindings)})
 	fams := ParseText(t, b.Bytes())
 	Promtool(t, b.Bytes())
 	mustValue(t, fams, 2, "rdmad_doctor_findings", "severity=ok")
@@ -209,12 +214,12 @@ func TestRenderFindings(t *testing.T) {
 	// Before doctor ran: the families, no samples; with no finding at all,
 	// zero counts.
 	b.Reset()
-	render(&b, &snapshot{families: roceFams, now: time.Now()})
+	render(&b, &snapshot{families: roceFams, settings: roceSettings, now: time.Now()})
 	if fams := ParseText(t, b.Bytes()); fams["rdmad_doctor_findings"] != nil || !bytes.Contains(b.Bytes(), []byte("# TYPE rdmad_doctor_findings gauge\n")) {
 		t.Errorf("before doctor ran: want the family without samples:\n%s", b.Bytes())
 	}
 	b.Reset()
-	render(&b, &snapshot{families: roceFams, now: time.Now(), findings: renderFindings(nil)})
+	render(&b, &snapshot{families: roceFams, settings: roceSettings, now: time.Now(), findings: renderFindings(nil)})
 	fams = ParseText(t, b.Bytes())
 	for _, sev := range []string{"ok", "warn", "fail"} {
 		mustValue(t, fams, 0, "rdmad_doctor_findings", "severity="+sev)
@@ -235,7 +240,7 @@ func TestRenderRoCEValues(t *testing.T) {
 	bad := reconcile.DeviceState{Device: host.Device{Name: "mlx5_1"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 7)}, ReadError: errors.New("EIO")}
 	other := reconcile.DeviceState{Device: host.Device{Name: "iw0"}, Ports: []reconcile.PortState{iw}}
 	var b bytes.Buffer
-	render(&b, &snapshot{families: roceFams, sum: reconcile.Summary{Devices: []string{"iw0", "mlx5_0", "mlx5_1"}}, now: time.Now(),
+	render(&b, &snapshot{families: roceFams, settings: roceSettings, sum: reconcile.Summary{Devices: []string{"iw0", "mlx5_0", "mlx5_1"}}, now: time.Now(),
 		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds, roceFams), "mlx5_1": buildDevice(&bad, roceFams), "iw0": buildDevice(&other, roceFams)}})
 	fams := ParseText(t, b.Bytes())
 	Promtool(t, b.Bytes())
@@ -269,7 +274,7 @@ func TestDocumentedExampleMatchesRender(t *testing.T) {
 	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 106)}}
 	var b bytes.Buffer
 	hostRecs := []reconcile.Record{{Subject: reconcile.LinkSubject("rxe0"), Setting: roce.TOS.Setting(), Declared: roce.TOSValue(1), State: reconcile.Holds}}
-	render(&b, &snapshot{families: roceFams, sum: reconcile.Summary{Devices: []string{"mlx5_0"}, HostRecords: hostRecs}, now: time.Now(),
+	render(&b, &snapshot{families: roceFams, settings: roceSettings, sum: reconcile.Summary{Devices: []string{"mlx5_0"}, HostRecords: hostRecs}, now: time.Now(),
 		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds, roceFams)}, findings: renderFindings(sampleFindings)})
 	real := ParseText(t, b.Bytes())
 	Promtool(t, []byte(block))
@@ -306,7 +311,7 @@ func TestRenderHostDrift(t *testing.T) {
 		{Subject: reconcile.HostSubject(), Setting: link.Setting(), State: reconcile.Undeclared},
 	}
 	var b bytes.Buffer
-	render(&b, &snapshot{families: roceFams, sum: reconcile.Summary{HostRecords: recs}, now: time.Now()})
+	render(&b, &snapshot{families: roceFams, settings: roceSettings, sum: reconcile.Summary{HostRecords: recs}, now: time.Now()})
 	fams := ParseText(t, b.Bytes())
 	Promtool(t, b.Bytes())
 	mustValue(t, fams, 0, "rdmad_host_drift", "subject=host", "setting=test_file")

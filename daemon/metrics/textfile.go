@@ -87,6 +87,7 @@ type Textfile struct {
 	findingsDue bool
 
 	families []devFamily
+	settings []*reconcile.Setting
 
 	// Owned by Run's goroutine.
 	written string // path holding rdmad's last file; "" none
@@ -123,7 +124,7 @@ func New(o Options) *Textfile {
 		src: o.Source, configErr: o.ConfigError, inForce: o.InForce, findingsFn: o.Findings, now: o.Now, log: o.Log,
 		minInterval: max(o.MinInterval, 0), heartbeat: o.Heartbeat,
 		wake: make(chan struct{}, 1), full: true, dirty: map[string]struct{}{}, findingsDue: true,
-		families: devFamilies(o.Source.Settings()),
+		families: devFamilies(o.Source.Settings()), settings: o.Source.Settings(),
 	}
 }
 
@@ -314,6 +315,7 @@ func (t *Textfile) write(path string, sum reconcile.Summary) error {
 	render(&t.buf, &snapshot{
 		sum:         sum,
 		families:    t.families,
+		settings:    t.settings,
 		devices:     t.devices,
 		configError: t.configErr() != nil,
 		inForce:     t.inForce(),

@@ -195,3 +195,15 @@ func (p *Part) Check(_ context.Context, in *reconcile.CheckInput) []reconcile.No
 	}
 	return note(reconcile.SeverityOK, "netns-mode", fmt.Sprintf("RDMA netns mode %s as declared, at boot too (%s)", running, boot.Where), "")
 }
+
+// OtherManager implements reconcile.Contender: sriov-network-operator,
+// when its modprobe.d file sets a mode.
+func (p *Part) OtherManager(in *reconcile.CheckInput, r reconcile.Record) string {
+	if r.Setting != Mode.Setting() {
+		return ""
+	}
+	if _, n, ok := FileMode(in.Host, SRIOVOperatorFile); ok {
+		return fmt.Sprintf("sriov-network-operator (its rdmaMode, /%s:%d)", SRIOVOperatorFile, n)
+	}
+	return ""
+}

@@ -276,3 +276,14 @@ func losslessFix(dev string, port int, pfc []uint8) string {
 	return fmt.Sprintf("declare the [[qos]] rule in a drop-in such as /etc/rdma/rdmad.d/50-qos.toml: qos = [{ device = %q, port = %d, trust = \"dscp\", pfc = [%s] }] (or: rdmactl qos set %s/%d --trust dscp --pfc %s --persist), and the same no-drop priority on the switch",
 		config.Exact(dev).Text(), port, strings.Join(list, ", "), dev, port, strings.Join(list, ","))
 }
+
+// OtherManager implements reconcile.Contender: lldpad, when it runs.
+func (p *Part) OtherManager(in *reconcile.CheckInput, r reconcile.Record) string {
+	if r.Setting != PFC.Setting() && r.Setting != Trust.Setting() {
+		return ""
+	}
+	if pid, ok := LLDPadPID(in.Host); ok {
+		return "lldpad (pid " + pid + ")"
+	}
+	return ""
+}

@@ -55,6 +55,13 @@ type Note struct {
 	Fix      string
 }
 
+// Contender is a checker that may know which other manager writes one of
+// its settings: when a setting is contested (rdmad kept correcting it),
+// doctor names the manager it returns ("" when none is known).
+type Contender interface {
+	OtherManager(in *CheckInput, r Record) string
+}
+
 // Checkers are the parts that implement Checker, in part order.
 func (r *Reconciler) Checkers() []Checker {
 	var out []Checker

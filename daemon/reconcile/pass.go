@@ -23,8 +23,28 @@ type Scope struct {
 	// Devices are read again by name. A nil port list reads the whole
 	// device; a list reads only those ports of a device already known.
 	Devices map[string][]int
-	// Forced marks a pass asked for explicitly (see Pass.Forced).
+	// Forced marks a pass asked for explicitly (see Pass.Forced): the
+	// policy is applied whatever [drift] action says.
 	Forced bool
+	// Recheck are known devices whose declared settings are read again
+	// from the cached device, without reading the device itself: an event
+	// says one may have changed behind rdmad's back (a configfs or DCB
+	// notification), or the verify read-back is due. A device also named
+	// in Devices is read whole.
+	Recheck map[string]bool
+	// RecheckHost says a host-wide setting may have changed behind
+	// rdmad's back (an event in the directory of a file rdmad writes).
+	// The host parts run in every pass; this only marks the pass as a
+	// recheck.
+	RecheckHost bool
+	// Verify marks the periodic read-back ([drift] verify_interval).
+	Verify bool
+}
+
+// recheckOnly reports whether the pass only reads settings again: no
+// device is read whole.
+func (s Scope) recheckOnly() bool {
+	return !s.Full && len(s.Devices) == 0 && (len(s.Recheck) > 0 || s.RecheckHost)
 }
 
 // Change tells listeners what a pass changed in the State.
@@ -42,6 +62,7 @@ type passResult struct {
 	recs     map[string][]Record     // their device parts' records
 	readErrs map[string]error
 	gone     map[string]bool
+	recheck  map[string]bool // devices of working only rechecked: their records merge with the stored ones
 	hostActs []Action
 	hostRecs []Record
 	modules  []string
@@ -54,11 +75,86 @@ type passResult struct {
 func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rep, res := r.pass(ctx, pol, scope, nil)
+	if pol == nil {
+		pol = &config.Policy{}
+	}
+	g := r.guard(pol, scope)
+	rep, res := r.pass(ctx, pol, scope, g)
+	r.noteCorrections(g, rep.Actions)
+	if scope.Verify {
+		r.drift.mu.Lock()
+		r.drift.lastVerify = rep.Finished
+		r.drift.mu.Unlock()
+	}
+	if scope.recheckOnly() && r.asBefore(rep, res) {
+		// Nothing changed (most often the echo of rdmad's own write):
+		// the state, its listeners and the bus stay as they are.
+		r.log.Debug("rechecked: as before", "devices", len(res.working), "took", rep.Finished.Sub(rep.Started))
+		return rep
+	}
 	change := r.commit(res)
 	r.logReport(rep)
 	r.notify(change)
 	return rep
+}
+
+// asBefore reports whether a recheck found everything as stored: nothing
+// written, and every record the same (a change reported again is as
+// before).
+func (r *Reconciler) asBefore(rep Report, res *passResult) bool {
+	if rep.Count(Changed) > 0 {
+		return false
+	}
+	if len(res.gone) > 0 || len(res.readErrs) > 0 || len(res.working) != len(res.recheck) {
+		return false
+	}
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	if !sameRecords(r.hostRecs, res.hostRecs) {
+		return false
+	}
+	for n := range res.recheck {
+		prev, ok := r.devices[n]
+		if !ok {
+			return false
+		}
+		stored := map[recordKey]Record{}
+		for _, p := range prev.Ports {
+			for _, rec := range p.Records {
+				stored[recordKey{rec.Subject, rec.Setting}] = rec
+			}
+		}
+		for _, rec := range res.recs[n] {
+			if old, ok := stored[recordKey{rec.Subject, rec.Setting}]; !ok || !sameRecord(old, rec) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+type recordKey struct {
+	s  Subject
+	st *Setting
+}
+
+func sameRecords(a, b []Record) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Subject != b[i].Subject || a[i].Setting != b[i].Setting || !sameRecord(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameRecord compares what a record says (values by their text, errors
+// by theirs).
+func sameRecord(a, b Record) bool {
+	return a.State == b.State && a.Source == b.Source && Text(a.Declared) == Text(b.Declared) &&
+		Text(a.Observed) == Text(b.Observed) && errText(a.Why) == errText(b.Why)
 }
 
 // Observe reads every device under pol and has the parts judge every
@@ -97,7 +193,7 @@ func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, 
 	}
 	rep := Report{Started: time.Now(), Scope: scope}
 	known := r.knownDevices()
-	res := passResult{pol: pol, gone: map[string]bool{}, readErrs: map[string]error{}, working: map[string]*host.Device{}, full: scope.Full}
+	res := passResult{pol: pol, gone: map[string]bool{}, readErrs: map[string]error{}, working: map[string]*host.Device{}, recheck: map[string]bool{}, full: scope.Full}
 
 	toRead := map[string][]int{}
 	for n, ports := range scope.Devices {
@@ -150,6 +246,17 @@ func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, 
 		}
 	}
 
+	if !scope.Full {
+		for n := range scope.Recheck {
+			if _, read := res.working[n]; read || res.gone[n] {
+				continue
+			}
+			if d, ok := r.cachedDevice(n); ok {
+				res.working[n], res.recheck[n] = &d, true
+			}
+		}
+	}
+
 	all := r.mergeKnown(known, res.working, res.gone)
 	hostPass := &Pass{Policy: pol, Devices: all, Forced: scope.Forced, run: g}
 	for _, p := range r.hostParts {
@@ -161,7 +268,7 @@ func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, 
 		}
 	}
 
-	res.acts, res.recs = r.applyDevices(ctx, pol, res.working, g)
+	res.acts, res.recs = r.applyDevices(ctx, pol, res.working, res.recheck, g)
 	for name, acts := range res.acts {
 		if r.mayHaveVanished(acts) && !r.host.Exists(path.Join(host.ClassInfiniband, name)) {
 			// Unplugged, or re-registering after a change (an mlx4 port
@@ -304,12 +411,13 @@ func (r *Reconciler) refreshPorts(d host.Device, ports []int) (host.Device, erro
 }
 
 // applyDevices runs the device parts on every device read in this pass.
-func (r *Reconciler) applyDevices(ctx context.Context, pol *config.Policy, working map[string]*host.Device, g Run) (map[string][]Action, map[string][]Record) {
+func (r *Reconciler) applyDevices(ctx context.Context, pol *config.Policy, working map[string]*host.Device, recheck map[string]bool, g Run) (map[string][]Action, map[string][]Record) {
 	names := sortedNames(working)
 	runs := make([]*DeviceRun, len(names))
 	publish := r.detail&host.ReadPublished != 0
 	r.forEach(ctx, len(names), func(i int) {
-		run := &DeviceRun{Policy: pol, Device: working[names[i]], Publish: publish, run: g}
+		// A recheck reads only what the policy declares.
+		run := &DeviceRun{Policy: pol, Device: working[names[i]], Publish: publish && !recheck[names[i]], run: g}
 		for _, p := range r.deviceParts {
 			p.Apply(ctx, run)
 		}

@@ -39,6 +39,8 @@ type Options struct {
 	// Workers bounds the devices read and configured at once (0: a
 	// default from the number of CPUs).
 	Workers int
+	// Now is the clock of the contest rule (nil: time.Now; tests).
+	Now func() time.Time
 }
 
 // Reconciler runs passes one at a time and keeps the observed state.
@@ -62,6 +64,7 @@ type Reconciler struct {
 	hostActs  []Action
 	hostRecs  []Record
 	last      time.Time
+	drift     *drift
 	listeners []func(Change)
 }
 
@@ -78,7 +81,10 @@ func New(o Options) *Reconciler {
 		host: o.Host, log: o.Log,
 		early: o.Early, hostParts: o.HostParts, deviceParts: o.DeviceParts,
 		detail: o.Detail, workers: o.Workers, owners: map[Kind]Part{},
-		devices: map[string]*DeviceState{}, failing: map[string]bool{},
+		devices: map[string]*DeviceState{}, failing: map[string]bool{}, drift: newDrift(),
+	}
+	if o.Now != nil {
+		r.drift.now = o.Now
 	}
 	settings := map[string]Part{}
 	for _, p := range r.parts() {

@@ -25,7 +25,11 @@ func (r *Reconciler) commit(res *passResult) Change {
 		if _, ok := r.devices[n]; !ok {
 			added = true
 		}
-		ds := BuildDeviceState(*d, res.acts[n], append(res.recs[n], hostOnPorts[n]...))
+		recs := append(res.recs[n], hostOnPorts[n]...)
+		if prev, ok := r.devices[n]; ok && res.recheck[n] {
+			recs = mergeRecords(prev, recs)
+		}
+		ds := BuildDeviceState(*d, res.acts[n], recs)
 		r.devices[n] = &ds
 		ch.Updated = append(ch.Updated, n)
 	}
@@ -69,6 +73,36 @@ func (r *Reconciler) commit(res *passResult) Change {
 // TargetOf returns the identity a selector matches for a device.
 func TargetOf(d *host.Device) config.Target {
 	return config.Target{Name: d.Name, NodeGUID: d.NodeGUID, PCI: d.PCIAddress, Driver: d.Driver, Netdevs: d.Netdevs}
+}
+
+// mergeRecords is a rechecked device's records: the new ones, and the
+// stored ones of the settings the recheck did not read (the kernel's values
+// of undeclared settings, published from the last full read).
+func mergeRecords(prev *DeviceState, recs []Record) []Record {
+	type key struct {
+		s  Subject
+		st *Setting
+	}
+	fresh := make(map[key]int, len(recs))
+	for i, r := range recs {
+		fresh[key{r.Subject, r.Setting}] = i
+	}
+	used := make([]bool, len(recs))
+	out := make([]Record, 0, len(recs))
+	for _, p := range prev.Ports {
+		for _, r := range p.Records {
+			if i, ok := fresh[key{r.Subject, r.Setting}]; ok {
+				r, used[i] = recs[i], true
+			}
+			out = append(out, r) // in the order the full read gave them
+		}
+	}
+	for i, r := range recs {
+		if !used[i] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // portRecords groups the host parts' records about ports by device: a
@@ -137,6 +171,11 @@ type Summary struct {
 	LastReconcile time.Time
 	Failures      []Action // every failure still standing
 	HostRecords   []Record // the host parts' records
+	// Corrected counts the out-of-band changes put back, by setting name.
+	Corrected map[string]uint64
+	// LastVerify is when every declared setting was last read back (the
+	// verify read-back, or a full pass); zero before the first.
+	LastVerify time.Time
 }
 
 // Summary returns the host-level view of the state.
@@ -157,6 +196,8 @@ func (r *Reconciler) Summary() Summary {
 		LastReconcile: r.last,
 		Failures:      standingFailures(r.hostActs, failing),
 		HostRecords:   append([]Record(nil), r.hostRecs...),
+		Corrected:     r.Corrected(),
+		LastVerify:    r.LastVerify(),
 	}
 }
 

@@ -14,10 +14,23 @@ type Work struct {
 	Forced  bool             // asked for explicitly: parts retry what they gave up on
 	Devices map[string][]int // by name; nil ports: the whole device
 	Netdevs []string         // RDMA devices on these netdevs
+	// Recheck are devices whose declared settings are read again from the
+	// cached device (reconcile.Scope.Recheck): an event says one may have
+	// changed behind rdmad's back.
+	Recheck map[string]bool
+	// RecheckNetdevs are netdevs whose RDMA devices are rechecked (a DCB
+	// notification names the netdev).
+	RecheckNetdevs []string
+	// RecheckHost: a file rdmad writes may have changed (the host parts
+	// run in every pass; this marks the pass a recheck).
+	RecheckHost bool
+	Verify      bool // the periodic read-back
 }
 
 // Empty reports whether w asks only for the host-wide parts.
-func (w Work) Empty() bool { return !w.Full && len(w.Devices) == 0 && len(w.Netdevs) == 0 }
+func (w Work) Empty() bool {
+	return !w.Full && len(w.Devices) == 0 && len(w.Netdevs) == 0 && len(w.Recheck) == 0 && len(w.RecheckNetdevs) == 0
+}
 
 // Queue coalesces requests: while a pass runs, any number of requests
 // collapse into one pending Work, so a burst of 500 uevents costs one or
@@ -90,6 +103,33 @@ func (q *Queue) Netdev(name string) {
 		}
 	})
 }
+
+// Recheck asks for the declared settings of devices to be read again.
+// verify marks the periodic read-back.
+func (q *Queue) Recheck(names []string, verify bool) {
+	q.add(func(w *Work) {
+		if w.Recheck == nil {
+			w.Recheck = map[string]bool{}
+		}
+		for _, n := range names {
+			w.Recheck[n] = true
+		}
+		w.Verify = w.Verify || verify
+	})
+}
+
+// RecheckNetdev asks for the declared settings of the RDMA devices on a
+// netdev to be read again.
+func (q *Queue) RecheckNetdev(name string) {
+	q.add(func(w *Work) {
+		if !slices.Contains(w.RecheckNetdevs, name) {
+			w.RecheckNetdevs = append(w.RecheckNetdevs, name)
+		}
+	})
+}
+
+// RecheckHost asks for the host-wide settings to be read again.
+func (q *Queue) RecheckHost() { q.add(func(w *Work) { w.RecheckHost = true }) }
 
 // Host asks for the host-wide parts only (a background module load ended).
 func (q *Queue) Host() { q.add(func(*Work) {}) }
@@ -183,6 +223,8 @@ func (q *Queue) take() (Work, bool) {
 	q.pending, q.queued = Work{}, false
 	if w.Full {
 		w.Devices, w.Netdevs = nil, nil
+		// A full pass reads every device: a verify is done with it.
+		w.Recheck, w.RecheckNetdevs = nil, nil
 	}
 	return w, true
 }

@@ -81,9 +81,11 @@ type Service struct {
 	inForce           atomic.Pointer[config.InForce] // refreshInForce
 
 	queue      *Queue
-	runtime    runtime     // overlay.go: last good policy + runtime overlay
-	stopping   atomic.Bool // Shutdown: changes are refused
-	passes     passClock   // passes under way, for the watchdog
+	watch      *watches      // WatchDirs; nil: no directory is watched
+	verifyWake chan struct{} // the policy changed: the verify loop reads its interval again
+	runtime    runtime       // overlay.go: last good policy + runtime overlay
+	stopping   atomic.Bool   // Shutdown: changes are refused
+	passes     passClock     // passes under way, for the watchdog
 	maxRuntime int
 }
 
@@ -119,6 +121,7 @@ func New(o Options) (*Service, error) {
 		settle = DefaultSettle
 	}
 	s.queue = NewQueue(max(settle, 0), s.runWork)
+	s.verifyWake = make(chan struct{}, 1)
 	s.rec = s.build(o.Parts, o.OneShot)
 	s.setPolicy(pol)
 	s.refreshInForce()
@@ -214,6 +217,10 @@ func (s *Service) OnConfigChange(fn func()) {
 }
 
 func (s *Service) configChanged() {
+	select {
+	case s.verifyWake <- struct{}{}:
+	default:
+	}
 	s.cfgMu.RLock()
 	fns := append([]func(){}, s.cfgWatches...)
 	s.cfgMu.RUnlock()
@@ -251,6 +258,10 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.health != nil {
 		go s.health.Run(ctx)
 	}
+	if s.watch != nil {
+		go s.syncWatches(ctx)
+	}
+	go s.verify(ctx)
 	s.queue.Run(ctx)
 	if s.parts.Background != nil {
 		s.parts.Background.Wait()
@@ -297,13 +308,21 @@ func (s *Service) preload() {
 func (s *Service) Idle(ctx context.Context) error { return s.queue.Idle(ctx) }
 
 func (s *Service) runWork(ctx context.Context, w Work) {
-	scope := reconcile.Scope{Full: w.Full, Forced: w.Forced, Devices: w.Devices}
+	scope := reconcile.Scope{Full: w.Full, Forced: w.Forced, Devices: w.Devices, Recheck: w.Recheck, RecheckHost: w.RecheckHost, Verify: w.Verify || w.Full}
 	for _, nd := range w.Netdevs {
 		for _, d := range s.rec.DevicesOnNetdev(nd) {
 			if scope.Devices == nil {
 				scope.Devices = map[string][]int{}
 			}
 			scope.Devices[d] = nil
+		}
+	}
+	for _, nd := range w.RecheckNetdevs {
+		for _, d := range s.rec.DevicesOnNetdev(nd) {
+			if scope.Recheck == nil {
+				scope.Recheck = map[string]bool{}
+			}
+			scope.Recheck[d] = true
 		}
 	}
 	s.pass(ctx, scope)

@@ -1,0 +1,102 @@
+package events
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The watcher reports the watched directory when a file in it is written
+// (as another process writes default_roce_tos in a configfs port
+// directory), not the directories it does not watch; a directory that
+// goes away is watched again once it is back and Set is called.
+func TestDirWatcher(t *testing.T) {
+	root := t.TempDir()
+	port, files := filepath.Join(root, "ports", "1"), filepath.Join(root, "limits.d")
+	for _, d := range []string{port, files} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changed := make(chan string, 16)
+	w := &DirWatcher{Changed: func(d string) { changed <- d }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	missing := filepath.Join(root, "later")
+	w.Set([]string{port, files, missing})
+	waitWatched(t, w, []string{files, port})
+
+	if err := os.WriteFile(filepath.Join(port, "default_roce_tos"), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextDir(t, changed); got != port {
+		t.Errorf("a write in %s reported %s", port, got)
+	}
+	drainDirs(changed)
+	// A file replaced by a rename (an editor, rdmad's own writes).
+	tmp := filepath.Join(files, ".x.tmp")
+	os.WriteFile(tmp, []byte("x"), 0o644)
+	os.Rename(tmp, filepath.Join(files, "90-rdmad-memlock.conf"))
+	if got := nextDir(t, changed); got != files {
+		t.Errorf("a rename in %s reported %s", files, got)
+	}
+	drainDirs(changed)
+	// The port directory goes (the device was removed) and comes back.
+	if err := os.RemoveAll(filepath.Join(root, "ports")); err != nil {
+		t.Fatal(err)
+	}
+	if got := nextDir(t, changed); got != port {
+		t.Errorf("the removal of %s reported %s", port, got)
+	}
+	waitWatched(t, w, []string{files})
+	os.MkdirAll(port, 0o755)
+	os.MkdirAll(missing, 0o755)
+	w.Set([]string{port, files, missing})
+	waitWatched(t, w, []string{files, missing, port})
+	drainDirs(changed)
+	os.WriteFile(filepath.Join(port, "default_roce_mode"), []byte("RoCE v2\n"), 0o644)
+	if got := nextDir(t, changed); got != port {
+		t.Errorf("after the port came back: %s", got)
+	}
+	// What Set no longer names is not watched.
+	w.Set([]string{files})
+	waitWatched(t, w, []string{files})
+}
+
+func waitWatched(t *testing.T, w *DirWatcher, want []string) {
+	t.Helper()
+	slices.Sort(want)
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Equal(w.Watched(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("watched %v, want %v", w.Watched(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func nextDir(t *testing.T, ch chan string) string {
+	t.Helper()
+	select {
+	case d := <-ch:
+		return d
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change reported")
+	}
+	return ""
+}
+
+func drainDirs(ch chan string) {
+	time.Sleep(50 * time.Millisecond)
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}

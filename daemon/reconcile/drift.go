@@ -1,0 +1,276 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/config"
+)
+
+// A setting changed behind rdmad's back: another process wrote it while
+// the declaration stayed the same. rdmad tells it from a setting whose
+// last record held that same declaration and that the kernel no longer
+// holds; an event only makes rdmad read again, and the read decides (a
+// read that finds the declared value does nothing, which is how rdmad's
+// own writes, echoed by the same events, are ignored). Under [drift]
+// action = "correct" the part writes it back as on an arrival, rdmad logs
+// the correction at warning priority and counts it; under "report" nothing
+// is written and the record says the setting differs. A setting corrected
+// ContestCorrections times within ContestWindow is contested: another
+// manager fights rdmad for it, so rdmad stops correcting it for a back-off
+// that doubles each time (up to ContestMaxBackoff), then tries again.
+// Passes asked for explicitly (start, Reload, Reconcile) and arrivals
+// apply the policy whatever the action: an arrival is a device a hotplug
+// event asked to read whole (Scope.Devices: added, or registered again
+// after a driver reload, which resets what the driver keeps). Rechecks
+// (an event in a watched directory, a DCB or pause notification), the
+// verify read-back, a full pass after lost events, and the host-wide
+// settings in any unforced pass, find out-of-band changes.
+
+// The contest rule.
+const (
+	ContestCorrections = 5
+	ContestWindow      = time.Minute
+	ContestBackoff     = time.Minute
+	ContestMaxBackoff  = time.Hour
+	// contestForget is how long after a back-off without a correction a
+	// setting starts again from the first back-off.
+	contestForget = 10 * ContestWindow
+)
+
+// driftKey names one setting of one subject.
+type driftKey struct {
+	subject Subject
+	setting string
+}
+
+// contest is the correction history of one setting.
+type contest struct {
+	corrections []correctionAt // within ContestWindow
+	until       time.Time      // no correction before then
+	backoff     time.Duration  // the next back-off
+	count       int            // corrections while the setting was last contested
+}
+
+type correctionAt struct {
+	at   time.Time
+	cost int
+}
+
+// drift is the reconciler's account of out-of-band changes.
+type drift struct {
+	mu         sync.Mutex
+	contests   map[driftKey]*contest
+	corrected  map[string]uint64 // corrections by setting name
+	lastVerify time.Time
+	now        func() time.Time
+}
+
+func newDrift() *drift {
+	return &drift{contests: map[driftKey]*contest{}, corrected: map[string]uint64{}, now: time.Now}
+}
+
+// driftGuard is the pass's Run guard: it holds back writes of settings
+// changed behind rdmad's back under "report" and of contested settings,
+// and notes the corrections it lets through.
+type driftGuard struct {
+	r      *Reconciler
+	report bool
+	forced bool
+	// arrived are the devices a hotplug event asked to read whole (a
+	// device added, a driver reloaded, a netdev registered again): their
+	// ports get the policy as on an arrival, whatever the action.
+	arrived map[string]bool
+	now     time.Time
+
+	mu      sync.Mutex
+	pending map[driftKey]bool
+}
+
+// ErrDriftReported is why a setting changed behind rdmad's back is not
+// written back under [drift] action = "report".
+var ErrDriftReported = errors.New(`changed behind rdmad's back; [drift] action = "report" leaves it as found (rdmactl reconcile puts the declared value back)`)
+
+func (r *Reconciler) guard(pol *config.Policy, scope Scope) *driftGuard {
+	g := &driftGuard{r: r, report: pol.Drift.Action == config.DriftReport, forced: scope.Forced, now: r.drift.now(), pending: map[driftKey]bool{}}
+	if !scope.Full {
+		g.arrived = make(map[string]bool, len(scope.Devices))
+		for n := range scope.Devices {
+			g.arrived[n] = true
+		}
+	}
+	return g
+}
+
+// Hold implements Run.
+func (g *driftGuard) Hold(s Subject, st *Setting, want Value, src config.Position) (RecordState, error) {
+	if g.forced || (s.Kind == SubjectPort && g.arrived[s.Device]) || !g.r.heldBefore(s, st, want, src) {
+		return Differs, nil // the policy is being applied, not corrected
+	}
+	key := driftKey{s, st.Name}
+	if until, n, contested := g.r.contested(key, g.now); contested {
+		return Contested, fmt.Errorf("another manager keeps changing it: rdmad corrected it %d times within %s and stops correcting it until %s", n, ContestWindow, until.Format(time.TimeOnly))
+	}
+	if g.report {
+		return Differs, ErrDriftReported
+	}
+	g.mu.Lock()
+	g.pending[key] = true
+	g.mu.Unlock()
+	return Differs, nil
+}
+
+// ReadOnly implements Run.
+func (*driftGuard) ReadOnly() bool { return false }
+
+// heldBefore reports whether the last record of setting st on s held the
+// same declaration (or reported it differing, or contested): a value that
+// differs now changed behind rdmad's back.
+func (r *Reconciler) heldBefore(s Subject, st *Setting, want Value, src config.Position) bool {
+	prev, ok := r.previous(s, st)
+	if !ok || prev.Source != src || !reflect.DeepEqual(prev.Declared, want) {
+		return false
+	}
+	switch prev.State {
+	case Holds, Differs, Contested:
+		return true
+	}
+	return false
+}
+
+// previous is the stored record of setting st on s.
+func (r *Reconciler) previous(s Subject, st *Setting) (Record, bool) {
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	if s.Kind == SubjectPort {
+		if ds, ok := r.devices[s.Device]; ok {
+			for _, p := range ds.Ports {
+				if p.Number != s.Port {
+					continue
+				}
+				for _, rec := range p.Records {
+					if rec.Setting == st && rec.Subject == s {
+						return rec, true
+					}
+				}
+			}
+		}
+	}
+	for _, rec := range r.hostRecs {
+		if rec.Setting == st && rec.Subject == s {
+			return rec, true
+		}
+	}
+	return Record{}, false
+}
+
+// contested says whether key is in a back-off at now.
+func (r *Reconciler) contested(key driftKey, now time.Time) (until time.Time, n int, ok bool) {
+	r.drift.mu.Lock()
+	defer r.drift.mu.Unlock()
+	c := r.drift.contests[key]
+	if c == nil || !now.Before(c.until) {
+		return time.Time{}, 0, false
+	}
+	return c.until, c.count, true
+}
+
+// noteCorrections counts the pass's corrections: the Changed actions of
+// settings the guard let through as corrections. Each is logged at warning
+// priority (subject, setting, the value found, the value restored); a
+// setting corrected ContestCorrections times (by cost) within
+// ContestWindow becomes contested.
+func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) {
+	if len(g.pending) == 0 {
+		return
+	}
+	r.drift.mu.Lock()
+	defer r.drift.mu.Unlock()
+	for _, a := range acts {
+		if a.Status != Changed || a.Setting == nil {
+			continue
+		}
+		key := driftKey{a.Subject, a.Setting.Name}
+		if !g.pending[key] {
+			continue
+		}
+		r.drift.corrected[a.Setting.Name]++
+		r.log.Warn("corrected a setting changed behind rdmad's back", "subject", a.Subject.String(), "setting", a.Setting.Name,
+			"found", a.From, "restored", a.To, "source", a.Source)
+		c := r.drift.contests[key]
+		if c == nil {
+			c = &contest{backoff: ContestBackoff}
+			r.drift.contests[key] = c
+		}
+		if !c.until.IsZero() && g.now.Sub(c.until) > contestForget {
+			c.backoff = ContestBackoff // quiet long enough: start over
+		}
+		kept := c.corrections[:0]
+		for _, x := range c.corrections {
+			if g.now.Sub(x.at) < ContestWindow {
+				kept = append(kept, x)
+			}
+		}
+		c.corrections = append(kept, correctionAt{g.now, max(a.Cost, 1)})
+		total := 0
+		for _, x := range c.corrections {
+			total += x.cost
+		}
+		if total >= ContestCorrections {
+			c.until, c.count = g.now.Add(c.backoff), len(c.corrections)
+			r.log.Warn("another manager keeps changing a setting: rdmad stops correcting it for a while", "subject", a.Subject.String(),
+				"setting", a.Setting.Name, "corrections", len(c.corrections), "within", ContestWindow, "until", c.until)
+			c.backoff = min(2*c.backoff, ContestMaxBackoff)
+			c.corrections = nil
+		}
+	}
+}
+
+// Corrected is how many out-of-band changes rdmad put back, by setting
+// name: rdmad_drift_corrected_total.
+func (r *Reconciler) Corrected() map[string]uint64 {
+	r.drift.mu.Lock()
+	defer r.drift.mu.Unlock()
+	out := make(map[string]uint64, len(r.drift.corrected))
+	for k, v := range r.drift.corrected {
+		out[k] = v
+	}
+	return out
+}
+
+// NextRetry is when the earliest contested setting's back-off ends, and
+// the devices of the settings it ends for then (zero when none is
+// contested): the service reads them again then, so a back-off ends with a
+// correction even when no event comes.
+func (r *Reconciler) NextRetry() (at time.Time, devices []string) {
+	r.drift.mu.Lock()
+	defer r.drift.mu.Unlock()
+	now := r.drift.now()
+	for key, c := range r.drift.contests {
+		if !c.until.After(now) {
+			continue
+		}
+		switch {
+		case at.IsZero() || c.until.Before(at):
+			at, devices = c.until, nil
+			fallthrough
+		case c.until.Equal(at):
+			if key.subject.Device != "" {
+				devices = append(devices, key.subject.Device)
+			}
+		}
+	}
+	sort.Strings(devices)
+	return at, devices
+}
+
+// LastVerify is when the last verify read-back ended (zero: never).
+func (r *Reconciler) LastVerify() time.Time {
+	r.drift.mu.Lock()
+	defer r.drift.mu.Unlock()
+	return r.drift.lastVerify
+}

@@ -1,0 +1,195 @@
+package service
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+// Out-of-band changes: an event says where a setting may have changed (a
+// watched directory, a DCB notification), the service asks for its
+// declared settings to be read again (a recheck), and the reconciler
+// decides from what it reads ([drift] action: correct or report). What
+// the kernel announces nothing about is found by the verify read-back,
+// every [drift] verify_interval.
+
+// RecheckNetdev asks for the declared settings of the RDMA devices on a
+// netdev to be read again (a DCB notification names it).
+func (s *Service) RecheckNetdev(name string) { s.queue.RecheckNetdev(name) }
+
+// DirSetter keeps a set of directories watched (events.DirWatcher).
+type DirSetter interface{ Set(dirs []string) }
+
+// watches is which directories the records ask to watch
+// (reconcile.Record.Watch), by device and for the host-wide settings, kept
+// up to date off the pass: the reconciler's listener only marks.
+type watches struct {
+	mu       sync.Mutex
+	setter   DirSetter
+	dirty    map[string]bool // devices to look at again
+	all      bool
+	byDevice map[string][]string // absolute directories
+	host     []string
+	wake     chan struct{}
+}
+
+// WatchDirs has w watch the directories of the declared settings, and
+// DirChanged say which changed. Call it before Run.
+func (s *Service) WatchDirs(w DirSetter) {
+	s.watch = &watches{setter: w, dirty: map[string]bool{}, all: true, byDevice: map[string][]string{}, wake: make(chan struct{}, 1)}
+	s.watch.wake <- struct{}{} // the state of the passes run before Run
+	s.rec.OnChange(func(ch reconcile.Change) {
+		s.watch.mu.Lock()
+		if ch.Full {
+			s.watch.all = true
+		}
+		for _, n := range ch.Updated {
+			s.watch.dirty[n] = true
+		}
+		for _, n := range ch.Removed {
+			s.watch.dirty[n] = true
+		}
+		s.watch.mu.Unlock()
+		select {
+		case s.watch.wake <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// syncWatches keeps the watched directories those the records name, until
+// ctx ends.
+func (s *Service) syncWatches(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.watch.wake:
+		}
+		w := s.watch
+		w.mu.Lock()
+		dirty, all := w.dirty, w.all
+		w.dirty, w.all = map[string]bool{}, false
+		w.mu.Unlock()
+		sum := s.rec.Summary()
+		var names []string
+		if all {
+			names = sum.Devices
+		} else {
+			for n := range dirty {
+				names = append(names, n)
+			}
+		}
+		states := s.rec.DeviceStates(names)
+		next := map[string][]string{}
+		for _, ds := range states {
+			for _, p := range ds.Ports {
+				next[ds.Name] = s.watchedBy(next[ds.Name], p.Records)
+			}
+		}
+		host := s.watchedBy(nil, sum.HostRecords)
+		w.mu.Lock()
+		if all {
+			w.byDevice = map[string][]string{}
+		}
+		for _, n := range names {
+			if dirs := next[n]; len(dirs) > 0 {
+				w.byDevice[n] = dirs
+			} else {
+				delete(w.byDevice, n)
+			}
+		}
+		w.host = host
+		union := slices.Clone(host)
+		for _, dirs := range w.byDevice {
+			union = append(union, dirs...)
+		}
+		w.mu.Unlock()
+		w.setter.Set(union)
+	}
+}
+
+// watchedBy adds the directories declared settings of recs watch.
+func (s *Service) watchedBy(dirs []string, recs []reconcile.Record) []string {
+	for _, r := range recs {
+		if !r.IsDeclared() {
+			continue
+		}
+		for _, d := range r.Watch {
+			if p := s.host.Path(d); !slices.Contains(dirs, p) {
+				dirs = append(dirs, p)
+			}
+		}
+	}
+	return dirs
+}
+
+// DirChanged asks for the settings watched in dir to be read again.
+func (s *Service) DirChanged(dir string) {
+	if s.watch == nil {
+		return
+	}
+	s.watch.mu.Lock()
+	var devices []string
+	for n, dirs := range s.watch.byDevice {
+		if slices.Contains(dirs, dir) {
+			devices = append(devices, n)
+		}
+	}
+	host := slices.Contains(s.watch.host, dir)
+	s.watch.mu.Unlock()
+	if len(devices) > 0 {
+		s.queue.Recheck(devices, false)
+	}
+	if host {
+		s.queue.RecheckHost()
+	}
+}
+
+// verify runs the read-back every [drift] verify_interval of the policy
+// in force (0: never), and reads a contested setting again when its
+// back-off ends, until ctx ends. A policy change restarts its count.
+func (s *Service) verify(ctx context.Context) {
+	last := time.Now()
+	for {
+		var timer <-chan time.Time
+		var wait time.Duration = -1
+		iv := s.PolicyInForce().Drift.VerifyInterval
+		if iv > 0 {
+			wait = time.Until(last.Add(iv))
+		}
+		retryAt, retry := s.rec.NextRetry()
+		if !retryAt.IsZero() && (wait < 0 || time.Until(retryAt) < wait) {
+			wait = time.Until(retryAt)
+		}
+		var t *time.Timer
+		if wait >= 0 {
+			t = time.NewTimer(max(wait, 0))
+			timer = t.C
+		}
+		select {
+		case <-ctx.Done():
+			if t != nil {
+				t.Stop()
+			}
+			return
+		case <-s.verifyWake:
+			if t != nil {
+				t.Stop()
+			}
+			continue
+		case <-timer:
+		}
+		now := time.Now()
+		if iv := s.PolicyInForce().Drift.VerifyInterval; iv > 0 && !now.Before(last.Add(iv)) {
+			last = now
+			s.queue.Recheck(s.rec.Summary().Devices, true)
+		}
+		if !retryAt.IsZero() && !now.Before(retryAt) && len(retry) > 0 {
+			s.queue.Recheck(retry, false)
+		}
+	}
+}
