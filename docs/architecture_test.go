@@ -325,3 +325,39 @@ func TestEverySettingHasItsDoctorID(t *testing.T) {
 		}
 	}
 }
+
+// maxFileLines bounds a production source file: a file longer than this
+// holds more than one job (architecture.md, "Files with one job").
+const maxFileLines = 600
+
+// TestNoLongSourceFile keeps every production Go file of the module (test
+// files aside) at maxFileLines or fewer, so a file that grows a second job
+// is split by job rather than carried on.
+func TestNoLongSourceFile(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .CgoFiles}} {{.}}{{end}}`, "../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		for _, name := range f[1:] {
+			b, err := os.ReadFile(filepath.Join(f[0], name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			if n := strings.Count(string(b), "\n"); n > maxFileLines {
+				rel, _ := filepath.Rel(root, filepath.Join(f[0], name))
+				t.Errorf("%s has %d lines, more than %d: split it by job", rel, n, maxFileLines)
+			}
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("only %d files checked: go list did not list the module", checked)
+	}
+}
