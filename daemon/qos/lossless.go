@@ -394,14 +394,14 @@ const HostIEEE = dcb.CapHost | dcb.CapVerIEEE
 
 // DCBXHolds: the host runs DCB with IEEE DCBX, no agent managing it.
 func DCBXHolds(have, _ DCBXValue) bool {
-	return have.Caps&dcb.CapHost != 0 && have.Caps&dcb.CapVerIEEE != 0 && have.Caps&dcb.CapLLDManaged == 0
+	return !firmwareOwnsDCB(have.Caps) && have.Caps&dcb.CapVerIEEE != 0
 }
 
 // DCBXUndoMode is what puts a netdev's DCBX mode back to caps: mlx5
 // returns to firmware control on mode 0 (mlx5e_dcbnl_setdcbx), and refuses
 // a mode with the LLD-managed bit; a host mode is written as it was.
 func DCBXUndoMode(caps uint8) uint8 {
-	if caps&dcb.CapHost == 0 || caps&dcb.CapLLDManaged != 0 {
+	if firmwareOwnsDCB(caps) {
 		return 0
 	}
 	return caps

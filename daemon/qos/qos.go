@@ -433,13 +433,21 @@ func (p *Part) owner(netdev string, ie dcb.IEEE) string {
 			caps, known = c, true
 		}
 	}
-	if known && (caps&dcb.CapHost == 0 || caps&dcb.CapLLDManaged != 0) {
+	if known && firmwareOwnsDCB(caps) {
 		return fmt.Sprintf("the adapter's firmware (DCBX capabilities %#02x: %s)", caps, describeCaps(caps))
 	}
 	if LLDPadManages(p.Host, netdev) {
 		return "lldpad (it runs and its configuration names " + netdev + ")"
 	}
 	return ""
+}
+
+// firmwareOwnsDCB reports whether DCBX capabilities caps leave DCB to the
+// adapter's firmware or an embedded agent: no host mode, or LLD-managed
+// (even with the host bit). The one judgement the part, its undo and its
+// check (doctor's qos-owner) make.
+func firmwareOwnsDCB(caps uint8) bool {
+	return caps&dcb.CapHost == 0 || caps&dcb.CapLLDManaged != 0
 }
 
 func describeCaps(c uint8) string {
