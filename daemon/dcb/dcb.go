@@ -124,7 +124,7 @@ func (p *PFC) UnmarshalBinary(b []byte) error {
 
 func unmarshalPFC(b []byte) (PFC, error) {
 	if len(b) < sizeofPFC {
-		return PFC{}, fmt.Errorf("dcb: DCB_ATTR_IEEE_PFC is %d bytes, want %d", len(b), sizeofPFC)
+		return PFC{}, fmt.Errorf("DCB_ATTR_IEEE_PFC is %d bytes, want %d", len(b), sizeofPFC)
 	}
 	ne := nl.NativeEndian()
 	p := PFC{Cap: b[0], Enabled: b[1], MBC: b[2], Delay: ne.Uint16(b[4:])}
@@ -178,7 +178,7 @@ func (a App) MarshalBinary() ([]byte, error) { return a.marshal(), nil }
 // an error.
 func (a *App) UnmarshalBinary(b []byte) error {
 	if len(b) < sizeofApp {
-		return fmt.Errorf("dcb: DCB_ATTR_IEEE_APP is %d bytes, want %d", len(b), sizeofApp)
+		return fmt.Errorf("DCB_ATTR_IEEE_APP is %d bytes, want %d", len(b), sizeofApp)
 	}
 	*a = App{Selector: b[0], Priority: b[1], Protocol: nl.NativeEndian().Uint16(b[2:])}
 	return nil

@@ -85,7 +85,7 @@ func (e *ETS) UnmarshalBinary(b []byte) error {
 
 func unmarshalETS(b []byte) (ETS, error) {
 	if len(b) < sizeofETS {
-		return ETS{}, fmt.Errorf("dcb: DCB_ATTR_IEEE_ETS is %d bytes, want %d", len(b), sizeofETS)
+		return ETS{}, fmt.Errorf("DCB_ATTR_IEEE_ETS is %d bytes, want %d", len(b), sizeofETS)
 	}
 	e := ETS{Willing: b[0], Cap: b[1], CBS: b[2]}
 	for i := 0; i < MaxPrio; i++ {
@@ -131,7 +131,7 @@ func (m *Maxrate) UnmarshalBinary(b []byte) error {
 
 func unmarshalMaxrate(b []byte) (Maxrate, error) {
 	if len(b) < sizeofMaxrate {
-		return Maxrate{}, fmt.Errorf("dcb: DCB_ATTR_IEEE_MAXRATE is %d bytes, want %d", len(b), sizeofMaxrate)
+		return Maxrate{}, fmt.Errorf("DCB_ATTR_IEEE_MAXRATE is %d bytes, want %d", len(b), sizeofMaxrate)
 	}
 	var m Maxrate
 	for i := range m.Rate {
@@ -182,7 +182,7 @@ func (x *Buffer) UnmarshalBinary(b []byte) error {
 
 func unmarshalBuffer(b []byte) (Buffer, error) {
 	if len(b) < sizeofBuffer {
-		return Buffer{}, fmt.Errorf("dcb: DCB_ATTR_DCB_BUFFER is %d bytes, want %d", len(b), sizeofBuffer)
+		return Buffer{}, fmt.Errorf("DCB_ATTR_DCB_BUFFER is %d bytes, want %d", len(b), sizeofBuffer)
 	}
 	var out Buffer
 	copy(out.PrioBuffer[:], b[:MaxPrio])

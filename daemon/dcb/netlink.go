@@ -57,7 +57,7 @@ func (n Netlink) exec(req *nl.NetlinkRequest, resType uint16) ([]byte, error) {
 		return nil, err
 	}
 	if len(msgs) == 0 {
-		return nil, errors.New("dcb: the kernel sent no reply")
+		return nil, errors.New("the kernel sent no reply")
 	}
 	return msgs[0], nil
 }
@@ -142,7 +142,7 @@ func (n Netlink) SetDCBX(ifname string, mode uint8) error {
 }
 
 func wrap(what, ifname string, err error) error {
-	return fmt.Errorf("dcb: %s %s: %w", what, ifname, err)
+	return fmt.Errorf("%s %s: %w", what, ifname, err)
 }
 
 // Unsupported reports whether err says the netdev has no DCB at all

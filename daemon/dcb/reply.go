@@ -15,14 +15,14 @@ import (
 // attrs parses the attributes after struct dcbmsg and checks its command.
 func attrs(msg []byte, cmd uint8) ([]syscall.NetlinkRouteAttr, error) {
 	if len(msg) < 4 {
-		return nil, fmt.Errorf("dcb: reply of %d bytes has no dcbmsg", len(msg))
+		return nil, fmt.Errorf("reply of %d bytes has no dcbmsg", len(msg))
 	}
 	if msg[1] != cmd {
-		return nil, fmt.Errorf("dcb: reply is for command %d, want %d", msg[1], cmd)
+		return nil, fmt.Errorf("reply is for command %d, want %d", msg[1], cmd)
 	}
 	as, err := ParseAttrs(msg[4:])
 	if err != nil {
-		return nil, fmt.Errorf("dcb: reply attributes: %w", err)
+		return nil, fmt.Errorf("reply attributes: %w", err)
 	}
 	return as, nil
 }
@@ -43,7 +43,7 @@ func ParseGet(msg []byte) (IEEE, error) {
 		case attrIEEE:
 			nested, err := ParseAttrs(a.Value)
 			if err != nil {
-				return IEEE{}, fmt.Errorf("dcb: DCB_ATTR_IEEE: %w", err)
+				return IEEE{}, fmt.Errorf("DCB_ATTR_IEEE: %w", err)
 			}
 			for _, n := range nested {
 				switch n.Attr.Type &^ unix.NLA_F_NESTED {
@@ -74,7 +74,7 @@ func ParseGet(msg []byte) (IEEE, error) {
 				case attrIEEEAppTable:
 					apps, err := ParseAttrs(n.Value)
 					if err != nil {
-						return IEEE{}, fmt.Errorf("dcb: DCB_ATTR_IEEE_APP_TABLE: %w", err)
+						return IEEE{}, fmt.Errorf("DCB_ATTR_IEEE_APP_TABLE: %w", err)
 					}
 					for _, ap := range apps {
 						var a App
@@ -101,7 +101,7 @@ func ParseDCBX(msg []byte) (uint8, error) {
 			return a.Value[0], nil
 		}
 	}
-	return 0, errors.New("dcb: DCB_CMD_GDCBX reply has no DCB_ATTR_DCBX")
+	return 0, errors.New("DCB_CMD_GDCBX reply has no DCB_ATTR_DCBX")
 }
 
 // StatusError is a SET or DEL the kernel acknowledged while the driver
@@ -142,7 +142,7 @@ func ParseSDCBXStatus(msg []byte, mode uint8) error {
 			return nil
 		}
 	}
-	return errors.New("dcb: DCB_CMD_SDCBX reply has no DCB_ATTR_DCBX status")
+	return errors.New("DCB_CMD_SDCBX reply has no DCB_ATTR_DCBX status")
 }
 
 // Unwrap is the errno the driver returned.
@@ -168,7 +168,7 @@ func ParseSetStatus(msg []byte, cmd uint8) error {
 			return nil
 		}
 	}
-	return errors.New("dcb: reply has no DCB_ATTR_IEEE status")
+	return errors.New("reply has no DCB_ATTR_IEEE status")
 }
 
 // ParseAttrs splits netlink attributes, refusing any that overruns b

@@ -111,7 +111,7 @@ func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 		}
 		got, err := p.readPFC(old.Netdev)
 		if err != nil {
-			return fmt.Errorf("read back: %w", err)
+			return fmt.Errorf("read it back: %w", err)
 		}
 		if !pfcHolds(got, old) {
 			return fmt.Errorf("%s: put back PFC %s but the driver kept %s", old.Netdev, old, got)
@@ -127,7 +127,7 @@ func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 		}
 		got, err := p.readTrust(old.Netdev)
 		if err != nil {
-			return fmt.Errorf("read back: %w", err)
+			return fmt.Errorf("read it back: %w", err)
 		}
 		if !trustHolds(got, old) {
 			return fmt.Errorf("%s: put back %d DSCP entries but the driver kept another table", old.Netdev, len(old.DSCP))
@@ -248,7 +248,7 @@ func (p *Part) ethtool() ethtool.Kernel {
 // noEthtool is the ethtool of a part built without one.
 type noEthtool struct{}
 
-var errNoEthtool = errors.New("qos: this rdmad has no ethtool access (global pause and the PFC storm timeout cannot be set)")
+var errNoEthtool = errors.New("this rdmad has no ethtool access (global pause and the PFC storm timeout cannot be set)")
 
 func (noEthtool) Pause(string) (ethtool.Pause, error)     { return ethtool.Pause{}, errNoEthtool }
 func (noEthtool) SetPause(string, bool, bool) error       { return errNoEthtool }
@@ -513,7 +513,7 @@ func LLDPadPID(h *host.Host) (string, bool) {
 func LLDPadGroups(h *host.Host) ([]string, error) {
 	conf, err := h.ReadFile(LLDPadConfFile)
 	if err != nil {
-		return nil, fmt.Errorf("qos: lldpad configuration: %w", err)
+		return nil, fmt.Errorf("read lldpad's configuration: %w", err)
 	}
 	var out []string
 	for _, line := range strings.Split(string(conf), "\n") {

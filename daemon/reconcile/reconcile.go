@@ -141,20 +141,21 @@ func (r *Reconciler) Preloaders() []Preloader {
 
 // Undo asks the part that reported a to put back what a changed. Only a
 // Changed action can be undone; it runs between passes, never during one.
+// Its error names the action (`put back mlx5_0/1 qos pfc "[0]": ...`).
 // The observed state is not updated: the caller runs a pass afterwards
 // (the service's rollback does), which reads what the undo left.
 func (r *Reconciler) Undo(ctx context.Context, a Action) error {
 	if a.Status != Changed {
-		return fmt.Errorf("undo %s %s: only a changed action can be undone, this one is %s", a.Subject, a.Kind, a.Status)
+		return fmt.Errorf("put back %s %s: only a changed action can be undone, this one is %s", a.Subject, a.Kind, a.Status)
 	}
 	p, ok := r.owners[a.Kind]
 	if !ok {
-		return fmt.Errorf("undo %s %s: no part reports this kind", a.Subject, a.Kind)
+		return fmt.Errorf("put back %s %s: no part reports this kind", a.Subject, a.Kind)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := p.Undo(ctx, a); err != nil {
-		return fmt.Errorf("undo %s %s: %w", a.Subject, a.Kind, err)
+		return fmt.Errorf("put back %s %s %q: %w", a.Subject, a.Kind, a.From, err)
 	}
 	return nil
 }

@@ -153,7 +153,7 @@ func (s *Service) device(name string) (host.Device, error) {
 		return host.Device{}, &NotFoundError{MissingDevice, "device", fmt.Sprintf("no RDMA device %s", argName(name))}
 	}
 	if err != nil {
-		return host.Device{}, fmt.Errorf("service: %w", err)
+		return host.Device{}, fmt.Errorf("read device %s: %w", name, err)
 	}
 	return d, nil
 }
@@ -174,7 +174,7 @@ func (s *Service) checkAddLink(l config.Link, persist bool) error {
 		return &NotFoundError{MissingDevice, "netdev", fmt.Sprintf("no network interface %s", argName(l.Netdev))}
 	}
 	if s.parts.Links == nil {
-		return fmt.Errorf("service: add link %s: this rdmad does not manage soft links", l.Name)
+		return fmt.Errorf("add link %s: this rdmad does not manage soft links", l.Name)
 	}
 	pol := s.PolicyInForce()
 	for _, other := range pol.Links {
@@ -220,7 +220,7 @@ func (s *Service) checkNetnsMode(mode config.NetnsMode) error {
 		return &ArgError{"mode", err.Error()}
 	}
 	if s.parts.Netns == nil {
-		return fmt.Errorf("service: set netns mode: this rdmad does not manage the RDMA netns mode")
+		return errors.New("set the netns mode: this rdmad does not manage the RDMA netns mode")
 	}
 	return nil
 }

@@ -119,7 +119,7 @@ func (s *Service) putBack(ctx context.Context, changed []reconcile.Action) ([]re
 	var errs []error
 	for _, a := range changed {
 		if err := s.rec.Undo(ctx, a); err != nil {
-			errs = append(errs, fmt.Errorf("put back %s %s %q: %w", a.Subject, a.Kind, a.From, err))
+			errs = append(errs, err)
 			continue
 		}
 		done = append(done, reconcile.Action{Subject: a.Subject, Kind: a.Kind, Setting: a.Setting, From: a.To, To: a.From, Old: a.New, New: a.Old, Status: reconcile.Changed})
@@ -153,11 +153,11 @@ func (s *Service) persistDropIn(edit func(*config.Persisted), forget func(*Overl
 	undo = func() error {
 		var errs []error
 		if err := writePersisted(file, old); err != nil {
-			errs = append(errs, fmt.Errorf("service: restore rdmad's drop-in: %w", err))
+			errs = append(errs, fmt.Errorf("restore rdmad's drop-in %s: %w", file, err))
 		}
 		s.changeOverlay(func(o *Overlay) { *o = prevOverlay })
 		if _, err := s.reload(); err != nil {
-			errs = append(errs, fmt.Errorf("service: %w", err))
+			errs = append(errs, err)
 		}
 		return errors.Join(errs...)
 	}
@@ -179,12 +179,12 @@ func writePersisted(file string, p config.Persisted) error {
 	}
 	if p.Empty() {
 		if _, err := host.RemoveManaged(file, config.PersistedHeader); err != nil {
-			return fmt.Errorf("service: persist: %w", err)
+			return fmt.Errorf("remove rdmad's drop-in %s: %w", file, err)
 		}
 		return nil
 	}
 	if _, err := host.WriteManaged(file, config.PersistedHeader, p.Render()); err != nil {
-		return fmt.Errorf("service: persist: %w", err)
+		return fmt.Errorf("write rdmad's drop-in %s: %w", file, err)
 	}
 	return nil
 }

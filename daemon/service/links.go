@@ -37,7 +37,7 @@ func (s *Service) DeleteLink(ctx context.Context, name string, persist bool) err
 	}
 	exists := s.host.Exists(host.ClassInfiniband + "/" + name)
 	if exists && s.parts.Links == nil {
-		return fmt.Errorf("service: delete link %s: this rdmad has no RDMA netlink link support", name)
+		return fmt.Errorf("delete link %s: this rdmad has no RDMA netlink link support", name)
 	}
 	return s.commit(ctx, persist, change{
 		runtime: func(o *Overlay) { o.deleteLink(name) },

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
@@ -26,6 +27,13 @@ import (
 // netdevs, and rdmad's service on it.
 func qosEnv(t *testing.T, cfg string, setup func(k *dcbtest.Fake)) (*service.Service, *dcbtest.Fake, string) {
 	t.Helper()
+	return qosEnvKernel(t, cfg, setup, nil)
+}
+
+// qosEnvKernel is qosEnv with the DCB kernel the service talks to made by
+// kernelOf from the fake (nil: the fake's own).
+func qosEnvKernel(t *testing.T, cfg string, setup func(k *dcbtest.Fake), kernelOf func(*dcbtest.Fake) dcb.Kernel) (*service.Service, *dcbtest.Fake, string) {
+	t.Helper()
 	root := hosttest.Copy(t, "mlx5")
 	hosttest.Write(t, root, mainFile, "[modules]\nenable = false\n"+cfg)
 	k := dcbtest.New()
@@ -36,6 +44,9 @@ func qosEnv(t *testing.T, cfg string, setup func(k *dcbtest.Fake)) (*service.Ser
 	}
 	h := hosttest.NewKernel(root).Host()
 	kernel := compose.Kernel{Modules: &hosttest.Modprobe{}, DCB: k.Kernel()}
+	if kernelOf != nil {
+		kernel.DCB = kernelOf(k)
+	}
 	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(kernel), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 )
 
 // ErrStopping refuses a change that arrives while rdmad stops.
-var ErrStopping = errors.New("service: rdmad is stopping; the change was not made")
+var ErrStopping = errors.New("rdmad is stopping; the change was not made")
 
 // DefaultShutdownGrace bounds how long Shutdown waits for the change under
 // way.

@@ -147,6 +147,14 @@ func (f *Fake) Update(name string, fn func(*Netdev)) {
 	}
 }
 
+// Remove takes a netdev away (unplugged, its driver unbound): every
+// request for it is ENODEV from then on.
+func (f *Fake) Remove(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.netdevs, name)
+}
+
 func clone[T any](p *T) *T {
 	if p == nil {
 		return nil
