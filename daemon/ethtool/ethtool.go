@@ -124,22 +124,22 @@ type PauseMessage struct {
 // notification.
 func ParsePause(msg []byte) (PauseMessage, error) {
 	if len(msg) < 4 {
-		return PauseMessage{}, fmt.Errorf("ethtool: message of %d bytes has no genlmsghdr", len(msg))
+		return PauseMessage{}, fmt.Errorf("message of %d bytes has no genlmsghdr", len(msg))
 	}
 	m := PauseMessage{Cmd: msg[0]}
 	if m.Cmd != CmdPauseGetReply && m.Cmd != CmdPauseNtf {
-		return PauseMessage{}, fmt.Errorf("ethtool: message %d is not a pause reply or notification", m.Cmd)
+		return PauseMessage{}, fmt.Errorf("message %d is not a pause reply or notification", m.Cmd)
 	}
 	as, err := parseAttrs(msg[4:])
 	if err != nil {
-		return PauseMessage{}, fmt.Errorf("ethtool: pause attributes: %w", err)
+		return PauseMessage{}, fmt.Errorf("pause attributes: %w", err)
 	}
 	for _, a := range as {
 		switch a.Attr.Type &^ unix.NLA_F_NESTED {
 		case attrPauseHeader:
 			hs, err := parseAttrs(a.Value)
 			if err != nil {
-				return PauseMessage{}, fmt.Errorf("ethtool: pause header: %w", err)
+				return PauseMessage{}, fmt.Errorf("pause header: %w", err)
 			}
 			for _, h := range hs {
 				switch h.Attr.Type &^ unix.NLA_F_NESTED {
@@ -160,7 +160,7 @@ func ParsePause(msg []byte) (PauseMessage, error) {
 		}
 	}
 	if m.Ifname == "" {
-		return PauseMessage{}, errors.New("ethtool: pause message names no netdev")
+		return PauseMessage{}, errors.New("pause message names no netdev")
 	}
 	return m, nil
 }
@@ -193,23 +193,23 @@ type Request struct {
 // fake kernel of ethtooltest answers from it.
 func ParseRequest(b []byte) (Request, error) {
 	if len(b) < unix.SizeofNlMsghdr+4 {
-		return Request{}, fmt.Errorf("ethtool: request of %d bytes", len(b))
+		return Request{}, fmt.Errorf("request of %d bytes", len(b))
 	}
 	ne := nl.NativeEndian()
 	if int(ne.Uint32(b[0:4])) != len(b) {
-		return Request{}, fmt.Errorf("ethtool: nlmsg_len %d, message is %d bytes", ne.Uint32(b[0:4]), len(b))
+		return Request{}, fmt.Errorf("nlmsg_len %d, message is %d bytes", ne.Uint32(b[0:4]), len(b))
 	}
 	r := Request{Type: ne.Uint16(b[4:6]), Flags: ne.Uint16(b[6:8]), Cmd: b[unix.SizeofNlMsghdr]}
 	if v := b[unix.SizeofNlMsghdr+1]; v != Version {
-		return Request{}, fmt.Errorf("ethtool: genl version %d", v)
+		return Request{}, fmt.Errorf("genl version %d", v)
 	}
 	as, err := parseAttrs(b[unix.SizeofNlMsghdr+4:])
 	if err != nil {
-		return Request{}, fmt.Errorf("ethtool: request attributes: %w", err)
+		return Request{}, fmt.Errorf("request attributes: %w", err)
 	}
 	flag := func(v []byte) (*bool, error) {
 		if len(v) != 1 {
-			return nil, fmt.Errorf("ethtool: u8 attribute of %d bytes", len(v))
+			return nil, fmt.Errorf("u8 attribute of %d bytes", len(v))
 		}
 		x := v[0] != 0
 		return &x, nil
@@ -219,7 +219,7 @@ func ParseRequest(b []byte) (Request, error) {
 		case attrPauseHeader:
 			hs, err := parseAttrs(a.Value)
 			if err != nil {
-				return Request{}, fmt.Errorf("ethtool: header: %w", err)
+				return Request{}, fmt.Errorf("header: %w", err)
 			}
 			for _, h := range hs {
 				if h.Attr.Type&^unix.NLA_F_NESTED == attrHeaderDevName {

@@ -57,7 +57,7 @@ func KernelFamily() (id uint16, monitor uint32, err error) {
 		if errors.Is(err, syscall.ENOENT) {
 			return 0, 0, ErrNoFamily
 		}
-		return 0, 0, fmt.Errorf("ethtool: resolve the %s family: %w", Family, err)
+		return 0, 0, fmt.Errorf("resolve the %s family: %w", Family, err)
 	}
 	for _, g := range f.Groups {
 		if g.Name == MonitorGroup {
@@ -178,5 +178,5 @@ func siocethtool(ifname string, data []byte) error {
 }
 
 func wrap(what, ifname string, err error) error {
-	return fmt.Errorf("ethtool: %s %s: %w", what, ifname, err)
+	return fmt.Errorf("%s %s: %w", what, ifname, err)
 }

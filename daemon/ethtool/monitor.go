@@ -26,12 +26,12 @@ func (n Notification) Pause() bool { return n.Cmd == CmdPauseNtf }
 // attribute 1, holding the netdev's index and name.
 func ParseNotification(msg []byte) (Notification, error) {
 	if len(msg) < 4 {
-		return Notification{}, fmt.Errorf("ethtool: notification of %d bytes has no genlmsghdr", len(msg))
+		return Notification{}, fmt.Errorf("notification of %d bytes has no genlmsghdr", len(msg))
 	}
 	n := Notification{Cmd: msg[0]}
 	as, err := parseAttrs(msg[4:])
 	if err != nil {
-		return Notification{}, fmt.Errorf("ethtool: notification attributes: %w", err)
+		return Notification{}, fmt.Errorf("notification attributes: %w", err)
 	}
 	for _, a := range as {
 		if a.Attr.Type&^unix.NLA_F_NESTED != attrPauseHeader {
@@ -39,7 +39,7 @@ func ParseNotification(msg []byte) (Notification, error) {
 		}
 		hs, err := parseAttrs(a.Value)
 		if err != nil {
-			return Notification{}, fmt.Errorf("ethtool: notification header: %w", err)
+			return Notification{}, fmt.Errorf("notification header: %w", err)
 		}
 		for _, h := range hs {
 			switch h.Attr.Type &^ unix.NLA_F_NESTED {
@@ -81,7 +81,7 @@ func OpenMonitor(bufferBytes int) (*Monitor, error) {
 		return nil, err
 	}
 	if group == 0 {
-		return nil, fmt.Errorf("ethtool: the %s family has no %q group", Family, MonitorGroup)
+		return nil, fmt.Errorf("the %s family has no %q group", Family, MonitorGroup)
 	}
 	sock, err := nl.Subscribe(unix.NETLINK_GENERIC)
 	if err != nil {

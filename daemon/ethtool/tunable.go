@@ -47,7 +47,7 @@ func TunableRequest(set bool, ms uint16) []byte {
 // TunableValue is the u16 the kernel wrote back into a GTUNABLE buffer.
 func TunableValue(b []byte) (uint16, error) {
 	if len(b) != sizeofTunable+2 {
-		return 0, fmt.Errorf("ethtool: tunable buffer of %d bytes", len(b))
+		return 0, fmt.Errorf("tunable buffer of %d bytes", len(b))
 	}
 	return nl.NativeEndian().Uint16(b[16:]), nil
 }
@@ -63,7 +63,7 @@ type Tunable struct {
 // from it; the kernel's ethtool_tunable_valid checks the same fields).
 func ParseTunable(b []byte) (Tunable, error) {
 	if len(b) < sizeofTunable {
-		return Tunable{}, fmt.Errorf("ethtool: tunable of %d bytes", len(b))
+		return Tunable{}, fmt.Errorf("tunable of %d bytes", len(b))
 	}
 	ne := nl.NativeEndian()
 	t := Tunable{ID: ne.Uint32(b[4:]), Type: ne.Uint32(b[8:]), Len: ne.Uint32(b[12:])}
@@ -72,10 +72,10 @@ func ParseTunable(b []byte) (Tunable, error) {
 		t.Set = true
 	case cmdGTunable:
 	default:
-		return Tunable{}, fmt.Errorf("ethtool: command %#x is not a tunable", ne.Uint32(b[0:]))
+		return Tunable{}, fmt.Errorf("command %#x is not a tunable", ne.Uint32(b[0:]))
 	}
 	if t.ID != tunablePFCTimeout || t.Type != tunableTypeU16 || t.Len != 2 || len(b) < sizeofTunable+2 {
-		return Tunable{}, fmt.Errorf("ethtool: not a u16 PFC prevention timeout: id %d type %d len %d", t.ID, t.Type, t.Len)
+		return Tunable{}, fmt.Errorf("not a u16 PFC prevention timeout: id %d type %d len %d", t.ID, t.Type, t.Len)
 	}
 	t.Value = ne.Uint16(b[16:])
 	return t, nil
