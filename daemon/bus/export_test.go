@@ -54,3 +54,11 @@ func (s *Server) ReportsWaitingForTest() int { return s.reports.Load().waitingCa
 func (s *Server) EncodeFindingsForTest(fn func([]dbusapi.Finding) (string, error)) {
 	s.setHook(func(h *testHooks) { h.encodeFindings = fn })
 }
+
+// InPlanForTest runs fn in every Plan while it holds a plan slot.
+func (s *Server) InPlanForTest(fn func()) {
+	s.setHook(func(h *testHooks) { h.inPlan = fn })
+}
+
+// PlanSlots is how many plans are worked out at once.
+const PlanSlots = planSlots

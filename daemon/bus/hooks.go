@@ -15,6 +15,8 @@ type testHooks struct {
 	afterSnapshot func()
 	// inReport runs in Describe and Diagnose while they hold a report slot.
 	inReport func()
+	// inPlan runs in Plan while it holds a plan slot.
+	inPlan func()
 	// encodeFindings replaces dbusapi.EncodeFindings in Diagnose.
 	encodeFindings func([]dbusapi.Finding) (string, error)
 }

@@ -105,6 +105,8 @@ func (m *manager) table() []entry {
 		{Method{Name: "Withdraw", KindActions: withdrawActions, Persists: true}, m.Withdraw},
 		{Method{Name: "Describe"}, m.Describe},
 		{Method{Name: "Diagnose"}, m.Diagnose},
+		// Plan works out what a policy would change; it changes nothing.
+		{Method{Name: "Plan"}, m.Plan},
 	}
 }
 

@@ -84,6 +84,7 @@ type Server struct {
 
 	reclaim reclaimer                  // returns a big reply's garbage to the system
 	reports atomic.Pointer[reportGate] // Describe and Diagnose (reports.go)
+	plans   chan struct{}              // Plan's slots (plan.go)
 }
 
 // New exports the root object and every device and port of the current
@@ -97,7 +98,8 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 		marked: map[string]struct{}{}, applied: make(chan struct{}),
 		wake: make(chan struct{}, 1), emitWake: make(chan struct{}, 1), stop: make(chan struct{}),
 		objects: map[dbus.ObjectPath]*object{}, children: map[dbus.ObjectPath]map[string]int{},
-		ports: map[string][]dbus.ObjectPath{}, unsent: map[dbus.ObjectPath]struct{}{}}
+		ports: map[string][]dbus.ObjectPath{}, unsent: map[dbus.ObjectPath]struct{}{},
+		plans: make(chan struct{}, planSlots)}
 	s.reports.Store(newReportGate(reportSlots, reportWaiters, reportWait))
 	s.reclaim.delay = reclaimDelay
 	if err := s.export(conn); err != nil {

@@ -54,6 +54,10 @@ type Daemon interface {
 	CheckSetNetnsMode(mode config.NetnsMode, persist bool) error
 	CheckWithdraw(w service.Withdrawal) error
 	CheckAPI(persist bool) error
+	// CheckPlan validates Plan's arguments; Plan works out, writing
+	// nothing, what the files in force plus a candidate drop-in would do.
+	CheckPlan(candidate []byte, as string) error
+	Plan(ctx context.Context, candidate []byte, as string) (service.Plan, error)
 
 	ReconcileNow(ctx context.Context) reconcile.Report
 	ReloadNow(ctx context.Context) (reconcile.Report, error)

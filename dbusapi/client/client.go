@@ -380,3 +380,16 @@ func ErrorMessage(err error) string {
 	}
 	return err.Error()
 }
+
+// Plan asks rdmad what the configuration files in force, plus candidate as
+// the drop-in rdmad.d/as, would change (org.rdmad1.Manager.Plan); as ""
+// plans the files as they are. It returns the JSON document rdmad sent;
+// dbusapi.DecodePlan reads it.
+func (c *Client) Plan(ctx context.Context, candidate []byte, as string) (string, error) {
+	if candidate == nil {
+		candidate = []byte{}
+	}
+	var s string
+	err := c.call(ctx, "Plan", candidate, as).Store(&s)
+	return s, err
+}

@@ -27,6 +27,7 @@ type fakeRdmad struct {
 	findings []dbusapi.Finding
 	reload   string
 	failed   uint32
+	plan     dbusapi.Plan  // what Plan answers
 	callErr  *dbus.Error   // what a change returns, when set
 	block    chan struct{} // when set, read calls wait for it
 	calls    []string
@@ -110,6 +111,20 @@ func (m fakeManager) SetNetnsMode(mode string, persist bool) *dbus.Error {
 func (m fakeManager) Withdraw(kind, dev string, port uint32, persist bool) *dbus.Error {
 	b, _ := json.Marshal([]any{kind, dev, port, persist})
 	return m.f.record("Withdraw " + string(b))
+}
+
+// Plan records the candidate's bytes and name, and answers f.plan.
+func (m fakeManager) Plan(candidate []byte, as string) (string, *dbus.Error) {
+	m.f.wait()
+	b, _ := json.Marshal([]any{string(candidate), as})
+	if e := m.f.record("Plan " + string(b)); e != nil {
+		return "", e
+	}
+	doc, err := dbusapi.EncodePlan(m.f.plan)
+	if err != nil {
+		return "", dbus.MakeFailedError(err)
+	}
+	return doc, nil
 }
 
 func (m fakeManager) Reload() (string, *dbus.Error) {

@@ -1,0 +1,146 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+)
+
+// Plan is what a policy would do to the host, worked out without writing
+// anything: the files in force, plus a candidate drop-in, loaded as a
+// reload would load them, with the runtime overlay on top, and judged by
+// the parts against what the kernel holds now (reconcile.Reconciler.Observe).
+type Plan struct {
+	// Err says why the planned files do not load (config.Error values,
+	// each with its file:line); nothing else is set then.
+	Err error
+	// Files are the planned policy's files, in merge order.
+	Files []string
+	// Records are the settings the planned policy declares, and those the
+	// policy in force declares that it no longer would, in pass order.
+	Records []PlannedRecord
+	// Steps are what the pass would do that keeps no setting of a record
+	// (load modules, remove a file rdmad wrote): held, not done.
+	Steps []reconcile.Action
+}
+
+// PlannedRecord is one setting of one subject under the planned policy.
+type PlannedRecord struct {
+	// Record is the setting as the planned policy's parts judge it now:
+	// Declared is the value the policy would set, Observed what the
+	// kernel holds now, State whether it holds (Differs with
+	// reconcile.ErrReadOnly: it would be written).
+	reconcile.Record
+	// InForce is the setting's record after the last pass under the
+	// policy in force, when it declared the setting (Setting nil
+	// otherwise).
+	InForce reconcile.Record
+}
+
+// Released reports whether the policy in force declares the setting and
+// the planned one would not.
+func (p PlannedRecord) Released() bool { return !p.IsDeclared() && p.InForce.IsDeclared() }
+
+// Plan works out what the configuration files would do with candidate in
+// the drop-in directory under the name as (replacing a drop-in of that
+// name); as "" plans the files as they are (candidate must be empty
+// then). Nothing is written, no file is created and no path a caller
+// gives is opened: candidate is the file's content. The candidate goes
+// through the loader exactly as a file does (the nesting check before any
+// TOML parser, strict keys, file:line errors). Plans wait for the pass
+// under way and passes for them: a plan reads every device.
+func (s *Service) Plan(ctx context.Context, candidate []byte, as string) (Plan, error) {
+	if err := checkCandidate(candidate, as); err != nil {
+		return Plan{}, err
+	}
+	var r config.Reader = s.files()
+	if as != "" {
+		r = config.WithData(r, s.DropInDir(), candidate, as)
+	}
+	pol, err := config.Load(r, s.configFile)
+	if err != nil {
+		return Plan{Err: err}, nil
+	}
+	pol = s.RuntimeOverlay().Apply(pol)
+	var inForce []reconcile.Record
+	last := s.rec.Snapshot()
+	for _, r := range last.Records() {
+		if r.IsDeclared() && r.Setting != nil {
+			inForce = append(inForce, r)
+		}
+	}
+	st := s.rec.Observe(ctx, pol)
+	if err := ctx.Err(); err != nil {
+		return Plan{}, fmt.Errorf("plan: %w", err)
+	}
+	return buildPlan(pol.Files, &st, inForce), nil
+}
+
+// buildPlan lists the records of st that the planned policy declares,
+// each with its record in force, then the settings of inForce that it
+// would no longer declare (with the kernel's value st read, or else the
+// last pass's), then the steps st holds that keep no setting.
+func buildPlan(files []string, st *reconcile.State, inForce []reconcile.Record) Plan {
+	out := Plan{Files: files}
+	was := make(map[recordKey]reconcile.Record, len(inForce))
+	for _, r := range inForce {
+		was[recordKey{r.Subject, r.Setting}] = r
+	}
+	now := map[recordKey]reconcile.Record{}
+	for _, r := range st.Records() {
+		if r.Setting == nil {
+			continue
+		}
+		k := recordKey{r.Subject, r.Setting}
+		now[k] = r
+		if r.IsDeclared() {
+			out.Records = append(out.Records, PlannedRecord{Record: r, InForce: was[k]})
+		}
+	}
+	for _, r := range inForce {
+		k := recordKey{r.Subject, r.Setting}
+		planned, seen := now[k]
+		switch {
+		case seen && planned.IsDeclared():
+			continue
+		case !seen:
+			planned = reconcile.Record{Subject: r.Subject, Setting: r.Setting, State: reconcile.Undeclared, Observed: r.Observed}
+		}
+		out.Records = append(out.Records, PlannedRecord{Record: planned, InForce: r})
+	}
+	for _, a := range st.Actions() {
+		if a.Status != reconcile.Held {
+			continue
+		}
+		if _, ok := now[recordKey{a.Subject, a.Setting}]; a.Setting != nil && ok {
+			continue
+		}
+		out.Steps = append(out.Steps, a)
+	}
+	return out
+}
+
+// checkCandidate validates Plan's arguments.
+func checkCandidate(candidate []byte, as string) error {
+	switch {
+	case len(candidate) > config.MaxCandidateSize:
+		return &ArgError{Arg: "candidate", Msg: fmt.Sprintf("%d bytes; a drop-in has at most %d", len(candidate), config.MaxCandidateSize)}
+	case as == "" && len(candidate) > 0:
+		return &ArgError{Arg: "as", Msg: "empty; a candidate needs the drop-in name it stands for (NAME.toml)"}
+	case as != "":
+		if err := config.CheckDropInName(as); err != nil {
+			return &ArgError{Arg: "as", Msg: err.Error()}
+		}
+	}
+	return nil
+}
+
+// CheckPlan validates Plan's arguments without planning anything.
+func (s *Service) CheckPlan(candidate []byte, as string) error { return checkCandidate(candidate, as) }
+
+type recordKey struct {
+	subject reconcile.Subject
+	setting *reconcile.Setting
+}
