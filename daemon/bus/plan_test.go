@@ -1,0 +1,216 @@
+package bus_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmad/rdmad/daemon/bus"
+	"github.com/rdmad/rdmad/dbusapi"
+	"github.com/rdmad/rdmad/dbusapi/client"
+)
+
+const planConfig = mlx5Config + `
+[[roce]]
+device = "mlx5_*"
+tos = 106
+`
+
+// rdmactlStdin runs the real rdmactl against addr with stdin as its
+// standard input (a pipe, as a shell or Ansible gives it).
+func rdmactlStdin(t *testing.T, addr, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(bins.Rdmactl, append([]string{"--bus", addr}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), out.String(), errb.String()
+	case err != nil:
+		t.Fatalf("rdmactl %v: %v", args, err)
+	}
+	return 0, out.String(), errb.String()
+}
+
+func plannedSetting(p dbusapi.Plan, subject, name string) *dbusapi.PlannedSetting {
+	for i, s := range p.Settings {
+		if s.Subject.String() == subject && s.Name == name {
+			return &p.Settings[i]
+		}
+	}
+	return nil
+}
+
+// rdmactl plan through the running daemon: the files in force, then with
+// a candidate on standard input as the drop-in 50-ansible.toml. Nothing
+// on the host changes, byte for byte, and no drop-in appears.
+func TestPlanThroughTheDaemon(t *testing.T) {
+	e := newEnv(t, "mlx5", planConfig)
+	before := treeDigest(t, e.root)
+	code, out, errOut := rdmactl(t, e.addr, "plan")
+	if code != 0 || !strings.Contains(out, "0 would change") {
+		t.Errorf("plan of the files in force: exit %d\n%s%s", code, out, errOut)
+	}
+	candidate := "# rendered by Ansible\n[[roce]]\ndevice = \"mlx5_0\"\ntos = 96\n"
+	code, out, errOut = rdmactlStdin(t, e.addr, candidate, "plan", "--with", "/dev/stdin", "--as", "50-ansible.toml")
+	dropIn := filepath.Join(e.root, "etc/rdma/rdmad.d/50-ansible.toml")
+	if code != 0 {
+		t.Fatalf("plan --with /dev/stdin: exit %d\n%s%s", code, out, errOut)
+	}
+	row := regexpLine(out, `^mlx5_0/1 +roce_tos +106 +96 +`+regexp.QuoteMeta(dropIn)+`:2 +set$`)
+	if row == "" {
+		t.Errorf("no row setting mlx5_0/1's TOS 106 -> 96 from %s:2:\n%s", dropIn, out)
+	}
+	if !strings.Contains(out, "1 would change") {
+		t.Errorf("plan counts another number of changes:\n%s", out)
+	}
+	code, out, errOut = rdmactlStdin(t, e.addr, candidate, "-o", "json", "plan", "--with", "/dev/stdin", "--as", "50-ansible.toml")
+	if code != 0 {
+		t.Fatalf("-o json plan: exit %d\n%s%s", code, out, errOut)
+	}
+	p, err := dbusapi.DecodePlan(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := plannedSetting(p, "mlx5_0/1", "roce_tos"); !p.Loads || s == nil || s.Now != "106" || s.Planned != "96" || s.Change != dbusapi.PlanSet ||
+		s.InForce != "106" || s.InForceSource != filepath.Join(e.root, "etc/rdma/rdmad.toml")+":5" {
+		t.Errorf("plan: %+v", p)
+	}
+	if after := treeDigest(t, e.root); after != before {
+		t.Errorf("plan changed the host:\n%s", diffLines(before, after))
+	}
+	if got := e.read(t, "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos"); got != "106" {
+		t.Errorf("configfs TOS %s after a plan", got)
+	}
+}
+
+// A hostile candidate is refused at its file:line by the nesting check,
+// before any TOML parser; one above 1 MiB and a name that is no drop-in's
+// are InvalidArgs naming the argument. Nothing changes.
+func TestPlanRefusesHostileCandidates(t *testing.T) {
+	e := newEnv(t, "mlx5", planConfig)
+	before := treeDigest(t, e.root)
+	deep := "[[roce]]\ndevice = \"mlx5_0\"\nx = " + strings.Repeat("[", 500000) + "\n"
+	code, out, errOut := rdmactlStdin(t, e.addr, deep, "plan", "--with", "/dev/stdin", "--as", "50-ansible.toml")
+	want := filepath.Join(e.root, "etc/rdma/rdmad.d/50-ansible.toml") + ":3: "
+	if code != 1 || out != "" || !strings.Contains(errOut, want) || !strings.Contains(errOut, "nest") {
+		t.Errorf("nested candidate: exit %d, want 1 and a problem at %s\n%s%s", code, want, out, errOut)
+	}
+	c, err := client.Connect(e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		name string
+		cand []byte
+		as   string
+		arg  string
+	}{
+		{"oversized", bytes.Repeat([]byte("#"), dbusapi.MaxPlanCandidate+1), "50-ansible.toml", "candidate"},
+		{"directory", []byte("[netns]\n"), "../rdmad.toml", "as"},
+		{"not toml", []byte("[netns]\n"), "50-ansible.conf", "as"},
+		{"hidden", []byte("[netns]\n"), ".50-ansible.toml", "as"},
+		{"no name", []byte("[netns]\n"), "", "as"},
+	} {
+		_, err := c.Plan(t.Context(), tc.cand, tc.as)
+		if got := client.ErrorName(err); got != dbusapi.ErrInvalidArgs {
+			t.Errorf("%s: error %s %v, want InvalidArgs", tc.name, got, err)
+			continue
+		}
+		if msg := client.ErrorMessage(err); !strings.Contains(msg, "argument "+tc.arg+":") {
+			t.Errorf("%s: message %q does not name argument %s", tc.name, msg, tc.arg)
+		}
+	}
+	// rdmactl does not send a file above the bound.
+	big := filepath.Join(t.TempDir(), "big.toml")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("#"), dbusapi.MaxPlanCandidate+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := rdmactl(t, e.addr, "plan", "--with", big); code != 1 || !strings.Contains(errOut, "larger than") {
+		t.Errorf("rdmactl plan with a 1 MiB + 1 file: exit %d %s", code, errOut)
+	}
+	if after := treeDigest(t, e.root); after != before {
+		t.Errorf("refused plans changed the host:\n%s", diffLines(before, after))
+	}
+}
+
+// At most bus.PlanSlots plans run at once; the next one is Busy at once
+// (not queued), rdmactl says so and exits 1, and plans work again once
+// the others end.
+func TestPlanBusyBeyondTwo(t *testing.T) {
+	e := newEnv(t, "mlx5", planConfig)
+	entered := make(chan struct{}, bus.PlanSlots)
+	release := make(chan struct{})
+	var once sync.Once
+	e.d.srv.InPlanForTest(func() {
+		entered <- struct{}{}
+		<-release
+	})
+	defer once.Do(func() { close(release) })
+	var wg sync.WaitGroup
+	errs := make([]error, bus.PlanSlots)
+	for i := range bus.PlanSlots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := client.Connect(e.addr)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer c.Close()
+			_, errs[i] = c.Plan(t.Context(), nil, "")
+		}()
+	}
+	for range bus.PlanSlots {
+		select {
+		case <-entered:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the plans never started")
+		}
+	}
+	code, out, errOut := rdmactl(t, e.addr, "plan")
+	if code != 1 || out != "" || !strings.Contains(errOut, "busy") {
+		t.Errorf("a third plan: exit %d, want 1 and busy\n%s%s", code, out, errOut)
+	}
+	c, err := client.Connect(e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Plan(t.Context(), nil, ""); client.ErrorName(err) != dbusapi.ErrBusy {
+		t.Errorf("a third plan: %v, want %s", err, dbusapi.ErrBusy)
+	}
+	once.Do(func() { close(release) })
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("plan %d: %v", i, err)
+		}
+	}
+	e.d.srv.InPlanForTest(nil)
+	if code, out, errOut := rdmactl(t, e.addr, "plan"); code != 0 {
+		t.Errorf("plan after the others: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// regexpLine is the first line of out matching the pattern, "" when none.
+func regexpLine(out, pattern string) string {
+	re := regexp.MustCompile(pattern)
+	for _, l := range strings.Split(out, "\n") {
+		if re.MatchString(l) {
+			return l
+		}
+	}
+	return ""
+}
