@@ -62,7 +62,7 @@ const (
 	PlanNone          = "none"           // the kernel holds the planned value
 	PlanSet           = "set"            // the planned value would be written
 	PlanRelease       = "release"        // the policy in force declares it, the planned one would not
-	PlanHeld          = "held"           // it differs but would not be written ([drift] action = "report", another owner)
+	PlanHeld          = "held"           // it differs but would not be written: another manager owns it
 	PlanRefused       = "refused"        // it cannot be set on this subject now (Why says why)
 	PlanUnknown       = "unknown"        // the kernel's value could not be read
 	PlanNotApplicable = "not-applicable" // declared, but it does not apply to the subject
