@@ -23,8 +23,9 @@ var policyIDs = map[string]bool{
 	"qos-owner": true, "qos-vf": true, "qos-mlx4-initramfs-stale": true,
 	// The setting records' findings (settings.go): every declared setting
 	// held, or one that does not hold (SETTING-differs, below) or another
-	// manager keeps changing.
-	"policy-applied": true, "setting-contested": true,
+	// manager keeps changing; a removed declaration whose value could not
+	// be put back.
+	"policy-applied": true, "setting-contested": true, "undo-partial": true,
 	"last-good": true,
 }
 

@@ -50,6 +50,18 @@ func (d *diag) checkSettings() {
 	for _, s := range order {
 		d.ok("policy-applied", subjectOf(s), s.String()+": as declared: "+strings.Join(held[s], ", "))
 	}
+	d.checkUndone()
+}
+
+// checkUndone: a setting whose declaration went is put back to the value
+// rdmad found before it changed it; one that could not be is a warning,
+// reported once and not retried (the next boot gives the kernel's value).
+func (d *diag) checkUndone() {
+	for _, e := range d.in.State.Unrestored {
+		d.warn("undo-partial", subjectOf(e.Subject),
+			fmt.Sprintf("%s: %s was not put back to %s, the value rdmad found before it changed it, when its declaration went: %s", e.Subject, e.Setting, e.Text, firstLine(e.Error)),
+			"set it by hand if it matters (rdmad no longer declares it), or reboot; rdmad does not try again")
+	}
 }
 
 // settingFinding is the finding of a declared setting that does not hold.

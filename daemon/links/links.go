@@ -162,6 +162,9 @@ func (p *Part) Undo(ctx context.Context, a reconcile.Action) error {
 	switch a.Kind {
 	case Create:
 		_, err := remove(ctx, p.Netlink, p.Host, a.Subject.Link)
+		if old, ok := Link.Old(a); ok && !old.Exists && errors.Is(err, host.ErrNoDevice) {
+			return nil // absent before, gone already: as the undo wants it
+		}
 		return err
 	case Remove:
 		old, ok := Link.Old(a)

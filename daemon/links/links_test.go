@@ -353,4 +353,10 @@ func TestUndo(t *testing.T) {
 	if err := f.part.Undo(ctx, notSoft); err == nil {
 		t.Error("Undo of a creation of a device that does not exist succeeded")
 	}
+	// Putting back a link found absent (its declaration went) when it is
+	// gone already is done.
+	gone := reconcile.Action{Subject: reconcile.LinkSubject("rxe9"), Kind: links.Create, Setting: links.Link.Setting(), Old: links.Value{}, Status: reconcile.Changed}
+	if err := f.part.Undo(ctx, gone); err != nil {
+		t.Errorf("Undo of a link found absent, absent now: %v", err)
+	}
 }

@@ -86,6 +86,9 @@ func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) 
 		r.drift.lastVerify = rep.Finished
 		r.drift.mu.Unlock()
 	}
+	if r.found != nil {
+		r.found.save()
+	}
 	if scope.recheckOnly() && r.asBefore(rep, res) {
 		// Nothing changed (most often the echo of rdmad's own write):
 		// the state, its listeners and the bus stay as they are.
@@ -277,6 +280,9 @@ func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, 
 			res.gone[name] = true
 			delete(res.working, name)
 		}
+	}
+	if r.found != nil && !g.ReadOnly() {
+		r.keepFound(ctx, pol, &res)
 	}
 	rep.Actions = append(rep.Actions, res.hostActs...)
 	rep.Records = append(rep.Records, res.hostRecs...)

@@ -41,6 +41,10 @@ type Options struct {
 	Workers int
 	// Now is the clock of the contest rule (nil: time.Now; tests).
 	Now func() time.Time
+	// Found keeps the values rdmad found before its first change to each
+	// setting, and puts them back when the setting is no longer declared
+	// (found.go); nil: neither (rdmad --once, tests).
+	Found *Found
 }
 
 // Reconciler runs passes one at a time and keeps the observed state.
@@ -65,6 +69,7 @@ type Reconciler struct {
 	hostRecs  []Record
 	last      time.Time
 	drift     *drift
+	found     *Found
 	listeners []func(Change)
 }
 
@@ -81,7 +86,7 @@ func New(o Options) *Reconciler {
 		host: o.Host, log: o.Log,
 		early: o.Early, hostParts: o.HostParts, deviceParts: o.DeviceParts,
 		detail: o.Detail, workers: o.Workers, owners: map[Kind]Part{},
-		devices: map[string]*DeviceState{}, failing: map[string]bool{}, drift: newDrift(),
+		devices: map[string]*DeviceState{}, failing: map[string]bool{}, drift: newDrift(), found: o.Found,
 	}
 	if o.Now != nil {
 		r.drift.now = o.Now

@@ -85,8 +85,10 @@ func (c Call) covers(s Subject, st *Setting) bool {
 func (rep Report) Outcome(c Call) (failed []Action, deferred []Record) {
 	for _, a := range rep.Actions {
 		// A step that is not a setting's record (deleting a link) fails
-		// the call by its action.
-		if a.Status == Failed && c.covers(a.Subject, a.Setting) && (c.Removes || !rep.hasRecord(a.Subject, a.Setting)) {
+		// the call by its action. A value found that could not be put
+		// back when a declaration went does not: the declaration went,
+		// and doctor reports the rest (undo-partial).
+		if a.Status == Failed && !a.restore && c.covers(a.Subject, a.Setting) && (c.Removes || !rep.hasRecord(a.Subject, a.Setting)) {
 			failed = append(failed, a)
 		}
 	}

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 
@@ -52,6 +53,9 @@ type Setting struct {
 	// Gauge, when set, publishes the kernel's value of every subject
 	// whose record holds one, declared or not (rdmad_port_roce_tos).
 	Gauge *Gauge
+
+	// decode reads a value of the setting's type back from found.json.
+	decode func([]byte) (Value, error)
 }
 
 // Gauge is a metric that publishes a setting's observed value.
@@ -73,7 +77,53 @@ func NewSetting[V Value](s Setting) Handle[V] {
 	if s.Name == "" || s.Kind == "" || s.Key == "" {
 		panic(fmt.Sprintf("reconcile: setting %+v needs a name, a kind and a key", s))
 	}
+	if err := foundable(reflect.TypeFor[V](), reflect.TypeFor[V]().String(), map[reflect.Type]bool{}); err != nil {
+		panic(fmt.Sprintf("reconcile: setting %s: its value cannot be recorded in found.json: %v", s.Name, err))
+	}
+	s.decode = func(b []byte) (Value, error) {
+		var v V
+		err := json.Unmarshal(b, &v)
+		return v, err
+	}
 	return Handle[V]{s: &s}
+}
+
+// foundable reports why a value of type t would not survive encoding/json
+// whole: found.json keeps the value rdmad found in its setting's own type,
+// and a field the encoder skips would be put back as its zero.
+func foundable(t reflect.Type, path string, seen map[reflect.Type]bool) error {
+	if seen[t] {
+		return nil
+	}
+	seen[t] = true
+	if t.Implements(reflect.TypeFor[json.Marshaler]()) != reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return fmt.Errorf("%s has one of MarshalJSON and UnmarshalJSON", path)
+	}
+	if t.Implements(reflect.TypeFor[json.Marshaler]()) {
+		return nil // the type says how it round-trips
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() || f.Tag.Get("json") == "-" {
+				return fmt.Errorf("%s.%s is not encoded", path, f.Name)
+			}
+			if err := foundable(f.Type, path+"."+f.Name, seen); err != nil {
+				return err
+			}
+		}
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return foundable(t.Elem(), path+"[]", seen)
+	case reflect.Map:
+		if err := foundable(t.Key(), path+" key", seen); err != nil {
+			return err
+		}
+		return foundable(t.Elem(), path+"[]", seen)
+	case reflect.Interface, reflect.Func, reflect.Chan, reflect.UnsafePointer, reflect.Complex64, reflect.Complex128:
+		return fmt.Errorf("%s is a %s", path, t.Kind())
+	}
+	return nil
 }
 
 // Setting is what the handle describes.

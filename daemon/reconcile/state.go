@@ -117,6 +117,8 @@ type Action struct {
 	// Cost is how many corrections the write counts for when rdmad
 	// judges whether a setting is contested (0 counts 1).
 	Cost int
+
+	restore bool // a value found put back (found.go): not itself a value found
 }
 
 func (a Action) String() string {
@@ -190,6 +192,9 @@ type State struct {
 	// HostRecords are the records of the host parts (files, links, the
 	// netns mode), whatever their subject.
 	HostRecords []Record
+	// Unrestored are the values found before rdmad changed a setting that
+	// could not be put back when its declaration went (found.go).
+	Unrestored []FoundEntry
 }
 
 // Device returns the named device state, or nil.

@@ -161,6 +161,9 @@ func (r *Reconciler) Snapshot() State {
 	for _, n := range r.names {
 		st.Devices = append(st.Devices, cloneDeviceState(r.devices[n]))
 	}
+	if r.found != nil {
+		st.Unrestored = r.found.Unrestored()
+	}
 	return st
 }
 

@@ -121,6 +121,13 @@ func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 		return fmt.Errorf("%s is not a port", a.Subject)
 	}
 	dev, port := a.Subject.Device, a.Subject.Port
+	// The device's configfs directory may be gone (a rename removes it)
+	// while the kernel keeps the values: make it again to reach them.
+	if dir := path.Join(host.ConfigfsRdmaCM, dev); !p.Host.Exists(dir) {
+		if err := p.Host.Mkdir(dir); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("mkdir /%s: %w", dir, err)
+		}
+	}
 	switch a.Kind {
 	case Mode.Kind():
 		m, ok := Mode.Old(a)

@@ -59,8 +59,12 @@ func (s *Service) build(parts PartsFunc, oneShot bool) *reconcile.Reconciler {
 	}
 	s.parts = p
 	var detail host.Detail // a one-shot run reads what the policy needs
+	var found *reconcile.Found
 	if !oneShot {
+		// The daemon records what it found and undoes a removed
+		// declaration; rdmad --once neither (it writes no state).
 		detail = host.DetailFull
+		found = reconcile.OpenFound(s.host, s.log)
 	}
 	return reconcile.New(reconcile.Options{
 		Host:        s.host,
@@ -69,5 +73,6 @@ func (s *Service) build(parts PartsFunc, oneShot bool) *reconcile.Reconciler {
 		HostParts:   p.Host,
 		DeviceParts: p.Device,
 		Detail:      detail,
+		Found:       found,
 	})
 }

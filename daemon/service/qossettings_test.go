@@ -14,6 +14,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
 	"github.com/rdmad/rdmad/daemon/ethtool/ethtooltest"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
 )
 
@@ -23,6 +24,7 @@ func losslessSvc(t *testing.T) (*service.Service, *dcbtest.Fake, *ethtooltest.Fa
 	t.Helper()
 	root := hosttest.Copy(t, "mlx5")
 	hosttest.Write(t, root, mainFile, "[modules]\nenable = false\n")
+	hosttest.Write(t, root, reconcile.BootIDFile, "4b0c2a49-3d1e-4c5f-9a77-d1e1b2c3d4e5\n")
 	k, e := dcbtest.New(), ethtooltest.New()
 	for _, n := range []string{"ens1f0np0", "ens1f1np1"} {
 		dcbtest.MLX5(k.Add(n))

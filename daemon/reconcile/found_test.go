@@ -1,0 +1,228 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/roce"
+)
+
+// foundEnv is a daemon's reconciler with the RoCE part on a copy of the
+// mlx5 fixture, recording what it finds in found.json.
+type foundEnv struct {
+	root string
+	k    *hosttest.Kernel
+	r    *reconcile.Reconciler
+}
+
+const bootA, bootB = "0d7b1c5e-6c1b-4f7e-9a0e-2f1d1d6c3a01", "6a3f0b0e-1e8a-4a39-b7a4-0c6d1a7e9b02"
+
+func newFoundEnv(t *testing.T, root, boot string) *foundEnv {
+	t.Helper()
+	if root == "" {
+		root = hosttest.Copy(t, "mlx5")
+	}
+	hosttest.Write(t, root, reconcile.BootIDFile, boot+"\n")
+	k := hosttest.NewKernel(root)
+	h := k.Host()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r := reconcile.New(reconcile.Options{Host: h, Log: log, DeviceParts: []reconcile.DevicePart{&roce.Part{Host: h}},
+		Detail: host.DetailFull, Found: reconcile.OpenFound(h, log)})
+	return &foundEnv{root: root, k: k, r: r}
+}
+
+func (e *foundEnv) pass(pol *config.Policy) reconcile.Report {
+	return e.r.Pass(context.Background(), pol, reconcile.Scope{Full: true, Forced: true})
+}
+
+func (e *foundEnv) tos(t *testing.T, dev string) string {
+	return hosttest.Read(t, e.root, host.ConfigfsPortPath(dev, 1, "default_roce_tos"))
+}
+
+func tosPolicy(v int) *config.Policy {
+	return &config.Policy{Files: []string{"a.toml"},
+		RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("*")}, TOS: tos(v), Source: config.Position{File: "a.toml", Line: 3}}}}
+}
+
+var none = &config.Policy{Files: []string{"a.toml"}}
+
+// The first change of a setting on a boot records the kernel's value,
+// keyed by the device's node GUID and port, with the boot id; a later
+// change keeps the first value. When no rule declares the setting any
+// more, the part puts that value back and the entry goes.
+func TestRemovedDeclarationPutsBackWhatWasFound(t *testing.T) {
+	e := newFoundEnv(t, "", bootA)
+	e.pass(tosPolicy(106))
+	e.pass(tosPolicy(32))
+	if got := e.tos(t, "mlx5_0"); got != "32" {
+		t.Fatalf("tos %s", got)
+	}
+	b, err := os.ReadFile(filepath.Join(e.root, reconcile.FoundFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{reconcile.FoundHeader, `"boot_id": "` + bootA, `"device": "guid b859:9f03:00d4:2e7a"`, `"setting": "roce_tos"`, `"text": "0"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("found.json lacks %q:\n%s", want, b)
+		}
+	}
+	entries := len(reconcile.OpenFound(host.New(e.root), slog.New(slog.DiscardHandler)).Entries())
+	rep := e.pass(none)
+	if got := e.tos(t, "mlx5_0"); got != "0" {
+		t.Errorf("tos after the rule went: %s, want 0 (found)", got)
+	}
+	if a, ok := rep.Find(reconcile.PortSubject("mlx5_0", 1), roce.TOS.Kind()); !ok || a.Status != reconcile.Changed || a.From != "32" || a.To != "0" {
+		t.Errorf("restore action %+v", a)
+	}
+	if n := len(e.r.Snapshot().Unrestored); n != 0 {
+		t.Errorf("unrestored %d", n)
+	}
+	if left := reconcile.OpenFound(host.New(e.root), slog.New(slog.DiscardHandler)).Entries(); len(left) != 0 || entries == 0 {
+		t.Errorf("entries before %d, after %v", entries, left)
+	}
+	// Nothing recorded any more: a value set by hand now stays.
+	hosttest.Write(t, e.root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos"), "8\n")
+	e.pass(none)
+	if got := e.tos(t, "mlx5_0"); got != "8" {
+		t.Errorf("a value set after the undo was changed: %s", got)
+	}
+}
+
+// found.json survives a restart of rdmad on the same boot (a new
+// reconciler loads it), and follows the device by its GUID when its name
+// changes; on another boot its entries are dropped.
+func TestFoundSurvivesRestartNotReboot(t *testing.T) {
+	e := newFoundEnv(t, "", bootA)
+	e.pass(tosPolicy(106))
+	// rdmad restarts; meanwhile udev renamed the device (its configfs
+	// directory goes with the old name).
+	hosttest.RenameDevice(t, e.root, "mlx5_0", "rocep59s0f0")
+	e2 := newFoundEnv(t, e.root, bootA)
+	e2.pass(none)
+	if got := e2.tos(t, "rocep59s0f0"); got != "0" {
+		t.Errorf("after a restart and a rename: tos %s, want 0", got)
+	}
+	// Another boot: what the last one found is not this boot's.
+	e3 := newFoundEnv(t, e.root, bootA)
+	e3.pass(tosPolicy(106))
+	e4 := newFoundEnv(t, e.root, bootB)
+	e4.pass(none)
+	if got := e4.tos(t, "rocep59s0f0"); got != "106" {
+		t.Errorf("an entry of another boot was put back: tos %s", got)
+	}
+}
+
+// A found.json another user could have written is not trusted: nothing is
+// put back from it.
+func TestUntrustedFoundIsIgnored(t *testing.T) {
+	e := newFoundEnv(t, "", bootA)
+	e.pass(tosPolicy(106))
+	if err := os.Chmod(filepath.Join(e.root, reconcile.FoundFile), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	e2 := newFoundEnv(t, e.root, bootA)
+	if n := len(e2.r.Snapshot().Unrestored) + len(reconcile.OpenFound(host.New(e.root), slog.New(slog.DiscardHandler)).Entries()); n != 0 {
+		t.Errorf("an untrusted found.json was read: %d entries", n)
+	}
+	e2.pass(none)
+	if got := e2.tos(t, "mlx5_0"); got != "106" {
+		t.Errorf("tos %s put back from an untrusted file", got)
+	}
+}
+
+// A value the part cannot put back is reported (State.Unrestored), once,
+// and not tried again; declared again, the report goes.
+func TestUnrestoredIsReportedNotRetried(t *testing.T) {
+	e := newFoundEnv(t, "", bootA)
+	e.pass(tosPolicy(106))
+	e.k.Refuse("mlx5_0/ports/1/default_roce_tos", "0", syscall.EBUSY)
+	writes := e.k.WriteCount()
+	rep := e.pass(none)
+	a, ok := rep.Find(reconcile.PortSubject("mlx5_0", 1), roce.TOS.Kind())
+	if !ok || a.Status != reconcile.Failed || !errors.Is(a.Err, syscall.EBUSY) {
+		t.Errorf("restore %+v", a)
+	}
+	un := e.r.Snapshot().Unrestored
+	if len(un) != 1 || un[0].Text != "0" || !strings.Contains(un[0].Error, "device or resource busy") {
+		t.Fatalf("unrestored %+v", un)
+	}
+	w := e.k.WriteCount()
+	e.pass(none)
+	if e.k.WriteCount() != w {
+		t.Errorf("retried: %d writes", e.k.WriteCount()-w)
+	}
+	if w == writes {
+		t.Error("nothing was tried")
+	}
+	e.pass(tosPolicy(106))
+	if un := e.r.Snapshot().Unrestored; len(un) != 0 {
+		t.Errorf("declared again, still reported: %+v", un)
+	}
+}
+
+// The files that do not load leave a daemon with nothing declared: it
+// changes nothing, and undoes nothing either.
+func TestNothingDeclaredUndoesNothing(t *testing.T) {
+	e := newFoundEnv(t, "", bootA)
+	e.pass(tosPolicy(106))
+	e.pass(config.NothingDeclared("/etc/rdma/rdmad.toml"))
+	if got := e.tos(t, "mlx5_0"); got != "106" {
+		t.Errorf("tos %s", got)
+	}
+}
+
+type hiddenValue struct{ n int }
+
+func (v hiddenValue) String() string { return fmt.Sprint(v.n) }
+
+type nestedValue struct {
+	Netdev string
+	Inner  struct{ ok, Fine bool }
+}
+
+func (v nestedValue) String() string { return fmt.Sprint(v.Netdev, v.Inner.ok, v.Inner.Fine) }
+
+// A setting whose value would not survive found.json whole (a field
+// encoding/json skips would come back as its zero) is refused when it is
+// declared, so no part can keep one.
+func TestSettingValueMustSurviveFound(t *testing.T) {
+	for name, declare := range map[string]func(){
+		"unexported field": func() { reconcile.NewSetting[hiddenValue](reconcile.Setting{Name: "h", Kind: "h", Key: "h"}) },
+		"nested field":     func() { reconcile.NewSetting[nestedValue](reconcile.Setting{Name: "n", Kind: "n", Key: "n"}) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "found.json") {
+					t.Errorf("%s: declared without complaint (%v)", name, r)
+				}
+			}()
+			declare()
+		}()
+	}
+}
+
+// Without a boot id nothing is recorded, so nothing of another boot can
+// be put back.
+func TestNoBootIDRecordsNothing(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	h := host.New(root)
+	log := slog.New(slog.DiscardHandler)
+	r := reconcile.New(reconcile.Options{Host: h, Log: log, DeviceParts: []reconcile.DevicePart{&roce.Part{Host: h}},
+		Detail: host.DetailFull, Found: reconcile.OpenFound(h, log)})
+	r.Pass(context.Background(), tosPolicy(106), reconcile.Scope{Full: true, Forced: true})
+	if _, err := os.Stat(filepath.Join(root, reconcile.FoundFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("found.json written without a boot id: %v", err)
+	}
+}

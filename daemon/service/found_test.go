@@ -1,0 +1,317 @@
+package service_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/compose"
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
+	"github.com/rdmad/rdmad/daemon/doctor"
+	"github.com/rdmad/rdmad/daemon/ethtool"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/links/linkstest"
+	"github.com/rdmad/rdmad/daemon/memlock"
+	"github.com/rdmad/rdmad/daemon/netns/netnstest"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/service"
+)
+
+// fleetHost is one host of a fleet: its kernel (the fixture tree, a DCB
+// kernel, RDMA netlink for links and the netns mode) outlives the rdmad
+// that runs on it, as across a restart.
+type fleetHost struct {
+	root string
+	dcb  *dcbtest.Fake
+	ns   *netnstest.Kernel
+}
+
+func newFleetHost(t *testing.T) *fleetHost {
+	f := &fleetHost{root: hosttest.Copy(t, "mlx5"), dcb: dcbtest.New(), ns: netnstest.New(config.NetnsShared)}
+	f.dcb.Add("ens1f0np0")
+	f.dcb.Add("ens1f1np1")
+	hosttest.Write(t, f.root, reconcile.BootIDFile, "4b0c2a49-3d1e-4c5f-9a77-d1e1b2c3d4e5\n")
+	hosttest.Write(t, f.root, mainFile, "[modules]\nenable = false\n")
+	h := hosttest.NewKernel(f.root).Host()
+	if err := linkstest.AddNetdev(h, "eth1"); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// rdmad starts the daemon's service on the host and runs its first pass.
+func (f *fleetHost) rdmad(t *testing.T) *service.Service {
+	t.Helper()
+	h := hosttest.NewKernel(f.root).Host()
+	kernel := compose.Kernel{Modules: &hosttest.Modprobe{}, Links: &linkstest.Netlink{Host: h}, Netns: f.ns, DCB: f.dcb.Kernel()}
+	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(kernel), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.ReconcileNow(context.Background())
+	return svc
+}
+
+// What the host holds of every setting the fleet's drop-in declares.
+type holds struct {
+	mode, tos string
+	pfc       uint8
+	apps      int
+	link      bool
+	netns     config.NetnsMode
+	limits    bool
+}
+
+func (f *fleetHost) holds(t *testing.T) holds {
+	t.Helper()
+	h := host.New(f.root)
+	n, _ := f.dcb.Netdev("ens1f0np0")
+	m, _ := f.ns.Mode()
+	_, err := os.Stat(filepath.Join(f.root, memlock.LimitsFile))
+	return holds{
+		mode: hosttest.Read(t, f.root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_mode")),
+		tos:  hosttest.Read(t, f.root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")),
+		pfc:  n.PFC.Enabled, apps: len(n.Apps), link: h.Exists(host.ClassInfiniband + "/rxe0"), netns: m, limits: err == nil,
+	}
+}
+
+// The fleet's drop-in: one of each kind rdmad puts back.
+const fleetDropIn = "etc/rdma/rdmad.d/50-fleet.toml"
+const fleetPolicy = `[memlock]
+group = "rdma"
+
+[netns]
+mode = "exclusive"
+
+[[roce]]
+device = "mlx5_0"
+mode = "v1"
+tos = 106
+
+[[qos]]
+device = "mlx5_0"
+port = 1
+trust = "dscp"
+pfc = [3]
+
+[[link]]
+name = "rxe0"
+type = "rxe"
+netdev = "eth1"
+`
+
+// A fleet rolls back: the drop-in that declared RoCE mode and TOS, PFC and
+// trust, a soft link, the netns mode and memlock goes. rdmad puts every
+// value back as it found it before its first change this boot, so the
+// host looks as a boot without the drop-in would leave it; also when the
+// drop-in goes while rdmad is stopped.
+func TestFleetRollbackRestoresWhatWasFound(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		name := "reload"
+		if restart {
+			name = "restart"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFleetHost(t)
+			before := f.rdmad(t)
+			found := f.holds(t)
+			hosttest.Write(t, f.root, fleetDropIn, fleetPolicy)
+			if err := before.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			before.ReconcileNow(context.Background())
+			applied := f.holds(t)
+			if applied == found || applied.tos != "106" || applied.pfc != 0x08 || !applied.link || applied.netns != config.NetnsExclusive || !applied.limits {
+				t.Fatalf("the drop-in was not applied: %+v (found %+v)", applied, found)
+			}
+			if err := os.Remove(filepath.Join(f.root, fleetDropIn)); err != nil {
+				t.Fatal(err)
+			}
+			svc := before
+			if restart {
+				svc = f.rdmad(t)
+			} else if err := svc.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			svc.ReconcileNow(context.Background())
+			if got := f.holds(t); got != found {
+				t.Errorf("after the rollback the host holds %+v, want what rdmad found %+v", got, found)
+			}
+			for _, fs := range compose.Diagnose(svc) {
+				if fs.ID == "undo-partial" {
+					t.Errorf("undo-partial: %s", fs.Finding)
+				}
+			}
+			if left := reconcile.OpenFound(host.New(f.root), slog.New(slog.DiscardHandler)).Entries(); len(left) != 0 {
+				t.Errorf("found.json keeps %d entries: %+v", len(left), left)
+			}
+		})
+	}
+}
+
+// The netns mode cannot switch back while other network namespaces exist
+// (EBUSY): the rest is put back, and doctor warns undo-partial naming the
+// mode found; rdmad does not try again.
+func TestRollbackThatCannotBeUndoneIsReported(t *testing.T) {
+	f := newFleetHost(t)
+	svc := f.rdmad(t)
+	hosttest.Write(t, f.root, fleetDropIn, fleetPolicy)
+	if err := svc.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	svc.ReconcileNow(context.Background())
+	f.ns.Refuse(syscall.EBUSY)
+	if err := os.Remove(filepath.Join(f.root, fleetDropIn)); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	svc.ReconcileNow(context.Background())
+	if got := f.holds(t); got.tos != "0" || got.link || got.netns != config.NetnsExclusive {
+		t.Errorf("host holds %+v", got)
+	}
+	var partial []doctor.Finding
+	for _, fs := range compose.Diagnose(svc) {
+		if fs.ID == "undo-partial" {
+			partial = append(partial, fs)
+		}
+	}
+	if len(partial) != 1 || partial[0].Severity != doctor.SeverityWarn || !strings.Contains(partial[0].Finding, "netns_mode was not put back to shared") ||
+		!strings.Contains(partial[0].Finding, "device or resource busy") {
+		t.Errorf("undo-partial findings: %+v", partial)
+	}
+	f.ns.Refuse(nil)
+	svc.ReconcileNow(context.Background())
+	if m, _ := f.ns.Mode(); m != config.NetnsExclusive {
+		t.Errorf("retried: netns %s", m)
+	}
+}
+
+// rdmactl ... unset (Withdraw) takes a declaration made over D-Bus, and
+// with it the value: what the host held before rdmad first changed it
+// goes back, for RoCE mode and TOS, PFC and trust, and the netns mode,
+// whether the declaration was runtime or persisted in rdmad's drop-in.
+func TestUnsetPutsBackWhatWasFound(t *testing.T) {
+	for _, persist := range []bool{false, true} {
+		t.Run(map[bool]string{false: "runtime", true: "persisted"}[persist], func(t *testing.T) {
+			f := newFleetHost(t)
+			svc := f.rdmad(t)
+			found := f.holds(t)
+			ctx := context.Background()
+			if err := svc.SetRoCE(ctx, service.RoCEChange{Device: "mlx5_0", Port: 1, Mode: config.RoCEv1, TOS: 106, Persist: persist}); err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.SetQoS(ctx, service.QoSChange{Device: "mlx5_0", Port: 1, Trust: config.TrustDSCP, PFC: []uint8{3}, HasPFC: true, Persist: persist}); err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.SetNetnsMode(ctx, config.NetnsExclusive, persist); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.holds(t); got.tos != "106" || got.pfc != 0x08 || got.apps == 0 || got.netns != config.NetnsExclusive {
+				t.Fatalf("the calls were not applied: %+v", got)
+			}
+			for _, w := range []service.Withdrawal{
+				{Kind: service.WithdrawRoCE, Name: "mlx5_0", Port: 1, Persist: persist},
+				{Kind: service.WithdrawQoS, Name: "mlx5_0", Port: 1, Persist: persist},
+				{Kind: service.WithdrawNetns, Persist: persist},
+			} {
+				if err := svc.Withdraw(ctx, w); err != nil {
+					t.Fatalf("withdraw %s: %v", w.Kind, err)
+				}
+			}
+			if got := f.holds(t); got != found {
+				t.Errorf("after unset the host holds %+v, want what rdmad found %+v", got, found)
+			}
+		})
+	}
+}
+
+// The lossless settings of [[qos]] go back as found when their rule goes,
+// each through the part's undo; what mlx5 cannot give back (the
+// buffers' ownership stays with the driver until it reloads) is doctor's
+// undo-partial, and the rest is put back all the same.
+func TestLosslessRollbackRestoresWhatWasFound(t *testing.T) {
+	svc, k, e, root := losslessSvc(t)
+	type lossless struct {
+		pfc   dcb.PFC
+		ets   dcb.ETS
+		pause ethtool.Pause
+	}
+	read := func() lossless {
+		n, _ := k.Netdev("ens1f0np0")
+		p, _ := e.Netdev("ens1f0np0")
+		return lossless{pfc: n.PFC, ets: *n.ETS, pause: p.Pause}
+	}
+	found := read()
+	hosttest.Write(t, root, fleetDropIn, `[[qos]]
+device = "mlx5_0"
+port = 1
+pfc = [3]
+cable_length = 20
+pause = false
+prio_tc = [0,0,0,1,0,0,0,0]
+tc_bandwidth = [50,50,0,0,0,0,0,0]
+`)
+	if err := svc.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	svc.ReconcileNow(context.Background())
+	if got := read(); got.pfc.Enabled != 0x08 || got.pfc.Delay != 20 || got.pause.RX || got.ets.PrioTC[3] != 1 || got.ets.TxBW[0] != 50 {
+		t.Fatalf("the rule was not applied: %+v (found %+v)", got, found)
+	}
+	if err := os.Remove(filepath.Join(root, fleetDropIn)); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	svc.ReconcileNow(context.Background())
+	if got := read(); got != found {
+		t.Errorf("after the rollback ens1f0np0 holds %+v, want what rdmad found %+v", got, found)
+	}
+	for _, fs := range compose.Diagnose(svc) {
+		if fs.ID == "undo-partial" {
+			t.Errorf("undo-partial: %s", fs.Finding)
+		}
+	}
+
+	// mlx5's buffers: the sizes go back, the ownership does not.
+	hosttest.Write(t, root, fleetDropIn, "[[qos]]\ndevice = \"mlx5_0\"\nport = 1\nbuffer_size = [\"128K\", 262144, 0, 0, 0, 0, 0, 0]\n")
+	if err := svc.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	svc.ReconcileNow(context.Background())
+	sizes := func() [8]uint32 { n, _ := k.Netdev("ens1f0np0"); return n.Buffer.Size }
+	foundSizes := [8]uint32{262016}
+	if got := sizes(); got == foundSizes {
+		t.Fatalf("buffer_size was not applied: %v", got)
+	}
+	if err := os.Remove(filepath.Join(root, fleetDropIn)); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	svc.ReconcileNow(context.Background())
+	if got := sizes(); got != foundSizes {
+		t.Errorf("buffer sizes after the rollback %v, want %v", got, foundSizes)
+	}
+	var partial []string
+	for _, fs := range compose.Diagnose(svc) {
+		if fs.ID == "undo-partial" {
+			partial = append(partial, fs.Finding)
+		}
+	}
+	if len(partial) != 1 || !strings.Contains(partial[0], "qos_buffer_size") || !strings.Contains(partial[0], "buffer ownership") {
+		t.Errorf("undo-partial findings %q, want one for the buffers' ownership", partial)
+	}
+}
