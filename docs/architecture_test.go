@@ -361,3 +361,71 @@ func TestNoLongSourceFile(t *testing.T) {
 		t.Fatalf("only %d files checked: go list did not list the module", checked)
 	}
 }
+
+// TestErrorsNameNoPackage keeps the daemon's errors in the words of what
+// failed: each layer wraps its cause with the object and the step ("put
+// back mlx5_0/1 qos pfc \"[0]\": read it back: get IEEE DCB of
+// ens1f0np0: ..."), never with its package's name, which tells a user
+// nothing and piles up as an error crosses the layers. Test helpers
+// (packages ending in "test") are not checked.
+func TestErrorsNameNoPackage(t *testing.T) {
+	pkgs := map[string]bool{}
+	var files []string
+	err := filepath.WalkDir("../daemon", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if strings.HasSuffix(d.Name(), "test") {
+				return filepath.SkipDir
+			}
+			pkgs[d.Name()] = true
+			return nil
+		}
+		if strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := regexp.MustCompile(`^([a-z0-9]+): `)
+	fset := gotoken.NewFileSet()
+	checked := 0
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) == 0 {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); !ok || !(x.Name == "fmt" && sel.Sel.Name == "Errorf" || x.Name == "errors" && sel.Sel.Name == "New") {
+				return true
+			}
+			lit, ok := call.Args[0].(*ast.BasicLit)
+			if !ok || lit.Kind != gotoken.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				return true
+			}
+			checked++
+			if m := prefix.FindStringSubmatch(s); m != nil && pkgs[m[1]] {
+				t.Errorf("%s: error %q starts with the package name %q: say which object and which step instead", fset.Position(lit.Pos()), s, m[1])
+			}
+			return true
+		})
+	}
+	if checked < 200 {
+		t.Fatalf("only %d error texts checked: the walk missed the daemon", checked)
+	}
+}

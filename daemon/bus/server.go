@@ -126,18 +126,18 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 func (s *Server) export(conn *dbus.Conn) error {
 	m := &manager{s: s}
 	if err := conn.ExportMethodTable(m.methods(), dbusapi.RootPath, dbusapi.ManagerIface); err != nil {
-		return fmt.Errorf("bus: export manager: %w", err)
+		return fmt.Errorf("export manager: %w", err)
 	}
 	if err := conn.ExportMethodTable(map[string]any{"GetManagedObjects": s.getManagedObjects}, dbusapi.RootPath, objMgrIface); err != nil {
-		return fmt.Errorf("bus: export object manager: %w", err)
+		return fmt.Errorf("export object manager: %w", err)
 	}
 	// Properties and Introspectable answer for the whole tree from the
 	// objects, by the path of the call: nothing is exported per object.
 	if err := conn.ExportSubtreeMethodTable(map[string]any{"Get": s.get, "GetAll": s.getAll, "Set": s.set}, dbusapi.RootPath, propsIface); err != nil {
-		return fmt.Errorf("bus: export properties: %w", err)
+		return fmt.Errorf("export properties: %w", err)
 	}
 	if err := conn.ExportSubtreeMethodTable(map[string]any{"Introspect": s.introspectCall}, dbusapi.RootPath, introIface); err != nil {
-		return fmt.Errorf("bus: export introspection: %w", err)
+		return fmt.Errorf("export introspection: %w", err)
 	}
 	return nil
 }
@@ -150,15 +150,15 @@ func (s *Server) RequestName(name string) error {
 	// passes so far marked is served first. Converting a thousand devices
 	// leaves megabytes of garbage, handed back before the daemon idles.
 	if err := s.Flush(context.Background()); err != nil {
-		return fmt.Errorf("bus: publish before taking %s: %w", name, err)
+		return fmt.Errorf("publish before taking %s: %w", name, err)
 	}
 	debug.FreeOSMemory()
 	reply, err := s.conn.Load().RequestName(name, dbus.NameFlagDoNotQueue)
 	if err != nil {
-		return fmt.Errorf("bus: request name %s: %w", name, err)
+		return fmt.Errorf("request name %s: %w", name, err)
 	}
 	if reply != dbus.RequestNameReplyPrimaryOwner && reply != dbus.RequestNameReplyAlreadyOwner {
-		return fmt.Errorf("bus: name %s is already owned on this bus (another rdmad?)", name)
+		return fmt.Errorf("name %s is already owned on this bus (another rdmad?)", name)
 	}
 	s.mu.Lock()
 	if !s.named {

@@ -166,7 +166,7 @@ func TestLoadUnreadableMainFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := load(root)
-	if err == nil || !strings.Contains(err.Error(), "config: read "+filepath.Join(root, MainFile)) {
+	if err == nil || !strings.Contains(err.Error(), "read "+filepath.Join(root, MainFile)) {
 		t.Fatalf("error = %v, want a read error naming the main file", err)
 	}
 }

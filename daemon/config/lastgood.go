@@ -95,20 +95,20 @@ func (s *Snapshot) Marshal() []byte {
 // ParseSnapshot reads a last good configuration file written by Marshal.
 func ParseSnapshot(name string, data []byte) (*Snapshot, error) {
 	if !bytes.HasPrefix(data, []byte(LastGoodHeader)) {
-		return nil, fmt.Errorf("config: %s was not written by rdmad (no header)", name)
+		return nil, fmt.Errorf("%s was not written by rdmad (no header)", name)
 	}
 	var s Snapshot
 	dec := json.NewDecoder(bytes.NewReader(data[len(LastGoodHeader):]))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("config: %s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if s.MainFile == "" {
-		return nil, fmt.Errorf("config: %s: no main file named", name)
+		return nil, fmt.Errorf("%s: no main file named", name)
 	}
 	for _, f := range s.Files {
 		if f.Name != s.MainFile && filepath.Dir(f.Name) != DropInDirFor(s.MainFile) {
-			return nil, fmt.Errorf("config: %s: %s is neither the main file nor a drop-in beside it", name, f.Name)
+			return nil, fmt.Errorf("%s: %s is neither the main file nor a drop-in beside it", name, f.Name)
 		}
 	}
 	return &s, nil
@@ -120,16 +120,16 @@ func ParseSnapshot(name string, data []byte) (*Snapshot, error) {
 // larger than maxFile, the bound the files themselves are read with.
 func (s *Snapshot) Verify(mainFile string, maxFile int) error {
 	if s.MainFile != mainFile {
-		return fmt.Errorf("config: the last good configuration was saved for %s, not the configured main file %s", s.MainFile, mainFile)
+		return fmt.Errorf("the last good configuration was saved for %s, not the configured main file %s", s.MainFile, mainFile)
 	}
 	seen := make(map[string]bool, len(s.Files))
 	for _, f := range s.Files {
 		if seen[f.Name] {
-			return fmt.Errorf("config: the last good configuration holds %s twice", f.Name)
+			return fmt.Errorf("the last good configuration holds %s twice", f.Name)
 		}
 		seen[f.Name] = true
 		if len(f.Data) > maxFile {
-			return fmt.Errorf("config: the last good copy of %s is %d bytes, larger than the %d a configuration file may be", f.Name, len(f.Data), maxFile)
+			return fmt.Errorf("the last good copy of %s is %d bytes, larger than the %d a configuration file may be", f.Name, len(f.Data), maxFile)
 		}
 	}
 	return nil

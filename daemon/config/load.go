@@ -54,7 +54,7 @@ func Load(r Reader, mainFile string) (*Policy, error) {
 			continue // no main file, or a drop-in removed since the listing
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("config: read %s: %w", name, err))
+			errs = append(errs, fmt.Errorf("read %s: %w", name, err))
 			continue
 		}
 		decl, err := parseFile(name, data)
@@ -94,7 +94,7 @@ func dropIns(r Reader, dir string) ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("config: read drop-in directory %s: %w", dir, err)
+		return nil, fmt.Errorf("read drop-in directory %s: %w", dir, err)
 	}
 	var names []string
 	persisted := false

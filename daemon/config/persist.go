@@ -41,7 +41,7 @@ func LoadPersisted(r Reader, dropinDir string) (Persisted, error) {
 		return Persisted{}, nil
 	}
 	if err != nil {
-		return Persisted{}, fmt.Errorf("config: read %s: %w", name, err)
+		return Persisted{}, fmt.Errorf("read %s: %w", name, err)
 	}
 	return parsePersisted(name, data)
 }
@@ -176,15 +176,15 @@ func (p Persisted) Validate() error {
 	// U+FFFD and come back as another name.
 	for _, v := range p.names() {
 		if !utf8.ValidString(v) {
-			return fmt.Errorf("config: persisted settings are invalid: %s is not UTF-8, which a TOML file cannot hold", value.Quote(v))
+			return fmt.Errorf("persisted settings are invalid: %s is not UTF-8, which a TOML file cannot hold", value.Quote(v))
 		}
 	}
 	decl, err := parseFile(PersistedName, p.Render())
 	if err != nil {
-		return fmt.Errorf("config: persisted settings are invalid: %w", err)
+		return fmt.Errorf("persisted settings are invalid: %w", err)
 	}
 	if _, err := merge([]*fileDecl{decl}); err != nil {
-		return fmt.Errorf("config: persisted settings are invalid: %w", err)
+		return fmt.Errorf("persisted settings are invalid: %w", err)
 	}
 	return nil
 }
@@ -247,7 +247,7 @@ func AdminLinkSources(r Reader, mainFile, name string) ([]Position, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("config: read %s: %w", file, err)
+			return nil, fmt.Errorf("read %s: %w", file, err)
 		}
 		decl, err := parseFile(file, data)
 		if err != nil {

@@ -56,7 +56,7 @@ func (w *ConfigWatcher) Run(ctx context.Context) error {
 	w.runs++
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
-		return fmt.Errorf("events: config watcher: %w", err)
+		return fmt.Errorf("config watcher: %w", err)
 	}
 	defer fw.Close()
 
@@ -84,7 +84,7 @@ func (w *ConfigWatcher) Run(ctx context.Context) error {
 			return nil
 		case ev, ok := <-fw.Events:
 			if !ok {
-				return errors.New("events: config watcher closed")
+				return errors.New("config watcher closed")
 			}
 			// A directory we wait for may have appeared (rdmad.d created
 			// after start), or a watched one removed: re-evaluate.
@@ -104,7 +104,7 @@ func (w *ConfigWatcher) Run(ctx context.Context) error {
 			}
 		case err, ok := <-fw.Errors:
 			if !ok {
-				return errors.New("events: config watcher closed")
+				return errors.New("config watcher closed")
 			}
 			// Overflow (IN_Q_OVERFLOW) or any watcher error: changes may
 			// have been missed; reload and rescan to be sure.

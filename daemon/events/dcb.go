@@ -168,7 +168,7 @@ type dcbMonitor struct{ sock *nl.NetlinkSocket }
 func OpenDCBMonitor() (DCBMonitor, error) {
 	sock, err := nl.Subscribe(unix.NETLINK_ROUTE, unix.RTNLGRP_DCB)
 	if err != nil {
-		return nil, fmt.Errorf("events: RTNLGRP_DCB subscription: %w", err)
+		return nil, fmt.Errorf("RTNLGRP_DCB subscription: %w", err)
 	}
 	if err := sock.SetReceiveBufferSize(RecvBuffer, os.Geteuid() == 0); err != nil {
 		_ = sock.SetReceiveBufferSize(RecvBuffer, false)
@@ -193,7 +193,7 @@ func (m *dcbMonitor) Receive() ([]string, error) {
 func DCBNetdevs(buf []byte) ([]string, error) {
 	msgs, err := syscall.ParseNetlinkMessage(buf)
 	if err != nil {
-		return nil, fmt.Errorf("events: DCB notification: %w", err)
+		return nil, fmt.Errorf("DCB notification: %w", err)
 	}
 	return dcbNetdevs(msgs), nil
 }

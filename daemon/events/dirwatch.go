@@ -80,7 +80,7 @@ func (w *DirWatcher) Run(ctx context.Context) error {
 	}
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
-		return fmt.Errorf("events: directory watcher: %w", err)
+		return fmt.Errorf("directory watcher: %w", err)
 	}
 	defer fw.Close()
 	w.mu.Lock()
@@ -99,12 +99,12 @@ func (w *DirWatcher) Run(ctx context.Context) error {
 			w.sync(log)
 		case ev, ok := <-fw.Events:
 			if !ok {
-				return errors.New("events: directory watcher closed")
+				return errors.New("directory watcher closed")
 			}
 			w.event(ev)
 		case err, ok := <-fw.Errors:
 			if !ok {
-				return errors.New("events: directory watcher closed")
+				return errors.New("directory watcher closed")
 			}
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
 				// Events were lost: every watched directory may have

@@ -98,18 +98,18 @@ func ParseMonitor(b []byte) ([]MonitorEvent, error) {
 	var evs []MonitorEvent
 	for len(b) > 0 {
 		if len(b) < unix.SizeofNlMsghdr {
-			return evs, fmt.Errorf("events: %w: %d trailing bytes", ErrMalformed, len(b))
+			return evs, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(b))
 		}
 		n := int(binary.NativeEndian.Uint32(b[0:4]))
 		typ := binary.NativeEndian.Uint16(b[4:6])
 		if n < unix.SizeofNlMsghdr || n > len(b) {
-			return evs, fmt.Errorf("events: %w: message length %d of %d bytes", ErrMalformed, n, len(b))
+			return evs, fmt.Errorf("%w: message length %d of %d bytes", ErrMalformed, n, len(b))
 		}
 		body := b[unix.SizeofNlMsghdr:n]
 		b = b[min(nlAlign(n), len(b)):]
 		switch typ {
 		case unix.NLMSG_OVERRUN:
-			return evs, fmt.Errorf("events: RDMA netlink: %w", ErrOverflow)
+			return evs, fmt.Errorf("RDMA netlink: %w", ErrOverflow)
 		case rdmaNLType(nldevCmdMonitor):
 			ev, err := parseMonitorAttrs(body)
 			if err != nil {
@@ -128,12 +128,12 @@ func nlAlign(n int) int { return (n + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALI
 func walkAttrs(b []byte, fn func(typ uint16, val []byte)) error {
 	for len(b) > 0 {
 		if len(b) < unix.SizeofNlAttr {
-			return fmt.Errorf("events: %w: %d trailing attribute bytes", ErrMalformed, len(b))
+			return fmt.Errorf("%w: %d trailing attribute bytes", ErrMalformed, len(b))
 		}
 		n := int(binary.NativeEndian.Uint16(b[0:2]))
 		typ := binary.NativeEndian.Uint16(b[2:4]) &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
 		if n < unix.SizeofNlAttr || n > len(b) {
-			return fmt.Errorf("events: %w: attribute %d length %d of %d bytes", ErrMalformed, typ, n, len(b))
+			return fmt.Errorf("%w: attribute %d length %d of %d bytes", ErrMalformed, typ, n, len(b))
 		}
 		fn(typ, b[unix.SizeofNlAttr:n])
 		b = b[min(nlAlign(n), len(b)):]
@@ -176,9 +176,9 @@ func parseMonitorAttrs(b []byte) (MonitorEvent, error) {
 	case err != nil:
 		return ev, err
 	case len(bad) > 0:
-		return ev, fmt.Errorf("events: %w: %s", ErrMalformed, strings.Join(bad, ", "))
+		return ev, fmt.Errorf("%w: %s", ErrMalformed, strings.Join(bad, ", "))
 	case !hasType:
-		return ev, fmt.Errorf("events: %w: monitor message without event type", ErrMalformed)
+		return ev, fmt.Errorf("%w: monitor message without event type", ErrMalformed)
 	}
 	return ev, nil
 }
@@ -450,7 +450,7 @@ type RDMAMonitorSocket struct {
 func OpenRDMAMonitor() (*RDMAMonitorSocket, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_RDMA)
 	if err != nil {
-		return nil, fmt.Errorf("events: RDMA netlink socket: %w", err)
+		return nil, fmt.Errorf("RDMA netlink socket: %w", err)
 	}
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, RecvBuffer); err != nil {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, RecvBuffer)
@@ -458,13 +458,13 @@ func OpenRDMAMonitor() (*RDMAMonitorSocket, error) {
 	// nl_groups is a bit mask: group N is bit N-1 (iproute2's nl_mgrp).
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 << (rdmaNLGroupNotify - 1)}); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("events: subscribe to RDMA netlink monitor group: %w", err)
+		return nil, fmt.Errorf("subscribe to RDMA netlink monitor group: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), "rdma-monitor")
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("events: RDMA netlink socket: %w", err)
+		return nil, fmt.Errorf("RDMA netlink socket: %w", err)
 	}
 	return &RDMAMonitorSocket{f: f, rc: rc, buf: make([]byte, 64<<10)}, nil
 }
@@ -483,11 +483,11 @@ func (s *RDMAMonitorSocket) ReadMessage() ([]byte, error) {
 		})
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("events: RDMA monitor read: %w", err)
+			return nil, fmt.Errorf("RDMA monitor read: %w", err)
 		case errors.Is(rerr, unix.ENOBUFS):
-			return nil, fmt.Errorf("events: RDMA monitor: %w", ErrOverflow)
+			return nil, fmt.Errorf("RDMA monitor: %w", ErrOverflow)
 		case rerr != nil:
-			return nil, fmt.Errorf("events: RDMA monitor read: %w", rerr)
+			return nil, fmt.Errorf("RDMA monitor read: %w", rerr)
 		}
 		if sa, ok := from.(*unix.SockaddrNetlink); ok && sa.Pid == 0 {
 			return s.buf[:n], nil
@@ -504,7 +504,7 @@ func ProbeRDMAMonitor() (bool, error) {
 	req := nl.NewNetlinkRequest(int(rdmaNLType(nldevCmdSysGet)), unix.NLM_F_ACK)
 	msgs, err := req.Execute(unix.NETLINK_RDMA, 0)
 	if err != nil {
-		return false, fmt.Errorf("events: rdma system show: %w", err)
+		return false, fmt.Errorf("rdma system show: %w", err)
 	}
 	for _, m := range msgs {
 		if on, err := monitorMode(m); err != nil || on {
@@ -531,7 +531,7 @@ func monitorMode(attrs []byte) (bool, error) {
 func RDMADevices() (map[uint32]string, error) {
 	links, err := netlink.RdmaLinkList()
 	if err != nil {
-		return nil, fmt.Errorf("events: rdma dev show: %w", err)
+		return nil, fmt.Errorf("rdma dev show: %w", err)
 	}
 	names := make(map[uint32]string, len(links))
 	for _, l := range links {

@@ -40,13 +40,13 @@ func (r RTNetlink) Subscribe(ch chan<- netlink.LinkUpdate, done <-chan struct{},
 	}
 	sock, err := nl.SubscribeAt(newNs, netns.None(), unix.NETLINK_ROUTE, unix.RTNLGRP_LINK)
 	if err != nil {
-		return fmt.Errorf("events: rtnetlink link subscription: %w", err)
+		return fmt.Errorf("rtnetlink link subscription: %w", err)
 	}
 	// Forcing past rmem_max needs CAP_NET_ADMIN, which rdmad has as root.
 	if err := sock.SetReceiveBufferSize(RecvBuffer, os.Geteuid() == 0); err != nil {
 		if err := sock.SetReceiveBufferSize(RecvBuffer, false); err != nil {
 			sock.Close()
-			return fmt.Errorf("events: rtnetlink receive buffer: %w", err)
+			return fmt.Errorf("rtnetlink receive buffer: %w", err)
 		}
 	}
 	go func() {
@@ -60,13 +60,13 @@ func (r RTNetlink) Subscribe(ch chan<- netlink.LinkUpdate, done <-chan struct{},
 			switch {
 			case errors.Is(err, unix.ENOBUFS):
 				// The socket goes on; what it dropped must be re-read.
-				onError(fmt.Errorf("events: rtnetlink: %w", ErrOverflow))
+				onError(fmt.Errorf("rtnetlink: %w", ErrOverflow))
 				continue
 			case err != nil:
 				select {
 				case <-done: // closed on purpose
 				default:
-					onError(fmt.Errorf("events: rtnetlink receive: %w", err))
+					onError(fmt.Errorf("rtnetlink receive: %w", err))
 				}
 				return
 			case from.Pid != nl.PidKernel:
@@ -82,7 +82,7 @@ func (r RTNetlink) Subscribe(ch chan<- netlink.LinkUpdate, done <-chan struct{},
 				if err != nil {
 					// A link change the kernel sent and we cannot read:
 					// as good as lost.
-					onError(fmt.Errorf("events: rtnetlink: %w: %w", ErrOverflow, err))
+					onError(fmt.Errorf("rtnetlink: %w: %w", ErrOverflow, err))
 					continue
 				}
 				select {

@@ -30,16 +30,16 @@ var ErrNotKernelUevent = errors.New("not a kernel uevent")
 // "ACTION@DEVPATH\0KEY=VALUE\0KEY=VALUE\0...".
 func ParseUevent(b []byte) (Uevent, error) {
 	if bytes.HasPrefix(b, []byte("libudev\x00")) {
-		return Uevent{}, fmt.Errorf("events: %w: udev monitor message", ErrNotKernelUevent)
+		return Uevent{}, fmt.Errorf("%w: udev monitor message", ErrNotKernelUevent)
 	}
 	fields := bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0})
 	if len(fields) == 0 {
-		return Uevent{}, fmt.Errorf("events: %w: empty", ErrNotKernelUevent)
+		return Uevent{}, fmt.Errorf("%w: empty", ErrNotKernelUevent)
 	}
 	head := string(fields[0])
 	at := strings.IndexByte(head, '@')
 	if at <= 0 || at == len(head)-1 {
-		return Uevent{}, fmt.Errorf("events: %w: header %q", ErrNotKernelUevent, truncate(head, 64))
+		return Uevent{}, fmt.Errorf("%w: header %q", ErrNotKernelUevent, truncate(head, 64))
 	}
 	u := Uevent{Action: head[:at], DevPath: head[at+1:], Env: make(map[string]string, len(fields)-1)}
 	for _, f := range fields[1:] {
@@ -160,7 +160,7 @@ const RecvBuffer = 8 << 20
 func OpenUeventSocket() (*UeventSocket, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_KOBJECT_UEVENT)
 	if err != nil {
-		return nil, fmt.Errorf("events: uevent socket: %w", err)
+		return nil, fmt.Errorf("uevent socket: %w", err)
 	}
 	// FORCE ignores rmem_max but needs CAP_NET_ADMIN; without it the
 	// plain option still gets up to rmem_max.
@@ -169,7 +169,7 @@ func OpenUeventSocket() (*UeventSocket, error) {
 	}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1}); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("events: bind uevent socket: %w", err)
+		return nil, fmt.Errorf("bind uevent socket: %w", err)
 	}
 	return &UeventSocket{f: os.NewFile(uintptr(fd), "uevent"), buf: make([]byte, 64<<10)}, nil
 }
@@ -181,7 +181,7 @@ func OpenUeventSocket() (*UeventSocket, error) {
 func (s *UeventSocket) ReadMessage() ([]byte, error) {
 	raw, err := s.f.SyscallConn()
 	if err != nil {
-		return nil, fmt.Errorf("events: uevent read: %w", err)
+		return nil, fmt.Errorf("uevent read: %w", err)
 	}
 	var (
 		n    int
@@ -201,9 +201,9 @@ func (s *UeventSocket) ReadMessage() ([]byte, error) {
 	}
 	if err != nil {
 		if errors.Is(err, syscall.ENOBUFS) {
-			return nil, fmt.Errorf("events: uevent: %w", ErrOverflow)
+			return nil, fmt.Errorf("uevent: %w", ErrOverflow)
 		}
-		return nil, fmt.Errorf("events: uevent read: %w", err)
+		return nil, fmt.Errorf("uevent read: %w", err)
 	}
 	if nl, ok := from.(*unix.SockaddrNetlink); !ok || nl.Pid != 0 {
 		var pid uint32

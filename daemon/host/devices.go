@@ -245,7 +245,7 @@ func (h *Host) DeviceNames() ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("host: list RDMA devices: %w", err)
+		return nil, fmt.Errorf("list RDMA devices: %w", err)
 	}
 	return names, nil
 }
@@ -294,7 +294,7 @@ func ValidDeviceName(name string) bool {
 // (wrapped) when it does not exist.
 func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 	if !ValidDeviceName(name) {
-		return Device{}, fmt.Errorf("host: device %q: %w", name, ErrNoDevice)
+		return Device{}, fmt.Errorf("device %q: %w", name, ErrNoDevice)
 	}
 	base := path.Join(ClassInfiniband, name)
 	// The port list is read first: it is needed anyway, and its absence
@@ -302,10 +302,10 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 	portNames, err := h.ReadDirNames(path.Join(base, "ports"))
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			return Device{}, fmt.Errorf("host: device %s: ports: %w", name, err)
+			return Device{}, fmt.Errorf("device %s: ports: %w", name, err)
 		}
 		if !h.Exists(base) {
-			return Device{}, fmt.Errorf("host: device %s: %w", name, ErrNoDevice)
+			return Device{}, fmt.Errorf("device %s: %w", name, ErrNoDevice)
 		}
 	}
 	d := Device{Name: name, Detail: detail}
@@ -370,7 +370,7 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 	sort.Slice(d.Ports, func(i, j int) bool { return d.Ports[i].Number < d.Ports[j].Number })
 	d.Netdevs = sortedKeys(netdevs)
 	if len(d.Ports) == 0 && !h.Exists(base) { // vanished while we read it: say so rather than return a half device
-		return Device{}, fmt.Errorf("host: device %s: %w", name, ErrNoDevice)
+		return Device{}, fmt.Errorf("device %s: %w", name, ErrNoDevice)
 	}
 	return d, nil
 }
@@ -492,7 +492,7 @@ func IsNoDevice(err error) bool {
 // D-Bus call on one port re-reads that port only).
 func (h *Host) ReadPort(dev string, num int, detail Detail) (Port, error) {
 	if !ValidDeviceName(dev) || !h.Exists(portPath(dev, num)) {
-		return Port{}, fmt.Errorf("host: device %s port %d: %w", dev, num, ErrNoDevice)
+		return Port{}, fmt.Errorf("device %s port %d: %w", dev, num, ErrNoDevice)
 	}
 	return h.readPort(dev, num, detail, false), nil
 }

@@ -158,7 +158,7 @@ func (h *Host) LoadedModules() (map[string]bool, error) {
 	loaded := map[string]bool{}
 	b, err := h.ReadFile(ProcModules)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("host: read %s: %w", ProcModules, err)
+		return nil, fmt.Errorf("read %s: %w", ProcModules, err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(line); len(f) > 0 {
@@ -167,7 +167,7 @@ func (h *Host) LoadedModules() (map[string]bool, error) {
 	}
 	names, err := h.ReadDirNames(SysModule)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("host: read %s: %w", SysModule, err)
+		return nil, fmt.Errorf("read %s: %w", SysModule, err)
 	}
 	for _, n := range names {
 		loaded[NormalizeModule(n)] = true

@@ -37,18 +37,18 @@ func (h *Host) LockInstance() (*InstanceLock, error) {
 	// (safewrite.go).
 	dfd, err := openWriteDir(filepath.Dir(name), false)
 	if err != nil {
-		return nil, fmt.Errorf("host: instance lock: %w", err)
+		return nil, fmt.Errorf("instance lock: %w", err)
 	}
 	fd, err := unix.Openat(dfd, filepath.Base(name), unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0o644)
 	unix.Close(dfd)
 	if err != nil {
-		return nil, fmt.Errorf("host: instance lock: %w", &fs.PathError{Op: "open", Path: name, Err: err})
+		return nil, fmt.Errorf("instance lock: %w", &fs.PathError{Op: "open", Path: name, Err: err})
 	}
 	f := os.NewFile(uintptr(fd), name)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		f.Close()
-		return nil, fmt.Errorf("host: instance lock %s: %w", name, ErrNotRegular)
+		return nil, fmt.Errorf("instance lock %s: %w", name, ErrNotRegular)
 	}
 	if err := flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
@@ -61,7 +61,7 @@ func (h *Host) LockInstance() (*InstanceLock, error) {
 			}
 			return nil, fmt.Errorf("%w (%s holds %s)", ErrLocked, owner, name)
 		}
-		return nil, fmt.Errorf("host: instance lock %s: %w", name, err)
+		return nil, fmt.Errorf("instance lock %s: %w", name, err)
 	}
 	// Only the holder writes: whoever reads the pid sees the holder's.
 	if err := f.Truncate(0); err == nil {
@@ -107,7 +107,7 @@ func RemoveStaleTemps(name string) ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("host: stale temp files of %s: %w", name, err)
+		return nil, fmt.Errorf("stale temp files of %s: %w", name, err)
 	}
 	prefix := tempPrefix(base)
 	var removed []string

@@ -73,7 +73,7 @@ func (h *Host) moduleIndex() (*moduleIndex, error) {
 		return noIndex, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("host: read %s: %w", ProcOSRelease, err)
+		return nil, fmt.Errorf("read %s: %w", ProcOSRelease, err)
 	}
 	dir := path.Join("lib/modules", strings.TrimSpace(rel))
 	aliasFile, builtinFile := path.Join(dir, "modules.alias"), path.Join(dir, "modules.builtin")
@@ -88,12 +88,12 @@ func (h *Host) moduleIndex() (*moduleIndex, error) {
 	if b, err := ReadFileLimit(h.Path(aliasFile), MaxIndexSize); err == nil {
 		parseAliases(b, idx.aliases)
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("host: read /%s: %w", aliasFile, err)
+		return nil, fmt.Errorf("read /%s: %w", aliasFile, err)
 	}
 	if b, err := ReadFileLimit(h.Path(builtinFile), MaxIndexSize); err == nil {
 		parseBuiltin(b, idx.builtin)
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("host: read /%s: %w", builtinFile, err)
+		return nil, fmt.Errorf("read /%s: %w", builtinFile, err)
 	}
 	h.kmod.idx = idx
 	return idx, nil

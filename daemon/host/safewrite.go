@@ -139,7 +139,7 @@ func readAt(dfd int, dir, base string, limit int) (exists bool, data []byte, err
 // the content already there.
 func WriteFile(name string, data []byte, perm fs.FileMode, o WriteOptions) (changed bool, err error) {
 	if o.Header != "" && !bytes.HasPrefix(data, []byte(o.Header)) {
-		return false, fmt.Errorf("host: %s: content lacks its header", name)
+		return false, fmt.Errorf("%s: content lacks its header", name)
 	}
 	dir, base := filepath.Split(name)
 	dir = filepath.Clean(dir)

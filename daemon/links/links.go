@@ -119,11 +119,11 @@ func (p *Part) Delete(ctx context.Context, name string) reconcile.Action {
 
 func remove(ctx context.Context, nl Netlink, h *host.Host, name string) (SoftLink, error) {
 	if err := ctx.Err(); err != nil {
-		return SoftLink{}, fmt.Errorf("links: delete %s: %w", name, err)
+		return SoftLink{}, fmt.Errorf("delete %s: %w", name, err)
 	}
 	d, err := h.ReadDevice(name, host.DetailPolicy)
 	if err != nil {
-		return SoftLink{}, fmt.Errorf("links: delete %s: %w", name, err)
+		return SoftLink{}, fmt.Errorf("delete %s: %w", name, err)
 	}
 	sl, ok := Classify(&d)
 	if !ok {
@@ -131,10 +131,10 @@ func remove(ctx context.Context, nl Netlink, h *host.Host, name string) (SoftLin
 		if drv == "" {
 			drv = "unknown driver"
 		}
-		return SoftLink{}, fmt.Errorf("links: delete %s (%s): %w", name, drv, ErrNotSoftLink)
+		return SoftLink{}, fmt.Errorf("delete %s (%s): %w", name, drv, ErrNotSoftLink)
 	}
 	if err := nl.LinkDel(name); err != nil {
-		return SoftLink{}, fmt.Errorf("links: %w", err) // the netlink error names the call
+		return SoftLink{}, err // the netlink error names the call
 	}
 	return sl, nil
 }

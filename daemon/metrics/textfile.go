@@ -325,12 +325,12 @@ func (t *Textfile) write(path string, sum reconcile.Summary) error {
 	if _, err := host.WriteFile(path, t.buf.Bytes(), 0o644, textfileOptions); err != nil {
 		switch {
 		case errors.Is(err, host.ErrNotManaged):
-			return fmt.Errorf("metrics: %w; choose another [metrics] textfile or remove it", err)
+			return fmt.Errorf("%w; choose another [metrics] textfile or remove it", err)
 		case errors.Is(err, syscall.EROFS):
-			return fmt.Errorf("metrics: write %s: %w (rdmad.service runs with ProtectSystem=strict: allow the directory with ReadWritePaths=%s in a drop-in)",
+			return fmt.Errorf("write the metrics textfile %s: %w (rdmad.service runs with ProtectSystem=strict: allow the directory with ReadWritePaths=%s in a drop-in)",
 				path, err, filepath.Dir(path))
 		}
-		return fmt.Errorf("metrics: write %s: %w", path, err)
+		return fmt.Errorf("write the metrics textfile %s: %w", path, err)
 	}
 	if t.written != path {
 		t.log.Info("metrics: writing the textfile", "path", path)
@@ -347,7 +347,7 @@ var textfileOptions = host.WriteOptions{Header: ownerMark, ParentOwner: true}
 func removeOwn(path string) (removed bool, err error) {
 	removed, err = host.RemoveFile(path, textfileOptions)
 	if err != nil {
-		return false, fmt.Errorf("metrics: %w", err)
+		return false, fmt.Errorf("remove the metrics textfile %s: %w", path, err)
 	}
 	return removed, nil
 }

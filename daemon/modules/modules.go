@@ -46,7 +46,7 @@ func (m Modprobe) Load(ctx context.Context, names []string) error {
 	}
 	bin, err := exec.LookPath("modprobe")
 	if err != nil {
-		return fmt.Errorf("modules: %w", err)
+		return fmt.Errorf("find modprobe: %w", err)
 	}
 	timeout := m.Timeout
 	if timeout <= 0 {
@@ -62,13 +62,13 @@ func (m Modprobe) Load(ctx context.Context, names []string) error {
 	cmd.WaitDelay = 5 * time.Second // a helper that keeps stderr open must not hold us either
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return fmt.Errorf("modules: modprobe -a %s: no answer after %s", strings.Join(names, " "), timeout)
+			return fmt.Errorf("modprobe -a %s: no answer after %s", strings.Join(names, " "), timeout)
 		}
 		msg := strings.TrimSpace(stderr.String())
 		if msg != "" {
-			return fmt.Errorf("modules: modprobe -a %s: %w: %s", strings.Join(names, " "), err, msg)
+			return fmt.Errorf("modprobe -a %s: %w: %s", strings.Join(names, " "), err, msg)
 		}
-		return fmt.Errorf("modules: modprobe -a %s: %w", strings.Join(names, " "), err)
+		return fmt.Errorf("modprobe -a %s: %w", strings.Join(names, " "), err)
 	}
 	return nil
 }
@@ -144,7 +144,7 @@ func (*Part) Settings() []*reconcile.Setting { return nil }
 // and a listed module is wanted for every device of its transport), and
 // reading a list changes nothing.
 func (*Part) Undo(_ context.Context, a reconcile.Action) error {
-	return fmt.Errorf("modules: %s %s: rdmad never unloads modules: %w", a.Subject, a.Kind, reconcile.ErrNotUndoable)
+	return fmt.Errorf("%s %s: rdmad never unloads modules: %w", a.Subject, a.Kind, reconcile.ErrNotUndoable)
 }
 
 // Part is the modules host part of the reconciler.
@@ -201,7 +201,7 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 			continue // a transport without a list is normal
 		}
 		if err != nil {
-			return fail(ReadList, fmt.Errorf("modules: %w", err))
+			return fail(ReadList, fmt.Errorf("read a module list: %w", err))
 		}
 		sources = append(sources, rel)
 		for _, l := range host.ParseModuleList(data) {
@@ -224,7 +224,7 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 	var bad []reconcile.Action
 	if len(invalid) > 0 {
 		bad = []reconcile.Action{{Subject: reconcile.HostSubject(), Kind: ReadList, Status: reconcile.Failed,
-			Err: fmt.Errorf("modules: skipped %s", strings.Join(invalid, "; "))}}
+			Err: fmt.Errorf("skipped %s", strings.Join(invalid, "; "))}}
 	}
 	res := p.load(ctx, pass, wanted, sources, loadOrigin{forDevs, listsOf})
 	res.Actions = append(bad, res.Actions...)
@@ -291,7 +291,7 @@ func (p *Part) background(ctx context.Context, missing []string, forced bool, de
 		if p.lastErr != nil {
 			return reconcile.Failed, p.lastErr
 		}
-		return reconcile.Failed, fmt.Errorf("modules: modprobe -a %s succeeded but they are still not loaded", key)
+		return reconcile.Failed, fmt.Errorf("modprobe -a %s succeeded but they are still not loaded", key)
 	}
 	p.running, p.tried = true, key
 	p.loads.Add(1)

@@ -179,15 +179,15 @@ func (p *Part) pciDir(dev string) (string, error) {
 	link := p.Host.Path(host.ClassInfiniband, dev, "device")
 	real, err := filepath.EvalSymlinks(link)
 	if err != nil {
-		return "", fmt.Errorf("vpi: resolve %s/%s/device: %w", host.ClassInfiniband, dev, err)
+		return "", fmt.Errorf("resolve %s/%s/device: %w", host.ClassInfiniband, dev, err)
 	}
 	root, err := filepath.EvalSymlinks(p.Host.Root)
 	if err != nil {
-		return "", fmt.Errorf("vpi: resolve root: %w", err)
+		return "", fmt.Errorf("resolve root: %w", err)
 	}
 	rel, err := filepath.Rel(root, real)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", fmt.Errorf("vpi: device of %s resolves outside the host root: %s", dev, real)
+		return "", fmt.Errorf("device of %s resolves outside the host root: %s", dev, real)
 	}
 	return filepath.ToSlash(rel), nil
 }
