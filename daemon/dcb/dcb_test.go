@@ -182,3 +182,16 @@ func FuzzParseGet(f *testing.F) {
 		_ = dcb.ParseSDCBXStatus(b, 9)
 	})
 }
+
+// TestParseBoundaries: a reply that is exactly a dcbmsg is a reply (with
+// no attributes), and an empty attribute at the end of a list is an
+// attribute, not the end of the list.
+func TestParseBoundaries(t *testing.T) {
+	if _, err := dcb.ParseGet([]byte{0, dcb.CmdIEEEGet, 0, 0}); err != nil {
+		t.Errorf("a reply of exactly a dcbmsg: %v", err)
+	}
+	as, err := dcb.ParseAttrs([]byte{8, 0, 1, 0, 0xaa, 0xbb, 0xcc, 0xdd, 4, 0, 9, 0})
+	if err != nil || len(as) != 2 || as[1].Attr.Type != 9 || len(as[1].Value) != 0 {
+		t.Errorf("an empty last attribute: %+v, %v", as, err)
+	}
+}
