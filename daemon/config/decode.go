@@ -117,10 +117,10 @@ func parseFile(name string, data []byte) (*fileDecl, error) {
 	return decl, nil
 }
 
-// maxErrorsPerFile bounds the problems reported for one file. A file of
-// 10,000 unknown keys made a 2 MB error, carried by ConfigError, Describe,
-// STATUS= and every log line that quotes it; the first ones say what is
-// wrong, and fixing them shows the next.
+// maxErrorsPerFile bounds the problems reported for one file: the error is
+// carried by ConfigError, Describe, STATUS= and every log line that quotes
+// it (docs/decisions/config.md); the first ones say what is wrong, and
+// fixing them shows the next.
 const maxErrorsPerFile = 50
 
 // firstErrors keeps the first maxErrorsPerFile problems of a file (in file

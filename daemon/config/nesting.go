@@ -12,8 +12,8 @@ const maxNesting = 6
 // checkNesting refuses a file that nests deeper than maxNesting, at the
 // line where it does, before any TOML parser sees it. BurntSushi/toml's
 // cost grows with the square of the depth of dotted keys, table headers
-// and inline tables (a 16 KB dotted key made it hold 840 MB; a 1 MB file
-// reached the OOM killer), and rdmad parses its files at every start and
+// and inline tables (measured in docs/decisions/config.md, "Nesting is
+// bounded before parsing"), and rdmad parses its files at every start and
 // reload: one such root-owned drop-in would kill it before the last good
 // policy applied. This is one pass over the bytes, with no recursion and a
 // stack bounded by maxNesting, so its cost is linear whatever the file.
@@ -24,10 +24,10 @@ const maxNesting = 6
 // parser to refuse, which stops at its first error.
 //
 // The same pass bounds the breadth: BurntSushi/toml keeps, for every key,
-// its path and the tables it implies, so even 6 levels deep a 1 MiB file
-// of dotted keys held 272 MB. A file may hold at most maxKeyParts key
-// parts and array elements, which bounds what parsing it costs (57 MB at
-// the worst shape measured; docs/performance.md).
+// its path and the tables it implies, so depth alone does not bound its
+// memory. A file may hold at most maxKeyParts key parts and array
+// elements, which bounds what parsing it costs (the shapes measured are in
+// docs/decisions/config.md and docs/performance.md).
 func checkNesting(name string, data []byte) error {
 	n := nestScanner{src: data, line: 1}
 	depth := n.scan()
