@@ -398,6 +398,21 @@ rdmad_memlock: {soft: 64G, hard: unlimited}
 	if readFile(t, dropin) != applied || portFile("mlx5_0", "default_roce_tos") != "106" {
 		t.Errorf("a --check run changed the host")
 	}
+	// It shows rdmactl plan of the rendered drop-in: the port's TOS now, the
+	// one the policy would set and its file:line.
+	if !strings.Contains(out, "TASK [rdmad : Plan the drop-in (rdmactl plan)]") ||
+		!regexp.MustCompile(`mlx5_0/1 +roce_tos +106 +32 +`+regexp.QuoteMeta(dropin)+`:\d+ +set`).MatchString(out) {
+		t.Errorf("the --check run does not show what the drop-in would change:\n%s", out)
+	}
+	// A check-mode run of a policy rdmad would refuse fails at the plan,
+	// with rdmad's file:line error, and changes nothing either.
+	_, out, err = playbook(t, common+"rdmad_roce:\n  - {device: \"mlx5_*\", tos: 300}\n", "--check")
+	if err == nil || !regexp.MustCompile(regexp.QuoteMeta(dropin)+`:\d+: roce\[0\]\.tos: 300`).MatchString(out) {
+		t.Errorf("a --check run of tos 300 does not fail at the plan with rdmad's file:line error: %v\n%s", err, out)
+	}
+	if readFile(t, dropin) != applied || portFile("mlx5_0", "default_roce_tos") != "106" {
+		t.Errorf("a failing --check run changed the host")
+	}
 
 	// A value rdmad rejects fails in validate, with rdmad's file:line
 	// error, before the drop-in is replaced: nothing lands, no reload.
