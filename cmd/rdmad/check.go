@@ -38,7 +38,7 @@ func checkConfigFiles(stdout, stderr io.Writer, root, mainFile, with, as string)
 	pol, err := config.Load(r, mainFile)
 	if err != nil {
 		fmt.Fprintf(stderr, "rdmad: the configuration does not load:\n")
-		for _, e := range flatten(err) {
+		for _, e := range config.Problems(err) {
 			fmt.Fprintf(stderr, "  %s\n", strings.ReplaceAll(e.Error(), "\n", "\n  "))
 		}
 		return 1
@@ -49,16 +49,4 @@ func checkConfigFiles(stdout, stderr io.Writer, root, mainFile, with, as string)
 	}
 	fmt.Fprintf(stdout, "configuration loads: %s\n", files)
 	return 0
-}
-
-// flatten lists the errors of an errors.Join tree, one per problem.
-func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }

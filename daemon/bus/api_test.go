@@ -42,9 +42,16 @@ func TestMain(m *testing.M) {
 // stdout and stderr.
 func rdmactl(t *testing.T, addr string, args ...string) (int, string, string) {
 	t.Helper()
+	return rdmactlStdin(t, addr, "", args...)
+}
+
+// rdmactlStdin runs the real rdmactl against addr with stdin as its
+// standard input (a pipe, as a shell or Ansible gives it).
+func rdmactlStdin(t *testing.T, addr, stdin string, args ...string) (int, string, string) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd := exec.Command(bins.Rdmactl, append([]string{"--bus", addr}, args...)...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errb
 	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {

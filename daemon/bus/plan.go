@@ -52,7 +52,7 @@ func planModel(p service.Plan) dbusapi.Plan {
 	out := dbusapi.Plan{Loads: p.Err == nil, Files: append([]string{}, p.Files...)}
 	if p.Err != nil {
 		out.Files = nil
-		for _, e := range flattenErrors(p.Err) {
+		for _, e := range config.Problems(p.Err) {
 			cp := dbusapi.ConfigProblem{Problem: e.Error(), Text: e.Error()}
 			var ce *config.Error
 			if errors.As(e, &ce) {
@@ -102,16 +102,4 @@ func planChange(r service.PlannedRecord) string {
 		return dbusapi.PlanNextBoot
 	}
 	return dbusapi.PlanRefused
-}
-
-// flattenErrors lists the errors of an errors.Join tree, one per problem.
-func flattenErrors(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flattenErrors(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }

@@ -2,9 +2,7 @@ package bus_test
 
 import (
 	"bytes"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -22,24 +20,6 @@ const planConfig = mlx5Config + `
 device = "mlx5_*"
 tos = 106
 `
-
-// rdmactlStdin runs the real rdmactl against addr with stdin as its
-// standard input (a pipe, as a shell or Ansible gives it).
-func rdmactlStdin(t *testing.T, addr, stdin string, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	cmd := exec.Command(bins.Rdmactl, append([]string{"--bus", addr}, args...)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		return ee.ExitCode(), out.String(), errb.String()
-	case err != nil:
-		t.Fatalf("rdmactl %v: %v", args, err)
-	}
-	return 0, out.String(), errb.String()
-}
 
 func plannedSetting(p dbusapi.Plan, subject, name string) *dbusapi.PlannedSetting {
 	for i, s := range p.Settings {

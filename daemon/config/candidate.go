@@ -54,3 +54,19 @@ func (d dataReader) ReadFile(name string) ([]byte, error) {
 	}
 	return d.Reader.ReadFile(name)
 }
+
+// Problems lists the problems of a load's error one by one (an
+// errors.Join tree flattened), each a *Error where it has a file:line.
+func Problems(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, Problems(e)...)
+		}
+		return out
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}
