@@ -44,8 +44,11 @@ type PlannedSetting struct {
 	Name    string  `json:"name"`  // the setting's name (roce_tos), as in Port.Settings
 	Title   string  `json:"title"` // "RoCE TOS"
 	Now     string  `json:"now"`   // what the kernel holds now; "" when unknown
-	Planned string  `json:"planned"`
-	Source  string  `json:"source"` // file:line of Planned
+	// Planned is the value the policy would set; for a setting it would
+	// release, the value rdmad found before its first change this boot,
+	// which it puts back ("" when none is recorded: the value stays).
+	Planned string `json:"planned"`
+	Source  string `json:"source"` // file:line of Planned
 	// Change says what a pass under the planned policy would do:
 	// PlanNone, PlanSet, PlanRelease, PlanHeld, PlanRefused, PlanUnknown,
 	// PlanNotApplicable or PlanNextBoot.
@@ -78,11 +81,12 @@ type PlannedStep struct {
 	Source  string  `json:"source"`
 }
 
-// Changes counts the settings and steps a pass would write or remove.
+// Changes counts the settings and steps a pass would write or remove: a
+// released setting counts when a value found differs from the kernel's.
 func (p Plan) Changes() int {
 	n := len(p.Steps)
 	for _, s := range p.Settings {
-		if s.Change == PlanSet || s.Change == PlanRelease {
+		if s.Change == PlanSet || s.Change == PlanRelease && s.Planned != "" && s.Planned != s.Now {
 			n++
 		}
 	}

@@ -67,6 +67,9 @@ func planModel(p service.Plan) dbusapi.Plan {
 		if r.IsDeclared() {
 			s.Planned, s.Source = reconcile.Text(r.Declared), r.Source.String()
 		}
+		if r.Released() {
+			s.Planned = r.PutBack
+		}
 		if r.InForce.IsDeclared() {
 			s.InForce, s.InForceSource = reconcile.Text(r.InForce.Declared), r.InForce.Source.String()
 		}

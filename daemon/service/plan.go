@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
@@ -37,6 +38,11 @@ type PlannedRecord struct {
 	// policy in force, when it declared the setting (Setting nil
 	// otherwise).
 	InForce reconcile.Record
+	// PutBack, for a setting the planned policy would no longer declare,
+	// is the value rdmad found before its first change this boot, which
+	// the pass would put back; "" when none is recorded (the kernel's
+	// value then stays).
+	PutBack string
 }
 
 // Released reports whether the policy in force declares the setting and
@@ -75,7 +81,27 @@ func (s *Service) Plan(ctx context.Context, candidate []byte, as string) (Plan, 
 	if err := ctx.Err(); err != nil {
 		return Plan{}, fmt.Errorf("plan: %w", err)
 	}
-	return buildPlan(pol.Files, &st, inForce), nil
+	p := buildPlan(pol.Files, &st, inForce)
+	for i, r := range p.Records {
+		if r.Released() {
+			p.Records[i].PutBack, _ = s.rec.FoundText(r.Subject, r.Setting, deviceOf([]*reconcile.State{&st, &last}, r.Subject))
+		}
+	}
+	return p, nil
+}
+
+// deviceOf is the device of a port or device subject as the plan read it,
+// else as the last pass did; nil for other subjects.
+func deviceOf(states []*reconcile.State, s reconcile.Subject) *host.Device {
+	if s.Kind != reconcile.SubjectPort && s.Kind != reconcile.SubjectDevice {
+		return nil
+	}
+	for _, st := range states {
+		if d := st.Device(s.Device); d != nil {
+			return &d.Device
+		}
+	}
+	return nil
 }
 
 // buildPlan lists the records of st that the planned policy declares,

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
 )
@@ -115,7 +116,9 @@ func TestPlanWritesNothing(t *testing.T) {
 // A candidate under the name of a drop-in in force takes its place: what
 // only that drop-in declared is released.
 func TestPlanReleasesWhatTheCandidateNoLongerDeclares(t *testing.T) {
-	e := newEnv(t, "", nil)
+	e := newEnv(t, "", func(e *env) {
+		hosttest.Write(t, e.root, reconcile.BootIDFile, "4b0c2a49-3d1e-4c5f-9a77-d1e1b2c3d4e5\n")
+	})
 	if err := os.MkdirAll(filepath.Join(e.root, config.DropInDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +134,9 @@ func TestPlanReleasesWhatTheCandidateNoLongerDeclares(t *testing.T) {
 		t.Fatalf("plan: %v %v", err, p.Err)
 	}
 	r := planned(p, reconcile.PortSubject("mlx5_0", 1), "roce_tos")
-	if r == nil || !r.Released() || r.IsDeclared() || reconcile.Text(r.Observed) != "106" || reconcile.Text(r.InForce.Declared) != "106" {
+	// The pass would put back what rdmad found before it set 106: the
+	// fixture's 0.
+	if r == nil || !r.Released() || r.IsDeclared() || reconcile.Text(r.Observed) != "106" || reconcile.Text(r.InForce.Declared) != "106" || r.PutBack != "0" {
 		t.Fatalf("released tos: %+v", r)
 	}
 	// Without a candidate, the files as they are: nothing changes.

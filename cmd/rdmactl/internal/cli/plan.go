@@ -142,7 +142,10 @@ func (e *env) printPlan(w io.Writer, p dbusapi.Plan) {
 	for _, s := range p.Settings {
 		planned, source, change := orDash(s.Planned), orDash(s.Source), s.Change
 		if s.Change == dbusapi.PlanRelease {
-			planned, source = "(not declared)", "was "+s.InForceSource
+			planned, source = "(left as is)", "was "+s.InForceSource
+			if s.Planned != "" {
+				planned = s.Planned + " (found)"
+			}
 		}
 		if s.Why != "" {
 			change += ": " + s.Why
