@@ -44,14 +44,15 @@ func (s FileSnapshot) Equal(o FileSnapshot) bool {
 }
 
 // Snapshot reads rel (bounded, as configuration) for a later Restore. A
-// missing file is a snapshot that does not exist.
+// missing file is a snapshot that does not exist. The error of one that
+// cannot be read is ReadConfigFile's, which names the path and the step.
 func (h *Host) Snapshot(rel string) (FileSnapshot, error) {
 	data, err := ReadConfigFile(h.Path(rel))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return FileSnapshot{}, nil
 	case err != nil:
-		return FileSnapshot{}, fmt.Errorf("read %s: %w", h.Path(rel), err)
+		return FileSnapshot{}, err
 	}
 	return FileSnapshot{Exists: true, Data: data}, nil
 }
