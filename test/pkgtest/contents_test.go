@@ -161,7 +161,13 @@ func TestBinariesStaticAndStamped(t *testing.T) {
 	}
 }
 
-// TestManPagesCompressed: the man pages are gzip'd roff that `man` reads.
+// preprocessors is the first line of a man page that names the
+// preprocessors man(1) runs before troff (`'\" t` for tbl), if it has one.
+var preprocessors = regexp.MustCompile(`^'\\" ([egprtv]+)\n`)
+
+// TestManPagesCompressed: the man pages are gzip'd roff that `man` reads:
+// .TH first, after the preprocessor line where there is one, and a page
+// with a table (.TS) names tbl there, or man prints the table's source.
 func TestManPagesCompressed(t *testing.T) {
 	p := build(t, version1)
 	pages, _ := filepath.Glob(filepath.Join(p.stage, "usr/share/man/man*/*.gz"))
@@ -176,8 +182,15 @@ func TestManPagesCompressed(t *testing.T) {
 		b, err := io.ReadAll(z)
 		mustf(t, err, page)
 		f.Close()
-		if !strings.HasPrefix(string(b), ".TH ") {
-			t.Errorf("%s does not start with .TH", page)
+		text, pre := string(b), ""
+		if m := preprocessors.FindStringSubmatch(text); m != nil {
+			text, pre = text[len(m[0]):], m[1]
+		}
+		if !strings.HasPrefix(text, ".TH ") {
+			t.Errorf("%s does not start with .TH (after a preprocessor line)", page)
+		}
+		if strings.Contains(text, "\n.TS") && !strings.Contains(pre, "t") {
+			t.Errorf("%s has a table but no '\\\" t line: man would not run tbl", page)
 		}
 	}
 }
