@@ -866,7 +866,7 @@ s_siw-roce-na() {
 	local act json
 	rdma_dev_exists siw0 || fail "siw0 missing"
 	siw_roce_action() {
-		act=$(describe | jq -c '[.actions[] | select(.subject.kind == "port" and .subject.device == "siw0" and .subject.port == 1 and .kind == "roce")]')
+		act=$(describe | jq -c '[.actions[] | select(.subject.kind == "port" and .subject.device == "siw0" and .subject.port == 1 and .kind == "roce tos")]')
 		jq -e 'length == 1 and .[0].status == "not-applicable" and (.[0].error | test("iwarp"))' >/dev/null <<<"$act"
 	}
 	wait_for 10 siw_roce_action || fail "rdmactl -o json status: siw0/1 roce actions: $act"
