@@ -118,6 +118,7 @@ func TestDebPurgeRemovesWhatRdmadWrote(t *testing.T) {
 	bin := removalTools(t)
 	removal(t, "postrm purge", func(t *testing.T, root string) {
 		hosttest.Write(t, root, "var/lib/rdmad/last-good-config.json", "{}\n")
+		hosttest.Write(t, root, "var/lib/rdmad/found.json", "# rdmad\n{}\n")
 		cmd := exec.Command(filepath.Join(bin, "sh"), filepath.Join(repo, "packaging/deb/postrm"), "purge")
 		cmd.Env = []string{"PATH=" + bin, "DPKG_ROOT=" + root}
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -95,8 +95,10 @@ func TestRPMFiles(t *testing.T) {
 	if got := rpmFiles["/etc/rdma/rdmad.toml"][0]; got != "cn" {
 		t.Errorf("/etc/rdma/rdmad.toml flags %q, want cn (%%config(noreplace))", got)
 	}
-	if got := rpmFiles["/var/lib/rdmad/last-good-config.json"][0]; got != "g" {
-		t.Errorf("/var/lib/rdmad/last-good-config.json flags %q, want g (%%ghost)", got)
+	for _, state := range []string{"/var/lib/rdmad/last-good-config.json", "/var/lib/rdmad/found.json"} {
+		if got := rpmFiles[state][0]; got != "g" {
+			t.Errorf("%s flags %q, want g (%%ghost)", state, got)
+		}
 	}
 	// Files rdmad writes under /etc are not the package's: rpm -e would
 	// remove a %ghost whatever it holds, an administrator's file included;

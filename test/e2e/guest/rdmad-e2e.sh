@@ -1164,7 +1164,7 @@ qos_cleanup() {
 # device's TOS is applied all the same. iproute2's dcb, asked the same,
 # gets the same refusal.
 s_qos-veth() {
-	local out err trust kind na
+	local out err trust kind na doc
 	rdma_dev_exists rxe9 || fail "rxe9 missing (roce-v1-error makes it)"
 	trap qos_cleanup EXIT
 	out=$(dcb pfc show dev veth3 2>&1) && fail "dcb pfc show dev veth3 succeeded on a veth: $out"
@@ -1193,6 +1193,9 @@ s_qos-veth() {
 		fail "no qos drift in $metrics_file: $(grep -E 'rxe9' "$metrics_file" 2>&1 | tr '\n' ';' | cut -c1-400)"
 	rdmad_journal | grep -F rxe9 | matches -F 'does not support DCB' || fail "rdmad's journal does not say veth3 has no DCB"
 	rdmad_journal | grep -F rxe9 | matches -F 'has no PFC storm prevention' || fail "rdmad's journal does not say veth3 has no storm prevention"
+	# Doctor fails the refused settings, naming the netdev.
+	doc=$(rdmactl -o json doctor 2>/dev/null | jq -r '.[] | select(.id == "qos-pfc-differs" and .subject.device == "rxe9") | "\(.severity) \(.finding)"')
+	[[ $doc == fail* ]] && matches -F veth3 <<<"$doc" || fail "doctor on rxe9's refused PFC: '$doc', want a fail naming veth3"
 	trust=$(qos_acts | jq -r '.[] | select(.kind == "qos trust") | .status')
 	pass "rxe9 tos $declared_tos; DCB, pause and storm timeout refused by veth3 (EOPNOTSUPP, named); ecn $na; qos trust $trust; drift 1"
 }
@@ -1390,7 +1393,7 @@ s_ansible() {
 # the administrator's drop-ins stay (docs/decisions/packaging.md).
 rdmad_owned=(/etc/rdma/rdmad.d/zz-rdmad-persist.toml /etc/security/limits.d/90-rdmad-memlock.conf
 	/etc/systemd/system.conf.d/90-rdmad-memlock.conf /etc/modprobe.d/rdmad-netns.conf
-	/etc/rdma/rdmad.d/00-upgrade-memlock.toml /var/lib/rdmad/last-good-config.json)
+	/etc/rdma/rdmad.d/00-upgrade-memlock.toml /var/lib/rdmad/last-good-config.json /var/lib/rdmad/found.json)
 hand_written=/etc/modprobe.d/rdmad-mlx4-pfc.conf # a path rdmad writes, here written by hand (no header)
 package_files=(/usr/sbin/rdmad /usr/bin/rdmactl /usr/lib/systemd/system/rdmad.service /usr/lib/udev/rules.d/90-rdmad.rules
 	/usr/share/dbus-1/system.d/org.rdmad1.conf /usr/share/dbus-1/system-services/org.rdmad1.service
