@@ -29,8 +29,9 @@ import (
 func main() {
 	sizes := flag.String("sizes", "1,64,1024", "device counts")
 	runs := flag.Int("runs", 7, "repetitions of each measurement (the median is shown)")
+	idle := flag.Duration("idle", time.Minute, "how long the daemon's idle CPU is measured, at the largest size (0: not measured)")
 	flag.Parse()
-	if err := run(*sizes, *runs); err != nil {
+	if err := run(*sizes, *runs, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
 		os.Exit(1)
 	}
@@ -44,7 +45,7 @@ type row struct {
 	storm                                   perf.StormResult
 }
 
-func run(sizeList string, runs int) error {
+func run(sizeList string, runs int, idle time.Duration) error {
 	bin, err := buildRdmad()
 	if err != nil {
 		return err
@@ -62,7 +63,9 @@ func run(sizeList string, runs int) error {
 	defer stopBus()
 
 	var rows []row
-	for _, f := range strings.Split(sizeList, ",") {
+	var drift []driftRow
+	fields := strings.Split(sizeList, ",")
+	for i, f := range fields {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {
 			return fmt.Errorf("size %q: %w", f, err)
@@ -73,12 +76,22 @@ func run(sizeList string, runs int) error {
 			return fmt.Errorf("at %d devices: %w", n, err)
 		}
 		rows = append(rows, r)
+		var idleHere time.Duration
+		if i == len(fields)-1 {
+			idleHere = idle
+		}
+		dr, err := measureDrift(bin, addr, n, runs, idleHere)
+		if err != nil {
+			return fmt.Errorf("live truth at %d devices: %w", n, err)
+		}
+		drift = append(drift, dr)
 	}
 	ref, err := setRoCEReference(addr, runs)
 	if err != nil {
 		return err
 	}
 	print(rows, ref, runs)
+	printDrift(drift, runs, idle)
 	return nil
 }
 
