@@ -131,10 +131,10 @@ func (r *Running) Idle(d time.Duration) (float64, error) {
 	return float64(c1-c0) / float64(d), nil
 }
 
-// Correct writes 0 to the TOS of dev's port 1, as another process would,
-// and returns how long until the daemon has put the declared 106 back.
-func (r *Running) Correct(dev string) (time.Duration, error) {
-	p := r.host.path(host.ConfigfsPortPath(dev, 1, "default_roce_tos"))
+// Correct writes 0 to the TOS of a port, as another process would, and
+// returns how long until the daemon has put the declared 106 back.
+func (r *Running) Correct(dev string, port int) (time.Duration, error) {
+	p := r.host.path(host.ConfigfsPortPath(dev, port, "default_roce_tos"))
 	if err := os.WriteFile(p, []byte("0\n"), 0o644); err != nil {
 		return 0, err
 	}
@@ -148,7 +148,7 @@ func (r *Running) Correct(dev string) (time.Duration, error) {
 			return time.Since(t0), nil
 		}
 		if time.Since(t0) > 10*time.Second {
-			return 0, fmt.Errorf("%s/1: TOS %q 10 s after another process wrote 0", dev, bytes.TrimSpace(b))
+			return 0, fmt.Errorf("%s/%d: TOS %q 10 s after another process wrote 0", dev, port, bytes.TrimSpace(b))
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -1240,6 +1240,17 @@ load_packages() { . "$pkg_dir/packages.env" || fail "no $pkg_dir/packages.env"; 
 pkg_status() { dpkg-query -W -f '${Status} ${Version}' rdmad 2>/dev/null; }
 unit_prop() { systemctl show -p "$1" --value rdmad.service 2>/dev/null; }
 set_tos() { echo "$3" >"$cm/$1/ports/$2/default_roce_tos"; } # set_tos DEV PORT TOS: by hand, as drift
+# drift_report: the running rdmad leaves a value set by hand ([drift] action
+# = "report"; under "correct" it would put it back at once), so what a new
+# process applies at its start shows. Kept to the end of the boot: an
+# administrator's drop-in as far as the purge is concerned.
+drift_report_dropin=/etc/rdma/rdmad.d/60-e2e-drift-report.toml
+drift_report() {
+	[[ -e $drift_report_dropin ]] && return 0
+	printf '# added by the rdmad e2e test\n[drift]\naction = "report"\n' >"$drift_report_dropin"
+	rdmactl reload >/dev/null 2>&1
+	return 0
+}
 rdmad_running() { pgrep -x rdmad >/dev/null; }
 restarted_from() { # restarted_from PID: rdmad.service is active with another main PID
 	local pid
@@ -1261,7 +1272,10 @@ upgrade_over_edit() {
 	file=$pkg_dir/${!file} version=${!version} binary=${!binary}
 	grep -qxF "$conffile_edit" "$conffile" || fail "$conffile has no edit"
 	wait_for 10 tos_is rxe0 "$edited_tos" || fail "rxe0/1 tos '$(tos_of rxe0)' before the upgrade, the edit declares $edited_tos"
+	drift_report
 	set_tos rxe0 1 0 || fail "cannot set rxe0/1 tos by hand"
+	sleep 0.5
+	tos_is rxe0 0 || fail "rxe0/1 tos '$(tos_of rxe0)' after it was set to 0 by hand under [drift] action = \"report\""
 	sum=$(sha256sum <"$conffile")
 	pid=$(unit_prop MainPID) ts=$(unit_prop ExecMainStartTimestampMonotonic) nrestarts=$(unit_prop NRestarts)
 	((pid > 0)) || fail "rdmad is not running before the upgrade"
