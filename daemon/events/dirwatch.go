@@ -144,7 +144,17 @@ func (w *DirWatcher) event(ev fsnotify.Event) {
 }
 
 // sync adds the wanted directories not watched yet and removes the others.
+// A directory it starts watching is reported as changed: the pass that
+// named it read its settings before the watch existed, and a write in
+// between (another process, right after rdmad started or the device came)
+// would otherwise wait for the verify read-back.
 func (w *DirWatcher) sync(log *slog.Logger) {
+	var added []string
+	defer func() {
+		for _, d := range added {
+			w.Changed(d)
+		}
+	}()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fw == nil {
@@ -162,6 +172,7 @@ func (w *DirWatcher) sync(log *slog.Logger) {
 		}
 		if err := w.fw.Add(d); err == nil {
 			w.watched[d] = true
+			added = append(added, d)
 		} else {
 			log.Debug("not watched yet", "dir", d, "err", err)
 		}

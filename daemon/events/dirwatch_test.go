@@ -29,6 +29,7 @@ func TestDirWatcher(t *testing.T) {
 	missing := filepath.Join(root, "later")
 	w.Set([]string{port, files, missing})
 	waitWatched(t, w, []string{files, port})
+	drainDirs(changed)
 
 	if err := os.WriteFile(filepath.Join(port, "default_roce_tos"), []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -65,6 +66,34 @@ func TestDirWatcher(t *testing.T) {
 	// What Set no longer names is not watched.
 	w.Set([]string{files})
 	waitWatched(t, w, []string{files})
+}
+
+// A directory the watcher starts watching is reported once, with no
+// event: the pass that named it read it before the watch existed, and a
+// write in between would be missed until the verify read-back.
+func TestDirWatcherReportsNewWatches(t *testing.T) {
+	root := t.TempDir()
+	port := filepath.Join(root, "ports", "1")
+	if err := os.MkdirAll(port, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan string, 16)
+	w := &DirWatcher{Changed: func(d string) { changed <- d }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	w.Set([]string{port})
+	if got := nextDir(t, changed); got != port {
+		t.Errorf("a new watch reported %s, want %s", got, port)
+	}
+	// Watched already: Set again reports nothing.
+	w.Set([]string{port})
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case d := <-changed:
+		t.Errorf("a directory watched already was reported again: %s", d)
+	default:
+	}
 }
 
 func waitWatched(t *testing.T, w *DirWatcher, want []string) {
