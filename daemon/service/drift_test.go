@@ -117,6 +117,12 @@ func newDriftRig(t *testing.T, cfg string) *driftRig {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	svc.Start()
 	r.idle(t)
+	// The first watches are read again at once (a recheck of what they
+	// watch): let that end before the test changes anything.
+	for deadline := time.Now().Add(2 * time.Second); len(r.dirs.Watched()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.settled(t)
 	return r
 }
 
@@ -134,6 +140,10 @@ func (r *driftRig) watching(t *testing.T, rel string) {
 	t.Helper()
 	dir := r.h.Path(rel)
 	waitUntil(t, "watching "+rel, func() bool { return slices.Contains(r.dirs.Watched(), dir) })
+	// A new watch is read again at once (the recheck that closes the gap
+	// between the pass and the watch): let it end, so the test's own
+	// write, not atomic as the kernel's are, is not read half done.
+	r.settled(t)
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
