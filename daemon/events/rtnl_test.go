@@ -58,10 +58,13 @@ func TestLinkChangeFilter(t *testing.T) {
 // A loss of carrier while the netdev stays up is told to CarrierLost; a
 // netdev taken down, a new one and one that never had carrier are not.
 func TestLinkSourceTellsCarrierLosses(t *testing.T) {
+	// Each loss is told at the update that lost the carrier of a link
+	// that stays up (step 2), not at one that sets the link down (step 4).
 	var lost []string
-	s := &LinkSource{links: map[int]linkView{}, CarrierLost: func(n string) { lost = append(lost, n) }}
+	step := 0
+	s := &LinkSource{links: map[int]linkView{}, CarrierLost: func(n string) { lost = append(lost, fmt.Sprintf("%s at %d", n, step)) }}
 	up := uint32(unix.IFF_UP | unix.IFF_LOWER_UP)
-	for _, u := range []netlink.LinkUpdate{
+	for i, u := range []netlink.LinkUpdate{
 		linkUpdate(unix.RTM_NEWLINK, 4, "ens1f0np0", netlink.OperDown, unix.IFF_UP), // new, no carrier yet
 		linkUpdate(unix.RTM_NEWLINK, 4, "ens1f0np0", netlink.OperUp, up),
 		linkUpdate(unix.RTM_NEWLINK, 4, "ens1f0np0", netlink.OperLowerLayerDown, unix.IFF_UP), // cable pulled
@@ -69,10 +72,11 @@ func TestLinkSourceTellsCarrierLosses(t *testing.T) {
 		linkUpdate(unix.RTM_NEWLINK, 4, "ens1f0np0", netlink.OperDown, 0), // ip link set down
 		linkUpdate(unix.RTM_NEWLINK, 5, "ens1f1np1", netlink.OperUp, up),  // new and up
 	} {
+		step = i
 		s.changed(u)
 	}
-	if !reflect.DeepEqual(lost, []string{"ens1f0np0"}) {
-		t.Errorf("carrier losses %v, want one of ens1f0np0", lost)
+	if !reflect.DeepEqual(lost, []string{"ens1f0np0 at 2"}) {
+		t.Errorf("carrier losses %v, want one of ens1f0np0 at 2 (the cable pulled)", lost)
 	}
 }
 
