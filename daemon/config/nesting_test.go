@@ -351,3 +351,16 @@ func TestProblemsOfAFileAreBounded(t *testing.T) {
 		t.Errorf("the error is %d bytes long", len(err.Error()))
 	}
 }
+
+// A file with exactly as many problems as are listed lists them all, and
+// no count of more.
+func TestProblemsAtTheBoundAreAllListed(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i < maxErrorsPerFile; i++ {
+		fmt.Fprintf(&b, "k%d = 1\n", i)
+	}
+	_, err := Parse("f.toml", []byte(b.String()))
+	if errs := flatten(err); len(errs) != maxErrorsPerFile || strings.Contains(err.Error(), "more problems") {
+		t.Errorf("%d problems: %d reported (%v)", maxErrorsPerFile, len(errs), err)
+	}
+}
