@@ -32,3 +32,23 @@ func TestSyntaxErrorNamesTheKeyBefore(t *testing.T) {
 		t.Errorf("syntax error before any key: %v", err)
 	}
 }
+
+// A quoted boolean is refused with the hint to drop the quotes, either way.
+func TestQuotedBooleanHint(t *testing.T) {
+	for _, v := range []string{"true", "false"} {
+		_, err := Parse("f.toml", []byte("[memlock]\nenable = \""+v+"\"\n"))
+		if err == nil || !strings.Contains(err.Error(), "write "+v+" without quotes") {
+			t.Errorf("enable = %q: %v", v, err)
+		}
+	}
+}
+
+// A position without a line is its file alone.
+func TestPositionWithoutLine(t *testing.T) {
+	if got := (Position{File: "f.toml"}).String(); got != "f.toml" {
+		t.Errorf("Position without line = %q", got)
+	}
+	if got := (Position{File: "f.toml", Line: 1}).String(); got != "f.toml:1" {
+		t.Errorf("Position at line 1 = %q", got)
+	}
+}
