@@ -12,12 +12,14 @@ REVISION  ?= $(shell if [ -e .git ]; then git rev-parse HEAD; else cat REVISION;
 LDFLAGS   := -X github.com/rdmad/rdmad/daemon/version.Version=$(VERSION) \
 	-X github.com/rdmad/rdmad/daemon/version.Revision=$(REVISION) $(EXTRA_LDFLAGS)
 
-.PHONY: all build cockpit test vet fmt-check staticcheck bench bench-go bench-memory demo install e2e clean deps-test package completions dist
+.PHONY: all build cockpit test vet fmt-check staticcheck bench bench-go bench-memory demo install e2e clean deps-test package completions dist mutate
 
 # Pinned tools, installed from the Go module proxy into .tools/.
 TOOLS       := $(CURDIR)/.tools
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS)/$(STATICCHECK_VERSION)/staticcheck
+GREMLINS_VERSION := v0.6.0
+GREMLINS    := $(TOOLS)/gremlins-$(GREMLINS_VERSION)/gremlins
 
 all: build
 
@@ -76,6 +78,16 @@ bench:
 # (docs/performance.md, "Memory bound").
 bench-memory:
 	$(GO) run ./test/perf/memcap
+
+# Mutation testing of the daemon's core (docs/testing.md), one package at a
+# time, smallest first: make mutate, or make mutate MUTATE="dcb roce".
+# Slow (hours for all of them on two cores); not part of make test or CI.
+MUTATE ?= roce dcb reconcile bus service qos doctor config
+$(GREMLINS):
+	GOBIN=$(dir $@) $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+
+mutate: $(GREMLINS)
+	GREMLINS=$(GREMLINS) test/mutate.sh $(MUTATE)
 
 # The go test benchmarks, for benchstat comparisons of two commits.
 bench-go:
