@@ -41,8 +41,10 @@ fi
 # The trixie guest runs a one-node Slurm cluster (slurmctld, slurmd, munge)
 # for contrib/slurm's health check; its units start only once the scenario
 # writes slurm.conf (ConditionPathExists).
+# It also runs dbus-broker as its system bus (run.sh enables it), as RHEL 9
+# and Fedora do; the bookworm guest keeps dbus-daemon, so both are covered.
 if [[ $suite == trixie ]]; then
-	packages+=(slurm-wlm munge)
+	packages+=(slurm-wlm munge dbus-broker)
 fi
 
 # Use the apt sources this machine uses for Debian (only the deb.debian.org /

@@ -185,6 +185,13 @@ install_test_side() {
 	cp -r "$repo/contrib/ansible/site.yml" "$repo/contrib/ansible/roles" "$root/usr/lib/rdmad-e2e/ansible/"
 	install -d -m 0755 "$root/var/lib/prometheus/node-exporter"
 
+	# The trixie guest's system bus is dbus-broker (RHEL 9 and Fedora run it),
+	# the bookworm guest's dbus-daemon: rdmad's policy, activation and polkit
+	# checks run on both (scenario bus-broker).
+	if [[ $suite == trixie ]]; then
+		systemctl --root="$root" --quiet enable dbus-broker.service
+	fi
+
 	# rdmad.service is enabled by the package's postinst, not here.
 	systemctl --root="$root" --quiet enable rdmad-e2e.service systemd-networkd.service
 	# The serial getty would hang up the console the results come back on;
