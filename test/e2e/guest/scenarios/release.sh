@@ -54,13 +54,14 @@ s_bus-broker() {
 # found by the running rdmad's doctor; the same sandbox under another group
 # must not see it, which proves the hidepid mount is what is tested.
 s_sandbox-proc() {
-	local dir=/run/rdmad-e2e-lldpad pid out finding
+	# Not under /run: initramfs-tools mounts it noexec, and systemd keeps it.
+	local dir=/var/lib/rdmad-e2e-lldpad pid out finding
 	trap 'kill "$pid" 2>/dev/null; rm -rf "$dir" /run/lldpad.pid' EXIT
 	# nobody must reach it whatever the runner's umask.
 	install -d -m 0755 "$dir" && install -m 0755 /usr/bin/sleep "$dir/lldpad" || fail "cannot make the lldpad stand-in"
 	setpriv --reuid=65534 --regid=65534 --clear-groups "$dir/lldpad" 300 &
 	pid=$!
-	wait_for 5 bash -c "[[ \$(cat /proc/$pid/comm 2>/dev/null) == lldpad ]]" || fail "the stand-in does not run as lldpad"
+	wait_for 10 bash -c "[[ \$(cat /proc/$pid/comm 2>/dev/null) == lldpad ]]" || fail "the stand-in does not run as lldpad"
 	[[ $(stat -c %u "/proc/$pid") == 65534 ]] || fail "the stand-in is not nobody's"
 	# As lldpad writes it: "%u\n" in a zeroed 32-byte buffer.
 	printf '%s\n' "$pid" | dd of=/run/lldpad.pid bs=32 count=1 conv=sync status=none || fail "cannot write /run/lldpad.pid"
