@@ -760,7 +760,9 @@ polkit.addRule(function(action, subject) {
     }
 });
 RULES
-	trap 'rm -f "$site" "$link"' RETURN
+	# EXIT, not RETURN: pass and fail exit the scenario's process, and a
+	# rule left behind would let this user change RoCE in later scenarios.
+	trap 'rm -f "$site" "$link"' EXIT
 	as_user() { runuser -u "$user" -- rdmactl --no-ask-password roce set rxe0/1 "$@"; }
 	# polkitd reads rules.d again when it changes.
 	wait_for 15 as_user --tos 40 >/dev/null 2>&1 || fail "$user is not allowed org.rdmad1.set-roce by the site rule: $(as_user --tos 40 2>&1)"

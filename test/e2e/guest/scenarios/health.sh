@@ -37,7 +37,7 @@ finding_is() { [[ $(doctor_finding "$1" "$2") == "$3"* ]]; }
 s_doctor-port-states() {
 	local expect=/etc/rdma/rdmad.d/70-e2e-expect.toml ignore=/etc/rdma/rdmad.d/71-e2e-ignore.toml
 	local prom=/var/lib/prometheus/node-exporter/rdmad.prom f
-	trap 'rm -f $expect $ignore; rdma link del rxeh 2>/dev/null; ip link del hlth0 2>/dev/null; rdmactl reload >/dev/null 2>&1' RETURN
+	trap 'rm -f $expect $ignore; rdma link del rxeh 2>/dev/null; ip link del hlth0 2>/dev/null; rdmactl reload >/dev/null 2>&1' EXIT
 	ensure_veth hlth0 hlth1 || fail "cannot make hlth0"
 	rdma link add rxeh type rxe netdev hlth0 || fail "rdma link add rxeh"
 	wait_for 10 finding_is port-active rxeh/1 ok || fail "rxeh/1 not active: $(doctor_finding port-active rxeh/1)"
@@ -78,7 +78,7 @@ verify_step() {
 # connection and the bandwidth, with the real tools on the real port.
 s_verify-member() {
 	local out rc step siw=""
-	trap 'ip addr del $health_addr/24 dev veth0 2>/dev/null' RETURN
+	trap 'ip addr del $health_addr/24 dev veth0 2>/dev/null' EXIT
 	for t in ibv_rc_pingpong rping ib_write_bw; do command -v "$t" >/dev/null || fail "$t is not installed in the image"; done
 	ip addr add "$health_addr/24" dev veth0 2>/dev/null
 	wait_for 10 health_gid_ready || fail "no RoCE v2 GID for $health_addr on rxe0"
@@ -130,7 +130,7 @@ s_verify-nonmember() {
 s_slurm-health() {
 	local node reason state dropin=/etc/rdma/rdmad.d/72-e2e-slurm.toml
 	local hc=/usr/lib/rdmad-e2e/rdmad-healthcheck
-	trap 'rm -f $dropin; rdmactl reload >/dev/null 2>&1; systemctl stop slurmd slurmctld 2>/dev/null' RETURN
+	trap 'rm -f $dropin; rdmactl reload >/dev/null 2>&1; systemctl stop slurmd slurmctld 2>/dev/null' EXIT
 	node=$(hostname -s)
 	mkdir -p /etc/slurm /var/lib/slurm/slurmctld /var/lib/slurm/slurmd
 	chown slurm: /var/lib/slurm/slurmctld 2>/dev/null

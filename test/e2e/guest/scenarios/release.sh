@@ -35,7 +35,9 @@ s_bus-broker() {
 	[[ $(busctl --system status org.rdmad1 2>/dev/null | sed -n 's/^PID=//p') == "$pid" ]] ||
 		fail "the activated org.rdmad1 is not rdmad.service's pid $pid"
 
-	# polkit through the broker: refused for a user, allowed for root.
+	# polkit through the broker: refused for a user, allowed for root. A
+	# runtime TOS left behind would break the scenarios after this one.
+	trap 'rdmactl roce unset rxe0/1 >/dev/null 2>&1' EXIT
 	before=$(tos_of rxe0)
 	out=$(runuser -u "$user" -- rdmactl roce set rxe0/1 --tos 8 2>&1)
 	rc=$?
