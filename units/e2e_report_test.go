@@ -170,6 +170,15 @@ func TestE2EScenariosPerKernel(t *testing.T) {
 			t.Errorf("doctor-port-states must follow metrics, verify precede the netns switch: %v", list)
 		}
 	}
+	// Out-of-band changes (scenarios/drift.sh) on both kernels: inotify on
+	// configfs is the kernel's to prove.
+	for _, list := range [][]string{b, tx} {
+		for _, n := range []string{"drift-correct", "drift-contested"} {
+			if !has(list, n) {
+				t.Errorf("%s must run in boot 1 of both kernels: %v", n, list)
+			}
+		}
+	}
 	if !has(scenarios(t, "trixie", 2), "slurm-health") || has(scenarios(t, "bookworm", 2), "slurm-health") {
 		t.Error("slurm-health runs in the trixie guest only")
 	}
