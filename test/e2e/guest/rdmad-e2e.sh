@@ -440,9 +440,16 @@ s_sandbox-caps() {
 	# configfs rdma_cm: mkdir + attribute write.
 	modprobe rdma_cm 2>/dev/null # configfs rdma_cm exists once rdma_cm is loaded
 	wait_for 3 tos_is "$dev" "$declared_tos" # let rdmad finish with the new device first
+	# Under [drift] action = "correct" the running rdmad would put the
+	# probe's write back before the probe reads it: report only, meanwhile.
+	trap 'rm -f /etc/rdma/rdmad.d/60-e2e-sandbox-report.toml; rdmactl reload >/dev/null 2>&1' EXIT
+	printf '# added by the rdmad e2e test\n[drift]\naction = "report"\n' >/etc/rdma/rdmad.d/60-e2e-sandbox-report.toml
+	rdmactl reload >/dev/null 2>&1 || fail "rdmactl reload with [drift] action = \"report\" failed"
 	out=$(in_sandbox -- sh -c "d=$cm/$dev; { [ -d \$d ] || mkdir \$d; } && echo 32 >\$d/ports/1/default_roce_tos && cat \$d/ports/1/default_roce_tos && rmdir \$d" 2>&1) ||
 		fail "configfs rdma_cm mkdir/write inside rdmad's sandbox failed: $out"
 	[[ $out == 32 ]] || fail "configfs tos read back '$out' inside the sandbox"
+	rm -f /etc/rdma/rdmad.d/60-e2e-sandbox-report.toml
+	rdmactl reload >/dev/null 2>&1
 	rdma link del "$dev" || fail "rdma link del $dev failed"
 	# RDMA netlink: netns mode, set to what it is (the permission check runs,
 	# nothing changes).

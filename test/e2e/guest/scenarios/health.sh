@@ -132,6 +132,9 @@ s_slurm-health() {
 	local hc=/usr/lib/rdmad-e2e/rdmad-healthcheck
 	trap 'rm -f $dropin; rdmactl reload >/dev/null 2>&1; systemctl stop slurmd slurmctld 2>/dev/null' EXIT
 	node=$(hostname -s)
+	# slurmctld resolves its own host name; the guest has no /etc/hosts
+	# (and no nss-myhostname), as a minimal image may not.
+	getent hosts "$node" >/dev/null || printf '127.0.0.1 localhost\n127.0.1.1 %s\n' "$node" >>/etc/hosts
 	mkdir -p /etc/slurm /var/lib/slurm/slurmctld /var/lib/slurm/slurmd
 	chown slurm: /var/lib/slurm/slurmctld 2>/dev/null
 	cat >/etc/slurm/slurm.conf <<EOF
