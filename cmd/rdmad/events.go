@@ -85,3 +85,6 @@ func startEvents(ctx context.Context, svc *service.Service, dirs *events.DirWatc
 	}
 	return events.RunAll(ctx, log, sources)
 }
+
+// The link source tells a netdev's change of state from its arrival.
+var _ events.NetdevStateRequester = (*service.Service)(nil)

@@ -184,22 +184,42 @@ func (s *LinkSource) consume(ctx context.Context, ch <-chan netlink.LinkUpdate, 
 			if !ok {
 				return false
 			}
-			for _, name := range s.changed(u) {
-				s.Req.RequestNetdev(name)
+			names, stateOnly := s.changes(u)
+			sr, canState := s.Req.(NetdevStateRequester)
+			for _, name := range names {
+				if stateOnly && canState {
+					sr.RequestNetdevState(name)
+				} else {
+					s.Req.RequestNetdev(name)
+				}
 			}
 		}
 	}
 }
 
-// changed records u and returns the netdev names it is news about: a new
-// or removed link, a rename (both names), or a change of admin/oper state
-// or carrier. Statistics-only and address updates are ignored.
+// NetdevStateRequester is a Requester that tells a netdev's change of link
+// state or carrier from its arrival (the service does: a state change is
+// not a reason to apply the policy over what [drift] action says).
+type NetdevStateRequester interface {
+	RequestNetdevState(name string)
+}
+
+// changed returns the netdev names u is news about (see changes).
 func (s *LinkSource) changed(u netlink.LinkUpdate) []string {
+	names, _ := s.changes(u)
+	return names
+}
+
+// changes records u and returns the netdev names it is news about: a new
+// or removed link, a rename (both names), or a change of admin/oper state
+// or carrier; stateOnly says it is the last kind. Statistics-only and
+// address updates are ignored.
+func (s *LinkSource) changes(u netlink.LinkUpdate) (names []string, stateOnly bool) {
 	idx := u.Attrs().Index
 	old, known := s.links[idx]
 	if u.Header.Type == unix.RTM_DELLINK {
 		delete(s.links, idx)
-		return []string{u.Attrs().Name}
+		return []string{u.Attrs().Name}, false
 	}
 	a := u.Attrs()
 	v := linkView{
@@ -214,11 +234,11 @@ func (s *LinkSource) changed(u netlink.LinkUpdate) []string {
 	}
 	switch {
 	case !known:
-		return []string{v.name}
+		return []string{v.name}, false
 	case old.name != v.name:
-		return []string{old.name, v.name}
+		return []string{old.name, v.name}, false
 	case old != v:
-		return []string{v.name}
+		return []string{v.name}, true
 	}
-	return nil
+	return nil, false
 }

@@ -48,9 +48,16 @@ func TestLinkChangeFilter(t *testing.T) {
 		{"no operstate, taken down", linkUpdate(unix.RTM_NEWLINK, 5, "dummy0", netlink.OperUnknown, 0), []string{"dummy0"}},
 		{"no operstate, nothing new", linkUpdate(unix.RTM_NEWLINK, 5, "dummy0", netlink.OperUnknown, 0), nil},
 	}
+	// A change of state or carrier alone is not an arrival.
+	stateOnly := map[string]bool{"comes up": true, "carrier lost": true,
+		"no operstate, carrier lost": true, "no operstate, taken down": true}
 	for _, st := range steps {
-		if got := s.changed(st.u); !reflect.DeepEqual(got, st.want) {
+		got, state := s.changes(st.u)
+		if !reflect.DeepEqual(got, st.want) {
 			t.Errorf("%s: changed = %v, want %v", st.name, got, st.want)
+		}
+		if state != stateOnly[st.name] {
+			t.Errorf("%s: state only = %v, want %v", st.name, state, stateOnly[st.name])
 		}
 	}
 }

@@ -100,7 +100,7 @@ func (r *Reconciler) guard(pol *config.Policy, scope Scope) *driftGuard {
 	if !scope.Full {
 		g.arrived = make(map[string]bool, len(scope.Devices))
 		for n := range scope.Devices {
-			g.arrived[n] = true
+			g.arrived[n] = !scope.Refresh[n]
 		}
 	}
 	return g

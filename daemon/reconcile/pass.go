@@ -23,6 +23,13 @@ type Scope struct {
 	// Devices are read again by name. A nil port list reads the whole
 	// device; a list reads only those ports of a device already known.
 	Devices map[string][]int
+	// Refresh are devices of Devices read whole because their netdev's
+	// link state or carrier changed: not arrivals (the driver kept what
+	// it holds), so [drift] action decides about their settings as for a
+	// recheck. A mlx5 PFC change toggles the link: were a link change an
+	// arrival, a fight with another DCB manager would never be contested
+	// and "report" would write.
+	Refresh map[string]bool
 	// Forced marks a pass asked for explicitly (see Pass.Forced): the
 	// policy is applied whatever [drift] action says.
 	Forced bool

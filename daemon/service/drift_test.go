@@ -262,6 +262,25 @@ func TestConfigfsChangeCorrectedOrReported(t *testing.T) {
 		if len(r.corrections()) != 0 || len(r.svc.Reconciler().Corrected()) != 0 {
 			t.Errorf("report corrected: %v %v", r.corrections(), r.svc.Reconciler().Corrected())
 		}
+		// A change of the netdev's link state or carrier (rtnetlink; on
+		// mlx5 every PFC change toggles the link) reads the device whole
+		// but is not an arrival: still reported, not written.
+		r.svc.RequestNetdevState("ens1f0np0")
+		r.settled(t)
+		if got := hosttest.Read(t, r.root, tosFile); got != "0" {
+			t.Errorf("a link state change wrote the TOS under report: %s", got)
+		}
+		if rec := r.portRecord(t, roce.TOS.Setting()); rec.State != reconcile.Differs {
+			t.Errorf("TOS record after a link state change %+v", rec)
+		}
+		// An arrival (the netdev registered again) applies the policy.
+		r.svc.RequestNetdev("ens1f0np0")
+		r.settled(t)
+		if got := hosttest.Read(t, r.root, tosFile); got != "106" {
+			t.Errorf("an arrival left the TOS at %s", got)
+		}
+		hosttest.Write(t, r.root, tosFile, "0\n")
+		waitUntil(t, "the TOS reported again", func() bool { return r.portRecord(t, roce.TOS.Setting()).State == reconcile.Differs })
 		// An explicit reconcile applies the policy in both modes.
 		r.svc.ReconcileNow(context.Background())
 		if got := hosttest.Read(t, r.root, tosFile); got != "106" {

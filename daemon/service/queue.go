@@ -14,6 +14,9 @@ type Work struct {
 	Forced  bool             // asked for explicitly: parts retry what they gave up on
 	Devices map[string][]int // by name; nil ports: the whole device
 	Netdevs []string         // RDMA devices on these netdevs
+	// StateNetdevs are netdevs whose link state or carrier changed: their
+	// RDMA devices are read whole, but not as arrivals (reconcile.Scope.Refresh).
+	StateNetdevs []string
 	// Recheck are devices whose declared settings are read again from the
 	// cached device (reconcile.Scope.Recheck): an event says one may have
 	// changed behind rdmad's back.
@@ -29,7 +32,7 @@ type Work struct {
 
 // Empty reports whether w asks only for the host-wide parts.
 func (w Work) Empty() bool {
-	return !w.Full && len(w.Devices) == 0 && len(w.Netdevs) == 0 && len(w.Recheck) == 0 && len(w.RecheckNetdevs) == 0
+	return !w.Full && len(w.Devices) == 0 && len(w.Netdevs) == 0 && len(w.StateNetdevs) == 0 && len(w.Recheck) == 0 && len(w.RecheckNetdevs) == 0
 }
 
 // Queue coalesces requests: while a pass runs, any number of requests
@@ -100,6 +103,16 @@ func (q *Queue) Netdev(name string) {
 		// they ask for the same thing once.
 		if !slices.Contains(w.Netdevs, name) {
 			w.Netdevs = append(w.Netdevs, name)
+		}
+	})
+}
+
+// NetdevState asks for the RDMA devices on a netdev to be read again after
+// a change of its link state or carrier (not an arrival).
+func (q *Queue) NetdevState(name string) {
+	q.add(func(w *Work) {
+		if !slices.Contains(w.StateNetdevs, name) {
+			w.StateNetdevs = append(w.StateNetdevs, name)
 		}
 	})
 }
@@ -222,7 +235,7 @@ func (q *Queue) take() (Work, bool) {
 	w := q.pending
 	q.pending, q.queued = Work{}, false
 	if w.Full {
-		w.Devices, w.Netdevs = nil, nil
+		w.Devices, w.Netdevs, w.StateNetdevs = nil, nil, nil
 		// A full pass reads every device: a verify is done with it.
 		w.Recheck, w.RecheckNetdevs = nil, nil
 	}

@@ -238,6 +238,10 @@ func (s *Service) RequestDevice(name string) { s.queue.Device(name) }
 // RequestNetdev queues a pass over the RDMA devices on a netdev.
 func (s *Service) RequestNetdev(name string) { s.queue.Netdev(name) }
 
+// RequestNetdevState queues a pass over the RDMA devices on a netdev whose
+// link state or carrier changed: read whole, but not as an arrival.
+func (s *Service) RequestNetdevState(name string) { s.queue.NetdevState(name) }
+
 // Start queues the first pass: everything, forced.
 func (s *Service) Start() { s.queue.All(true) }
 
@@ -315,6 +319,20 @@ func (s *Service) runWork(ctx context.Context, w Work) {
 				scope.Devices = map[string][]int{}
 			}
 			scope.Devices[d] = nil
+		}
+	}
+	for _, nd := range w.StateNetdevs {
+		for _, d := range s.rec.DevicesOnNetdev(nd) {
+			if _, asked := scope.Devices[d]; asked {
+				continue // also asked for as an arrival: read as one
+			}
+			if scope.Devices == nil {
+				scope.Devices = map[string][]int{}
+			}
+			if scope.Refresh == nil {
+				scope.Refresh = map[string]bool{}
+			}
+			scope.Devices[d], scope.Refresh[d] = nil, true
 		}
 	}
 	for _, nd := range w.RecheckNetdevs {
