@@ -393,7 +393,7 @@ func (d *diag) netnsUndeclare(o netnsOrigin, other config.NetnsMode) string {
 	case o.runtime:
 		return fmt.Sprintf("the mode set at runtime lasts until rdmad restarts: restart it, or meanwhile rdmactl netns set %s to agree%s", other, files)
 	case o.persisted():
-		return fmt.Sprintf("it comes from rdmad's own drop-in %s, which rdmactl can change but not withdraw: rdmactl netns set %s --persist makes them agree", o.pos, other)
+		return fmt.Sprintf("it comes from rdmad's own drop-in %s: rdmactl netns unset --persist withdraws it, or rdmactl netns set %s --persist makes them agree", o.pos, other)
 	}
 	return "remove it from " + o.pos.String()
 }

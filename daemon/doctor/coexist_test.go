@@ -245,7 +245,7 @@ func TestCoexistSRIOVOperator(t *testing.T) {
 	netns.Netns.Runtime = config.NetnsUnmanaged
 	mustFix(t, diagnose(t, root, withPolicy(persistedNetns(t, "shared"))), "coexist-sriov-operator", "host", doctor.SeverityWarn,
 		`[netns] mode = "shared" (/etc/rdma/rdmad.d/zz-rdmad-persist.toml:2, written by rdmactl netns set --persist)`,
-		"(it comes from rdmad's own drop-in /etc/rdma/rdmad.d/zz-rdmad-persist.toml:2, which rdmactl can change but not withdraw: rdmactl netns set exclusive --persist makes them agree)")
+		"(it comes from rdmad's own drop-in /etc/rdma/rdmad.d/zz-rdmad-persist.toml:2: rdmactl netns unset --persist withdraws it, or rdmactl netns set exclusive --persist makes them agree)")
 
 	if f := must(t, diagnose(t, root, withPolicy(parsePolicy(t, ""))), "coexist-sriov-operator", "host"); f.Severity != doctor.SeverityOK || !strings.Contains(f.Finding, "sets RDMA netns mode exclusive (/etc/modprobe.d/sriov_network_operator_modules_config.conf:2") {
 		t.Errorf("rdmad declares no [netns]: %s %q", f.Severity, f.Finding)
