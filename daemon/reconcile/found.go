@@ -231,7 +231,9 @@ func (r *Reconciler) keepFound(ctx context.Context, pol *config.Policy, res *pas
 		if a.Subject.Kind == SubjectPort || a.Subject.Kind == SubjectDevice {
 			id, ok := sc.byName[a.Subject.Device]
 			if !ok {
-				return
+				if id, ok = res.unregistered[a.Subject.Device]; !ok {
+					return
+				}
 			}
 			e.Device = id
 		}

@@ -69,13 +69,17 @@ type passResult struct {
 	recs     map[string][]Record     // their device parts' records
 	readErrs map[string]error
 	gone     map[string]bool
-	recheck  map[string]bool // devices of working only rechecked: their records merge with the stored ones
-	hostActs []Action
-	hostRecs []Record
-	modules  []string
-	modKnown bool // modules is the modules part's answer
-	full     bool
-	at       time.Time
+	// unregistered are the identities of devices a change of this pass
+	// made the kernel unregister (DeviceRecreator): what they held before
+	// is still recorded in found.json.
+	unregistered map[string]string
+	recheck      map[string]bool // devices of working only rechecked: their records merge with the stored ones
+	hostActs     []Action
+	hostRecs     []Record
+	modules      []string
+	modKnown     bool // modules is the modules part's answer
+	full         bool
+	at           time.Time
 }
 
 // Pass reconciles what scope names under pol.
@@ -284,6 +288,10 @@ func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, 
 			// Unplugged, or re-registering after a change (an mlx4 port
 			// type switch does that): not a failure; its add event
 			// brings the next pass.
+			if res.unregistered == nil {
+				res.unregistered = map[string]string{}
+			}
+			res.unregistered[name] = DeviceIdentity(res.working[name])
 			res.gone[name] = true
 			delete(res.working, name)
 		}

@@ -188,3 +188,55 @@ func TestUndo(t *testing.T) {
 		}
 	}
 }
+
+// moveAway is vpi.Part plus an mlx4 that unregisters the RDMA device after
+// a port type write; back registers it again, as its add event would.
+type moveAway struct {
+	*vpi.Part
+	h *host.Host
+}
+
+func (m moveAway) Apply(ctx context.Context, run *reconcile.DeviceRun) {
+	m.Part.Apply(ctx, run)
+	for _, a := range run.Actions {
+		if a.Status == reconcile.Changed {
+			os.Rename(m.h.Path(host.ClassInfiniband, run.Device.Name), m.h.Path("unregistered-"+run.Device.Name))
+		}
+	}
+}
+
+func (m moveAway) back(t *testing.T, name string) {
+	t.Helper()
+	if err := os.Rename(m.h.Path("unregistered-"+name), m.h.Path(host.ClassInfiniband, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The type a port had before rdmad changed it is recorded although the
+// change unregisters the device, so removing the rule puts it back once
+// the device is registered again.
+func TestRemovedRuleRestoresTheTypeFound(t *testing.T) {
+	h := mlx4Host(t, "mlx4_core", map[int]string{1: "ib"})
+	if err := os.MkdirAll(filepath.Dir(h.Path(reconcile.BootIDFile)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(h.Path(reconcile.BootIDFile), []byte("0d7b1c5e-6c1b-4f7e-9a0e-2f1d1d6c3a01\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	part := moveAway{&vpi.Part{Host: h}, h}
+	r := reconcile.New(reconcile.Options{Host: h, Log: quiet, DeviceParts: []reconcile.DevicePart{part}, Found: reconcile.OpenFound(h, quiet)})
+	withRule := rules(rule(1, config.VPIeth))
+	withRule.Files = []string{"/etc/rdma/rdmad.toml"}
+	r.Pass(context.Background(), withRule, reconcile.Scope{Full: true, Forced: true})
+	if b, _ := os.ReadFile(h.Path(pciDir, "mlx4_port1")); string(b) != "eth" {
+		t.Fatalf("mlx4_port1 = %q, the change was not made", b)
+	}
+	part.back(t, "mlx4_0")
+	r.Pass(context.Background(), withRule, reconcile.Scope{Full: true})
+	without := &config.Policy{Files: []string{"/etc/rdma/rdmad.toml"}}
+	r.Pass(context.Background(), without, reconcile.Scope{Full: true})
+	if b, _ := os.ReadFile(h.Path(pciDir, "mlx4_port1")); string(b) != "ib" {
+		t.Errorf("mlx4_port1 after the rule went = %q, want the ib rdmad found", b)
+	}
+}
