@@ -60,7 +60,22 @@ extra() { # extra SUITE BOOT: the registered scenarios, one a line
 	return 0
 }
 
+# E2E_ONLY (host) or the file only_file (guest): a space-separated list of
+# scenario names; when set, a boot runs only those of its scenarios, in their
+# usual order (for diagnosing one scenario without the whole suite).
+only_file=/usr/lib/rdmad-e2e/only
 scenarios() { # scenarios SUITE BOOT
+	local only=${E2E_ONLY:-}
+	[[ -n $only || ! -r $only_file ]] || only=$(<"$only_file")
+	if [[ -n $only ]]; then
+		all_scenarios "$@" | while read -r name; do
+			[[ " $only " != *" $name "* ]] || echo "$name"
+		done
+		return "${PIPESTATUS[0]}"
+	fi
+	all_scenarios "$@"
+}
+all_scenarios() { # all_scenarios SUITE BOOT
 	case $1/$2 in
 	bookworm/1) printf '%s\n' "${boot1_head[@]}" "${boot1_tail[@]}" && extra "$@" && printf '%s\n' "${boot1_netns[@]}" "${boot1_last[@]}" ;;
 	trixie/1) printf '%s\n' "${boot1_head[@]}" "${boot1_siw[@]}" "${boot1_tail[@]}" "${boot1_siw_late[@]}" && extra "$@" && printf '%s\n' "${boot1_netns[@]}" "${boot1_last[@]}" ;;
