@@ -171,10 +171,10 @@ func TestE2EScenariosPerKernel(t *testing.T) {
 		}
 	}
 	// Out-of-band changes (scenarios/drift.sh) on both kernels: inotify on
-	// configfs is the kernel's to prove. (drift-contested runs by hand only:
-	// docs/e2e.md says why.)
+	// configfs is the kernel's to prove, and so is the contest that follows
+	// a fight.
 	for _, list := range [][]string{b, tx} {
-		for _, n := range []string{"drift-correct"} {
+		for _, n := range []string{"drift-correct", "drift-contested"} {
 			if !has(list, n) {
 				t.Errorf("%s must run in boot 1 of both kernels: %v", n, list)
 			}

@@ -1540,7 +1540,7 @@ run_all() {
 		else
 			((rc == 124)) && detail="timed out after ${limit}s; $detail"
 			say "E2E $name FAIL $took $detail"
-			head -n 40 <<<"$out" | sed "s/^/E2E-LOG $name: /" >"$console"
+			head -n 80 <<<"$out" | sed "s/^/E2E-LOG $name: /" >"$console"
 			rdmad_journal | tail -n 25 | sed "s/^/E2E-LOG $name journal: /" >"$console"
 			# What rdmad is doing right now (a hung child such as modprobe shows here).
 			ps -o pid,stat,etime,wchan:24,args -g "$(systemctl show -p MainPID --value rdmad.service)" 2>&1 |
