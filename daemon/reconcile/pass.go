@@ -132,14 +132,9 @@ func (r *Reconciler) asBefore(rep Report, res *passResult) bool {
 		if !ok {
 			return false
 		}
-		stored := map[recordKey]Record{}
-		for _, p := range prev.Ports {
-			for _, rec := range p.Records {
-				stored[recordKey{rec.Subject, rec.Setting}] = rec
-			}
-		}
+		// A device has a few records a port: a scan beats a map.
 		for _, rec := range res.recs[n] {
-			if old, ok := stored[recordKey{rec.Subject, rec.Setting}]; !ok || !sameRecord(old, rec) {
+			if old, ok := storedRecord(prev.Ports, rec.Subject, rec.Setting); !ok || !sameRecord(old, rec) {
 				return false
 			}
 		}
@@ -147,9 +142,16 @@ func (r *Reconciler) asBefore(rep Report, res *passResult) bool {
 	return true
 }
 
-type recordKey struct {
-	s  Subject
-	st *Setting
+// storedRecord is the record of setting st on s among ports'.
+func storedRecord(ports []PortState, s Subject, st *Setting) (Record, bool) {
+	for _, p := range ports {
+		for _, rec := range p.Records {
+			if rec.Setting == st && rec.Subject == s {
+				return rec, true
+			}
+		}
+	}
+	return Record{}, false
 }
 
 func sameRecords(a, b []Record) bool {
@@ -299,9 +301,18 @@ func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, 
 	if r.found != nil && !g.ReadOnly() {
 		r.keepFound(ctx, pol, &res)
 	}
+	// Sized once: at 1,024 devices growing them is a tenth of a verify
+	// read-back.
+	sorted := sortedNames(res.working)
+	nActs, nRecs := len(res.hostActs), len(res.hostRecs)
+	for _, n := range sorted {
+		nActs, nRecs = nActs+len(res.acts[n]), nRecs+len(res.recs[n])
+	}
+	rep.Actions = slices.Grow(rep.Actions, nActs)
+	rep.Records = slices.Grow(rep.Records, nRecs)
 	rep.Actions = append(rep.Actions, res.hostActs...)
 	rep.Records = append(rep.Records, res.hostRecs...)
-	for _, n := range sortedNames(res.working) {
+	for _, n := range sorted {
 		rep.Actions = append(rep.Actions, res.acts[n]...)
 		rep.Records = append(rep.Records, res.recs[n]...)
 	}

@@ -228,3 +228,37 @@ func BenchmarkSetRoCEPort(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkVerifyReadBack is the [drift] verify_interval pass on a host
+// that holds the policy: every declared setting read again, nothing
+// written. BenchmarkFloorVerify is the bare reads it needs.
+func BenchmarkVerifyReadBack(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		svc := newService(b, h, false)
+		svc.ReconcileNow(context.Background())
+		all := map[string]bool{}
+		for i := 0; i < h.N; i++ {
+			all[fmt.Sprintf("mlx5_%d", i)] = true
+		}
+		rec, pol := svc.Reconciler(), svc.PolicyInForce()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			rep := rec.Pass(context.Background(), pol, reconcile.Scope{Recheck: all, Verify: true})
+			for _, a := range rep.Actions {
+				if a.Status != reconcile.Unchanged {
+					b.Fatalf("the verify read-back of a host that holds the policy did %s", a)
+				}
+			}
+		}
+	})
+}
+
+func BenchmarkFloorVerify(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		for i := 0; i < b.N; i++ {
+			if err := h.FloorVerify(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
