@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -155,9 +156,10 @@ func TestDriftContested(t *testing.T) {
 			t.Fatalf("correction %d: TOS %q", i+1, got)
 		}
 	}
-	at, devs := e.r.NextRetry()
-	if want := e.now.Add(reconcile.ContestBackoff); !at.Equal(want) || len(devs) != 1 || devs[0] != "mlx5_0" {
-		t.Errorf("NextRetry = %s %v, want %s [mlx5_0]", at, devs, want)
+	retry := e.r.NextRetry()
+	at := retry.At
+	if want := e.now.Add(reconcile.ContestBackoff); !at.Equal(want) || !slices.Equal(retry.Devices, []string{"mlx5_0"}) || retry.Host {
+		t.Errorf("NextRetry = %+v, want %s [mlx5_0] without the host", retry, want)
 	}
 	writes := e.k.WriteCount()
 	e.now = e.now.Add(time.Second)
@@ -183,7 +185,7 @@ func TestDriftContested(t *testing.T) {
 		e.tamper(t, "0")
 		e.recheck()
 	}
-	if at2, _ := e.r.NextRetry(); !at2.Equal(e.now.Add(2 * reconcile.ContestBackoff)) {
+	if at2 := e.r.NextRetry().At; !at2.Equal(e.now.Add(2 * reconcile.ContestBackoff)) {
 		t.Errorf("second back-off ends %s, want %s", at2, e.now.Add(2*reconcile.ContestBackoff))
 	}
 	if n := e.r.Corrected()["roce_tos"]; n != 2*reconcile.ContestCorrections {

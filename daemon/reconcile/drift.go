@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -242,30 +242,48 @@ func (r *Reconciler) Corrected() map[string]uint64 {
 	return out
 }
 
-// NextRetry is when the earliest contested setting's back-off ends, and
-// the devices of the settings it ends for then (zero when none is
-// contested): the service reads them again then, so a back-off ends with a
-// correction even when no event comes.
-func (r *Reconciler) NextRetry() (at time.Time, devices []string) {
+// Retry is when the earliest back-off of a contested setting ends, and
+// what to read again then.
+type Retry struct {
+	At time.Time // zero: no setting is in a back-off
+	// Devices are the devices of the port and device settings whose
+	// back-off ends At, sorted.
+	Devices []string
+	// Host says a host-wide setting's back-off ends At (a file rdmad
+	// writes, the netns mode, a soft link): the host parts read it again
+	// in any pass.
+	Host bool
+}
+
+// NextRetry is the earliest end of a contested setting's back-off and
+// what it ends for (zero when none is contested): the service reads those
+// settings again then, so a back-off ends with a correction even when no
+// event comes, for a host-wide setting as for a port's.
+func (r *Reconciler) NextRetry() Retry {
 	r.drift.mu.Lock()
 	defer r.drift.mu.Unlock()
 	now := r.drift.now()
+	var next Retry
 	for key, c := range r.drift.contests {
 		if !c.until.After(now) {
 			continue
 		}
-		switch {
-		case at.IsZero() || c.until.Before(at):
-			at, devices = c.until, nil
-			fallthrough
-		case c.until.Equal(at):
-			if key.subject.Device != "" {
-				devices = append(devices, key.subject.Device)
+		if next.At.IsZero() || c.until.Before(next.At) {
+			next = Retry{At: c.until}
+		}
+		if !c.until.Equal(next.At) {
+			continue
+		}
+		if d := key.subject.Device; d != "" {
+			if !slices.Contains(next.Devices, d) {
+				next.Devices = append(next.Devices, d)
 			}
+		} else {
+			next.Host = true
 		}
 	}
-	sort.Strings(devices)
-	return at, devices
+	slices.Sort(next.Devices)
+	return next
 }
 
 // LastVerify is when the last verify read-back ended (zero: never).

@@ -150,20 +150,23 @@ func (s *Service) DirChanged(dir string) {
 }
 
 // verify runs the read-back every [drift] verify_interval of the policy
-// in force (0: never), and reads a contested setting again when its
-// back-off ends, until ctx ends. A policy change restarts its count.
+// in force (0: never), and reads the contested settings again when their
+// back-off ends, until ctx ends. A policy change restarts its count; a
+// pass while a back-off runs wakes it to read NextRetry again
+// (wakeForRetry).
 func (s *Service) verify(ctx context.Context) {
-	last := time.Now()
+	last := s.now()
 	for {
 		var timer <-chan time.Time
 		var wait time.Duration = -1
 		iv := s.PolicyInForce().Drift.VerifyInterval
 		if iv > 0 {
-			wait = time.Until(last.Add(iv))
+			wait = last.Add(iv).Sub(s.now())
 		}
-		retryAt, retry := s.rec.NextRetry()
-		if !retryAt.IsZero() && (wait < 0 || time.Until(retryAt) < wait) {
-			wait = time.Until(retryAt)
+		retry := s.rec.NextRetry()
+		s.retryAt.Store(unixNano(retry.At))
+		if !retry.At.IsZero() && (wait < 0 || retry.At.Sub(s.now()) < wait) {
+			wait = retry.At.Sub(s.now())
 		}
 		var t *time.Timer
 		if wait >= 0 {
@@ -183,13 +186,40 @@ func (s *Service) verify(ctx context.Context) {
 			continue
 		case <-timer:
 		}
-		now := time.Now()
+		now := s.now()
 		if iv := s.PolicyInForce().Drift.VerifyInterval; iv > 0 && !now.Before(last.Add(iv)) {
 			last = now
 			s.queue.Recheck(s.rec.Summary().Devices, true)
 		}
-		if !retryAt.IsZero() && !now.Before(retryAt) && len(retry) > 0 {
-			s.queue.Recheck(retry, false)
+		if !retry.At.IsZero() && !now.Before(retry.At) {
+			if len(retry.Devices) > 0 {
+				s.queue.Recheck(retry.Devices, false)
+			}
+			if retry.Host {
+				s.queue.RecheckHost()
+			}
 		}
 	}
+}
+
+// wakeForRetry wakes the verify loop after a pass while a back-off runs
+// or when the pass ended the last one: the loop waits for the end it read
+// last, and a pass may have started a contest or moved its end. Passes
+// are rare while nothing changes, so the loop's timer is set again rarely.
+func (s *Service) wakeForRetry() {
+	if unixNano(s.rec.NextRetry().At) == 0 && s.retryAt.Load() == 0 {
+		return
+	}
+	select {
+	case s.verifyWake <- struct{}{}:
+	default:
+	}
+}
+
+// unixNano is t in nanoseconds since the epoch, 0 for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,7 +88,11 @@ func (f *dcbFeed) Close() { f.once.Do(func() { close(f.done) }) }
 // newDriftRig starts rdmad on cfg (after "[modules] enable = false") and
 // waits until its first pass is done and the directories it names are
 // watched.
-func newDriftRig(t *testing.T, cfg string) *driftRig {
+func newDriftRig(t *testing.T, cfg string) *driftRig { t.Helper(); return newDriftRigAt(t, cfg, nil) }
+
+// newDriftRigAt is newDriftRig with the clock of the contest rule (nil:
+// time.Now).
+func newDriftRigAt(t *testing.T, cfg string, now func() time.Time) *driftRig {
 	t.Helper()
 	r := &driftRig{root: hosttest.Copy(t, "mlx5"), dcb: dcbtest.New(), ns: netnstest.New(config.NetnsShared), log: &lockedBuffer{}, notify: make(chan []byte, 8)}
 	hosttest.Write(t, r.root, mainFile, "[modules]\nenable = false\n"+cfg)
@@ -100,7 +105,7 @@ func newDriftRig(t *testing.T, cfg string) *driftRig {
 	r.nl = &linkstest.Netlink{Host: r.h}
 	log := slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	kernel := compose.Kernel{Modules: &hosttest.Modprobe{}, Links: r.nl, Netns: r.ns, DCB: r.dcb.Kernel()}
-	svc, err := service.New(service.Options{Host: r.h, Parts: compose.Parts(kernel), Log: log})
+	svc, err := service.New(service.Options{Host: r.h, Parts: compose.Parts(kernel), Log: log, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +434,9 @@ func TestVerifyIntervalFindsUnannouncedChange(t *testing.T) {
 // contested (5 corrections within a minute), then left alone for the
 // back-off: no more writes, the record says contested and why.
 func TestContestedSettingBacksOff(t *testing.T) {
-	r := newDriftRig(t, driftCfg(config.DriftCorrect, "[[roce]]\ndevice = \"mlx5_0\"\ntos = 106\n"))
+	var ahead atomic.Int64 // how far the contest clock runs ahead of the wall clock
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	r := newDriftRigAt(t, driftCfg(config.DriftCorrect, "[[roce]]\ndevice = \"mlx5_0\"\ntos = 106\n"), now)
 	tosFile := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")
 	r.watching(t, host.ConfigfsPortPath("mlx5_0", 1))
 	for i := range reconcile.ContestCorrections {
@@ -456,8 +463,57 @@ func TestContestedSettingBacksOff(t *testing.T) {
 	if got := r.svc.Reconciler().Corrected()[roce.TOS.Setting().Name]; got != reconcile.ContestCorrections {
 		t.Errorf("corrected %d, want %d", got, reconcile.ContestCorrections)
 	}
-	if at, devs := r.svc.Reconciler().NextRetry(); at.IsZero() || !slices.Equal(devs, []string{"mlx5_0"}) {
-		t.Errorf("retry %v %v", at, devs)
+	if retry := r.svc.Reconciler().NextRetry(); retry.At.IsZero() || !slices.Equal(retry.Devices, []string{"mlx5_0"}) || retry.Host {
+		t.Errorf("retry %+v", retry)
+	}
+	// The back-off ends (the clock skips to 3 s before its end) and, with
+	// no event and no verify read-back (verify_interval = "0"), rdmad
+	// reads the TOS again and puts it back.
+	ahead.Store(int64(reconcile.ContestBackoff - 3*time.Second))
+	r.svc.RequestNetdevState("ens1f0np0") // a pass: not an arrival, and still in the back-off
+	r.settled(t)
+	if got := hosttest.Read(t, r.root, tosFile); got != "32" {
+		t.Fatalf("written before the back-off ended: %s", got)
+	}
+	waitUntilWithin(t, 20*time.Second, "the TOS put back after the back-off", func() bool { return hosttest.Read(t, r.root, tosFile) == "106" })
+}
+
+// A contested host-wide setting (the memlock limits file) is read again
+// when its back-off ends, with no event asking for it, and put back: the
+// retry at the end of a back-off covers every contested subject, not only
+// a device's ports.
+func TestContestedHostSettingRetriedAfterBackoff(t *testing.T) {
+	var ahead atomic.Int64 // how far the contest clock runs ahead of the wall clock
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	const rule = "[memlock]\ngroup = \"rdma\"\nsoft = \"1G\"\nhard = \"1G\"\n"
+	r := newDriftRigAt(t, driftCfg(config.DriftCorrect, rule), now)
+	want := hosttest.Read(t, r.root, memlock.LimitsFile)
+	r.watching(t, filepath.Dir(memlock.LimitsFile))
+	edited := memlock.Header + "@rdma soft memlock unlimited\n"
+	for range reconcile.ContestCorrections {
+		hosttest.Write(t, r.root, memlock.LimitsFile, edited)
+		waitUntil(t, "the limits file rewritten", func() bool { return hosttest.Read(t, r.root, memlock.LimitsFile) == want })
+		r.settled(t)
+	}
+	// Contested for ContestBackoff from now: skip to 5 s before its end.
+	ahead.Store(int64(reconcile.ContestBackoff - 5*time.Second))
+	hosttest.Write(t, r.root, memlock.LimitsFile, edited)
+	waitUntil(t, "contested", func() bool { return r.hostRecord(t, memlock.Limits.Setting()).State == reconcile.Contested })
+	r.settled(t)
+	if got := hosttest.Read(t, r.root, memlock.LimitsFile); got == want {
+		t.Fatal("written during the back-off")
+	}
+	// Nothing changes from here on: the end of the back-off alone brings
+	// the read that puts the file back.
+	waitUntilWithin(t, 20*time.Second, "the limits file put back after the back-off", func() bool {
+		return hosttest.Read(t, r.root, memlock.LimitsFile) == want
+	})
+	r.settled(t)
+	if rec := r.hostRecord(t, memlock.Limits.Setting()); rec.State != reconcile.Holds {
+		t.Errorf("record after the back-off %+v", rec)
+	}
+	if got := r.svc.Reconciler().Corrected()[memlock.Limits.Setting().Name]; got != reconcile.ContestCorrections+1 {
+		t.Errorf("corrected %d, want %d", got, reconcile.ContestCorrections+1)
 	}
 }
 

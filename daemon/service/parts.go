@@ -74,5 +74,6 @@ func (s *Service) build(parts PartsFunc, oneShot bool) *reconcile.Reconciler {
 		DeviceParts: p.Device,
 		Detail:      detail,
 		Found:       found,
+		Now:         s.now,
 	})
 }

@@ -46,6 +46,9 @@ type Options struct {
 	// MaxRuntimeEntries bounds the runtime overlay's RoCE rules and links
 	// (0: DefaultMaxRuntimeEntries).
 	MaxRuntimeEntries int
+	// Now is the clock of the contest rule and of the retry at the end
+	// of its back-off (nil: time.Now; tests move it).
+	Now func() time.Time
 }
 
 // Service is the running daemon minus its transports (bus, events).
@@ -82,11 +85,13 @@ type Service struct {
 
 	queue      *Queue
 	watch      *watches      // WatchDirs; nil: no directory is watched
-	verifyWake chan struct{} // the policy changed: the verify loop reads its interval again
+	verifyWake chan struct{} // the policy or a back-off changed: the verify loop reads its interval and NextRetry again
+	retryAt    atomic.Int64  // the end of the back-off the verify loop waits for (UnixNano; 0: none)
 	runtime    runtime       // overlay.go: last good policy + runtime overlay
 	stopping   atomic.Bool   // Shutdown: changes are refused
 	passes     passClock     // passes under way, for the watchdog
 	maxRuntime int
+	now        func() time.Time // Options.Now
 }
 
 // New loads the configuration and builds the service: reconciler, parts and
@@ -99,7 +104,10 @@ func New(o Options) (*Service, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, maxRuntime: o.MaxRuntimeEntries, oneShot: o.OneShot}
+	s := &Service{host: o.Host, configFile: o.ConfigFile, log: o.Log, maxRuntime: o.MaxRuntimeEntries, oneShot: o.OneShot, now: o.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
 	if s.maxRuntime <= 0 {
 		s.maxRuntime = DefaultMaxRuntimeEntries
 	}
@@ -128,6 +136,7 @@ func New(o Options) (*Service, error) {
 	if !o.OneShot {
 		s.startHealth()
 		s.OnPassDone(s.retrySave)
+		s.OnPassDone(s.wakeForRetry)
 	}
 	return s, nil
 }
