@@ -33,6 +33,11 @@ type watches struct {
 	all      bool
 	byDevice map[string][]string // absolute directories
 	host     []string
+	// byDir is byDevice turned round (and hostDir host as a set), rebuilt
+	// with the watch set: a directory's change finds its devices at once
+	// (at start every new watch reports one, at 1,024 devices 2,048 of them).
+	byDir   map[string][]string
+	hostDir map[string]bool
 	wake     chan struct{}
 }
 
@@ -104,8 +109,15 @@ func (s *Service) syncWatches(ctx context.Context) {
 		}
 		w.host = host
 		union := slices.Clone(host)
-		for _, dirs := range w.byDevice {
+		w.byDir, w.hostDir = map[string][]string{}, make(map[string]bool, len(host))
+		for _, d := range host {
+			w.hostDir[d] = true
+		}
+		for n, dirs := range w.byDevice {
 			union = append(union, dirs...)
+			for _, d := range dirs {
+				w.byDir[d] = append(w.byDir[d], n)
+			}
 		}
 		w.mu.Unlock()
 		w.setter.Set(union)
@@ -133,13 +145,8 @@ func (s *Service) DirChanged(dir string) {
 		return
 	}
 	s.watch.mu.Lock()
-	var devices []string
-	for n, dirs := range s.watch.byDevice {
-		if slices.Contains(dirs, dir) {
-			devices = append(devices, n)
-		}
-	}
-	host := slices.Contains(s.watch.host, dir)
+	devices := slices.Clone(s.watch.byDir[dir])
+	host := s.watch.hostDir[dir]
 	s.watch.mu.Unlock()
 	if len(devices) > 0 {
 		s.queue.Recheck(devices, false)
