@@ -38,7 +38,7 @@ type watches struct {
 	// (at start every new watch reports one, at 1,024 devices 2,048 of them).
 	byDir   map[string][]string
 	hostDir map[string]bool
-	wake     chan struct{}
+	wake    chan struct{}
 }
 
 // WatchDirs has w watch the directories of the declared settings, and
