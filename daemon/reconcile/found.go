@@ -87,12 +87,26 @@ type Found struct {
 	unrestored map[string]*FoundEntry
 	dirty      bool
 	full       bool // MaxFoundEntries reached (logged once)
+	// refused: found.json was there at start without rdmad's header, so
+	// its entries were not loaded; each save looks again (the header put
+	// back: they are merged; the file gone: a new one is written).
+	refused bool
+	// problem is why found.json cannot be kept (refused, or the last save
+	// failed): State.FoundError, doctor's undo-partial; logged once per
+	// distinct error.
+	problem error
 }
+
+// errFoundNotRdmads is why a found.json without rdmad's header is neither
+// used nor replaced.
+var errFoundNotRdmads = errors.New("was not written by rdmad (no header): rdmad neither puts back what it holds nor writes over it")
 
 // OpenFound loads found.json below h's root. The file is trusted as the
 // last good configuration is (root's, not writable by group or others, no
 // symlink, bounded); one that is not, or that does not parse, is logged and
-// treated as empty; one of another boot is dropped.
+// treated as empty (the next save replaces it); one of another boot is
+// dropped. One without rdmad's header is not rdmad's: refused (not used,
+// not written over) until it has the header again or is gone.
 func OpenFound(h *host.Host, log *slog.Logger) *Found {
 	f := &Found{host: h, log: log, entries: map[string]*FoundEntry{}, unrestored: map[string]*FoundEntry{}}
 	if id, err := h.ReadString(BootIDFile); err == nil {
@@ -104,24 +118,46 @@ func OpenFound(h *host.Host, log *slog.Logger) *Found {
 		log.Warn("the boot id cannot be read: rdmad records nothing it finds, and a removed declaration will leave what rdmad set", "file", h.Path(BootIDFile))
 		return f
 	}
-	b, err := h.ReadTrustedFileLimit(FoundFile, maxFoundSize)
+	ff, err := f.read()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		return f
+	case errors.Is(err, errFoundNotRdmads):
+		f.refused = true
+		f.setProblem(err)
 		return f
 	case err != nil:
 		log.Warn("the values found before rdmad changed them cannot be used: a removed declaration will leave what rdmad set", "file", h.Path(FoundFile), "err", err)
 		return f
-	}
-	var ff foundFile
-	if err := json.Unmarshal(bytes.TrimPrefix(b, []byte(FoundHeader)), &ff); err != nil {
-		log.Warn("the values found before rdmad changed them do not parse: a removed declaration will leave what rdmad set", "file", h.Path(FoundFile), "err", err)
-		return f
-	}
-	if ff.BootID != f.boot {
+	case ff.BootID != f.boot:
 		log.Info("dropped the values found on another boot", "file", h.Path(FoundFile), "entries", len(ff.Found))
 		f.dirty = true
 		return f
 	}
+	f.merge(ff)
+	return f
+}
+
+// read reads and parses found.json.
+func (f *Found) read() (*foundFile, error) {
+	b, err := f.host.ReadTrustedFileLimit(FoundFile, maxFoundSize)
+	if err != nil {
+		return nil, err
+	}
+	name := f.host.Path(FoundFile)
+	if !bytes.HasPrefix(b, []byte(FoundHeader)) {
+		return nil, fmt.Errorf("%s %w", name, errFoundNotRdmads)
+	}
+	var ff foundFile
+	if err := json.Unmarshal(b[len(FoundHeader):], &ff); err != nil {
+		return nil, fmt.Errorf("%s does not parse: %w", name, err)
+	}
+	return &ff, nil
+}
+
+// merge adds the entries of ff that f does not hold (under f.mu, or
+// before f is shared): an entry read from the file was found first.
+func (f *Found) merge(ff *foundFile) {
 	for _, e := range ff.Found {
 		if e != nil && len(f.entries) < MaxFoundEntries {
 			f.entries[e.key()] = e
@@ -132,7 +168,30 @@ func OpenFound(h *host.Host, log *slog.Logger) *Found {
 			f.unrestored[e.key()] = e
 		}
 	}
-	return f
+}
+
+// Problem is why found.json cannot be kept (nil when nothing stands in
+// the way): a removed declaration then puts back only what this rdmad
+// found since it started.
+func (f *Found) Problem() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.problem
+}
+
+// setProblem records how keeping found.json stands (under f.mu, or before
+// f is shared): a new error is logged at error priority once (it is tried
+// again after every pass: the journal would fill), its end at info.
+func (f *Found) setProblem(err error) {
+	old := f.problem
+	f.problem = err
+	switch {
+	case err != nil && (old == nil || old.Error() != err.Error()):
+		f.log.Error("the values found before rdmad changed them cannot be kept: a removed declaration puts back only what this rdmad found since it started; retried after every pass",
+			"file", f.host.Path(FoundFile), "err", err)
+	case err == nil && old != nil:
+		f.log.Info("the values found before rdmad changed them are kept again", "file", f.host.Path(FoundFile))
+	}
 }
 
 // Entries lists the values found, by subject and setting.
@@ -159,13 +218,32 @@ func sortedEntries(m map[string]*FoundEntry) []FoundEntry {
 }
 
 // save writes found.json when it changed (atomically, rdmad's header
-// first). A failure is logged; the next pass tries again.
+// first), or when it could not be kept (refused at start, or the last save
+// failed). A failure is logged once; the next pass tries again. Passes
+// save one at a time; f.mu is not held while the file is read or written.
 func (f *Found) save() {
 	f.mu.Lock()
-	if !f.dirty {
+	if !f.dirty && f.problem == nil {
 		f.mu.Unlock()
 		return
 	}
+	refused := f.refused
+	f.mu.Unlock()
+	if refused {
+		ff, err := f.read()
+		f.mu.Lock()
+		if errors.Is(err, errFoundNotRdmads) {
+			f.setProblem(err) // still not rdmad's: left as it is
+			f.mu.Unlock()
+			return
+		}
+		if err == nil && ff.BootID == f.boot {
+			f.merge(ff) // the header is back: its values were found first
+		}
+		f.refused, f.dirty = false, true
+		f.mu.Unlock()
+	}
+	f.mu.Lock()
 	ff := foundFile{BootID: f.boot, Found: []*FoundEntry{}}
 	for _, k := range slices.Sorted(maps.Keys(f.entries)) {
 		ff.Found = append(ff.Found, f.entries[k])
@@ -179,12 +257,18 @@ func (f *Found) save() {
 	if err == nil {
 		_, err = f.host.WriteManaged(FoundFile, FoundHeader, append(append([]byte(FoundHeader), b...), '\n'))
 	}
-	if err != nil {
-		f.log.Error("could not save the values found before rdmad changed them; retried after the next pass", "file", f.host.Path(FoundFile), "err", err)
-		f.mu.Lock()
-		f.dirty = true
-		f.mu.Unlock()
+	if errors.Is(err, host.ErrNotManaged) {
+		err = fmt.Errorf("%s %w", f.host.Path(FoundFile), errFoundNotRdmads)
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		f.dirty = true
+		// A file without the header took its place: looked at again,
+		// and merged if the header comes back, as one found at start.
+		f.refused = errors.Is(err, errFoundNotRdmads)
+	}
+	f.setProblem(err)
 }
 
 // DeviceIdentity is a device's stable identity in found.json: its node

@@ -31,13 +31,19 @@ const bootA, bootB = "0d7b1c5e-6c1b-4f7e-9a0e-2f1d1d6c3a01", "6a3f0b0e-1e8a-4a39
 
 func newFoundEnv(t *testing.T, root, boot string) *foundEnv {
 	t.Helper()
+	return newFoundEnvLog(t, root, boot, io.Discard)
+}
+
+// newFoundEnvLog is newFoundEnv with its journal written to w.
+func newFoundEnvLog(t *testing.T, root, boot string, w io.Writer) *foundEnv {
+	t.Helper()
 	if root == "" {
 		root = hosttest.Copy(t, "mlx5")
 	}
 	hosttest.Write(t, root, reconcile.BootIDFile, boot+"\n")
 	k := hosttest.NewKernel(root)
 	h := k.Host()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.NewTextHandler(w, nil))
 	r := reconcile.New(reconcile.Options{Host: h, Log: log, DeviceParts: []reconcile.DevicePart{&roce.Part{Host: h}},
 		Detail: host.DetailFull, Found: reconcile.OpenFound(h, log)})
 	return &foundEnv{root: root, k: k, r: r}
@@ -139,6 +145,77 @@ func TestUntrustedFoundIsIgnored(t *testing.T) {
 	e2.pass(none)
 	if got := e2.tos(t, "mlx5_0"); got != "106" {
 		t.Errorf("tos %s put back from an untrusted file", got)
+	}
+}
+
+// A found.json without rdmad's header is not rdmad's, as the last good
+// configuration without it is not: rdmad neither puts back what it holds
+// nor writes over it, says so once at error priority (not after every
+// pass), and keeps what it finds from then on in memory. With the header
+// back (an edit had dropped the line), the next pass takes the file's
+// values again, first found first; with the file moved away, the next
+// pass writes a new one.
+func TestFoundWithoutHeaderIsRefused(t *testing.T) {
+	for _, fix := range []string{"header put back", "file removed"} {
+		t.Run(fix, func(t *testing.T) {
+			e := newFoundEnv(t, "", bootA)
+			e.pass(tosPolicy(106))
+			name := filepath.Join(e.root, reconcile.FoundFile)
+			b, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bare := []byte(strings.TrimPrefix(string(b), reconcile.FoundHeader))
+			if err := os.WriteFile(name, bare, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			log := &syncBuffer{}
+			e2 := newFoundEnvLog(t, e.root, bootA, log)
+			// Passes that find something to record and to put back: each
+			// would save found.json.
+			hosttest.Write(t, e.root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos"), "8\n")
+			e2.pass(tosPolicy(106))
+			e2.pass(none)
+			e2.pass(none)
+			if got := e2.tos(t, "mlx5_0"); got != "8" {
+				t.Errorf("tos %s: put back from a found.json without rdmad's header (want 8, the value this rdmad found)", got)
+			}
+			if got, _ := os.ReadFile(name); string(got) != string(bare) {
+				t.Errorf("found.json without the header was written over:\n%s", got)
+			}
+			if n := strings.Count(log.String(), "level=ERROR"); n != 1 || !strings.Contains(log.String(), name) {
+				t.Errorf("%d error lines, want 1 naming %s:\n%s", n, name, log)
+			}
+			problem := e2.r.Snapshot().FoundError
+			if problem == nil || !strings.Contains(problem.Error(), name) || !strings.Contains(problem.Error(), "header") {
+				t.Errorf("State.FoundError %v", problem)
+			}
+			switch fix {
+			case "header put back":
+				if err := os.WriteFile(name, append([]byte(reconcile.FoundHeader), bare...), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				e2.pass(tosPolicy(106))
+				e2.pass(none)
+				if got := e2.tos(t, "mlx5_0"); got != "0" {
+					t.Errorf("tos %s, want 0: the value the file recorded, first found", got)
+				}
+			case "file removed":
+				if err := os.Remove(name); err != nil {
+					t.Fatal(err)
+				}
+				e2.pass(tosPolicy(106))
+				if b, err := os.ReadFile(name); err != nil || !strings.HasPrefix(string(b), reconcile.FoundHeader) || !strings.Contains(string(b), `"text": "8"`) {
+					t.Errorf("found.json after the old one went: %v\n%s", err, b)
+				}
+			}
+			if problem := e2.r.Snapshot().FoundError; problem != nil {
+				t.Errorf("still refused: %v", problem)
+			}
+			if !strings.Contains(log.String(), "level=INFO") {
+				t.Errorf("the end of the refusal is not logged:\n%s", log)
+			}
+		})
 	}
 }
 

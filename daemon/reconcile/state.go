@@ -195,6 +195,11 @@ type State struct {
 	// Unrestored are the values found before rdmad changed a setting that
 	// could not be put back when its declaration went (found.go).
 	Unrestored []FoundEntry
+	// FoundError is why found.json cannot be kept (a file without rdmad's
+	// header at its path, a failed save); nil when nothing stands in the
+	// way. A removed declaration then puts back only what this rdmad
+	// found since it started.
+	FoundError error
 }
 
 // Device returns the named device state, or nil.

@@ -163,6 +163,7 @@ func (r *Reconciler) Snapshot() State {
 	}
 	if r.found != nil {
 		st.Unrestored = r.found.Unrestored()
+		st.FoundError = r.found.Problem()
 	}
 	return st
 }

@@ -315,3 +315,38 @@ tc_bandwidth = [50,50,0,0,0,0,0,0]
 		t.Errorf("undo-partial findings %q, want one for the buffers' ownership", partial)
 	}
 }
+
+// A found.json without rdmad's header (an edit dropped its first line) is
+// not rdmad's: doctor warns undo-partial naming the file and what to do,
+// until the file is rdmad's again or gone and a pass has saved a new one.
+func TestFoundWithoutHeaderIsAFinding(t *testing.T) {
+	f := newFleetHost(t)
+	hosttest.Write(t, f.root, reconcile.FoundFile, `{"boot_id": "4b0c2a49-3d1e-4c5f-9a77-d1e1b2c3d4e5", "found": []}`+"\n")
+	svc := f.rdmad(t)
+	undo := func() []doctor.Finding {
+		var out []doctor.Finding
+		for _, fs := range compose.Diagnose(svc) {
+			if fs.ID == "undo-partial" {
+				out = append(out, fs)
+			}
+		}
+		return out
+	}
+	name := filepath.Join(f.root, reconcile.FoundFile)
+	got := undo()
+	if len(got) != 1 || got[0].Severity != doctor.SeverityWarn || got[0].Subject != reconcile.HostSubject() ||
+		!strings.Contains(got[0].Finding, name) || !strings.Contains(got[0].Finding, "no header") ||
+		!strings.Contains(got[0].Fix, "header") || !strings.Contains(got[0].Fix, "move") {
+		t.Fatalf("undo-partial findings: %+v", got)
+	}
+	if err := os.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	svc.ReconcileNow(context.Background())
+	if got := undo(); len(got) != 0 {
+		t.Errorf("after the file went: %+v", got)
+	}
+	if b, err := os.ReadFile(name); err != nil || !strings.HasPrefix(string(b), reconcile.FoundHeader) {
+		t.Errorf("no new found.json: %v", err)
+	}
+}
