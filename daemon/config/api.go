@@ -46,6 +46,20 @@ func (a API) Allows(persist bool) error {
 	return nil
 }
 
+// Declaring is the fix that declares something: cmd, an rdmactl command
+// (persist: it has --persist), when [api] changes lets D-Bus clients make
+// it, else inFile, the same declaration made in a configuration file. A
+// host whose [api] refuses the command must not be told to run it.
+func (a API) Declaring(cmd string, persist bool, inFile string) string {
+	if a.Allows(persist) == nil {
+		return cmd
+	}
+	if a.Changes == APIChangesRuntime {
+		return fmt.Sprintf(`%s (%s: [api] changes = "runtime" persists no change made over D-Bus)`, inFile, a.Source)
+	}
+	return fmt.Sprintf(`%s (%s: [api] changes = "none" takes no declaration over D-Bus)`, inFile, a.Source)
+}
+
 // NotAllowedError is a declaration over D-Bus that [api] changes refuses.
 type NotAllowedError struct {
 	Changes APIChanges

@@ -391,9 +391,17 @@ func (d *diag) netnsUndeclare(o netnsOrigin, other config.NetnsMode) string {
 	}
 	switch {
 	case o.runtime:
-		return fmt.Sprintf("the mode set at runtime lasts until rdmad restarts: restart it, or meanwhile rdmactl netns set %s to agree%s", other, files)
+		agree := ""
+		if d.pol.API.Allows(false) == nil {
+			agree = fmt.Sprintf(", or meanwhile rdmactl netns set %s to agree", other)
+		}
+		return "the mode set at runtime lasts until rdmad restarts: rdmactl netns unset withdraws it" + agree + files
 	case o.persisted():
-		return fmt.Sprintf("it comes from rdmad's own drop-in %s: rdmactl netns unset --persist withdraws it, or rdmactl netns set %s --persist makes them agree", o.pos, other)
+		agree := ""
+		if d.pol.API.Allows(true) == nil {
+			agree = fmt.Sprintf(", or rdmactl netns set %s --persist makes them agree", other)
+		}
+		return fmt.Sprintf("it comes from rdmad's own drop-in %s: rdmactl netns unset --persist withdraws it", o.pos) + agree
 	}
 	return "remove it from " + o.pos.String()
 }
@@ -403,11 +411,13 @@ func (d *diag) netnsUndeclare(o netnsOrigin, other config.NetnsMode) string {
 func (d *diag) netnsSetShared(o netnsOrigin) string {
 	switch {
 	case o.runtime && d.pol.Netns.Mode == config.NetnsExclusive:
-		return "rdmactl netns set shared --persist (the mode set at runtime, and " + d.pol.Netns.Source.String() + " for the next boot)"
+		return d.pol.API.Declaring("rdmactl netns set shared --persist (the mode set at runtime, and "+d.pol.Netns.Source.String()+" for the next boot)", true,
+			"rdmactl netns unset (the mode set at runtime), and set [netns] mode = \"shared\" at "+d.pol.Netns.Source.String())
 	case o.runtime:
-		return "rdmactl netns set shared (it was set at runtime)"
+		return d.pol.API.Declaring("rdmactl netns set shared (it was set at runtime)", false, "rdmactl netns unset (it was set at runtime)")
 	case o.persisted():
-		return "rdmactl netns set shared --persist (rdmad's own drop-in " + o.pos.String() + " declares it)"
+		return d.pol.API.Declaring("rdmactl netns set shared --persist (rdmad's own drop-in "+o.pos.String()+" declares it)", true,
+			"rdmactl netns unset --persist (rdmad's own drop-in "+o.pos.String()+" declares it)")
 	}
 	return fmt.Sprintf("remove [netns] from %s or set mode = \"shared\" there", o.pos)
 }

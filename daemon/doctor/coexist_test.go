@@ -234,7 +234,7 @@ func TestCoexistSRIOVOperator(t *testing.T) {
 	runtime.Netns.Runtime = config.NetnsShared
 	f = mustFix(t, diagnose(t, root, withPolicy(runtime)), "coexist-sriov-operator", "host", doctor.SeverityWarn,
 		`[netns] mode = "shared" (set at runtime with rdmactl netns set)`,
-		"leave [netns] mode undeclared in rdmad (the mode set at runtime lasts until rdmad restarts: restart it, or meanwhile rdmactl netns set exclusive to agree)")
+		"leave [netns] mode undeclared in rdmad (the mode set at runtime lasts until rdmad restarts: rdmactl netns unset withdraws it, or meanwhile rdmactl netns set exclusive to agree)")
 	if strings.Contains(f.Fix, "remove it from set at runtime") {
 		t.Errorf("fix %q", f.Fix)
 	}

@@ -75,7 +75,7 @@ func TestNetnsMode(t *testing.T) {
 		hosttest.Write(t, root, "sys/module/ib_core/parameters/netns_mode", "Y\n")
 		mustFix(t, diagnose(t, root, withPolicy(pol), withNetns{&fakeNetns{mode: config.NetnsShared}}, afterPass{hosttest.NewKernel(root)}),
 			"netns-mode-differs", "host", doctor.SeverityFail,
-			"RDMA netns mode is shared, declared exclusive at runtime", "rdmactl netns set exclusive")
+			"RDMA netns mode is shared, declared exclusive at runtime", "delete the other network namespaces (ip netns list), then: rdmactl reconcile")
 	})
 	t.Run("reader asked only without sysfs, and only with ib_core", func(t *testing.T) {
 		root := hosttest.Copy(t, "rxe-ready")

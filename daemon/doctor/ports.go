@@ -78,7 +78,9 @@ func firstLine(s string) string {
 func (d *diag) checkPorts() {
 	if len(d.devs) == 0 {
 		d.fail("no-device", hostSubject, "no RDMA device: /"+host.ClassInfiniband+" is empty",
-			"load the adapter's driver (modprobe mlx5_ib, mlx4_ib, hfi1...), or add a Soft-RoCE device: rdmactl link add rxe0 --type rxe --netdev IF --persist")
+			"load the adapter's driver (modprobe mlx5_ib, mlx4_ib, hfi1...), or add a Soft-RoCE device: "+
+				d.pol.API.Declaring("rdmactl link add rxe0 --type rxe --netdev IF --persist", true,
+					`declare it in /etc/rdma/rdmad.toml: [[link]] name = "rxe0", type = "rxe", netdev = "IF"`))
 		return
 	}
 	for i := range d.devs {

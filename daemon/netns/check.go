@@ -171,7 +171,8 @@ func (p *Part) Check(_ context.Context, in *reconcile.CheckInput) []reconcile.No
 	case inForce == config.NetnsUnmanaged && known && running != boot.Mode:
 		return note(reconcile.SeverityWarn, "netns-not-persistent",
 			fmt.Sprintf("RDMA netns mode is %s, but ib_core starts %s at the next boot (%s): the change is lost at reboot", running, boot.Mode, boot.Where),
-			fmt.Sprintf(`rdmactl netns set %s --persist ([netns] mode = "%s" in /etc/rdma/rdmad.toml)`, running, running))
+			in.Policy.API.Declaring(fmt.Sprintf(`rdmactl netns set %s --persist ([netns] mode = "%s" in /etc/rdma/rdmad.toml)`, running, running), true,
+				fmt.Sprintf(`declare [netns] mode = "%s" in /etc/rdma/rdmad.toml`, running)))
 	case inForce == config.NetnsUnmanaged:
 		return note(reconcile.SeverityOK, "netns-mode", fmt.Sprintf("RDMA netns mode %s, not declared (at boot: %s, %s)", runningText, boot.Mode, boot.Where), "")
 	case declared != config.NetnsUnmanaged && boot.Mode != declared:

@@ -202,7 +202,8 @@ func (p *Part) runtime(run reconcile.Run, m config.NetnsMode, src config.Positio
 		rec.State = reconcile.Deferred
 		rec.Fix = "reboot, or delete the other network namespaces (ip netns list) and run: rdmactl reconcile"
 	case rec.State == reconcile.Refused && errors.Is(rec.Why, syscall.EBUSY):
-		rec.Fix = fmt.Sprintf("delete the other network namespaces (ip netns list), then: rdmactl netns set %s", m)
+		// The mode is declared already: rdmad writes it again at the next pass.
+		rec.Fix = "delete the other network namespaces (ip netns list), then: rdmactl reconcile"
 	}
 	return act, rec
 }

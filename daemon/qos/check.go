@@ -130,7 +130,7 @@ func (c *checker) lossless() {
 				if len(st.pfc) == 0 {
 					c.note(reconcile.SeverityWarn, "roce-lossless", s,
 						fmt.Sprintf("RoCE on %s uses TOS %d = DSCP %d, but %s trusts PCP (the priority is the VLAN egress map's) and PFC is off for every priority: RoCE traffic is lossy", netdev, tos, dscp, netdev),
-						losslessFix(dev.Name, ps.Number, []uint8{dscp >> 3}))
+						losslessFix(c.in.Policy.API, dev.Name, ps.Number, []uint8{dscp >> 3}))
 				} else {
 					c.note(reconcile.SeverityOK, "roce-lossless", s,
 						fmt.Sprintf("RoCE on %s uses TOS %d = DSCP %d; %s trusts PCP, so its priority depends on the VLAN egress map (ip -d link show); PFC on for %s", netdev, tos, dscp, netdev, FormatPrios(st.pfc)), "")
@@ -159,7 +159,7 @@ func (c *checker) lossless() {
 			slices.Sort(pfc)
 			c.note(reconcile.SeverityWarn, "roce-lossless", s,
 				fmt.Sprintf("RoCE on %s uses TOS %d = DSCP %d -> priority %d, PFC off for %d: RoCE traffic is lossy", netdev, tos, dscp, prio, prio),
-				losslessFix(dev.Name, ps.Number, pfc))
+				losslessFix(c.in.Policy.API, dev.Name, ps.Number, pfc))
 		}
 	}
 	sort.Strings(netdevs)
@@ -268,13 +268,17 @@ func ownerFix(netdev, owner string, want config.QoSDesired) string {
 
 // losslessFix is the [[qos]] rule that makes a port lossless, as one TOML
 // line a drop-in can hold, and the rdmactl command that does the same.
-func losslessFix(dev string, port int, pfc []uint8) string {
+func losslessFix(api config.API, dev string, port int, pfc []uint8) string {
 	list := make([]string, len(pfc))
 	for i, p := range pfc {
 		list[i] = fmt.Sprint(p)
 	}
-	return fmt.Sprintf("declare the [[qos]] rule in a drop-in such as /etc/rdma/rdmad.d/50-qos.toml: qos = [{ device = %q, port = %d, trust = \"dscp\", pfc = [%s] }] (or: rdmactl qos set %s/%d --trust dscp --pfc %s --persist), and the same no-drop priority on the switch",
-		config.Exact(dev).Text(), port, strings.Join(list, ", "), dev, port, strings.Join(list, ","))
+	cmd := ""
+	if api.Allows(true) == nil {
+		cmd = fmt.Sprintf(" (or: rdmactl qos set %s/%d --trust dscp --pfc %s --persist)", dev, port, strings.Join(list, ","))
+	}
+	return fmt.Sprintf("declare the [[qos]] rule in a drop-in such as /etc/rdma/rdmad.d/50-qos.toml: qos = [{ device = %q, port = %d, trust = \"dscp\", pfc = [%s] }]%s, and the same no-drop priority on the switch",
+		config.Exact(dev).Text(), port, strings.Join(list, ", "), cmd)
 }
 
 // OtherManager implements reconcile.Contender: lldpad, when it runs.

@@ -95,7 +95,8 @@ func (p *Part) Check(_ context.Context, in *reconcile.CheckInput) []reconcile.No
 		for i, p := range canV1 {
 			cmds[i] = "rdmactl roce set " + p + " --mode v1 --persist"
 		}
-		fix = "run RoCE v1 on the ports that can (or declare it in a [[roce]] rule): " + strings.Join(cmds, "; ")
+		fix = in.Policy.API.Declaring("run RoCE v1 on the ports that can (or declare it in a [[roce]] rule): "+strings.Join(cmds, "; "), true,
+			"declare RoCE v1 in a [[roce]] rule (mode = \"v1\") for the ports that can: "+strings.Join(canV1, " "))
 	}
 	return append(notes, reconcile.Note{ID: "roce-modes-mixed", Subject: reconcile.HostSubject(), Severity: reconcile.SeverityWarn,
 		Finding: fmt.Sprintf("RoCE ports use different modes: %s on %s, %s on %s; an RDMA-CM client in RoCE v2 cannot connect to a server in RoCE v1",
