@@ -94,6 +94,15 @@ func portPath(dev string, port int, attr ...string) string {
 
 // ConfigfsPortPath is the rdma_cm directory of a port, relative to the root.
 func ConfigfsPortPath(dev string, port int, attr ...string) string {
+	if len(attr) <= 1 && cleanRel(dev) && !strings.Contains(dev, "/") && (len(attr) == 0 || cleanRel(attr[0])) {
+		// The common case, without path.Join's cleaning (a pass builds
+		// several of these per port).
+		p := ConfigfsRdmaCM + "/" + dev + "/ports/" + strconv.Itoa(port)
+		if len(attr) == 1 {
+			p += "/" + attr[0]
+		}
+		return p
+	}
 	return path.Join(append([]string{ConfigfsRdmaCM, dev, "ports", strconv.Itoa(port)}, attr...)...)
 }
 

@@ -29,8 +29,9 @@ const (
 type Host struct {
 	Root string
 
-	io   AttrIO
-	kmod moduleIndexCache
+	prefix string // Root, cleaned, with a trailing slash (Path)
+	io     AttrIO
+	kmod   moduleIndexCache
 }
 
 // AttrIO reads and writes kernel attribute files and makes configfs
@@ -59,12 +60,43 @@ func NewWithIO(root string, io AttrIO) *Host {
 	if root == "" {
 		root = "/"
 	}
-	return &Host{Root: root, io: io}
+	h := &Host{Root: root, io: io}
+	if clean := filepath.Clean(root); clean == "/" {
+		h.prefix = "/"
+	} else {
+		h.prefix = clean + "/"
+	}
+	return h
 }
 
-// Path joins rel (slash-separated, relative) onto the root.
+// Path joins rel (slash-separated, relative) onto the root. A clean rel
+// (as rdmad's own paths are) is appended as it is: a pass builds several
+// paths per port, and cleaning each costs more than the read it names.
 func (h *Host) Path(rel ...string) string {
+	if len(rel) == 1 && h.prefix != "" && cleanRel(rel[0]) {
+		return h.prefix + rel[0]
+	}
 	return filepath.Join(append([]string{h.Root}, rel...)...)
+}
+
+// cleanRel reports whether s is a relative path path.Clean leaves as it
+// is: not empty, no leading or trailing slash, no empty, "." or ".."
+// element.
+func cleanRel(s string) bool {
+	if s == "" || s[0] == '/' || s[len(s)-1] == '/' {
+		return false
+	}
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) && s[i] != '/' {
+			continue
+		}
+		if e := s[start:i]; e == "" || e == "." || e == ".." {
+			return false
+		}
+		start = i + 1
+	}
+	return true
 }
 
 // ReadString reads a sysfs-style attribute under the root and trims the

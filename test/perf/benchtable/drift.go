@@ -123,7 +123,7 @@ func printDrift(rows []driftRow, runs int, idle time.Duration) {
 			ms(r.correct), ms(r.correctMax), idleRoCE, idleIB)
 	}
 	tw.Flush()
-	fmt.Printf("verify read-back: a pass that reads every declared setting of every known device again, in process; its floor: bare open/read/close of each port's mode and TOS.\n")
+	fmt.Printf("verify read-back: a pass that reads every declared setting of every known device again, in process; its floor: bare open/fstat/read/close of each port's mode and TOS.\n")
 	fmt.Printf("corrected: the rdmad binary as a daemon; another process writes 0 to a port's TOS, until configfs shows 106 again (inotify on the port's directory).\n")
 	fmt.Printf("idle: the daemon's utime+stime over %s with nothing happening, metrics off, as a share of one core.\n", idle)
 	last := rows[len(rows)-1]
