@@ -104,62 +104,24 @@ type DCBSource struct {
 // Run reads notifications until ctx ends, reopening (and rescanning) when
 // the socket fails.
 func (s *DCBSource) Run(ctx context.Context) error {
-	log, retry := orDefaults(s.Log, s.Retry)
-	reopened := false
-	for {
-		m, err := s.Open()
-		if err != nil {
-			log.Error("DCB notification subscription failed; retrying", "err", err)
-			if !retry(ctx) {
-				return nil
+	return (&netdevNotices{
+		what: "DCB notifications",
+		open: func() (netdevMonitor, error) {
+			m, err := s.Open()
+			if err != nil {
+				return nil, err
 			}
-			continue
-		}
-		if reopened {
-			s.Req.RequestAll()
-		}
-		stop := make(chan struct{})
-		go func() {
-			select {
-			case <-ctx.Done():
-			case <-stop:
-			}
-			m.Close()
-		}()
-		s.consume(ctx, m, log)
-		close(stop)
-		if ctx.Err() != nil {
-			return nil
-		}
-		log.Warn("DCB notifications ended; reopening and rescanning")
-		reopened = true
-		if !retry(ctx) {
-			return nil
-		}
-	}
+			return dcbNetdevMonitor{m}, nil
+		},
+		foreign: func(err error) bool { return errors.Is(err, ErrForeignSender) },
+		req:     s.Req, log: s.Log, retry: s.Retry, drops: &s.drops,
+	}).run(ctx)
 }
 
-func (s *DCBSource) consume(ctx context.Context, m DCBMonitor, log *slog.Logger) {
-	for {
-		names, err := m.Receive()
-		for _, n := range names {
-			s.Req.RecheckNetdev(n)
-		}
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrForeignSender):
-			s.drops.note(log, err)
-		case errors.Is(err, unix.ENOBUFS):
-			log.Warn("DCB notifications lost; rescanning everything", "err", err)
-			s.Req.RequestAll()
-		default:
-			if ctx.Err() == nil {
-				log.Warn("DCB notification receive failed", "err", err)
-			}
-			return
-		}
-	}
-}
+// dcbNetdevMonitor is a DCBMonitor as the notification loop reads it.
+type dcbNetdevMonitor struct{ DCBMonitor }
+
+func (m dcbNetdevMonitor) Netdevs() ([]string, error) { return m.Receive() }
 
 // dcbMonitor is an rtnetlink socket joined to RTNLGRP_DCB.
 type dcbMonitor struct{ sock *nl.NetlinkSocket }

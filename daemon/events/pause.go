@@ -5,8 +5,6 @@ import (
 	"errors"
 	"log/slog"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/rdmad/rdmad/daemon/ethtool"
 )
 
@@ -42,70 +40,41 @@ type PauseSource struct {
 // to give: the source then waits for ctx and the verify read-back is the
 // only way pause drift is seen.
 func (s *PauseSource) Run(ctx context.Context) error {
-	log, retry := orDefaults(s.Log, s.Retry)
-	reopened := false
-	for {
-		m, err := s.Open()
-		if errors.Is(err, ethtool.ErrNoFamily) {
-			log.Info("the kernel has no ethtool netlink: pause changes are seen by the verify read-back only")
-			<-ctx.Done()
-			return nil
-		}
-		if err != nil {
-			log.Error("ethtool monitor subscription failed; retrying", "err", err)
-			if !retry(ctx) {
-				return nil
+	return (&netdevNotices{
+		what: "ethtool monitor",
+		open: func() (netdevMonitor, error) {
+			m, err := s.Open()
+			if errors.Is(err, ethtool.ErrNoFamily) {
+				return nil, errNoNotices{"the kernel has no ethtool netlink: pause changes are seen by the verify read-back only"}
 			}
-			continue
-		}
-		if reopened {
-			s.Req.RequestAll() // anything may have changed while we were not listening
-		}
-		stop := make(chan struct{})
-		go func() {
-			select {
-			case <-ctx.Done():
-			case <-stop:
+			if err != nil {
+				return nil, err
 			}
-			m.Close()
-		}()
-		s.consume(ctx, m, log)
-		close(stop)
-		if ctx.Err() != nil {
-			return nil
-		}
-		log.Warn("ethtool monitor ended; reopening and rescanning")
-		reopened = true
-		if !retry(ctx) {
-			return nil
-		}
-	}
+			return pauseNetdevMonitor{m}, nil
+		},
+		foreign: func(err error) bool {
+			var foreign *ethtool.ForeignSenderError
+			return errors.As(err, &foreign)
+		},
+		req: s.Req, log: s.Log, retry: s.Retry, drops: &s.drops,
+	}).run(ctx)
 }
 
-// consume handles notifications until the monitor fails or is closed.
-func (s *PauseSource) consume(ctx context.Context, m PauseMonitor, log *slog.Logger) {
-	for {
-		notes, err := m.Receive()
-		for _, n := range notes {
-			if n.Pause() && n.Ifname != "" {
-				s.Req.RecheckNetdev(n.Ifname)
-			}
-		}
-		var foreign *ethtool.ForeignSenderError
-		switch {
-		case err == nil:
-		case errors.As(err, &foreign):
-			s.drops.note(log, err) // not the kernel's: nothing was lost
-		case errors.Is(err, unix.ENOBUFS):
-			log.Warn("ethtool notifications lost; rescanning everything", "err", err)
-			s.Req.RequestAll()
-		case len(notes) > 0:
-			log.Debug("undecodable ethtool notification", "err", err)
-		default:
-			if ctx.Err() == nil {
-				log.Warn("ethtool monitor receive failed", "err", err)
-			}
-			return
+// pauseNetdevMonitor is a PauseMonitor as the notification loop reads
+// it: the netdevs of its pause notifications.
+type pauseNetdevMonitor struct{ PauseMonitor }
+
+func (m pauseNetdevMonitor) Netdevs() ([]string, error) {
+	notes, err := m.Receive()
+	var names []string
+	for _, n := range notes {
+		if n.Pause() && n.Ifname != "" {
+			names = append(names, n.Ifname)
 		}
 	}
+	if err != nil && len(notes) > 0 {
+		// Part of the buffer decoded: keep what did, read on.
+		return names, errUndecodable{err}
+	}
+	return names, err
 }
