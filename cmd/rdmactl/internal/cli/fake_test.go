@@ -225,7 +225,7 @@ func fixture() *fakeRdmad {
 						{Name: "qos_trust", Title: "QoS trust", Declared: "dscp", Source: "/etc/rdma/rdmad.d/60-qos.toml:1", Observed: "dscp", State: "holds"},
 						{Name: "qos_cable_length", Title: "cable length", Declared: "10 m", Source: "/etc/rdma/rdmad.d/60-qos.toml:1", Observed: "10 m", State: "holds"},
 						{Name: "qos_pause", Title: "global pause", Declared: "off", Source: "/etc/rdma/rdmad.d/60-qos.toml:1", Observed: "on", State: "refused",
-							Why: "ethtool: set pause of ens1f0: operation not permitted"},
+							Why: "set pause of ens1f0: operation not permitted"},
 						{Name: "qos_ecn", Title: "ECN priorities", Observed: "[0, 1, 2, 3, 4, 5, 6, 7]", State: "undeclared"},
 					}}}},
 			{Name: "rxe0", Transports: []string{"roce"}, NodeType: "1: CA", NodeGUID: "5054:00ff:fe12:3456", Driver: "rdma_rxe", Netdevs: []string{"eth1"}, RoCEConfigfs: true,
