@@ -60,5 +60,10 @@ func (s *Server) InPlanForTest(fn func()) {
 	s.setHook(func(h *testHooks) { h.inPlan = fn })
 }
 
+// SetPlanTimeoutForTest replaces planTimeout (0: planTimeout again).
+func (s *Server) SetPlanTimeoutForTest(d time.Duration) {
+	s.setHook(func(h *testHooks) { h.planTimeout = d })
+}
+
 // PlanSlots is how many plans are worked out at once.
 const PlanSlots = planSlots

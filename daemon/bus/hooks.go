@@ -2,6 +2,7 @@ package bus
 
 import (
 	"sync"
+	"time"
 
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -17,6 +18,8 @@ type testHooks struct {
 	inReport func()
 	// inPlan runs in Plan while it holds a plan slot.
 	inPlan func()
+	// planTimeout replaces planTimeout (0: not replaced).
+	planTimeout time.Duration
 	// encodeFindings replaces dbusapi.EncodeFindings in Diagnose.
 	encodeFindings func([]dbusapi.Finding) (string, error)
 }

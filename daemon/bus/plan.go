@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
@@ -15,9 +17,18 @@ import (
 
 // planSlots bounds the plans worked out at once. Plan is open to every
 // local user and reads every device (on a host with a thousand, as much
-// as a full pass): a third caller is told Busy at once rather than queued,
-// so plans never pile up behind the reconciler's lock.
+// as a full pass): a third caller is told Busy at once rather than queued.
+// A slot is held by the plan's work, not by the call: a plan whose read
+// does not answer keeps it after its call failed, until the read returns,
+// so reads that hang never pile up beyond planSlots.
 const planSlots = 2
+
+// planTimeout bounds a plan's call. A plan reads what a full pass reads
+// (0.2 to 0.5 s at 1,024 devices, docs/performance.md): only a kernel read that
+// does not answer, or a host starved of CPU, comes near it. It is below
+// the 25 s a D-Bus client waits by default (rdmactl's read timeout too),
+// so the caller gets an error naming the step, not NoReply.
+const planTimeout = 20 * time.Second
 
 // Plan is open to everyone, like reading properties: it changes nothing
 // and opens no path the caller gives.
@@ -28,18 +39,51 @@ func (m *manager) Plan(msg dbus.Message, candidate []byte, as string) (string, *
 	}
 	select {
 	case m.s.plans <- struct{}{}:
-		defer func() { <-m.s.plans }()
 	default:
 		return "", busy(fmt.Sprintf("Plan: %d plans are being worked out; try again later", planSlots))
 	}
-	if h := m.s.hook(); h != nil && h.inPlan != nil {
-		h.inPlan()
+	timeout := planTimeout
+	h := m.s.hook()
+	if h != nil && h.planTimeout > 0 {
+		timeout = h.planTimeout
 	}
-	p, err := m.s.svc.Plan(context.Background(), candidate, as)
-	if err != nil {
-		return "", busError(err)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var step atomic.Pointer[string]
+	type planned struct {
+		p   service.Plan
+		err error
 	}
-	doc, err := dbusapi.EncodePlan(planModel(p))
+	done := make(chan planned, 1)
+	go func() {
+		defer func() { <-m.s.plans }()
+		if h != nil && h.inPlan != nil {
+			h.inPlan()
+		}
+		p, err := m.s.svc.Plan(ctx, candidate, as, func(s string) { step.Store(&s) })
+		done <- planned{p, err}
+	}()
+	var out planned
+	select {
+	case out = <-done:
+	case <-ctx.Done():
+		select {
+		case out = <-done: // done as the time ran out
+		default:
+			out.err = ctx.Err()
+		}
+	}
+	if errors.Is(out.err, context.DeadlineExceeded) {
+		at := "start"
+		if s := step.Load(); s != nil {
+			at = *s
+		}
+		return "", busy(fmt.Sprintf("Plan: not done within %s, at the step: %s; a kernel read does not answer or the host is overloaded: try again later", timeout, at))
+	}
+	if out.err != nil {
+		return "", busError(out.err)
+	}
+	doc, err := dbusapi.EncodePlan(planModel(out.p))
 	if err != nil {
 		return "", busError(err)
 	}

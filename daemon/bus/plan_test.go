@@ -2,17 +2,25 @@ package bus_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/godbus/dbus/v5"
+
 	"github.com/rdmad/rdmad/daemon/bus"
+	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
+	"github.com/rdmad/rdmad/test/bustest"
 )
 
 const planConfig = mlx5Config + `
@@ -193,4 +201,82 @@ func regexpLine(out, pattern string) string {
 		}
 	}
 	return ""
+}
+
+// A plan whose kernel read does not answer (a driver stuck in a sysfs or
+// configfs read) ends at its deadline with org.rdmad1.Error.Busy naming
+// the step it was in, and holds no pass back meanwhile: a Reconcile ends
+// while the plan's read still hangs. Once the read answers, plans work
+// again.
+func TestPlanStuckReadEndsAtItsDeadline(t *testing.T) {
+	dir := bustest.PublicDir(t)
+	addr := privateBus(t, dir)
+	root := fixture(t, dir, "mlx5", planConfig)
+	k := hosttest.NewKernel(root)
+	conn, err := dbusapi.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemonWith(t, conn, k.Host())
+	const deadline = 300 * time.Millisecond
+	d.srv.SetPlanTimeoutForTest(deadline)
+	stuck := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	var released sync.Once
+	k.BeforeRead(func(rel string) {
+		if rel == stuck && first.CompareAndSwap(false, true) {
+			close(entered)
+			<-release // the plan's read; the pass's reads go on
+		}
+	})
+	defer released.Do(func() { close(release) })
+	c, err := client.Connect(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	type answer struct {
+		err  error
+		took time.Duration
+	}
+	planned := make(chan answer, 1)
+	go func() {
+		start := time.Now()
+		_, err := c.Plan(t.Context(), nil, "")
+		planned <- answer{err, time.Since(start)}
+	}()
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the plan never read the TOS")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Reconcile(ctx); err != nil {
+		t.Errorf("Reconcile while a plan's read hangs: %v", err)
+	}
+	select {
+	case a := <-planned:
+		var de dbus.Error
+		if !errors.As(a.err, &de) || de.Name != dbusapi.ErrBusy || len(de.Body) != 1 {
+			t.Fatalf("plan past its deadline: %v, want %s", a.err, dbusapi.ErrBusy)
+		}
+		msg, _ := de.Body[0].(string)
+		for _, want := range []string{"Plan", deadline.String(), "settings of the devices"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("the error %q does not say %q", msg, want)
+			}
+		}
+		if a.took > 10*time.Second {
+			t.Errorf("the plan answered after %s", a.took)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the plan did not end at its deadline")
+	}
+	released.Do(func() { close(release) })
+	d.srv.SetPlanTimeoutForTest(0)
+	if code, out, errOut := rdmactl(t, addr, "plan"); code != 0 {
+		t.Errorf("plan once the read answered: exit %d\n%s%s", code, out, errOut)
+	}
 }

@@ -57,7 +57,7 @@ type Daemon interface {
 	// CheckPlan validates Plan's arguments; Plan works out, writing
 	// nothing, what the files in force plus a candidate drop-in would do.
 	CheckPlan(candidate []byte, as string) error
-	Plan(ctx context.Context, candidate []byte, as string) (service.Plan, error)
+	Plan(ctx context.Context, candidate []byte, as string, step func(string)) (service.Plan, error)
 
 	ReconcileNow(ctx context.Context) reconcile.Report
 	ReloadNow(ctx context.Context) (reconcile.Report, error)

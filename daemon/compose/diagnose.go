@@ -59,6 +59,6 @@ func Textfile(s *service.Service, log *slog.Logger) *metrics.Textfile {
 func HostInput(ctx context.Context, h *host.Host, pol *config.Policy, k Kernel) doctor.Input {
 	p := Parts(k)(h, true, func() {})
 	r := reconcile.New(reconcile.Options{Host: h, Log: slog.New(slog.DiscardHandler), Early: p.Early, HostParts: p.Host, DeviceParts: p.Device, Detail: host.DetailFull})
-	st := r.Observe(ctx, pol)
+	st := r.Observe(ctx, pol, nil)
 	return doctor.Input{Host: h, Policy: pol, State: &st, Checks: r.Checkers()}
 }

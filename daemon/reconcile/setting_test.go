@@ -174,7 +174,7 @@ func TestOutcome(t *testing.T) {
 // stored state; a pass then writes.
 func TestObserveWritesNothing(t *testing.T) {
 	e := newEnv(t)
-	st := e.r.Observe(context.Background(), e.pol)
+	st := e.r.Observe(context.Background(), e.pol, nil)
 	if e.k.WriteCount() != 0 || len(e.k.Mkdirs) != 0 || len(e.loader.Calls()) != 0 {
 		t.Fatalf("Observe wrote %v, made %v, loaded %v", e.k.Writes, e.k.Mkdirs, e.loader.Calls())
 	}

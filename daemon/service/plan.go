@@ -55,12 +55,22 @@ func (p PlannedRecord) Released() bool { return !p.IsDeclared() && p.InForce.IsD
 // then). Nothing is written, no file is created and no path a caller
 // gives is opened: candidate is the file's content. The candidate goes
 // through the loader exactly as a file does (the nesting check before any
-// TOML parser, strict keys, file:line errors). Plans wait for the pass
-// under way and passes for them: a plan reads every device.
-func (s *Service) Plan(ctx context.Context, candidate []byte, as string) (Plan, error) {
+// TOML parser, strict keys, file:line errors). A plan reads every device
+// beside the passes, not behind them (reconcile.Reconciler.Observe). step,
+// when not nil, is told each step as it starts; when ctx ends, the error
+// names the step under way.
+func (s *Service) Plan(ctx context.Context, candidate []byte, as string, step func(string)) (Plan, error) {
 	if err := checkCandidate(candidate, as); err != nil {
 		return Plan{}, err
 	}
+	var now string
+	at := func(st string) {
+		now = st
+		if step != nil {
+			step(st)
+		}
+	}
+	at("load the configuration files")
 	var r config.Reader = s.files()
 	if as != "" {
 		r = config.WithData(r, s.DropInDir(), candidate, as)
@@ -77,9 +87,9 @@ func (s *Service) Plan(ctx context.Context, candidate []byte, as string) (Plan, 
 			inForce = append(inForce, r)
 		}
 	}
-	st := s.rec.Observe(ctx, pol)
+	st := s.rec.Observe(ctx, pol, at)
 	if err := ctx.Err(); err != nil {
-		return Plan{}, fmt.Errorf("plan: %w", err)
+		return Plan{}, fmt.Errorf("plan: %s: %w", now, err)
 	}
 	p := buildPlan(pol.Files, &st, inForce)
 	for i, r := range p.Records {

@@ -3,13 +3,17 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
@@ -59,7 +63,7 @@ func TestPlanWritesNothing(t *testing.T) {
 	before, writes := treeDigest(t, e.root), e.k.WriteCount()
 	candidate := "[[roce]]\ndevice = \"mlx5_0\"\nport = 1\ntos = 96\n\n[memlock]\ngroup = \"rdma\"\n\n" +
 		"[netns]\nmode = \"exclusive\"\n\n[[link]]\nname = \"rxe9\"\ntype = \"rxe\"\nnetdev = \"eth1\"\n"
-	p, err := e.svc.Plan(context.Background(), []byte(candidate), "50-ansible.toml")
+	p, err := e.svc.Plan(context.Background(), []byte(candidate), "50-ansible.toml", nil)
 	if err != nil || p.Err != nil {
 		t.Fatalf("plan: %v %v", err, p.Err)
 	}
@@ -129,7 +133,7 @@ func TestPlanReleasesWhatTheCandidateNoLongerDeclares(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.svc.ReconcileNow(context.Background())
-	p, err := e.svc.Plan(context.Background(), nil, "50-ansible.toml")
+	p, err := e.svc.Plan(context.Background(), nil, "50-ansible.toml", nil)
 	if err != nil || p.Err != nil {
 		t.Fatalf("plan: %v %v", err, p.Err)
 	}
@@ -140,7 +144,7 @@ func TestPlanReleasesWhatTheCandidateNoLongerDeclares(t *testing.T) {
 		t.Fatalf("released tos: %+v", r)
 	}
 	// Without a candidate, the files as they are: nothing changes.
-	p, err = e.svc.Plan(context.Background(), nil, "")
+	p, err = e.svc.Plan(context.Background(), nil, "", nil)
 	if err != nil || p.Err != nil {
 		t.Fatal(err, p.Err)
 	}
@@ -156,13 +160,13 @@ func TestPlanReleasesWhatTheCandidateNoLongerDeclares(t *testing.T) {
 func TestPlanRefusals(t *testing.T) {
 	e := newEnv(t, "", nil)
 	before := treeDigest(t, e.root)
-	p, err := e.svc.Plan(context.Background(), []byte("[[roce]]\ndevice = \"mlx5_0\"\ntos = 900\n"), "50-x.toml")
+	p, err := e.svc.Plan(context.Background(), []byte("[[roce]]\ndevice = \"mlx5_0\"\ntos = 900\n"), "50-x.toml", nil)
 	var ce *config.Error
 	if err != nil || !errors.As(p.Err, &ce) || !strings.HasSuffix(ce.Pos.String(), "rdmad.d/50-x.toml:3") {
 		t.Errorf("bad value: %v, plan error %v", err, p.Err)
 	}
 	hostile := "a = " + strings.Repeat("[", 200000) + "\n"
-	p, err = e.svc.Plan(context.Background(), []byte(hostile), "50-x.toml")
+	p, err = e.svc.Plan(context.Background(), []byte(hostile), "50-x.toml", nil)
 	if err != nil || !errors.As(p.Err, &ce) || !strings.HasSuffix(ce.Pos.String(), "rdmad.d/50-x.toml:1") || !strings.Contains(ce.Msg, "nest") {
 		t.Errorf("nested: %v, plan error %v", err, p.Err)
 	}
@@ -177,7 +181,7 @@ func TestPlanRefusals(t *testing.T) {
 		{nil, "50-x.conf", "as"},
 		{nil, ".50-x.toml", "as"},
 	} {
-		_, err := e.svc.Plan(context.Background(), tc.cand, tc.as)
+		_, err := e.svc.Plan(context.Background(), tc.cand, tc.as, nil)
 		var ae *service.ArgError
 		if !errors.As(err, &ae) || ae.Arg != tc.arg {
 			t.Errorf("Plan(%d bytes, %q) = %v, want an ArgError on %s", len(tc.cand), tc.as, err, tc.arg)
@@ -185,5 +189,57 @@ func TestPlanRefusals(t *testing.T) {
 	}
 	if treeDigest(t, e.root) != before {
 		t.Error("refused plans changed the host tree")
+	}
+}
+
+// Plans read beside the passes, not behind them (the reconciler's lock is
+// not theirs): plans of every kind rdmad keeps, run while passes correct
+// the host and write found.json, share nothing a pass writes in place
+// (run with -race), and each answers whole.
+func TestPlansBesidePasses(t *testing.T) {
+	f := newFleetHost(t)
+	hosttest.Write(t, f.root, fleetDropIn, fleetPolicy)
+	svc := f.rdmad(t)
+	ctx := context.Background()
+	candidate := []byte("[[roce]]\ndevice = \"mlx5_0\"\ntos = 96\n")
+	done := make(chan struct{})
+	var ran atomic.Int64
+	var passes sync.WaitGroup
+	defer func() { close(done); passes.Wait() }()
+	passes.Add(1)
+	go func() {
+		defer passes.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			hosttest.Write(t, f.root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos"), fmt.Sprintf("%d\n", i%8))
+			svc.ReconcileNow(ctx)
+			ran.Add(1)
+		}
+	}()
+	for range 20 {
+		p, err := svc.Plan(ctx, candidate, "90-ansible.toml", nil)
+		if err != nil || p.Err != nil {
+			t.Fatalf("plan beside a pass: %v %v", err, p.Err)
+		}
+		r := planned(p, reconcile.PortSubject("mlx5_0", 1), "roce_tos")
+		if r == nil || reconcile.Text(r.Declared) != "96" {
+			t.Fatalf("plan without mlx5_0/1's TOS 96: %+v", r)
+		}
+		for _, name := range []string{"roce_mode", "netns_mode", "soft_link", "memlock_limits"} {
+			found := false
+			for _, rec := range p.Records {
+				found = found || rec.Setting.Name == name
+			}
+			if !found {
+				t.Fatalf("plan without %s", name)
+			}
+		}
+	}
+	if ran.Load() < 2 {
+		t.Errorf("%d passes ran beside 20 plans", ran.Load())
 	}
 }

@@ -80,6 +80,7 @@ type Kernel struct {
 	refuse      map[string]syscall.Errno // "<path suffix>=<value>" -> errno; "" value: any
 	failReads   map[string]syscall.Errno // path suffix -> errno
 	beforeWrite func(rel, value string)
+	beforeRead  func(rel string)
 	ignore      map[string]bool // "<path suffix>=<value>": accepted but not kept
 	Writes      []string        // "<path relative to root>=<value>", in order
 	Mkdirs      []string
@@ -129,6 +130,12 @@ func (k *Kernel) rel(name string) string {
 func (k *Kernel) ReadAttr(name string) ([]byte, error) {
 	rel := k.rel(name)
 	k.mu.Lock()
+	before := k.beforeRead
+	k.mu.Unlock()
+	if before != nil {
+		before(rel)
+	}
+	k.mu.Lock()
 	var errno syscall.Errno
 	for suffix, e := range k.failReads {
 		if strings.HasSuffix(rel, suffix) {
@@ -155,6 +162,14 @@ func (k *Kernel) FailReads(suffix string, errno syscall.Errno) {
 		return
 	}
 	k.failReads[suffix] = errno
+}
+
+// BeforeRead runs fn before every attribute read with the path relative
+// to the root: a test holds a read as a driver that does not answer does.
+func (k *Kernel) BeforeRead(fn func(rel string)) {
+	k.mu.Lock()
+	k.beforeRead = fn
+	k.mu.Unlock()
 }
 
 // BeforeWrite runs fn before every attribute write with the path relative
