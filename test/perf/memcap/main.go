@@ -16,7 +16,9 @@
 //     while 2 clients call GetManagedObjects;
 //  4. a reload of a valid drop-in declaring a [[roce]] and a [[qos]] rule
 //     for each device (about 35,000 key parts): a full pass with QoS, and
-//     the last good configuration saved.
+//     the last good configuration saved;
+//  5. two plans at once (Plan admits no more), each of a candidate drop-in
+//     near Plan's 1 MiB bound.
 //
 // It prints VmHWM (the peak resident set) and VmRSS after each phase.
 package main
@@ -204,6 +206,33 @@ func run(n int) error {
 		return fmt.Errorf("reload of the per-device rules: %w", err)
 	}
 	report(fmt.Sprintf("4. reload of a rule pair per device (%d KiB), saved", rules.Len()>>10))
+
+	// Two plans at once (the most Plan admits), each of a candidate near
+	// its 1 MiB bound: every device read, the candidate parsed and judged.
+	var candidate strings.Builder
+	for round := 0; ; round++ {
+		var b strings.Builder
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&b, "[[roce]]\ndevice = \"mlx5_%d\"\nport = 1\ntos = %d\n\n", i, 4*(round%60))
+		}
+		if candidate.Len()+b.Len() > 1<<20 {
+			break
+		}
+		candidate.WriteString(b.String())
+	}
+	plans := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			var out string
+			plans <- obj.Call(dbusapi.ManagerIface+".Plan", 0, []byte(candidate.String()), "90-plan.toml").Store(&out)
+		}()
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-plans; err != nil {
+			return fmt.Errorf("plan of a %d KiB candidate: %w", candidate.Len()>>10, err)
+		}
+	}
+	report(fmt.Sprintf("5. 2 plans at once of a %d KiB candidate each", candidate.Len()>>10))
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
