@@ -48,7 +48,7 @@ func ParseContract(data []byte) (*Contract, error) {
 				break
 			}
 			line, _ := dec.InputPos()
-			return nil, fmt.Errorf("dbusapi: contract line %d: %w", line, err)
+			return nil, fmt.Errorf("D-Bus contract, line %d: %w", line, err)
 		}
 		switch t := tok.(type) {
 		case xml.Comment:
@@ -72,14 +72,14 @@ func ParseContract(data []byte) (*Contract, error) {
 				iface = &c.Interfaces[len(c.Interfaces)-1]
 			case "method", "signal", "property":
 				if iface == nil {
-					return nil, fmt.Errorf("dbusapi: contract: %s %q outside an interface", t.Name.Local, attr("name"))
+					return nil, fmt.Errorf("D-Bus contract: %s %q outside an interface", t.Name.Local, attr("name"))
 				}
 				iface.Members = append(iface.Members, Member{Kind: t.Name.Local, Name: attr("name"), Doc: pending,
 					Type: attr("type"), Access: attr("access")})
 				member = &iface.Members[len(iface.Members)-1]
 			case "arg":
 				if member == nil {
-					return nil, fmt.Errorf("dbusapi: contract: arg %q outside a method or signal", attr("name"))
+					return nil, fmt.Errorf("D-Bus contract: arg %q outside a method or signal", attr("name"))
 				}
 				member.Args = append(member.Args, introspect.Arg{Name: attr("name"), Type: attr("type"), Direction: attr("direction")})
 			}

@@ -53,7 +53,7 @@ func EncodeFindings(fs []Finding) (string, error) {
 	}
 	b, err := json.MarshalIndent(fs, "", "  ")
 	if err != nil {
-		return "", fmt.Errorf("dbusapi: encode findings: %w", err)
+		return "", fmt.Errorf("encode the findings as JSON: %w", err)
 	}
 	return string(b), nil
 }
@@ -63,7 +63,7 @@ func EncodeFindings(fs []Finding) (string, error) {
 func DecodeFindings(doc string) ([]Finding, error) {
 	var fs []Finding
 	if err := json.Unmarshal([]byte(doc), &fs); err != nil {
-		return nil, fmt.Errorf("dbusapi: Diagnose returned no list of findings: %w", err)
+		return nil, fmt.Errorf("the reply of Diagnose is not a list of findings: %w", err)
 	}
 	return fs, nil
 }

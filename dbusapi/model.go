@@ -243,7 +243,7 @@ func FromProps(props map[string]dbus.Variant, dst any) error {
 		}
 		f := rv.Field(i)
 		if err := dbus.Store([]any{v.Value()}, f.Addr().Interface()); err != nil {
-			return fmt.Errorf("dbusapi: property %s (%s): %w", name, v.Signature(), err)
+			return fmt.Errorf("property %s (type %s): %w", name, v.Signature(), err)
 		}
 	}
 	return nil

@@ -39,11 +39,11 @@ func UnescapePathElement(e string) (string, error) {
 			continue
 		}
 		if i+2 >= len(e) {
-			return "", fmt.Errorf("dbusapi: bad path element %q: truncated escape", e)
+			return "", fmt.Errorf("D-Bus path element %q: an escape cut short", e)
 		}
 		v, err := strconv.ParseUint(e[i+1:i+3], 16, 8)
 		if err != nil {
-			return "", fmt.Errorf("dbusapi: bad path element %q: %w", e, err)
+			return "", fmt.Errorf("D-Bus path element %q: bad escape: %w", e, err)
 		}
 		b.WriteByte(byte(v))
 		i += 2

@@ -109,7 +109,7 @@ func EncodePlan(p Plan) (string, error) {
 	}
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
-		return "", fmt.Errorf("dbusapi: encode plan: %w", err)
+		return "", fmt.Errorf("encode the plan as JSON: %w", err)
 	}
 	return string(b), nil
 }
@@ -119,7 +119,7 @@ func EncodePlan(p Plan) (string, error) {
 func DecodePlan(doc string) (Plan, error) {
 	var p Plan
 	if err := json.Unmarshal([]byte(doc), &p); err != nil {
-		return Plan{}, fmt.Errorf("dbusapi: Plan returned no plan: %w", err)
+		return Plan{}, fmt.Errorf("the reply of Plan is not a plan: %w", err)
 	}
 	return p, nil
 }

@@ -362,33 +362,35 @@ func TestNoLongSourceFile(t *testing.T) {
 	}
 }
 
-// TestErrorsNameNoPackage keeps the daemon's errors in the words of what
-// failed: each layer wraps its cause with the object and the step ("put
-// back mlx5_0/1 qos pfc \"[0]\": read it back: get IEEE DCB of
-// ens1f0np0: ..."), never with its package's name, which tells a user
-// nothing and piles up as an error crosses the layers. Test helpers
-// (packages ending in "test") are not checked.
+// TestErrorsNameNoPackage keeps the errors of the daemon, the programs and
+// the D-Bus API in the words of what failed: each layer wraps its cause
+// with the object and the step ("put back mlx5_0/1 qos pfc \"[0]\": read
+// it back: get IEEE DCB of ens1f0np0: ..."), never with a package's name,
+// which tells a user nothing and piles up as an error crosses the layers.
+// Test helpers (packages ending in "test") are not checked.
 func TestErrorsNameNoPackage(t *testing.T) {
 	pkgs := map[string]bool{}
 	var files []string
-	err := filepath.WalkDir("../daemon", func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if strings.HasSuffix(d.Name(), "test") {
-				return filepath.SkipDir
+	for _, top := range []string{"../daemon", "../cmd", "../dbusapi"} {
+		err := filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
 			}
-			pkgs[d.Name()] = true
+			if d.IsDir() {
+				if strings.HasSuffix(d.Name(), "test") || d.Name() == "testdata" {
+					return filepath.SkipDir
+				}
+				pkgs[d.Name()] = true
+				return nil
+			}
+			if strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+				files = append(files, p)
+			}
 			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
-			files = append(files, p)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	prefix := regexp.MustCompile(`^([a-z0-9]+): `)
 	fset := gotoken.NewFileSet()

@@ -57,14 +57,14 @@ func startBus(ctx context.Context, svc *service.Service, busArg string, log *slo
 	}
 	conn, err := dial(ctx, busArg)
 	if err != nil {
-		return nil, fmt.Errorf("bus: %w", err)
+		return nil, err // it names the bus and the step
 	}
 	auth := &currentAuthorizer{}
 	auth.set(conn)
 	srv, err := bus.New(conn, svc.Reconciler(), svc, auth, log)
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("bus: %w", err)
+		return nil, fmt.Errorf("serve the objects on %s: %w", dbusapi.DescribeBus(busArg), err)
 	}
 	return &busLink{arg: busArg, log: log, srv: srv, auth: auth, conn: conn, changed: func() {}, done: make(chan struct{})}, nil
 }
@@ -76,7 +76,7 @@ func (b *busLink) Publish(ctx context.Context) error {
 		return nil
 	}
 	if err := b.srv.RequestName(dbusapi.BusName); err != nil {
-		return fmt.Errorf("bus: %w", err)
+		return fmt.Errorf("publish on %s: %w", dbusapi.DescribeBus(b.arg), err)
 	}
 	b.log.Info("serving on D-Bus", "bus", b.arg, "name", dbusapi.BusName)
 	go b.follow(ctx)

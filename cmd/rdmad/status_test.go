@@ -17,7 +17,7 @@ func TestStatusAssignmentIsOneLine(t *testing.T) {
 	long := strings.Repeat("é", 2000) // 4,000 bytes of two-byte characters
 	for _, text := range []string{
 		"2 RDMA devices; last reconcile: ok",
-		"failed: bus: device \"vf\xff\n0\"\nREADY=1",
+		"failed: serve the objects on the system bus: device \"vf\xff\n0\"\nREADY=1",
 		"not started: lock /run/x\r\nMAINPID=1\x00",
 		"x" + long,
 		strings.Repeat("\n", 1<<20),
@@ -57,14 +57,14 @@ func TestNotifyStatusSendsOneAssignment(t *testing.T) {
 	}
 	defer conn.Close()
 	t.Setenv("NOTIFY_SOCKET", sock)
-	notifyStatus("failed: bus: device \"vf0\nREADY=1\nMAINPID=1\"")
+	notifyStatus("failed: serve the objects on the system bus: device \"vf0\nREADY=1\nMAINPID=1\"")
 	buf := make([]byte, 8192)
 	n, err := conn.Read(buf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Split(strings.TrimSuffix(string(buf[:n]), "\n"), "\n")
-	want := `STATUS=failed: bus: device "vf0\x0aREADY=1\x0aMAINPID=1"`
+	want := `STATUS=failed: serve the objects on the system bus: device "vf0\x0aREADY=1\x0aMAINPID=1"`
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("notify datagram lines %q, want [%q]", got, want)
 	}

@@ -130,7 +130,7 @@ func TestDiagnoseErrorIsPublishedEscaped(t *testing.T) {
 	d.srv.EncodeFindingsForTest(func(fs []dbusapi.Finding) (string, error) {
 		for _, f := range fs {
 			if dev := dbusapi.Unescape(f.Subject.Device); dev == name {
-				return "", fmt.Errorf("dbusapi: encode finding %s of %s: unsupported", f.ID, dev)
+				return "", fmt.Errorf("encode finding %s of %s: unsupported", f.ID, dev)
 			}
 		}
 		return "", fmt.Errorf("no finding about %q among %d", name, len(fs))

@@ -48,16 +48,16 @@ type BusError struct {
 }
 
 func (e *BusError) Error() string {
-	var where, hint string
+	var hint string
 	switch e.Bus {
 	case "system":
-		where, hint = "the system bus", "is dbus running? (systemctl status dbus)"
+		hint = "is dbus running? (systemctl status dbus)"
 	case "session":
-		where, hint = "the session bus", "rdmad runs on the system bus: leave out --bus session"
+		hint = "rdmad runs on the system bus: leave out --bus session"
 	default:
-		where, hint = "the bus at "+e.Bus, "check the address given to --bus"
+		hint = "check the address given to --bus"
 	}
-	msg := "cannot reach " + where
+	msg := "cannot reach " + dbusapi.DescribeBus(e.Bus)
 	if e.Reason != "" {
 		msg += " (" + e.Reason + ")"
 	}
@@ -219,7 +219,7 @@ type Snapshot struct {
 func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 	var mprops map[string]dbus.Variant
 	if err := c.root().CallWithContext(ctx, "org.freedesktop.DBus.Properties.GetAll", 0, dbusapi.ManagerIface).Store(&mprops); err != nil {
-		return nil, fmt.Errorf("client: read manager: %w", err)
+		return nil, fmt.Errorf("read the Manager's properties (GetAll on %s): %w", dbusapi.RootPath, err)
 	}
 	s := &Snapshot{}
 	if err := dbusapi.FromProps(mprops, &s.Manager); err != nil {
@@ -227,7 +227,7 @@ func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 	}
 	var objs map[dbus.ObjectPath]map[string]map[string]dbus.Variant
 	if err := c.root().CallWithContext(ctx, "org.freedesktop.DBus.ObjectManager.GetManagedObjects", 0).Store(&objs); err != nil {
-		return nil, fmt.Errorf("client: GetManagedObjects: %w", err)
+		return nil, fmt.Errorf("list the devices and ports (GetManagedObjects on %s): %w", dbusapi.RootPath, err)
 	}
 	devs := map[string]*dbusapi.Device{}
 	var ports []dbusapi.Port
@@ -235,14 +235,14 @@ func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 		if p, ok := ifaces[dbusapi.DeviceIface]; ok {
 			var d dbusapi.Device
 			if err := dbusapi.FromProps(p, &d); err != nil {
-				return nil, fmt.Errorf("client: %s: %w", path, err)
+				return nil, fmt.Errorf("read the device at %s: %w", path, err)
 			}
 			devs[d.Name] = &d
 		}
 		if p, ok := ifaces[dbusapi.PortIface]; ok {
 			var pt dbusapi.Port
 			if err := dbusapi.FromProps(p, &pt); err != nil {
-				return nil, fmt.Errorf("client: %s: %w", path, err)
+				return nil, fmt.Errorf("read the port at %s: %w", path, err)
 			}
 			ports = append(ports, pt)
 		}

@@ -44,7 +44,7 @@ func (r *run) read(rel ...string) string {
 func (r *run) ports() ([]port, error) {
 	devs, err := os.ReadDir(r.path("sys/class/infiniband"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("verify: %w", err)
+		return nil, fmt.Errorf("list the RDMA devices: %w", err)
 	}
 	var all []port
 	for _, d := range devs {
