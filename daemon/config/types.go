@@ -9,6 +9,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config/value"
@@ -38,7 +39,8 @@ func (p Position) IsRuntime() bool { return p.File == RuntimeFile }
 
 func (p Position) String() string {
 	if p.Line > 0 {
-		return fmt.Sprintf("%s:%d", p.File, p.Line)
+		// Not Sprintf: every action of a pass names its source.
+		return p.File + ":" + strconv.Itoa(p.Line)
 	}
 	return p.File
 }
