@@ -219,6 +219,6 @@ func dial(ctx context.Context, busArg string) (*dbus.Conn, error) {
 				r.conn.Close()
 			}
 		}()
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("connect to %s: %w", dbusapi.DescribeBus(busArg), ctx.Err())
 	}
 }

@@ -40,7 +40,7 @@ func (m *manager) Plan(msg dbus.Message, candidate []byte, as string) (string, *
 	select {
 	case m.s.plans <- struct{}{}:
 	default:
-		return "", busy(fmt.Sprintf("Plan: %d plans are being worked out; try again later", planSlots))
+		return "", busy(fmt.Sprintf("Plan: %d plans are being worked out (or their reads have not returned); try again later", planSlots))
 	}
 	timeout := planTimeout
 	h := m.s.hook()

@@ -54,10 +54,16 @@ func (a API) Declaring(cmd string, persist bool, inFile string) string {
 	if a.Allows(persist) == nil {
 		return cmd
 	}
+	return inFile + " (" + a.Refusal() + ")"
+}
+
+// Refusal says which file's [api] changes keeps a fix from proposing an
+// rdmactl command, for a fix that leaves the command out.
+func (a API) Refusal() string {
 	if a.Changes == APIChangesRuntime {
-		return fmt.Sprintf(`%s (%s: [api] changes = "runtime" persists no change made over D-Bus)`, inFile, a.Source)
+		return fmt.Sprintf(`%s: [api] changes = "runtime" persists no change made over D-Bus`, a.Source)
 	}
-	return fmt.Sprintf(`%s (%s: [api] changes = "none" takes no declaration over D-Bus)`, inFile, a.Source)
+	return fmt.Sprintf(`%s: [api] changes = "none" takes no declaration over D-Bus`, a.Source)
 }
 
 // NotAllowedError is a declaration over D-Bus that [api] changes refuses.

@@ -60,6 +60,10 @@ func TestFixesOfferOnlyWhatTheAPIAllows(t *testing.T) {
 			root := withCoexist(t, "rdma-shared-dev-plugin")
 			return diagnose(t, root, withPolicy(p(persistedNetns(t, "exclusive"))))
 		}, "rdmactl netns unset --persist"},
+		{"netns in rdmad's drop-in against sriov-network-operator", "coexist-sriov-operator", "host", func(p func(*config.Policy) *config.Policy) []doctor.Finding {
+			root := withCoexist(t, "sriov-operator")
+			return diagnose(t, root, withPolicy(p(persistedNetns(t, "shared"))))
+		}, "rdmactl netns unset --persist withdraws it"},
 		{"RoCE traffic lossy", "roce-lossless", "mlx5_0/1", func(p func(*config.Policy) *config.Policy) []doctor.Finding {
 			root := hosttest.Copy(t, "mlx5")
 			k := dcbtest.New()
@@ -87,6 +91,9 @@ func TestFixesOfferOnlyWhatTheAPIAllows(t *testing.T) {
 				}
 				if !strings.Contains(f.Fix, c.inFile) {
 					t.Errorf("[api] changes = %q: the fix does not say %q: %q", changes, c.inFile, f.Fix)
+				}
+				if !strings.Contains(f.Fix, "10-site.toml:2: [api] changes = ") {
+					t.Errorf("[api] changes = %q: the fix does not name the file that forbids the command: %q", changes, f.Fix)
 				}
 			}
 		})

@@ -391,13 +391,13 @@ func (d *diag) netnsUndeclare(o netnsOrigin, other config.NetnsMode) string {
 	}
 	switch {
 	case o.runtime:
-		agree := ""
+		agree := " (" + d.pol.API.Refusal() + ")"
 		if d.pol.API.Allows(false) == nil {
 			agree = fmt.Sprintf(", or meanwhile rdmactl netns set %s to agree", other)
 		}
 		return "the mode set at runtime lasts until rdmad restarts: rdmactl netns unset withdraws it" + agree + files
 	case o.persisted():
-		agree := ""
+		agree := " (" + d.pol.API.Refusal() + ")"
 		if d.pol.API.Allows(true) == nil {
 			agree = fmt.Sprintf(", or rdmactl netns set %s --persist makes them agree", other)
 		}

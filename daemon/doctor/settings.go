@@ -61,7 +61,7 @@ func (d *diag) checkUndone() {
 	if err := d.in.State.FoundError; err != nil {
 		d.warn("undo-partial", reconcile.HostSubject(),
 			"the values rdmad found before it changed them cannot be kept: "+firstLine(err.Error())+"; a declaration removed now puts back only what rdmad found since it started, and nothing after a restart",
-			"if the file is rdmad's record and an edit dropped its first line, put rdmad's header line back (rdmad uses the file again after its next pass); otherwise move the file away (rdmad writes a new one after its next pass); a failed save is tried again after every pass")
+			"if the file is rdmad's record and an edit dropped its first line, put rdmad's header line back (rdmad(8) quotes it; rdmad uses the file again after its next pass); otherwise move the file away (rdmad writes a new one after its next pass); a failed save is tried again after every pass")
 	}
 	for _, e := range d.in.State.Unrestored {
 		d.warn("undo-partial", subjectOf(e.Subject),

@@ -41,7 +41,7 @@ type PauseSource struct {
 // only way pause drift is seen.
 func (s *PauseSource) Run(ctx context.Context) error {
 	return (&netdevNotices{
-		what: "ethtool monitor",
+		what: "ethtool pause notifications",
 		open: func() (netdevMonitor, error) {
 			m, err := s.Open()
 			if errors.Is(err, ethtool.ErrNoFamily) {

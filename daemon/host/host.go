@@ -61,9 +61,12 @@ func NewWithIO(root string, io AttrIO) *Host {
 		root = "/"
 	}
 	h := &Host{Root: root, io: io}
-	if clean := filepath.Clean(root); clean == "/" {
+	switch clean := filepath.Clean(root); clean {
+	case "/":
 		h.prefix = "/"
-	} else {
+	case ".":
+		// Join drops a "." root: Path takes the long way.
+	default:
 		h.prefix = clean + "/"
 	}
 	return h

@@ -14,7 +14,7 @@ func FuzzPathIsJoin(f *testing.F) {
 		f.Add(s, "default_roce_tos")
 		f.Add("mlx5_0", s)
 	}
-	roots := []string{"/", "/tmp/root", "/tmp/root/", "/tmp//root/.", "rel/root", ""}
+	roots := []string{"/", "/tmp/root", "/tmp/root/", "/tmp//root/.", "rel/root", "", ".", "./", "./rel/../root"}
 	f.Fuzz(func(t *testing.T, rel, attr string) {
 		for _, root := range roots {
 			h := New(root)

@@ -273,7 +273,7 @@ func losslessFix(api config.API, dev string, port int, pfc []uint8) string {
 	for i, p := range pfc {
 		list[i] = fmt.Sprint(p)
 	}
-	cmd := ""
+	cmd := " (" + api.Refusal() + ")"
 	if api.Allows(true) == nil {
 		cmd = fmt.Sprintf(" (or: rdmactl qos set %s/%d --trust dscp --pfc %s --persist)", dev, port, strings.Join(list, ","))
 	}

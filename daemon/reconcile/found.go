@@ -155,16 +155,23 @@ func (f *Found) read() (*foundFile, error) {
 	return &ff, nil
 }
 
-// merge adds the entries of ff that f does not hold (under f.mu, or
-// before f is shared): an entry read from the file was found first.
+// merge takes the entries of ff into f, over what f holds for the same
+// key (under f.mu, or before f is shared): an entry read from the file
+// was found first. The bound only keeps new keys out.
 func (f *Found) merge(ff *foundFile) {
 	for _, e := range ff.Found {
-		if e != nil && len(f.entries) < MaxFoundEntries {
+		if e == nil {
+			continue
+		}
+		if _, have := f.entries[e.key()]; have || len(f.entries) < MaxFoundEntries {
 			f.entries[e.key()] = e
 		}
 	}
 	for _, e := range ff.Unrestored {
-		if e != nil && len(f.unrestored) < MaxFoundEntries {
+		if e == nil {
+			continue
+		}
+		if _, have := f.unrestored[e.key()]; have || len(f.unrestored) < MaxFoundEntries {
 			f.unrestored[e.key()] = e
 		}
 	}

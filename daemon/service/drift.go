@@ -158,9 +158,9 @@ func (s *Service) DirChanged(dir string) {
 
 // verify runs the read-back every [drift] verify_interval of the policy
 // in force (0: never), and reads the contested settings again when their
-// back-off ends, until ctx ends. A policy change restarts its count; a
-// pass while a back-off runs wakes it to read NextRetry again
-// (wakeForRetry).
+// back-off ends, until ctx ends. A policy change wakes it to read the
+// interval again (the count runs on from the last read-back); a pass
+// while a back-off runs wakes it to read NextRetry again (wakeForRetry).
 func (s *Service) verify(ctx context.Context) {
 	last := s.now()
 	for {

@@ -215,7 +215,11 @@ func TestPlansBesidePasses(t *testing.T) {
 				return
 			default:
 			}
-			hosttest.Write(t, f.root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos"), fmt.Sprintf("%d\n", i%8))
+			// Not hosttest.Write: t.Fatal belongs to the test's goroutine.
+			if err := os.WriteFile(filepath.Join(f.root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")), fmt.Appendf(nil, "%d\n", i%8), 0o644); err != nil {
+				t.Error(err)
+				return
+			}
 			svc.ReconcileNow(ctx)
 			ran.Add(1)
 		}
