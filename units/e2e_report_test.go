@@ -180,8 +180,7 @@ func TestE2EScenariosPerKernel(t *testing.T) {
 			}
 		}
 	}
-	// slurm-health runs by hand only (scenarios/health.sh says why).
-	if has(scenarios(t, "bookworm", 2), "slurm-health") {
+	if !has(scenarios(t, "trixie", 2), "slurm-health") || has(scenarios(t, "bookworm", 2), "slurm-health") {
 		t.Error("slurm-health runs in the trixie guest only")
 	}
 

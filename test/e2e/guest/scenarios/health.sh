@@ -8,17 +8,13 @@
 # not read by PID 1 before the next boot, so a user outside @rdma still gets
 # the default memlock limit here: the case verify must fail.
 register 1 "bookworm trixie" doctor-port-states verify-member verify-nonmember
-# slurm-health is not registered: in the trixie guest slurmctld does not
-# start (getaddrinfo of its own address fails: "Unable to resolve
-# (null)", also with an /etc/hosts line for the host name). Until that is
-# understood it would only fail CI; contrib/slurm's tests run the health
-# check against the real rdmactl and rdmad with a stand-in scontrol. Run it
-# by hand with rdmad-e2e.sh scenario slurm-health.
+register 2 "trixie" slurm-health
 extra_timeouts[verify-member]=300
 extra_timeouts[slurm-health]=300
 
 health_other=e2eother # a user outside @rdma
 health_addr=192.168.77.1
+health_slurm_addr=192.168.79.1 # the Slurm node's own address, on slurm0
 
 # doctor_finding ID SUBJECT: "SEVERITY IGNORED_BY" of the finding, from
 # rdmactl -o json doctor (empty when there is none).
@@ -138,17 +134,26 @@ s_verify-nonmember() {
 # node with the finding's id and subject, the fix resumes it.
 s_slurm-health() {
 	local node reason state dropin=/etc/rdma/rdmad.d/72-e2e-slurm.toml
-	local hc=/usr/lib/rdmad-e2e/rdmad-healthcheck
-	trap 'rm -f $dropin; rdmactl reload >/dev/null 2>&1; systemctl stop slurmd slurmctld 2>/dev/null' EXIT
+	local hc=/usr/lib/rdmad-e2e/rdmad-healthcheck t up healthy drain resume
+	trap 'rm -f $dropin; rdmactl reload >/dev/null 2>&1; systemctl stop slurmd slurmctld 2>/dev/null; ip link del slurm0 2>/dev/null; sed -i "/^${health_slurm_addr//./\\.} /d" /etc/hosts' EXIT
 	node=$(hostname -s)
-	# slurmctld resolves its own host name; the guest has no /etc/hosts
-	# (and no nss-myhostname), as a minimal image may not.
-	getent hosts "$node" >/dev/null || printf '127.0.0.1 localhost\n127.0.1.1 %s\n' "$node" >>/etc/hosts
+	# Slurm resolves every address, numeric ones too, with getaddrinfo's
+	# AI_ADDRCONFIG for IPv4, and glibc then answers only on a host with an
+	# IPv4 address other than 127.0.0.1: in this guest, whose only address
+	# is lo's, slurmctld exits with "Unable to resolve (null)" (the address
+	# it listens on), with or without an /etc/hosts line. The node gets an
+	# address as a cluster node has one, on a netdev of its own, and its
+	# name resolves to it through /etc/hosts (the guest has none).
+	ip link show slurm0 >/dev/null 2>&1 || ip link add slurm0 type dummy || fail "cannot make the node's netdev slurm0"
+	ip addr replace "$health_slurm_addr/24" dev slurm0 && ip link set slurm0 up || fail "cannot give slurm0 $health_slurm_addr"
+	matches -Fx "$health_slurm_addr $node" /etc/hosts 2>/dev/null || echo "$health_slurm_addr $node" >>/etc/hosts
+	[[ $(getent ahostsv4 "$node" | awk 'NR == 1 { print $1 }') == "$health_slurm_addr" ]] ||
+		fail "$node does not resolve to $health_slurm_addr: '$(getent ahostsv4 "$node" | head -n 1)'"
 	mkdir -p /etc/slurm /var/lib/slurm/slurmctld /var/lib/slurm/slurmd
 	chown slurm: /var/lib/slurm/slurmctld 2>/dev/null
 	cat >/etc/slurm/slurm.conf <<EOF
 ClusterName=e2e
-SlurmctldHost=$node(127.0.0.1)
+SlurmctldHost=$node
 AuthType=auth/munge
 SlurmUser=slurm
 ProctrackType=proctrack/linuxproc
@@ -157,34 +162,43 @@ JobAcctGatherType=jobacct_gather/none
 ReturnToService=2
 StateSaveLocation=/var/lib/slurm/slurmctld
 SlurmdSpoolDir=/var/lib/slurm/slurmd
-NodeName=$node NodeAddr=127.0.0.1 State=UNKNOWN
+NodeName=$node State=UNKNOWN
 PartitionName=e2e Nodes=ALL Default=YES State=UP
 EOF
 	[[ -s /etc/munge/munge.key ]] || mungekey --create >/dev/null 2>&1 || fail "no munge key"
 	systemctl restart munge || fail "munge: $(journalctl -u munge -n 5 --no-pager)"
+	t=$(now)
 	systemctl start slurmctld || fail "slurmctld: $(journalctl -u slurmctld -n 10 --no-pager | tr '\n' ' ')"
 	systemctl start slurmd || fail "slurmd: $(journalctl -u slurmd -n 10 --no-pager | tr '\n' ' ')"
 	wait_for 60 bash -c "[[ \$(sinfo -h -n $node -o %T 2>/dev/null) == idle ]]" ||
 		fail "node $node not idle: $(sinfo -h -n "$node" -o '%T %E' 2>&1); $(journalctl -u slurmd -n 5 --no-pager | tr '\n' ' ')"
+	up=$(elapsed "$t")
 	node_state() { scontrol show node "$node" | sed -n 's/^ *State=\([^ ]*\).*/\1/p'; }
 	node_reason() { scontrol show node "$node" | sed -n 's/^ *Reason=\(.*\) \[.*/\1/p'; }
 
 	rdmactl doctor --quiet || fail "doctor fails before anything was changed: $(rdmactl --no-legend doctor | awk '$1 == "fail"' | head -n 3)"
+	t=$(now)
 	"$hc" || fail "$hc exited $?"
+	healthy=$(elapsed "$t")
 	[[ $(node_state) == IDLE ]] || fail "a healthy node became $(node_state) ($(node_reason))"
 
 	# The site expects rxe0 at 1000 Gb/s: the node is drained naming it.
 	printf '[[expect]]\ndevice = "rxe0"\nrate = 1000\n' >"$dropin"
 	rdmactl reload >/dev/null 2>&1
+	t=$(now)
 	SLURMD_NODENAME=$node "$hc" || fail "$hc exited $? on a failing host"
+	drain=$(elapsed "$t")
 	state=$(node_state) reason=$(node_reason)
 	[[ $state == *DRAIN* && $reason == "rdmad: port-rate-low rxe0/1" ]] || fail "after a failing finding: State=$state Reason=$reason"
 
 	# The fix: resumed.
 	rm -f "$dropin"
 	rdmactl reload >/dev/null 2>&1
+	t=$(now)
 	SLURMD_NODENAME=$node "$hc" || fail "$hc exited $?"
+	resume=$(elapsed "$t")
 	wait_for 10 bash -c "[[ \$(scontrol show node $node | sed -n 's/^ *State=\\([^ ]*\\).*/\\1/p') == IDLE ]]" ||
 		fail "after the fix: State=$(node_state) Reason=$(node_reason)"
-	pass "slurmctld and slurmd on $node: drained with \"$reason\" ($state), resumed after the fix"
+	echo "E2E-INFO slurm-health node idle ${up}s after slurmctld's start; $hc: healthy ${healthy}s, drain ${drain}s, resume ${resume}s"
+	pass "slurmctld and slurmd on $node ($health_slurm_addr): drained with \"$reason\" ($state), resumed after the fix"
 }
