@@ -130,8 +130,9 @@ s_verify-nonmember() {
 }
 
 # contrib/slurm's HealthCheckProgram against a real one-node Slurm (Debian's
-# slurm-wlm and munge): run as slurmd runs it, a failing finding drains the
-# node with the finding's id and subject, the fix resumes it.
+# slurm-wlm and munge): run directly as root (as slurmd runs it), a failing
+# finding drains the node with the finding's id and subject, the fix
+# resumes it.
 s_slurm-health() {
 	local node reason state dropin=/etc/rdma/rdmad.d/72-e2e-slurm.toml
 	local hc=/usr/lib/rdmad-e2e/rdmad-healthcheck t up healthy drain resume
