@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // tool runs a server and a client of one tool on this host: the server
@@ -54,27 +55,42 @@ func (r *run) pair(ctx context.Context, t *toolRun) error {
 		select {
 		case err := <-srvDone:
 			srvDone <- err
-			return fmt.Errorf("%w: %s%s", last, tail(lastOut), tail(srvOut.Bytes()))
+			return fmt.Errorf("%w%s%s", last, said("client", lastOut), said("server", srvOut.Bytes()))
 		case <-ctx.Done():
-			return fmt.Errorf("no answer within the timeout: %s", tail(lastOut))
+			// The server's output is read only once it has ended (its
+			// buffer is written by exec's copier until then).
+			_ = srv.Process.Kill()
+			err := <-srvDone
+			srvDone <- err
+			return fmt.Errorf("no answer within the timeout%s%s", said("client", lastOut), said("server", srvOut.Bytes()))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
-// tail is the last line of a tool's output, for a cause.
-func tail(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
+// said is the last lines of a tool's output, for a cause: "; WHO: a | b".
+// A tool's error is often two lines (rping: the CM event, then "connect
+// error -1"), so the last three are kept, at most 300 bytes, valid UTF-8.
+func said(who string, b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var kept []string
+	for i := len(lines) - 1; i >= 0 && len(kept) < 3; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			kept = append([]string{l}, kept...)
+		}
 	}
-	if len(s) > 200 {
-		s = s[:200]
+	s := strings.ToValidUTF8(strings.Join(kept, " | "), "\uFFFD")
+	if len(s) > 300 {
+		i := len(s) - 300
+		for i < len(s) && !utf8.RuneStart(s[i]) {
+			i++
+		}
+		s = s[i:]
 	}
-	if s != "" {
-		s = "; " + s
+	if s == "" {
+		return ""
 	}
-	return s
+	return "; " + who + ": " + s
 }
 
 // toolFailure fills a failed step from a tool's error.
@@ -163,7 +179,7 @@ func (r *run) bandwidth(ctx context.Context, p port, gid int) {
 	if err := r.pair(ctx, t); err != nil {
 		toolFailure(&s, "ib_write_bw", err, ctx, r.o.Timeout)
 	} else if bw, ok := parseBandwidth(t.out); !ok {
-		s.Result, s.Detail, s.Cause, s.Fix = Fail, "ib_write_bw printed no bandwidth", tail([]byte(t.out)), "run ib_write_bw by hand"
+		s.Result, s.Detail, s.Cause, s.Fix = Fail, "ib_write_bw printed no bandwidth", strings.TrimPrefix(said("ib_write_bw", []byte(t.out)), "; "), "run ib_write_bw by hand"
 	} else if bw < r.o.MinBandwidth {
 		s.Result = Fail
 		s.Detail = fmt.Sprintf("%s Gb/s, below the %s asked for", fmtGbps(bw), fmtGbps(r.o.MinBandwidth))

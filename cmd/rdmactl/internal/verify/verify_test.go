@@ -39,9 +39,11 @@ if $server; then
 	[ "$FAKE_FAIL" = "$tool" ] && { echo "Couldn't register MR" >&2; exit 1; }
 	touch ` + ready + `.$tool
 	[ "$FAKE_FAIL" = "$tool-hang" ] && exec sleep 60
+	[ "$FAKE_FAIL" = "$tool-refused" ] && { echo "rping server listening"; exec sleep 60; }
 	sleep 0.3; exit 0
 fi
 [ -e ` + ready + `.$tool ] || { echo "Couldn't connect to 127.0.0.1" >&2; exit 1; }
+[ "$FAKE_FAIL" = "$tool-refused" ] && { printf 'cma event RDMA_CM_EVENT_REJECTED, error 28\nconnect error -1\n' >&2; exit 1; }
 [ "$FAKE_FAIL" = "$tool-hang" ] && exec sleep 60
 case $tool in
 ib_write_bw) printf ' #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n 65536      93821            0.00               %s               0.046925\n' "${FAKE_BW:-24.60}" ;;
@@ -161,6 +163,15 @@ func TestToolFailures(t *testing.T) {
 	cm := steps[3]
 	if cm.Name != "rdma-cm" || cm.Result != verify.Fail || !strings.Contains(cm.Detail, "did not finish within the port's 1s") {
 		t.Errorf("rdma-cm step %+v", cm)
+	}
+
+	// A client refused until the timeout: the cause has its last lines (the
+	// CM event, not only "connect error -1") and what the server said.
+	fakeTools(t, "rping-refused")
+	steps, _ = verify.Run(context.Background(), o)
+	cm = steps[3]
+	if want := "no answer within the timeout; client: cma event RDMA_CM_EVENT_REJECTED, error 28 | connect error -1; server: rping server listening"; cm.Result != verify.Fail || cm.Cause != want {
+		t.Errorf("refused rdma-cm step %+v, want cause %q", cm, want)
 	}
 
 	t.Setenv("PATH", t.TempDir())
