@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -91,12 +92,32 @@ func readRetry(fd int, b []byte) (int, error) {
 // close. The kernel hands an attribute over whole in one read, so there is
 // no second read to see end of file; a fixture file does the same.
 func ReadAttr(name string) ([]byte, error) {
+	var buf [MaxAttrSize + 1]byte
+	b, err := readAttrInto(name, &buf)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// readAttrString is ReadAttr as a string without its trailing newlines,
+// copied once (a verify read-back makes thousands of these).
+func readAttrString(name string) (string, error) {
+	var buf [MaxAttrSize + 1]byte
+	b, err := readAttrInto(name, &buf)
+	if err != nil {
+		return "", err
+	}
+	return string(bytes.TrimRight(b, "\n")), nil
+}
+
+// readAttrInto reads the attribute name into buf, for ReadAttr.
+func readAttrInto(name string, buf *[MaxAttrSize + 1]byte) ([]byte, error) {
 	fd, err := openRegular(name, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	var buf [MaxAttrSize + 1]byte
 	n, err := readRetry(fd, buf[:])
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
@@ -104,7 +125,7 @@ func ReadAttr(name string) ([]byte, error) {
 	if n > MaxAttrSize {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w of %d bytes for an attribute", ErrTooLarge, MaxAttrSize)}
 	}
-	return append([]byte(nil), buf[:n]...), nil
+	return buf[:n], nil
 }
 
 // ReadFileLimit reads a whole regular file of at most limit bytes. It reads

@@ -43,6 +43,11 @@ func TestBoundedReadsRefuseWhatIsNotARegularFile(t *testing.T) {
 		{"big config", func() error { _, err := host.ReadConfigFile(big); return err }, host.ErrTooLarge},
 		{"big attr", func() error { _, err := host.ReadAttr(bigAttr); return err }, host.ErrTooLarge},
 		{"missing", func() error { _, err := host.ReadAttr(filepath.Join(dir, "none")); return err }, os.ErrNotExist},
+		// Host.ReadString reads the real file system without ReadAttr's copy.
+		{"fifo string", func() error { _, err := host.New(dir).ReadString("fifo"); return err }, host.ErrNotRegular},
+		{"directory string", func() error { _, err := host.New("/").ReadString(strings.TrimPrefix(dir, "/")); return err }, host.ErrNotRegular},
+		{"big string", func() error { _, err := host.New(dir).ReadString("bigattr"); return err }, host.ErrTooLarge},
+		{"missing string", func() error { _, err := host.New(dir).ReadString("none"); return err }, os.ErrNotExist},
 	}
 	for _, c := range cases {
 		done := make(chan error, 1)
@@ -57,6 +62,22 @@ func TestBoundedReadsRefuseWhatIsNotARegularFile(t *testing.T) {
 		}
 	}
 }
+
+// ReadString trims the attribute's trailing newlines, whichever reader it
+// takes: the real file system's or a substituted AttrIO's.
+func TestReadStringTrimsNewlines(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "tos"), []byte("106\n\n"), 0o644)
+	for _, h := range []*host.Host{host.New(dir), host.NewWithIO(dir, copyingIO{})} {
+		if s, err := h.ReadString("tos"); s != "106" || err != nil {
+			t.Errorf("ReadString = %q, %v; want \"106\"", s, err)
+		}
+	}
+}
+
+// copyingIO is the real AttrIO behind another type, so Host takes the
+// interface's way.
+type copyingIO struct{ host.OSAttrIO }
 
 func TestReadFileLimitReadsFilesWithoutASize(t *testing.T) {
 	// /proc files report size 0 and must still be read whole.

@@ -105,6 +105,9 @@ func cleanRel(s string) bool {
 // ReadString reads a sysfs-style attribute under the root and trims the
 // trailing newline.
 func (h *Host) ReadString(rel string) (string, error) {
+	if _, real := h.io.(OSAttrIO); real {
+		return readAttrString(h.Path(rel))
+	}
 	b, err := h.io.ReadAttr(h.Path(rel))
 	if err != nil {
 		return "", err

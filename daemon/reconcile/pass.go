@@ -473,7 +473,13 @@ func (r *Reconciler) applyDevices(ctx context.Context, pol *config.Policy, worki
 	publish := r.detail&host.ReadPublished != 0
 	r.forEach(ctx, len(names), func(i int) {
 		// A recheck reads only what the policy declares.
-		run := &DeviceRun{Policy: pol, Device: working[names[i]], Publish: publish && !recheck[names[i]], run: g}
+		dev := working[names[i]]
+		run := &DeviceRun{Policy: pol, Device: dev, Publish: publish && !recheck[names[i]], run: g}
+		// Sized for the two RoCE settings of each port a verify read-back
+		// checks: growing these slices of large structs from empty was a
+		// tenth of its cost.
+		run.Actions = make([]Action, 0, 2*len(dev.Ports))
+		run.Records = make([]Record, 0, 2*len(dev.Ports))
 		for _, p := range r.deviceParts {
 			p.Apply(ctx, run)
 		}
