@@ -103,10 +103,10 @@ type portHistory struct {
 	// function's: not sampled (an SR-IOV host has hundreds of them).
 	vf          bool
 	first, last time.Time // first and last sample; zero: never sampled
-	counters    map[string]*counterHistory
-	// absent are the counters the driver does not have: not read again
-	// until the device is looked at again (Update).
-	absent map[string]bool
+	// counters are in config.Counters order, nil until the first sample:
+	// one slice per port, not a map of 19 allocations (2,048 ports hold
+	// 39k of them).
+	counters []counterHistory
 }
 
 // counterHistory is one counter of one port: the samples at which its
@@ -115,8 +115,11 @@ type portHistory struct {
 // from).
 type counterHistory struct {
 	available bool
-	why       string // why it is not available
-	samples   []sample
+	// absent: the driver does not have it; not read again until the
+	// device is looked at again (Update).
+	absent  bool
+	why     string // why it is not available
+	samples []sample
 }
 
 type sample struct {
@@ -251,11 +254,14 @@ func (m *Monitor) Update() {
 		seen[o.k] = true
 		h := m.ports[o.k]
 		if h == nil {
-			h = &portHistory{counters: map[string]*counterHistory{}}
+			h = &portHistory{}
 			m.ports[o.k] = h
 			fresh = append(fresh, o.k)
 		}
-		h.netdev, h.vf, h.absent = o.netdev, o.vf, nil
+		h.netdev, h.vf = o.netdev, o.vf
+		for i := range h.counters {
+			h.counters[i].absent = false
+		}
 		switch {
 		case !o.up:
 			h.linkUpSince = time.Time{}
@@ -307,7 +313,7 @@ func (m *Monitor) readCounter(k PortKey, c config.Counter) reading {
 	s, err := m.o.Host.ReadString(path.Join(host.ClassInfiniband, k.Device, "ports", strconv.Itoa(k.Port), dir, c.Name))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return reading{why: "absent"}
+		return reading{why: whyAbsent}
 	case errors.Is(err, syscall.EINVAL):
 		return reading{why: "EINVAL"}
 	case err != nil:
@@ -324,26 +330,32 @@ func (m *Monitor) readCounter(k PortKey, c config.Counter) reading {
 	return reading{value: v, available: true}
 }
 
+// whyAbsent is why a counter the driver does not have is not available.
+const whyAbsent = "absent"
+
 func (m *Monitor) sample(keys []PortKey) {
 	changed := false
+	read := make([]reading, len(config.Counters)) // in config.Counters order, reused
+	absent := make([]bool, len(config.Counters))
 	for _, k := range keys {
+		clear(absent)
 		m.mu.Lock()
-		var absent map[string]bool
 		if h := m.ports[k]; h != nil {
 			if h.vf {
 				m.mu.Unlock()
 				continue
 			}
-			absent = h.absent
+			for i := range h.counters {
+				absent[i] = h.counters[i].absent
+			}
 		}
 		m.mu.Unlock()
-		read := make(map[string]reading, len(config.Counters))
-		for _, c := range config.Counters {
-			if absent[c.Name] {
-				read[c.Name] = reading{why: "absent"}
+		for i, c := range config.Counters {
+			if absent[i] {
+				read[i] = reading{why: whyAbsent}
 				continue
 			}
-			read[c.Name] = m.readCounter(k, c)
+			read[i] = m.readCounter(k, c)
 		}
 		now := m.o.Now()
 		m.mu.Lock()
@@ -357,28 +369,24 @@ func (m *Monitor) sample(keys []PortKey) {
 	}
 }
 
-// record adds a sample; it reports whether it changed anything but the
-// time of the last sample.
-func (h *portHistory) record(now time.Time, read map[string]reading) (changed bool) {
+// record adds a sample, read in config.Counters order; it reports whether
+// it changed anything but the time of the last sample.
+func (h *portHistory) record(now time.Time, read []reading) (changed bool) {
 	if h.first.IsZero() {
 		h.first, changed = now, true
 	}
 	h.last = now
+	if h.counters == nil {
+		h.counters = make([]counterHistory, len(read))
+	}
 	from := now.Add(-Window)
-	for name, r := range read {
-		c := h.counters[name]
-		if c == nil {
-			c = &counterHistory{}
-			h.counters[name] = c
-		}
+	for i, r := range read {
+		c := &h.counters[i]
 		if c.available != r.available || c.why != r.why {
 			c.available, c.why, changed = r.available, r.why, true
 		}
-		if r.why == "absent" {
-			if h.absent == nil {
-				h.absent = map[string]bool{}
-			}
-			h.absent[name] = true
+		if r.why == whyAbsent {
+			c.absent = true
 		}
 		if !r.available {
 			continue
@@ -458,11 +466,11 @@ func (m *Monitor) View() View {
 	}
 	for k, h := range m.ports {
 		pv := PortView{LinkUpSince: h.linkUpSince, Netdev: h.netdev, VF: h.vf, From: h.first, To: h.last}
-		for _, c := range config.Counters {
-			ch := h.counters[c.Name]
-			if ch == nil {
-				continue
+		for i, c := range config.Counters {
+			if h.counters == nil {
+				break // never sampled
 			}
+			ch := &h.counters[i]
 			cv := CounterView{Name: c.Name, Available: ch.available, Why: ch.why, Max: Max(c.Name)}
 			if ch.available && len(ch.samples) > 0 {
 				cv.Value = ch.samples[len(ch.samples)-1].value
