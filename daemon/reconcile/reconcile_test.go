@@ -178,6 +178,38 @@ func TestDevicePassReadsOnlyItsDevice(t *testing.T) {
 	}
 }
 
+// Devices gives the observed devices as DeviceStates has them, every one
+// in order for nil, and copies: a reader's change does not reach the store.
+func TestDevicesAreCopiesOfTheObserved(t *testing.T) {
+	e := newEnv(t)
+	e.full()
+	all := e.r.Devices(nil)
+	names := e.r.Summary().Devices
+	if len(all) != len(names) || len(all) < 2 {
+		t.Fatalf("Devices(nil) = %d devices, the reconciler knows %v", len(all), names)
+	}
+	states := e.r.DeviceStates(names)
+	for i := range all {
+		if !reflect.DeepEqual(all[i], states[i].Device) {
+			t.Errorf("Devices(nil)[%d] = %+v, DeviceStates has %+v", i, all[i], states[i].Device)
+		}
+	}
+	some := e.r.Devices([]string{names[1], "nosuch0"})
+	if len(some) != 1 || some[0].Name != names[1] {
+		t.Fatalf("Devices(%s, nosuch0) = %+v", names[1], some)
+	}
+	if got := e.r.Devices([]string{}); len(got) != 0 {
+		t.Errorf("Devices of no names = %+v", got)
+	}
+	d := &some[0]
+	d.Name = "changed"
+	d.Ports[0].GIDTypes = append(d.Ports[0].GIDTypes[:0], "changed")
+	d.Ports[0].State = "changed"
+	if after := e.r.DeviceStates([]string{names[1]}); !reflect.DeepEqual(after[0].Device, states[1].Device) {
+		t.Errorf("a change to Devices' copy reached the store: %+v", after[0].Device)
+	}
+}
+
 // A port-scoped pass (a D-Bus call on one port) re-reads that port.
 func TestPortPassReadsThePort(t *testing.T) {
 	e := newEnv(t)

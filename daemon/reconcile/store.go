@@ -219,6 +219,25 @@ func (r *Reconciler) DeviceStates(names []string) []DeviceState {
 	return out
 }
 
+// Devices returns copies of the named devices' observed values (nil: every
+// device, sorted); names that are not known are skipped. A reader that
+// needs no records takes these: copying every device's whole state
+// (Snapshot) at 1,024 devices makes several times the garbage.
+func (r *Reconciler) Devices(names []string) []host.Device {
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	if names == nil {
+		names = r.names
+	}
+	out := make([]host.Device, 0, len(names))
+	for _, n := range names {
+		if ds, ok := r.devices[n]; ok {
+			out = append(out, ds.Device.Clone())
+		}
+	}
+	return out
+}
+
 // Device returns a copy of one device's observed values.
 func (r *Reconciler) Device(name string) (host.Device, bool) {
 	r.stateMu.RLock()

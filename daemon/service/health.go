@@ -43,16 +43,4 @@ func (s *Service) Health() *health.Monitor { return s.health }
 
 // observedDevices are the named devices as the last pass observed them
 // (nil: every device).
-func (s *Service) observedDevices(names []string) []host.Device {
-	var states []reconcile.DeviceState
-	if names == nil {
-		states = s.rec.Snapshot().Devices
-	} else {
-		states = s.rec.DeviceStates(names)
-	}
-	out := make([]host.Device, len(states))
-	for i := range states {
-		out[i] = states[i].Device
-	}
-	return out
-}
+func (s *Service) observedDevices(names []string) []host.Device { return s.rec.Devices(names) }
