@@ -12,6 +12,7 @@ package value
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -46,23 +47,18 @@ func RoCEMode(s string) error {
 	return fmt.Errorf("%s is not a RoCE mode: use %q (IB/RoCE v1) or %q (RoCE v2)", Quote(s), RoCEv1, RoCEv2)
 }
 
-// TOS accepts a type of service 0..255.
-func TOS(n int) error {
-	if n < 0 || n > MaxTOS {
-		return fmt.Errorf("%d is out of range 0..%d", n, MaxTOS)
-	}
-	return nil
-}
+// TOS accepts a type of service (TOSRange).
+func TOS(n int) error { return TOSRange.Check(int64(n)) }
 
-// Trust accepts the QoS trust modes "dscp" and "pcp".
+// Trust accepts the QoS trust modes (TrustModes: "dscp" and "pcp").
 func Trust(s string) error {
-	if s == "dscp" || s == "pcp" {
+	if slices.Contains(TrustModes, s) {
 		return nil
 	}
-	return fmt.Errorf("%s is not a QoS trust mode: use \"dscp\" or \"pcp\"", Quote(s))
+	return fmt.Errorf("%s is not a QoS trust mode: use %s", Quote(s), OneOf(TrustModes))
 }
 
-// Priorities accepts a list of distinct 802.1p priorities (0..7), such as
+// Priorities accepts a list of distinct 802.1p priorities, such as
 // the priorities with PFC on; an empty list is valid (PFC off).
 func Priorities(ps []int) error {
 	var seen uint8
@@ -78,18 +74,18 @@ func Priorities(ps []int) error {
 	return nil
 }
 
-// Priority accepts one 802.1p priority, 0..7.
+// Priority accepts one 802.1p priority (PriorityRange).
 func Priority(p int) error {
-	if p < 0 || p > MaxPriority {
-		return fmt.Errorf("priority %d is out of range 0..%d", p, MaxPriority)
+	if err := PriorityRange.Check(int64(p)); err != nil {
+		return fmt.Errorf("priority %w", err)
 	}
 	return nil
 }
 
-// DSCP accepts a DSCP value, 0..63.
+// DSCP accepts a DSCP value (DSCPRange).
 func DSCP(d int) error {
-	if d < 0 || d > MaxDSCP {
-		return fmt.Errorf("DSCP %d is out of range 0..%d", d, MaxDSCP)
+	if err := DSCPRange.Check(int64(d)); err != nil {
+		return fmt.Errorf("DSCP %w", err)
 	}
 	return nil
 }
@@ -150,6 +146,18 @@ func NetdevName(s string) error {
 		}
 	}
 	return nil
+}
+
+// OneOf lists choices as messages offer them: "dscp" or "pcp".
+func OneOf(choices []string) string {
+	q := make([]string, len(choices))
+	for i, c := range choices {
+		q[i] = strconv.Quote(c)
+	}
+	if len(q) < 2 {
+		return strings.Join(q, "")
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
 // Quote quotes a value for an error message, cut after 64 bytes: a
