@@ -198,7 +198,7 @@ func (c *checker) rest(s reconcile.Subject, dev *host.Device, netdev string, st 
 			parts = append(parts, "pause off")
 		}
 	}
-	switch e, err := c.p.Host.ReadECN(netdev); {
+	switch e, err := readOFEDECN(c.p.Host, netdev); {
 	case err != nil:
 	case !e.Present:
 		parts = append(parts, "ECN per priority is the firmware's (ROCE_CC_PRIO_MASK)")

@@ -41,8 +41,8 @@ func UpstreamECN(netdev, driver string, port int) error {
 
 // ReadECN reads the ECN of a netdev; a netdev without the OFED files is
 // an error saying so (the setting does not apply there).
-func ReadECN(h *host.Host, netdev string) (ECNValue, host.ECN, error) {
-	e, err := h.ReadECN(netdev)
+func ReadECN(h *host.Host, netdev string) (ECNValue, OFEDECN, error) {
+	e, err := readOFEDECN(h, netdev)
 	if err != nil {
 		return ECNValue{}, e, err
 	}
@@ -65,11 +65,11 @@ func WriteECN(h *host.Host, netdev string, have, want ECNValue) error {
 		for _, pt := range []struct {
 			name       string
 			have, want uint8
-		}{{host.ECNReaction, have.RP, want.RP}, {host.ECNNotification, have.NP, want.NP}} {
+		}{{ecnReaction, have.RP, want.RP}, {ecnNotification, have.NP, want.NP}} {
 			if pt.have&bit == pt.want&bit {
 				continue
 			}
-			if err := h.WriteECNEnable(netdev, pt.name, p, pt.want&bit != 0); err != nil {
+			if err := writeECNEnable(h, netdev, pt.name, p, pt.want&bit != 0); err != nil {
 				return fmt.Errorf("ecn %s priority %d of %s: %w", pt.name, p, netdev, err)
 			}
 		}

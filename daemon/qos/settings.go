@@ -381,14 +381,14 @@ func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, sub
 	if !d.ECN.Set && !d.CNPDSCP.Set && !d.CNPPriority.Set {
 		return
 	}
-	raw, err := p.Host.ReadECN(netdev)
+	raw, err := readOFEDECN(p.Host, netdev)
 	var na error
 	if err == nil && !raw.Present {
 		na = UpstreamECN(netdev, dev.Driver, port)
 	}
 	if d.ECN.Set {
 		converge(run, ECN, na, nil, reconcile.Converge[ECNValue]{
-			Subject: subject, Want: w.ecn, Source: d.ECN.Source, Holds: ECNHolds, Watch: host.ECNWatch(netdev),
+			Subject: subject, Want: w.ecn, Source: d.ECN.Source, Holds: ECNHolds, Watch: ecnWatch(netdev),
 			Read: func() (ECNValue, error) {
 				v, _, err := ReadECN(p.Host, netdev)
 				return v, err
@@ -402,9 +402,9 @@ func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, sub
 			},
 		})
 	}
-	cnp := func(get func(host.ECN) int, name string) func() (CNPValue, error) {
+	cnp := func(get func(OFEDECN) int, name string) func() (CNPValue, error) {
 		return func() (CNPValue, error) {
-			e, err := p.Host.ReadECN(netdev)
+			e, err := readOFEDECN(p.Host, netdev)
 			if err != nil {
 				return CNPValue{}, err
 			}
@@ -416,16 +416,16 @@ func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, sub
 	}
 	if d.CNPDSCP.Set {
 		converge(run, CNPDSCP, na, nil, reconcile.Converge[CNPValue]{
-			Subject: subject, Want: w.cnpD, Source: d.CNPDSCP.Source, Watch: host.ECNWatch(netdev),
-			Read:  cnp(func(e host.ECN) int { return e.CNPDSCP }, "CNP DSCP"),
-			Write: func(want CNPValue) error { return p.Host.WriteCNPDSCP(netdev, want.Value) },
+			Subject: subject, Want: w.cnpD, Source: d.CNPDSCP.Source, Watch: ecnWatch(netdev),
+			Read:  cnp(func(e OFEDECN) int { return e.CNPDSCP }, "CNP DSCP"),
+			Write: func(want CNPValue) error { return writeCNPDSCP(p.Host, netdev, want.Value) },
 		})
 	}
 	if d.CNPPriority.Set {
 		converge(run, CNPPriority, na, nil, reconcile.Converge[CNPValue]{
-			Subject: subject, Want: w.cnpP, Source: d.CNPPriority.Source, Watch: host.ECNWatch(netdev),
-			Read:  cnp(func(e host.ECN) int { return e.CNPPrio }, "CNP priority"),
-			Write: func(want CNPValue) error { return p.Host.WriteCNPPrio(netdev, want.Value) },
+			Subject: subject, Want: w.cnpP, Source: d.CNPPriority.Source, Watch: ecnWatch(netdev),
+			Read:  cnp(func(e OFEDECN) int { return e.CNPPrio }, "CNP priority"),
+			Write: func(want CNPValue) error { return writeCNPPriority(p.Host, netdev, want.Value) },
 		})
 	}
 }
@@ -484,7 +484,7 @@ func (p *Part) observePort(run *reconcile.DeviceRun, dev *host.Device, subject r
 			run.Record(StormTimeout.Observe(subject, v, nil))
 		}
 	}
-	raw, err := p.Host.ReadECN(netdev)
+	raw, err := readOFEDECN(p.Host, netdev)
 	if err != nil || !raw.Present {
 		return
 	}

@@ -119,13 +119,13 @@ func (p *Part) undoLossless(a reconcile.Action) (handled bool, err error) {
 		if err := need(ok && old.Netdev != "", "CNP DSCP"); err != nil {
 			return true, err
 		}
-		return true, p.Host.WriteCNPDSCP(old.Netdev, old.Value)
+		return true, writeCNPDSCP(p.Host, old.Netdev, old.Value)
 	case CNPPriority.Kind():
 		old, ok := CNPPriority.Old(a)
 		if err := need(ok && old.Netdev != "", "CNP priority"); err != nil {
 			return true, err
 		}
-		return true, p.Host.WriteCNPPrio(old.Netdev, old.Value)
+		return true, writeCNPPriority(p.Host, old.Netdev, old.Value)
 	}
 	return false, nil
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
@@ -81,7 +82,7 @@ func parseMode(s string) ModeValue {
 	return ModeValue{Other: s}
 }
 
-// TOSValue is a port's RoCE type of service, 0..255.
+// TOSValue is a port's RoCE type of service (value.TOSRange).
 type TOSValue int
 
 func (t TOSValue) String() string { return strconv.Itoa(int(t)) }
@@ -93,8 +94,8 @@ func (t TOSValue) Wire(bool) any { return int32(t) }
 // parseTOS is the TOS configfs shows.
 func parseTOS(s string) (TOSValue, error) {
 	v, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil || v < 0 || v > 255 {
-		return 0, fmt.Errorf("%q is not a TOS (0..255)", strings.TrimSpace(s))
+	if err != nil || value.TOS(v) != nil {
+		return 0, fmt.Errorf("%q is not a TOS (%s)", strings.TrimSpace(s), value.TOSRange)
 	}
 	return TOSValue(v), nil
 }

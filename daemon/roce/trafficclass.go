@@ -1,11 +1,15 @@
 package roce
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"strconv"
+	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
@@ -31,12 +35,59 @@ func (v TrafficClassValue) String() string {
 	return strconv.Itoa(int(v.Value))
 }
 
-func (p *Part) readTrafficClass(dev string, port int) (TrafficClassValue, bool, error) {
-	tc, err := p.Host.ReadTrafficClass(dev, port)
+// trafficClassPath is the traffic_class file of an RDMA port.
+func trafficClassPath(dev string, port int) string {
+	return path.Join(host.ClassInfiniband, dev, "tc", strconv.Itoa(port), "traffic_class")
+}
+
+// parseTrafficClass parses the file as the driver prints it: an optional
+// "Global tclass=N" line (only while a global class is set), then one line
+// per address rule ("dst_ip=.../24,tclass=N"), which are not the global
+// class and are left aside.
+func parseTrafficClass(s string) (TrafficClassValue, error) {
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		rest, ok := strings.CutPrefix(line, "Global tclass=")
+		if !ok {
+			continue
+		}
+		v, err := strconv.Atoi(rest)
+		if err != nil || value.TOS(v) != nil {
+			return TrafficClassValue{}, fmt.Errorf("%s is not a traffic class %s", value.Quote(line), value.TOSRange)
+		}
+		return TrafficClassValue{Set: true, Value: uint8(v)}, nil
+	}
+	return TrafficClassValue{}, nil
+}
+
+// readTrafficClass reads the global traffic class of an RDMA port;
+// present is false when the port has no such file (an upstream driver).
+func (p *Part) readTrafficClass(dev string, port int) (v TrafficClassValue, present bool, err error) {
+	rel := trafficClassPath(dev, port)
+	s, err := p.Host.ReadString(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return TrafficClassValue{}, false, nil
+	}
 	if err != nil {
 		return TrafficClassValue{}, false, err
 	}
-	return TrafficClassValue{Set: tc.Set, Value: tc.Value}, tc.Present, nil
+	v, err = parseTrafficClass(s)
+	if err != nil {
+		return TrafficClassValue{}, false, fmt.Errorf("%s: %w", rel, err)
+	}
+	return v, true, nil
+}
+
+// writeTrafficClass sets the global traffic class of an RDMA port, or
+// unsets it (v.Set false): the driver takes "-1" for no global class
+// (traffic_class_store keeps -1, the value it starts with, and prints
+// nothing for it).
+func (p *Part) writeTrafficClass(dev string, port int, v TrafficClassValue) error {
+	s := "-1"
+	if v.Set {
+		s = strconv.Itoa(int(v.Value))
+	}
+	return p.Host.WriteString(trafficClassPath(dev, port), s)
 }
 
 // applyTrafficClass keeps the port's global traffic class at its TOS
@@ -61,17 +112,17 @@ func (p *Part) applyTrafficClass(run *reconcile.DeviceRun, dev string, port int,
 	w := TrafficClassValue{Set: true, Value: uint8(*want.TOS)}
 	if _, present, err := p.readTrafficClass(dev, port); err == nil && !present {
 		run.Add(TrafficClass.NotApplicable(subject, w, src,
-			fmt.Errorf("%s has no global traffic class (/%s): MLNX_OFED and DOCA-OFED drivers add it, upstream ones do not (default_roce_tos covers RDMA-CM connections only there)", subject, host.TrafficClassPath(dev, port))))
+			fmt.Errorf("%s has no global traffic class (/%s): MLNX_OFED and DOCA-OFED drivers add it, upstream ones do not (default_roce_tos covers RDMA-CM connections only there)", subject, trafficClassPath(dev, port))))
 		return
 	}
 	run.Add(TrafficClass.Converge(run, reconcile.Converge[TrafficClassValue]{
-		Subject: subject, Want: w, Source: src, Watch: []string{path.Dir(host.TrafficClassPath(dev, port))},
+		Subject: subject, Want: w, Source: src, Watch: []string{path.Dir(trafficClassPath(dev, port))},
 		Read: func() (TrafficClassValue, error) {
 			v, _, err := p.readTrafficClass(dev, port)
 			return v, err
 		},
 		Write: func(v TrafficClassValue) error {
-			return p.Host.WriteTrafficClass(dev, port, host.TrafficClass{Set: v.Set, Value: v.Value})
+			return p.writeTrafficClass(dev, port, v)
 		},
 	}))
 }
@@ -82,5 +133,5 @@ func (p *Part) undoTrafficClass(a reconcile.Action) error {
 	if !ok {
 		return fmt.Errorf("the previous global traffic class of %s is not known", a.Subject)
 	}
-	return p.Host.WriteTrafficClass(a.Subject.Device, a.Subject.Port, host.TrafficClass{Set: old.Set, Value: old.Value})
+	return p.writeTrafficClass(a.Subject.Device, a.Subject.Port, old)
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/config"
-	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/roce"
@@ -50,7 +49,7 @@ func TestTrafficClassFollowsTheTOSOnOFED(t *testing.T) {
 	if len(rec.Watch) != 1 || rec.Watch[0] != "sys/class/infiniband/mlx5_0/tc/1" {
 		t.Errorf("the record watches %q", rec.Watch)
 	}
-	if got := hosttest.Read(t, k.Root, host.TrafficClassPath("mlx5_0", 1)); got != "Global tclass=106" {
+	if got := hosttest.Read(t, k.Root, "sys/class/infiniband/mlx5_0/tc/1/traffic_class"); got != "Global tclass=106" {
 		t.Errorf("the driver shows %q", got)
 	}
 	writes := k.WriteCount()
@@ -61,7 +60,7 @@ func TestTrafficClassFollowsTheTOSOnOFED(t *testing.T) {
 	if err := (&roce.Part{Host: k.Host()}).Undo(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
-	if got := hosttest.Read(t, k.Root, host.TrafficClassPath("mlx5_0", 1)); got != "" {
+	if got := hosttest.Read(t, k.Root, "sys/class/infiniband/mlx5_0/tc/1/traffic_class"); got != "" {
 		t.Errorf("after undo the driver shows %q, want nothing", got)
 	}
 	if w := k.Writes[len(k.Writes)-1]; !strings.HasSuffix(w, "traffic_class=-1") {
