@@ -7,31 +7,19 @@ package config
 type Key string
 
 // The keys of the settings rdmad keeps. A new setting adds its key here
-// beside the decoder of its table.
+// beside the decoder of its table; a lossless [[qos]] key has its Key
+// from its entry in losslesskeys.go (QoSCableLength.Key()).
 const (
 	KeyRoCEMode Key = "roce.mode"
 	KeyRoCETOS  Key = "roce.tos"
 	KeyQoSTrust Key = "qos.trust" // with qos.dscp_prio: the DSCP entries of the APP table
 	KeyQoSPFC   Key = "qos.pfc"
 
-	KeyQoSCableLength     Key = "qos.cable_length"
-	KeyQoSPrioTC          Key = "qos.prio_tc"
-	KeyQoSTCBandwidth     Key = "qos.tc_bandwidth" // with qos.tc_tsa
-	KeyQoSTCMaxrate       Key = "qos.tc_maxrate"
-	KeyQoSPrioBuffer      Key = "qos.prio_buffer"
-	KeyQoSBufferSize      Key = "qos.buffer_size"
-	KeyQoSUDPPortPrio     Key = "qos.udp_port_prio"
-	KeyQoSPause           Key = "qos.pause"
-	KeyQoSPFCStormTimeout Key = "qos.pfc_storm_timeout"
-	KeyQoSECN             Key = "qos.ecn"
-	KeyQoSCNPDSCP         Key = "qos.cnp_dscp"
-	KeyQoSCNPPriority     Key = "qos.cnp_priority"
-	KeyQoSDCBX            Key = "qos.dcbx"
-	KeyRoCETrafficClass   Key = "roce.traffic_class"
-	KeyVPIType            Key = "vpi.type"
-	KeyLink               Key = "link"
-	KeyNetnsMode          Key = "netns.mode"
-	KeyMemlock            Key = "memlock"
+	KeyRoCETrafficClass Key = "roce.traffic_class"
+	KeyVPIType          Key = "vpi.type"
+	KeyLink             Key = "link"
+	KeyNetnsMode        Key = "netns.mode"
+	KeyMemlock          Key = "memlock"
 )
 
 // Declares reports whether anything in the policy declares key, on any

@@ -77,7 +77,13 @@ func TestShippedExamplesAreValid(t *testing.T) {
 	if len(p.RoCE) != 2 || len(p.Links) != 1 || len(p.VPI) != 2 || p.Netns.Mode != NetnsShared || p.Metrics.Textfile == "" {
 		t.Errorf("examples: %d roce, %d link, %d vpi, netns %q, metrics textfile %q", len(p.RoCE), len(p.Links), len(p.VPI), p.Netns.Mode, p.Metrics.Textfile)
 	}
-	if len(p.QoS) != 2 || p.QoS[1].CableLength == nil || p.QoS[1].Pause == nil || p.QoS[1].ECN == nil || p.QoS[1].DCBX != DCBXHost || p.RoCE[0].TrafficClass == nil {
+	if len(p.QoS) != 2 || p.RoCE[0].TrafficClass == nil {
+		t.Fatalf("%+v", p)
+	}
+	_, cable := QoSCableLength.In(p.QoS[1].LosslessRule)
+	_, pause := QoSPause.In(p.QoS[1].LosslessRule)
+	_, ecn := QoSECN.In(p.QoS[1].LosslessRule)
+	if dcbx, _ := QoSDCBX.In(p.QoS[1].LosslessRule); !cable || !pause || !ecn || dcbx != DCBXHost {
 		t.Errorf("examples: the lossless profile is not all there: %+v, roce %+v", p.QoS, p.RoCE)
 	}
 	if len(p.Expect) != 2 || len(p.Doctor.Ignore) != 2 || p.Doctor.Counters.Threshold("symbol_error").Source.Line == 0 || len(p.MemlockCheckUnits.Names) != 1 {

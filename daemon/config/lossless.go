@@ -4,39 +4,137 @@ import (
 	"bytes"
 	"reflect"
 	"strings"
+
+	"github.com/rdmad/rdmad/daemon/config/value"
 )
 
 // The [[qos]] keys beyond trust, pfc and dscp_prio: the rest of a lossless
 // RoCE profile (cable length, ETS, rate limits, buffers, datagram-port
 // priority, global pause, the PFC storm timeout, ECN and CNP marking, the
-// DCBX mode), and [[roce]] traffic_class. Each is decoded into a typed value
-// (lossless_values.go) with file:line errors for bad values
-// (lossless_decode.go), and resolved per port field by field here: the last
-// matching rule that sets a key wins.
+// DCBX mode). Each is one entry of losslessKeys (losslesskeys.go): its
+// name, its typed value and how it is decoded, ranged, rendered and
+// resolved. A rule and a port's resolved settings hold the values by
+// entry, and everything done with them (decoding, Keys, Empty, the
+// drop-in's text, MergeRule, ForgetRule) walks the table, so a new key is
+// one entry and nothing here.
 
 // LosslessRule is what one [[qos]] rule declares beyond trust, pfc and
-// dscp_prio. A nil pointer (nil map) is a key the rule does not set.
+// dscp_prio: a value for each key it sets, read and set through the key's
+// handle (QoSCableLength.In(r)). The zero value declares nothing.
 type LosslessRule struct {
-	CableLength     *int             // metres, 1..999: the IEEE PFC delay
-	PrioTC          *[MaxPrio]uint8  // ETS: the traffic class of each priority
-	TCBandwidth     *ETSBandwidth    // ETS: tc_bandwidth and its tc_tsa
-	TCMaxrate       *[MaxPrio]Rate   // per traffic class
-	PrioBuffer      *[MaxPrio]uint8  // the receive buffer of each priority
-	BufferSize      *[MaxPrio]uint32 // bytes per buffer
-	UDPPortPrio     map[uint16]uint8 // datagram (UDP destination) port -> priority
-	Pause           *bool            // global 802.3x pause
-	PFCStormTimeout *int             // ms: 0 or 80..8000
-	ECN             *[]uint8         // priorities with ECN on, ascending; [] all off
-	CNPDSCP         *int             // 0..63
-	CNPPriority     *int             // 0..7
-	DCBX            DCBXMode         // "": not declared
+	vals []any // by entry of losslessKeys; nil: nothing set
+}
+
+func (r LosslessRule) get(i int) any {
+	if i < len(r.vals) {
+		return r.vals[i]
+	}
+	return nil
+}
+
+// put sets (v nil: clears) the value of entry i on a copy of the values,
+// so rules copied by value never share what they hold.
+func (r *LosslessRule) put(i int, v any) {
+	vals := make([]any, len(losslessKeys))
+	copy(vals, r.vals)
+	vals[i] = v
+	r.vals = vals
+	if !r.declaresAny() {
+		r.vals = nil
+	}
+}
+
+// Equal reports whether r and o declare the same keys with equal values
+// (go-cmp and tests compare rules through it).
+func (r LosslessRule) Equal(o LosslessRule) bool {
+	for _, k := range losslessKeys {
+		if !reflect.DeepEqual(r.get(k.index), o.get(k.index)) {
+			return false
+		}
+	}
+	return true
+}
+
+// decoded sets the value of entry i in place: the decoder's rule is its
+// own until it is returned.
+func (r *LosslessRule) decoded(i int, v any) {
+	if r.vals == nil {
+		r.vals = make([]any, len(losslessKeys))
+	}
+	r.vals[i] = v
 }
 
 // declaresAny reports whether the rule sets any of these keys.
 func (r LosslessRule) declaresAny() bool {
-	return r.CableLength != nil || r.PrioTC != nil || r.TCBandwidth != nil || r.TCMaxrate != nil ||
-		r.PrioBuffer != nil || r.BufferSize != nil || r.UDPPortPrio != nil || r.Pause != nil ||
-		r.PFCStormTimeout != nil || r.ECN != nil || r.CNPDSCP != nil || r.CNPPriority != nil || r.DCBX != ""
+	for _, v := range r.vals {
+		if v != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// without returns r without the keys o sets.
+func (r LosslessRule) without(o LosslessRule) LosslessRule {
+	for i, v := range o.vals {
+		if v != nil && r.get(i) != nil {
+			r.put(i, nil)
+		}
+	}
+	return r
+}
+
+// with returns r with the keys o sets taken from o.
+func (r LosslessRule) with(o LosslessRule) LosslessRule {
+	for i, v := range o.vals {
+		if v != nil {
+			r.put(i, v)
+		}
+	}
+	return r
+}
+
+// shares reports whether r and o set a key in common.
+func (r LosslessRule) shares(o LosslessRule) bool {
+	for i, v := range o.vals {
+		if v != nil && r.get(i) != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// keys appends the Key of each key r sets, in table order.
+func (r LosslessRule) keys(out []Key) []Key {
+	for _, k := range losslessKeys {
+		if r.get(k.index) != nil {
+			out = append(out, k.key)
+		}
+	}
+	return out
+}
+
+// render writes the keys r sets, as the decoder reads them back.
+func (r LosslessRule) render(b *bytes.Buffer) {
+	for _, k := range losslessKeys {
+		if v := r.get(k.index); v != nil {
+			k.render(v, func(key, text string) { b.WriteString(key + " = " + text + "\n") })
+		}
+	}
+}
+
+// Values is each key the rule sets and its value as the files write it
+// ("cable_length": "10", "tc_maxrate": "[\"0\", \"25Gbit\", ...]").
+func (r LosslessRule) Values() map[string]string {
+	var b bytes.Buffer
+	r.render(&b)
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if k, v, ok := strings.Cut(line, " = "); ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Declared is a resolved setting: its value and where it was declared.
@@ -51,178 +149,112 @@ func declare[T any](d *Declared[T], v T, src Position) {
 	*d = Declared[T]{Value: v, Source: src, Set: true}
 }
 
-// LosslessDesired is the resolved LosslessRule of one port.
+// LosslessDesired is the resolved LosslessRule of one port, read through
+// the keys' handles (QoSCableLength.Of(d)).
 type LosslessDesired struct {
-	CableLength     Declared[int]
-	PrioTC          Declared[[MaxPrio]uint8]
-	TCBandwidth     Declared[ETSBandwidth]
-	TCMaxrate       Declared[[MaxPrio]Rate]
-	PrioBuffer      Declared[[MaxPrio]uint8]
-	BufferSize      Declared[[MaxPrio]uint32]
-	UDPPortPrio     Declared[map[uint16]uint8] // entries of every rule, the last of a port winning
-	Pause           Declared[bool]
-	PFCStormTimeout Declared[int]
-	ECN             Declared[[]uint8]
-	CNPDSCP         Declared[int]
-	CNPPriority     Declared[int]
-	DCBX            Declared[DCBXMode]
+	decl []Declared[any] // by entry of losslessKeys; nil: nothing declared
+}
+
+func (d LosslessDesired) get(i int) Declared[any] {
+	if i < len(d.decl) {
+		return d.decl[i]
+	}
+	return Declared[any]{}
+}
+
+// Equal reports whether d and o declare the same values from the same
+// places.
+func (d LosslessDesired) Equal(o LosslessDesired) bool {
+	for _, k := range losslessKeys {
+		if !reflect.DeepEqual(d.get(k.index), o.get(k.index)) {
+			return false
+		}
+	}
+	return true
 }
 
 // Empty reports whether nothing is declared.
 func (d LosslessDesired) Empty() bool {
-	return !d.CableLength.Set && !d.PrioTC.Set && !d.TCBandwidth.Set && !d.TCMaxrate.Set && !d.PrioBuffer.Set &&
-		!d.BufferSize.Set && !d.UDPPortPrio.Set && !d.Pause.Set && !d.PFCStormTimeout.Set && !d.ECN.Set &&
-		!d.CNPDSCP.Set && !d.CNPPriority.Set && !d.DCBX.Set
+	for _, x := range d.decl {
+		if x.Set {
+			return false
+		}
+	}
+	return true
 }
 
-// FirstSource is where the first declared of these settings was declared.
+// FirstSource is where the first declared of these settings, in table
+// order, was declared.
 func (d LosslessDesired) FirstSource() Position {
-	for _, s := range []struct {
-		set bool
-		pos Position
-	}{{d.CableLength.Set, d.CableLength.Source}, {d.PrioTC.Set, d.PrioTC.Source}, {d.TCBandwidth.Set, d.TCBandwidth.Source},
-		{d.TCMaxrate.Set, d.TCMaxrate.Source}, {d.PrioBuffer.Set, d.PrioBuffer.Source}, {d.BufferSize.Set, d.BufferSize.Source},
-		{d.UDPPortPrio.Set, d.UDPPortPrio.Source}, {d.Pause.Set, d.Pause.Source}, {d.PFCStormTimeout.Set, d.PFCStormTimeout.Source},
-		{d.ECN.Set, d.ECN.Source}, {d.CNPDSCP.Set, d.CNPDSCP.Source}, {d.CNPPriority.Set, d.CNPPriority.Source}, {d.DCBX.Set, d.DCBX.Source}} {
-		if s.set {
-			return s.pos
+	for _, x := range d.decl {
+		if x.Set {
+			return x.Source
 		}
 	}
 	return Position{}
 }
 
-// resolve lays rule r, declared at src, over d.
+// resolve lays rule r, declared at src, over d: each key r sets wins, or
+// merges with what the rules before declared where its entry says so
+// (udp_port_prio's entries).
 func (d *LosslessDesired) resolve(r LosslessRule, src Position) {
-	at := func(string) Position { return src }
-	if r.CableLength != nil {
-		declare(&d.CableLength, *r.CableLength, at("cable_length"))
+	if !r.declaresAny() {
+		return
 	}
-	if r.PrioTC != nil {
-		declare(&d.PrioTC, *r.PrioTC, at("prio_tc"))
+	if d.decl == nil {
+		d.decl = make([]Declared[any], len(losslessKeys))
 	}
-	if r.TCBandwidth != nil {
-		declare(&d.TCBandwidth, *r.TCBandwidth, at("tc_bandwidth"))
-	}
-	if r.TCMaxrate != nil {
-		declare(&d.TCMaxrate, *r.TCMaxrate, at("tc_maxrate"))
-	}
-	if r.PrioBuffer != nil {
-		declare(&d.PrioBuffer, *r.PrioBuffer, at("prio_buffer"))
-	}
-	if r.BufferSize != nil {
-		declare(&d.BufferSize, *r.BufferSize, at("buffer_size"))
-	}
-	if r.UDPPortPrio != nil {
-		m := map[uint16]uint8{}
-		for k, v := range d.UDPPortPrio.Value {
-			m[k] = v
+	for _, k := range losslessKeys {
+		v := r.get(k.index)
+		if v == nil {
+			continue
 		}
-		for k, v := range r.UDPPortPrio {
-			m[k] = v
+		if k.resolve != nil {
+			v = k.resolve(d.decl[k.index], v)
 		}
-		declare(&d.UDPPortPrio, m, at("udp_port_prio"))
+		declare(&d.decl[k.index], v, src)
 	}
-	if r.Pause != nil {
-		declare(&d.Pause, *r.Pause, at("pause"))
-	}
-	if r.PFCStormTimeout != nil {
-		declare(&d.PFCStormTimeout, *r.PFCStormTimeout, at("pfc_storm_timeout"))
-	}
-	if r.ECN != nil {
-		declare(&d.ECN, append([]uint8{}, (*r.ECN)...), at("ecn"))
-	}
-	if r.CNPDSCP != nil {
-		declare(&d.CNPDSCP, *r.CNPDSCP, at("cnp_dscp"))
-	}
-	if r.CNPPriority != nil {
-		declare(&d.CNPPriority, *r.CNPPriority, at("cnp_priority"))
-	}
-	if r.DCBX != "" {
-		declare(&d.DCBX, r.DCBX, at("dcbx"))
-	}
-}
-
-// losslessSet says, field by field, which keys of r are set.
-func losslessSet(r LosslessRule) []bool {
-	v := reflect.ValueOf(r)
-	out := make([]bool, v.NumField())
-	for i := range out {
-		out[i] = !v.Field(i).IsZero()
-	}
-	return out
-}
-
-// without returns o without the keys r sets.
-func (o LosslessRule) without(r LosslessRule) LosslessRule {
-	ov := reflect.ValueOf(&o).Elem()
-	for i, set := range losslessSet(r) {
-		if set {
-			ov.Field(i).SetZero()
-		}
-	}
-	return o
-}
-
-// with returns o with the keys r sets taken from r.
-func (o LosslessRule) with(r LosslessRule) LosslessRule {
-	ov, rv := reflect.ValueOf(&o).Elem(), reflect.ValueOf(r)
-	for i, set := range losslessSet(r) {
-		if set {
-			ov.Field(i).Set(rv.Field(i))
-		}
-	}
-	return o
-}
-
-// shares reports whether o and r set a key in common.
-func (o LosslessRule) shares(r LosslessRule) bool {
-	os := losslessSet(o)
-	for i, set := range losslessSet(r) {
-		if set && os[i] {
-			return true
-		}
-	}
-	return false
 }
 
 // Keys lists the keys a [[qos]] rule declares (what a call that declares
 // it must find holding after its pass).
 func (r QoSRule) Keys() []Key {
 	var out []Key
-	add := func(set bool, k Key) {
-		if set {
-			out = append(out, k)
-		}
+	if r.Trust != "" || r.DSCPPrio != nil {
+		out = append(out, KeyQoSTrust)
 	}
-	add(r.Trust != "" || r.DSCPPrio != nil, KeyQoSTrust)
-	add(r.HasPFC, KeyQoSPFC)
-	l := r.LosslessRule
-	add(l.CableLength != nil, KeyQoSCableLength)
-	add(l.PrioTC != nil, KeyQoSPrioTC)
-	add(l.TCBandwidth != nil, KeyQoSTCBandwidth)
-	add(l.TCMaxrate != nil, KeyQoSTCMaxrate)
-	add(l.PrioBuffer != nil, KeyQoSPrioBuffer)
-	add(l.BufferSize != nil, KeyQoSBufferSize)
-	add(l.UDPPortPrio != nil, KeyQoSUDPPortPrio)
-	add(l.Pause != nil, KeyQoSPause)
-	add(l.PFCStormTimeout != nil, KeyQoSPFCStormTimeout)
-	add(l.ECN != nil, KeyQoSECN)
-	add(l.CNPDSCP != nil, KeyQoSCNPDSCP)
-	add(l.CNPPriority != nil, KeyQoSCNPPriority)
-	add(l.DCBX != "", KeyQoSDCBX)
-	return out
+	if r.HasPFC {
+		out = append(out, KeyQoSPFC)
+	}
+	return r.LosslessRule.keys(out)
 }
 
-// Values is each key the rule sets and its value as the files write it
-// ("cable_length": "10", "tc_maxrate": "[\"0\", \"25Gbit\", ...]").
-func (r LosslessRule) Values() map[string]string {
-	var b bytes.Buffer
-	r.render(&b)
-	out := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
-		if k, v, ok := strings.Cut(line, " = "); ok {
-			out[k] = v
-		}
+// KeyInfo is what a [[qos]] key says of itself outside the decoder: its
+// name in the files (and in SetQoSSettings' settings), its Key, and the
+// ranges of its values, the same the decoder checks. The D-Bus contract's
+// table of keys (dbusapi.QoSKeys) is tested against these.
+type KeyInfo struct {
+	Name string
+	Key  Key
+	// Values bounds each integer of the value: the number, each element
+	// of an array, each value of a table; zero when it holds none.
+	Values value.Range
+	Keys   value.Range // a table's keys; zero when it is not a table
+	// Count is the number of elements of an array of fixed length.
+	Count int
+}
+
+// QoSKeys lists every key a [[qos]] rule takes beyond its selector and
+// port: trust, pfc and dscp_prio, then the lossless keys in table order.
+func QoSKeys() []KeyInfo {
+	out := []KeyInfo{
+		{Name: "trust", Key: KeyQoSTrust},
+		{Name: "pfc", Key: KeyQoSPFC, Values: value.PriorityRange},
+		{Name: "dscp_prio", Key: KeyQoSTrust, Keys: value.DSCPRange, Values: value.PriorityRange},
+	}
+	for _, k := range losslessKeys {
+		out = append(out, k.info)
+		out = append(out, k.also...)
 	}
 	return out
 }

@@ -3,223 +3,52 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/rdmad/rdmad/daemon/config/value"
 )
 
-// Decoding the lossless [[qos]] keys, in a rule and in a call
-// (DecodeQoSSettings).
+// Decoding the lossless [[qos]] keys (the table's decoders share these), in
+// a rule and in a call (DecodeQoSSettings).
 
-// losslessFields decodes the keys into r; seen records which were written.
-func (d *decoder) losslessFields(r *LosslessRule, seen map[string]bool) []field {
-	key := func(name string, f func(p string, v any)) field {
-		return field{name, func(p string, v any) {
-			seen[name] = true
-			f(p, v)
-		}}
-	}
-	return []field{
-		key("cable_length", func(p string, v any) {
-			if n, ok := d.integerWhy(p, v, 1, 999, "the PFC delay in metres of cable; mlx5 ignores 0 and 1000 or more, so they could never hold"); ok {
-				r.CableLength = &n
-			}
-		}),
-		key("prio_tc", func(p string, v any) {
-			if a, ok := d.byteArray8(p, v, 0, MaxPrio-1, "a traffic class 0..7 for each of the 8 priorities, such as [0,0,0,1,0,0,0,0]"); ok {
-				r.PrioTC = &a
-			}
-		}),
-		key("tc_bandwidth", func(p string, v any) {
-			if a, ok := d.byteArray8(p, v, 0, 100, "a percentage for each of the 8 traffic classes, such as [50,50,0,0,0,0,0,0]"); ok {
-				if r.TCBandwidth == nil {
-					r.TCBandwidth = &ETSBandwidth{}
-				}
-				r.TCBandwidth.Percent = a
-			}
-		}),
-		key("tc_tsa", func(p string, v any) {
-			a, ok := d.stringArray8(p, v, `"ets" or "strict" for each of the 8 traffic classes`)
-			if !ok {
-				return
-			}
-			var tsa [MaxPrio]TSA
-			for i, s := range a {
-				switch TSA(s) {
-				case TSAETS, TSAStrict:
-					tsa[i] = TSA(s)
-				default:
-					d.failf(indexPath(p, i), "%q is not a transmission selection: use \"ets\" or \"strict\"", s)
-					return
-				}
-			}
-			if r.TCBandwidth == nil {
-				r.TCBandwidth = &ETSBandwidth{}
-			}
-			r.TCBandwidth.TSA = tsa
-		}),
-		key("tc_maxrate", func(p string, v any) {
-			a, ok := d.stringArray8(p, v, `a rate for each of the 8 traffic classes, such as ["0","25Gbit","0","0","0","0","0","0"] ("0": no limit)`)
-			if !ok {
-				return
-			}
-			var rates [MaxPrio]Rate
-			for i, s := range a {
-				rt, err := ParseRate(s)
-				if err != nil {
-					d.failf(indexPath(p, i), "%v", err)
-					return
-				}
-				rates[i] = rt
-			}
-			r.TCMaxrate = &rates
-		}),
-		key("prio_buffer", func(p string, v any) {
-			if a, ok := d.byteArray8(p, v, 0, MaxPrio-1, "a buffer 0..7 for each of the 8 priorities, such as [0,0,0,1,0,0,0,0]"); ok {
-				r.PrioBuffer = &a
-			}
-		}),
-		key("buffer_size", func(p string, v any) {
-			items, ok := v.([]any)
-			if !ok || len(items) != MaxPrio {
-				d.failf(p, "must be an array of 8 buffer sizes (bytes, or a number with K or M), such as [\"128K\",\"256K\",0,0,0,0,0,0], not %s", describeArray(v))
-				return
-			}
-			var sizes [MaxPrio]uint32
-			for i, e := range items {
-				switch x := e.(type) {
-				case int64:
-					if x < 0 || x > math.MaxUint32 {
-						d.failf(indexPath(p, i), "%d is out of range 0..%d bytes", x, uint64(math.MaxUint32))
-						return
-					}
-					sizes[i] = uint32(x)
-				case string:
-					n, err := ParseSize(x)
-					if err != nil {
-						d.failf(indexPath(p, i), "%v", err)
-						return
-					}
-					sizes[i] = n
-				default:
-					d.failf(indexPath(p, i), "must be a size in bytes or a string such as \"256K\", not %s", describe(e))
-					return
-				}
-			}
-			r.BufferSize = &sizes
-		}),
-		key("udp_port_prio", func(p string, v any) {
-			m, ok := v.(map[string]any)
-			if !ok {
-				d.failf(p, "must be a table of UDP port = priority such as { 4791 = 3 }, not %s", describe(v))
-				return
-			}
-			out := map[uint16]uint8{}
-			for k, e := range m {
-				kp := joinPath(p, k)
-				port, err := strconv.ParseUint(k, 10, 16)
-				if err != nil || port == 0 {
-					d.failf(kp, "%q is not a UDP port: use 1..65535 (RoCE v2 is 4791)", k)
-					continue
-				}
-				if n, ok := d.integer(kp, e, 0, MaxPrio-1); ok {
-					out[uint16(port)] = uint8(n)
-				}
-			}
-			r.UDPPortPrio = out
-		}),
-		key("pause", func(p string, v any) {
-			if b, ok := d.boolean(p, v); ok {
-				r.Pause = &b
-			}
-		}),
-		key("pfc_storm_timeout", func(p string, v any) {
-			n, ok := v.(int64)
-			if !ok {
-				d.failf(p, "must be an integer number of milliseconds, not %s", describe(v))
-				return
-			}
-			if n != PFCStormOff && (n < PFCStormMin || n > PFCStormMax) {
-				d.failf(p, "%d is out of range: 0 (off) or %d..%d milliseconds", n, PFCStormMin, PFCStormMax)
-				return
-			}
-			ms := int(n)
-			r.PFCStormTimeout = &ms
-		}),
-		key("ecn", func(p string, v any) {
-			if prios, ok := d.prioList(p, v, "[] turns ECN off on every priority"); ok {
-				r.ECN = &prios
-			}
-		}),
-		key("cnp_dscp", func(p string, v any) {
-			if n, ok := d.integer(p, v, 0, 63); ok {
-				r.CNPDSCP = &n
-			}
-		}),
-		key("cnp_priority", func(p string, v any) {
-			if n, ok := d.integer(p, v, 0, MaxPrio-1); ok {
-				r.CNPPriority = &n
-			}
-		}),
-		key("dcbx", func(p string, v any) {
-			if s, ok := d.stringValue(p, v, oneOf(`a DCBX mode: rdmad sets "host" (host mode with IEEE DCBX) only`, string(DCBXHost))); ok {
-				r.DCBX = DCBXMode(s)
-			}
-		}),
-	}
-}
-
-// checkLossless checks one rule's keys against each other.
-func (d *decoder) checkLossless(path string, r *LosslessRule, seen map[string]bool) {
-	if bw := r.TCBandwidth; bw != nil {
-		if !seen["tc_bandwidth"] {
-			d.failf(joinPath(path, "tc_tsa"), "needs tc_bandwidth in the same rule (the share of each ets class)")
-			return
-		}
-		hasTSA := seen["tc_tsa"]
-		sum := 0
-		for i := range bw.Percent {
-			if !hasTSA {
-				bw.TSA[i] = TSAStrict
-				if bw.Percent[i] > 0 {
-					bw.TSA[i] = TSAETS
-				}
-			}
-			switch {
-			case bw.TSA[i] == TSAETS:
-				sum += int(bw.Percent[i])
-			case bw.Percent[i] > 0:
-				d.failf(joinPath(path, "tc_bandwidth"), "traffic class %d is strict and has %d%%: a strict class takes no share (write 0, or make it \"ets\")", i, bw.Percent[i])
-				return
-			}
-		}
-		if sum != 100 && slicesContain(bw.TSA[:], TSAETS) {
-			d.failf(joinPath(path, "tc_bandwidth"), "the ets classes add up to %d%%, not 100%%", sum)
-		}
-	}
-}
-
-func slicesContain[T comparable](s []T, v T) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-// integerWhy is integer with a reason appended to the range error.
-func (d *decoder) integerWhy(p string, v any, lo, hi int64, why string) (int, bool) {
-	n, ok := v.(int64)
+// rangedInt decodes an integer in r into v; what says what the key takes
+// when it is not an integer, why is appended to a range error
+// ("milliseconds", or the reason for the range).
+func (d *decoder) rangedInt(p string, x any, r value.Range, what, why string, v *int) bool {
+	n, ok := x.(int64)
 	if !ok {
-		d.failf(p, "must be an integer, not %s", describe(v))
+		d.failf(p, "must be %s, not %s", what, describe(x))
+		return false
+	}
+	if err := r.Check(n); err != nil {
+		switch {
+		case why == "":
+			d.failf(p, "%v", err)
+		case r.Off:
+			d.failf(p, "%v %s", err, why)
+		default:
+			d.failf(p, "%v: %s", err, why)
+		}
+		return false
+	}
+	*v = int(n)
+	return true
+}
+
+// ranged decodes one integer in r.
+func (d *decoder) ranged(p string, x any, r value.Range) (int64, bool) {
+	n, ok := x.(int64)
+	if !ok {
+		d.failf(p, "must be an integer, not %s", describe(x))
 		return 0, false
 	}
-	if n < lo || n > hi {
-		d.failf(p, "%d is out of range %d..%d: %s", n, lo, hi, why)
+	if err := r.Check(n); err != nil {
+		d.failf(p, "%v", err)
 		return 0, false
 	}
-	return int(n), true
+	return n, true
 }
 
 func describeArray(v any) string {
@@ -229,22 +58,23 @@ func describeArray(v any) string {
 	return describe(v)
 }
 
-// byteArray8 decodes an array of exactly 8 integers in lo..hi.
-func (d *decoder) byteArray8(p string, v any, lo, hi int64, what string) ([MaxPrio]uint8, bool) {
-	var out [MaxPrio]uint8
-	a, ok := v.([]any)
+// byteArray decodes an array of exactly MaxPrio integers in r into v.
+func (d *decoder) byteArray(p string, x any, r value.Range, what string, v *[MaxPrio]uint8) bool {
+	a, ok := x.([]any)
 	if !ok || len(a) != MaxPrio {
-		d.failf(p, "must be %s, not %s", what, describeArray(v))
-		return out, false
+		d.failf(p, "must be %s, not %s", what, describeArray(x))
+		return false
 	}
+	var out [MaxPrio]uint8
 	for i, e := range a {
-		n, ok := d.integer(indexPath(p, i), e, lo, hi)
+		n, ok := d.ranged(indexPath(p, i), e, r)
 		if !ok {
-			return out, false
+			return false
 		}
 		out[i] = uint8(n)
 	}
-	return out, true
+	*v = out
+	return true
 }
 
 // stringArray8 decodes an array of exactly 8 strings.
@@ -263,6 +93,130 @@ func (d *decoder) stringArray8(p string, v any, what string) ([MaxPrio]string, b
 		out[i] = s
 	}
 	return out, true
+}
+
+// decodeTSA decodes tc_tsa into the TSA of tc_bandwidth's value.
+func decodeTSA(d *decoder, _ KeyInfo, p string, x any, v *ETSBandwidth) bool {
+	choices := value.OneOf(value.TSAs)
+	a, ok := d.stringArray8(p, x, fmt.Sprintf("%s for each of the %d traffic classes", choices, MaxPrio))
+	if !ok {
+		return false
+	}
+	var tsa [MaxPrio]TSA
+	for i, s := range a {
+		if !slices.Contains(value.TSAs, s) {
+			d.failf(indexPath(p, i), "%q is not a transmission selection: use %s", s, choices)
+			return false
+		}
+		tsa[i] = TSA(s)
+	}
+	v.TSA = tsa
+	return true
+}
+
+// checkBandwidth checks tc_bandwidth and tc_tsa against each other:
+// tc_tsa only with tc_bandwidth, by default ets where the share is above
+// 0, strict classes without a share, and the ets classes adding up to 100.
+func checkBandwidth(d *decoder, path string, bw *ETSBandwidth, given func(string) bool) {
+	if !given("tc_bandwidth") {
+		d.failf(joinPath(path, "tc_tsa"), "needs tc_bandwidth in the same rule (the share of each ets class)")
+		return
+	}
+	hasTSA := given("tc_tsa")
+	sum := 0
+	for i := range bw.Percent {
+		if !hasTSA {
+			bw.TSA[i] = TSAStrict
+			if bw.Percent[i] > 0 {
+				bw.TSA[i] = TSAETS
+			}
+		}
+		switch {
+		case bw.TSA[i] == TSAETS:
+			sum += int(bw.Percent[i])
+		case bw.Percent[i] > 0:
+			d.failf(joinPath(path, "tc_bandwidth"), "traffic class %d is strict and has %d%%: a strict class takes no share (write 0, or make it \"ets\")", i, bw.Percent[i])
+			return
+		}
+	}
+	if sum != 100 && slices.Contains(bw.TSA[:], TSAETS) {
+		d.failf(joinPath(path, "tc_bandwidth"), "the ets classes add up to %d%%, not 100%%", sum)
+	}
+}
+
+// decodeMaxrate decodes tc_maxrate: 8 rates as strings.
+func decodeMaxrate(d *decoder, _ KeyInfo, p string, x any, v *[MaxPrio]Rate) bool {
+	a, ok := d.stringArray8(p, x, fmt.Sprintf(`a rate for each of the %d traffic classes, such as ["0","25Gbit","0","0","0","0","0","0"] ("0": no limit)`, MaxPrio))
+	if !ok {
+		return false
+	}
+	var rates [MaxPrio]Rate
+	for i, s := range a {
+		rt, err := ParseRate(s)
+		if err != nil {
+			d.failf(indexPath(p, i), "%v", err)
+			return false
+		}
+		rates[i] = rt
+	}
+	*v = rates
+	return true
+}
+
+// decodeBufferSize decodes buffer_size: 8 sizes, each bytes or a string
+// with K or M.
+func decodeBufferSize(d *decoder, k KeyInfo, p string, x any, v *[MaxPrio]uint32) bool {
+	items, ok := x.([]any)
+	if !ok || len(items) != MaxPrio {
+		d.failf(p, "must be an array of %d buffer sizes (bytes, or a number with K or M), such as [\"128K\",\"256K\",0,0,0,0,0,0], not %s", MaxPrio, describeArray(x))
+		return false
+	}
+	var sizes [MaxPrio]uint32
+	for i, e := range items {
+		switch n := e.(type) {
+		case int64:
+			if err := k.Values.Check(n); err != nil {
+				d.failf(indexPath(p, i), "%v bytes", err)
+				return false
+			}
+			sizes[i] = uint32(n)
+		case string:
+			size, err := ParseSize(n)
+			if err != nil {
+				d.failf(indexPath(p, i), "%v", err)
+				return false
+			}
+			sizes[i] = size
+		default:
+			d.failf(indexPath(p, i), "must be a size in bytes or a string such as \"256K\", not %s", describe(e))
+			return false
+		}
+	}
+	*v = sizes
+	return true
+}
+
+// decodeUDPPortPrio decodes udp_port_prio: a table of UDP port = priority.
+func decodeUDPPortPrio(d *decoder, k KeyInfo, p string, x any, v *map[uint16]uint8) bool {
+	m, ok := x.(map[string]any)
+	if !ok {
+		d.failf(p, "must be a table of UDP port = priority such as { 4791 = 3 }, not %s", describe(x))
+		return false
+	}
+	out := map[uint16]uint8{}
+	for key, e := range m {
+		kp := joinPath(p, key)
+		port, err := strconv.ParseUint(key, 10, 16)
+		if err != nil || !k.Keys.Contains(int64(port)) {
+			d.failf(kp, "%q is not a UDP port: use %s (RoCE v2 is 4791)", key, k.Keys)
+			continue
+		}
+		if n, ok := d.ranged(kp, e, k.Values); ok {
+			out[uint16(port)] = uint8(n)
+		}
+	}
+	*v = out
+	return true
 }
 
 // DecodeQoSSettings validates the settings of a mutating call (rdmactl

@@ -49,46 +49,46 @@ func TestLosslessKeysResolvePerField(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := p.QoSFor(Target{Name: "mlx5_0"}, 1)
-	if !d.CableLength.Set || d.CableLength.Value != 10 || d.CableLength.Source.Line != 1 {
-		t.Errorf("cable_length %+v", d.CableLength)
+	if !QoSCableLength.Of(d.LosslessDesired).Set || QoSCableLength.Of(d.LosslessDesired).Value != 10 || QoSCableLength.Of(d.LosslessDesired).Source.Line != 1 {
+		t.Errorf("cable_length %+v", QoSCableLength.Of(d.LosslessDesired))
 	}
-	if d.PrioTC.Value != [8]uint8{0, 0, 0, 1} {
-		t.Errorf("prio_tc %+v", d.PrioTC)
+	if QoSPrioTC.Of(d.LosslessDesired).Value != [8]uint8{0, 0, 0, 1} {
+		t.Errorf("prio_tc %+v", QoSPrioTC.Of(d.LosslessDesired))
 	}
 	// tc_tsa defaults to ets where the share is above 0, else strict.
 	wantBW := ETSBandwidth{Percent: [8]uint8{50, 50}, TSA: [8]TSA{"ets", "ets", "strict", "strict", "strict", "strict", "strict", "strict"}}
-	if d.TCBandwidth.Value != wantBW {
-		t.Errorf("tc_bandwidth %+v", d.TCBandwidth.Value)
+	if QoSTCBandwidth.Of(d.LosslessDesired).Value != wantBW {
+		t.Errorf("tc_bandwidth %+v", QoSTCBandwidth.Of(d.LosslessDesired).Value)
 	}
-	if d.TCMaxrate.Value != [8]Rate{0, 25_000_000, 0, 0, 0, 0, 0, 1_500_000} {
-		t.Errorf("tc_maxrate %v", d.TCMaxrate.Value)
+	if QoSTCMaxrate.Of(d.LosslessDesired).Value != [8]Rate{0, 25_000_000, 0, 0, 0, 0, 0, 1_500_000} {
+		t.Errorf("tc_maxrate %v", QoSTCMaxrate.Of(d.LosslessDesired).Value)
 	}
-	if d.BufferSize.Value != [8]uint32{131072, 262144} || d.PrioBuffer.Value != [8]uint8{0, 0, 0, 1} {
-		t.Errorf("buffers %v %v", d.BufferSize.Value, d.PrioBuffer.Value)
+	if QoSBufferSize.Of(d.LosslessDesired).Value != [8]uint32{131072, 262144} || QoSPrioBuffer.Of(d.LosslessDesired).Value != [8]uint8{0, 0, 0, 1} {
+		t.Errorf("buffers %v %v", QoSBufferSize.Of(d.LosslessDesired).Value, QoSPrioBuffer.Of(d.LosslessDesired).Value)
 	}
-	if !d.Pause.Set || d.Pause.Value || d.PFCStormTimeout.Value != 100 || !reflect.DeepEqual(d.ECN.Value, []uint8{3}) ||
-		d.CNPDSCP.Value != 48 || d.CNPPriority.Value != 6 || d.DCBX.Value != DCBXHost {
+	if !QoSPause.Of(d.LosslessDesired).Set || QoSPause.Of(d.LosslessDesired).Value || QoSPFCStormTimeout.Of(d.LosslessDesired).Value != 100 || !reflect.DeepEqual(QoSECN.Of(d.LosslessDesired).Value, []uint8{3}) ||
+		QoSCNPDSCP.Of(d.LosslessDesired).Value != 48 || QoSCNPPriority.Of(d.LosslessDesired).Value != 6 || QoSDCBX.Of(d.LosslessDesired).Value != DCBXHost {
 		t.Errorf("the rest: %+v", d.LosslessDesired)
 	}
-	if d.UDPPortPrio.Set {
-		t.Errorf("udp_port_prio of the bnxt_en rule reached mlx5_0: %+v", d.UDPPortPrio)
+	if QoSUDPPortPrio.Of(d.LosslessDesired).Set {
+		t.Errorf("udp_port_prio of the bnxt_en rule reached mlx5_0: %+v", QoSUDPPortPrio.Of(d.LosslessDesired))
 	}
 	// A later rule for one port wins field by field.
 	d1 := p.QoSFor(Target{Name: "mlx5_1"}, 1)
-	if d1.TCBandwidth.Value.TSA[1] != TSAETS || d1.TCBandwidth.Value.Percent[3] != 40 || d1.TCBandwidth.Source.Line != 22 {
-		t.Errorf("mlx5_1 tc_bandwidth %+v", d1.TCBandwidth)
+	if QoSTCBandwidth.Of(d1.LosslessDesired).Value.TSA[1] != TSAETS || QoSTCBandwidth.Of(d1.LosslessDesired).Value.Percent[3] != 40 || QoSTCBandwidth.Of(d1.LosslessDesired).Source.Line != 22 {
+		t.Errorf("mlx5_1 tc_bandwidth %+v", QoSTCBandwidth.Of(d1.LosslessDesired))
 	}
-	if !d1.ECN.Set || len(d1.ECN.Value) != 0 || d1.CableLength.Value != 10 {
+	if !QoSECN.Of(d1.LosslessDesired).Set || len(QoSECN.Of(d1.LosslessDesired).Value) != 0 || QoSCableLength.Of(d1.LosslessDesired).Value != 10 {
 		t.Errorf("mlx5_1: ecn = [] is all off, cable_length kept: %+v", d1.LosslessDesired)
 	}
 	b := p.QoSFor(Target{Name: "bnxt_re0", Driver: "bnxt_en"}, 1)
-	if !b.UDPPortPrio.Set || !reflect.DeepEqual(b.UDPPortPrio.Value, map[uint16]uint8{4791: 3}) || b.Empty() {
-		t.Errorf("bnxt: %+v", b.UDPPortPrio)
+	if !QoSUDPPortPrio.Of(b.LosslessDesired).Set || !reflect.DeepEqual(QoSUDPPortPrio.Of(b.LosslessDesired).Value, map[uint16]uint8{4791: 3}) || b.Empty() {
+		t.Errorf("bnxt: %+v", QoSUDPPortPrio.Of(b.LosslessDesired))
 	}
 	// Entries merge across rules, the last of a port winning.
 	b2 := p.QoSFor(Target{Name: "mlx5_1", Driver: "bnxt_en"}, 1)
-	if !reflect.DeepEqual(b2.UDPPortPrio.Value, map[uint16]uint8{4791: 5, 4792: 1}) {
-		t.Errorf("merged entries %v", b2.UDPPortPrio.Value)
+	if !reflect.DeepEqual(QoSUDPPortPrio.Of(b2.LosslessDesired).Value, map[uint16]uint8{4791: 5, 4792: 1}) {
+		t.Errorf("merged entries %v", QoSUDPPortPrio.Of(b2.LosslessDesired).Value)
 	}
 	r := p.RoCEFor(Target{Name: "mlx5_0"}, 1)
 	if !r.TrafficClass.Set || !r.TrafficClass.Value || r.Empty() {
@@ -197,10 +197,18 @@ func TestPersistedLosslessRoundTripAndMerge(t *testing.T) {
 	ecn := []uint8{3}
 	var p Persisted
 	p.SetQoS(sel, 1, TrustDSCP, []uint8{3}, true)
-	p.SetQoSSettings(sel, 1, LosslessRule{CableLength: &cable, Pause: &pause, ECN: &ecn,
-		TCBandwidth: &ETSBandwidth{Percent: [8]uint8{50, 50}, TSA: [8]TSA{"ets", "ets", "strict", "strict", "strict", "strict", "strict", "strict"}},
-		TCMaxrate:   &[8]Rate{0, 25_000_000}, BufferSize: &[8]uint32{131072}, UDPPortPrio: map[uint16]uint8{4791: 3}, DCBX: DCBXHost})
-	p.SetQoSSettings(sel, 1, LosslessRule{PFCStormTimeout: &timeout})
+	var first, second LosslessRule
+	QoSCableLength.Set(&first, cable)
+	QoSPause.Set(&first, pause)
+	QoSECN.Set(&first, ecn)
+	QoSTCBandwidth.Set(&first, ETSBandwidth{Percent: [8]uint8{50, 50}, TSA: [8]TSA{"ets", "ets", "strict", "strict", "strict", "strict", "strict", "strict"}})
+	QoSTCMaxrate.Set(&first, [8]Rate{0, 25_000_000})
+	QoSBufferSize.Set(&first, [8]uint32{131072})
+	QoSUDPPortPrio.Set(&first, map[uint16]uint8{4791: 3})
+	QoSDCBX.Set(&first, DCBXHost)
+	p.SetQoSSettings(sel, 1, first)
+	QoSPFCStormTimeout.Set(&second, timeout)
+	p.SetQoSSettings(sel, 1, second)
 	if len(p.QoS) != 1 {
 		t.Fatalf("rules pile up: %+v", p.QoS)
 	}
@@ -222,11 +230,15 @@ func TestPersistedLosslessRoundTripAndMerge(t *testing.T) {
 	// A rule for every port after it: the port rule loses the keys the
 	// new rule sets, keeps the others.
 	other := 20
-	p.SetQoSSettings(sel, 0, LosslessRule{CableLength: &other})
-	if len(p.QoS) != 2 || p.QoS[0].CableLength != nil || p.QoS[0].Pause == nil || *p.QoS[1].CableLength != 20 {
+	var third LosslessRule
+	QoSCableLength.Set(&third, other)
+	p.SetQoSSettings(sel, 0, third)
+	_, cable0 := QoSCableLength.In(p.QoS[0].LosslessRule)
+	_, pause0 := QoSPause.In(p.QoS[0].LosslessRule)
+	if cable1, _ := QoSCableLength.In(p.QoS[1].LosslessRule); len(p.QoS) != 2 || cable0 || !pause0 || cable1 != 20 {
 		t.Errorf("merge: %+v", p.QoS)
 	}
-	if d := mustPolicy(t, string(p.Render())).QoSFor(Target{Name: "mlx5_0"}, 1); d.CableLength.Value != 20 || !d.Pause.Set {
+	if d := mustPolicy(t, string(p.Render())).QoSFor(Target{Name: "mlx5_0"}, 1); QoSCableLength.Of(d.LosslessDesired).Value != 20 || !QoSPause.Of(d.LosslessDesired).Set {
 		t.Errorf("resolved after merge: %+v", d.LosslessDesired)
 	}
 }
@@ -249,11 +261,15 @@ func TestDecodeQoSSettingsValidatesAsTheFilesDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.HasPFC || *r.CableLength != 10 || *r.Pause || r.TCBandwidth.TSA[0] != TSAETS || r.TCBandwidth.TSA[2] != TSAStrict || r.DCBX != DCBXHost {
+	cable, _ := QoSCableLength.In(r.LosslessRule)
+	pause, _ := QoSPause.In(r.LosslessRule)
+	bw, _ := QoSTCBandwidth.In(r.LosslessRule)
+	dcbx, _ := QoSDCBX.In(r.LosslessRule)
+	if !r.HasPFC || cable != 10 || pause || bw.TSA[0] != TSAETS || bw.TSA[2] != TSAStrict || dcbx != DCBXHost {
 		t.Errorf("decoded %+v", r)
 	}
 	keys := r.Keys()
-	if len(keys) != 6 || keys[0] != KeyQoSPFC || keys[1] != KeyQoSCableLength || keys[5] != KeyQoSDCBX {
+	if len(keys) != 6 || keys[0] != KeyQoSPFC || keys[1] != QoSCableLength.Key() || keys[5] != QoSDCBX.Key() {
 		t.Errorf("keys %v", keys)
 	}
 	for _, c := range []struct {
@@ -269,6 +285,76 @@ func TestDecodeQoSSettingsValidatesAsTheFilesDo(t *testing.T) {
 	} {
 		if _, err := DecodeQoSSettings(c.m); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.m, err, c.want)
+		}
+	}
+}
+
+// losslessSamples is a value of each lossless key as a file writes it:
+// TestEveryLosslessKeyHasEachFacet fails for a key without one.
+var losslessSamples = map[string]string{
+	"cable_length":      "cable_length = 10",
+	"prio_tc":           "prio_tc = [0, 0, 0, 1, 0, 0, 0, 0]",
+	"tc_bandwidth":      "tc_bandwidth = [50, 50, 0, 0, 0, 0, 0, 0]",
+	"tc_tsa":            "tc_bandwidth = [50, 50, 0, 0, 0, 0, 0, 0]\ntc_tsa = [\"ets\", \"ets\", \"strict\", \"strict\", \"strict\", \"strict\", \"strict\", \"strict\"]",
+	"tc_maxrate":        "tc_maxrate = [\"0\", \"25Gbit\", \"0\", \"0\", \"0\", \"0\", \"0\", \"0\"]",
+	"prio_buffer":       "prio_buffer = [0, 0, 0, 1, 0, 0, 0, 0]",
+	"buffer_size":       "buffer_size = [131072, 262144, 0, 0, 0, 0, 0, 0]",
+	"udp_port_prio":     "udp_port_prio = { 4791 = 3 }",
+	"pause":             "pause = false",
+	"pfc_storm_timeout": "pfc_storm_timeout = 100",
+	"ecn":               "ecn = [3]",
+	"cnp_dscp":          "cnp_dscp = 48",
+	"cnp_priority":      "cnp_priority = 6",
+	"dcbx":              "dcbx = \"host\"",
+}
+
+// Every entry of the table is a whole key: it decodes alone, declares its
+// Key and nothing else, resolves on a port with its source, renders into
+// rdmad's drop-in and reads back the same, merges away under a later rule
+// that sets it, and is listed by QoSKeys with its Key.
+func TestEveryLosslessKeyHasEachFacet(t *testing.T) {
+	listed := map[string]Key{}
+	for _, k := range QoSKeys() {
+		listed[k.Name] = k.Key
+	}
+	for _, k := range losslessKeys {
+		names := []string{k.info.Name}
+		for _, a := range k.also {
+			names = append(names, a.Name)
+		}
+		for _, name := range names {
+			sample, ok := losslessSamples[name]
+			if !ok {
+				t.Errorf("%s: no sample value in losslessSamples", name)
+				continue
+			}
+			if listed[name] != k.key || k.key != Key("qos."+k.info.Name) {
+				t.Errorf("%s: QoSKeys lists it as %q, its entry's Key is %q", name, listed[name], k.key)
+			}
+			p, err := Parse("f.toml", []byte("[[qos]]\ndevice = \"mlx5_0\"\n"+sample+"\n"))
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			r := p.QoS[0]
+			if keys := r.Keys(); len(keys) != 1 || keys[0] != k.key {
+				t.Errorf("%s: the rule declares %v, want [%s]", name, keys, k.key)
+			}
+			if d := p.QoSFor(Target{Name: "mlx5_0"}, 1).get(k.index); !d.Set || d.Source.Line != 1 || d.Value == nil {
+				t.Errorf("%s: resolved as %+v", name, d)
+			}
+			if _, ok := r.Values()[k.info.Name]; !ok {
+				t.Errorf("%s: Values %v lacks it", name, r.Values())
+			}
+			var per Persisted
+			per.SetQoSSettings(Selector{Device: Exact("mlx5_0")}, 1, r.LosslessRule)
+			back, err := parsePersisted(PersistedName, per.Render())
+			if err != nil || len(back.QoS) != 1 || !back.QoS[0].LosslessRule.Equal(r.LosslessRule) {
+				t.Errorf("%s: the drop-in reads back %+v, %v; want %+v\n%s", name, back.QoS, err, r.LosslessRule, per.Render())
+			}
+			if rest, left := r.without(r); left || rest.LosslessRule.declaresAny() {
+				t.Errorf("%s: a rule that sets it again leaves %+v", name, rest)
+			}
 		}
 	}
 }

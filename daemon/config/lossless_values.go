@@ -21,6 +21,8 @@ const (
 	TSAStrict TSA = "strict" // strict priority, no share
 )
 
+func (t TSA) String() string { return string(t) }
+
 // ETSBandwidth is tc_bandwidth with its tc_tsa: the share (percent) and the
 // algorithm of each traffic class, declared together.
 type ETSBandwidth struct {
@@ -145,13 +147,6 @@ type DCBXMode string
 // DCBXHost is host mode with IEEE DCBX (`dcb dcbx set dev IF host ieee`):
 // the host, not the adapter's firmware, owns DCB.
 const DCBXHost DCBXMode = "host"
-
-// Pause timeouts of pfc_storm_timeout: off, or this range of milliseconds.
-const (
-	PFCStormOff = 0
-	PFCStormMin = 80
-	PFCStormMax = 8000
-)
 
 // PrioMask is the bit mask of priorities (bit N = priority N).
 func PrioMask(prios []uint8) uint8 {

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -302,76 +301,6 @@ func (p *Persisted) RemoveLink(name string) bool {
 		}
 	}
 	return false
-}
-
-// render writes the keys r sets, as the decoder reads them back.
-func (r LosslessRule) render(b *bytes.Buffer) {
-	ints := func(key string, a []uint8) {
-		s := make([]string, len(a))
-		for i, n := range a {
-			s[i] = strconv.Itoa(int(n))
-		}
-		fmt.Fprintf(b, "%s = [%s]\n", key, strings.Join(s, ", "))
-	}
-	strs := func(key string, a []string) {
-		s := make([]string, len(a))
-		for i, x := range a {
-			s[i] = tomlQuote(x)
-		}
-		fmt.Fprintf(b, "%s = [%s]\n", key, strings.Join(s, ", "))
-	}
-	if r.CableLength != nil {
-		fmt.Fprintf(b, "cable_length = %d\n", *r.CableLength)
-	}
-	if r.PrioTC != nil {
-		ints("prio_tc", r.PrioTC[:])
-	}
-	if bw := r.TCBandwidth; bw != nil {
-		ints("tc_bandwidth", bw.Percent[:])
-		tsa := make([]string, MaxPrio)
-		for i, t := range bw.TSA {
-			tsa[i] = string(t)
-		}
-		strs("tc_tsa", tsa)
-	}
-	if r.TCMaxrate != nil {
-		rates := make([]string, MaxPrio)
-		for i, rt := range r.TCMaxrate {
-			rates[i] = rt.String()
-		}
-		strs("tc_maxrate", rates)
-	}
-	if r.PrioBuffer != nil {
-		ints("prio_buffer", r.PrioBuffer[:])
-	}
-	if r.BufferSize != nil {
-		s := make([]string, MaxPrio)
-		for i, n := range r.BufferSize {
-			s[i] = strconv.FormatUint(uint64(n), 10)
-		}
-		fmt.Fprintf(b, "buffer_size = [%s]\n", strings.Join(s, ", "))
-	}
-	if r.UDPPortPrio != nil {
-		fmt.Fprintf(b, "udp_port_prio = %s\n", FormatUDPPortPrio(r.UDPPortPrio))
-	}
-	if r.Pause != nil {
-		fmt.Fprintf(b, "pause = %t\n", *r.Pause)
-	}
-	if r.PFCStormTimeout != nil {
-		fmt.Fprintf(b, "pfc_storm_timeout = %d\n", *r.PFCStormTimeout)
-	}
-	if r.ECN != nil {
-		ints("ecn", *r.ECN)
-	}
-	if r.CNPDSCP != nil {
-		fmt.Fprintf(b, "cnp_dscp = %d\n", *r.CNPDSCP)
-	}
-	if r.CNPPriority != nil {
-		fmt.Fprintf(b, "cnp_priority = %d\n", *r.CNPPriority)
-	}
-	if r.DCBX != "" {
-		writeKey(b, "dcbx", string(r.DCBX))
-	}
 }
 
 // SetQoSSettings persists the lossless settings r declares for one device

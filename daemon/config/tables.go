@@ -275,12 +275,13 @@ func (d *decoder) qos(path string, m map[string]any) (QoSRule, bool) {
 // qosFields decodes the settings of a [[qos]] rule (all but the selector
 // and the port); seen records the keys given.
 func (d *decoder) qosFields(r *QoSRule, seen map[string]bool) []field {
-	fields := []field{
+	fields := make([]field, 0, 3+len(losslessKeys)+1)
+	fields = append(fields,
 		stringKey(d, "trust", is(value.Trust), &r.Trust),
-		{"pfc", func(p string, v any) { r.PFC, r.HasPFC = d.prioList(p, v, "[] turns PFC off") }},
-		{"dscp_prio", func(p string, v any) { r.DSCPPrio = d.dscpPrio(p, v) }},
-	}
-	return append(fields, d.losslessFields(&r.LosslessRule, seen)...)
+		field{"pfc", func(p string, v any) { r.PFC, r.HasPFC = d.prioList(p, v, "[] turns PFC off") }},
+		field{"dscp_prio", func(p string, v any) { r.DSCPPrio = d.dscpPrio(p, v) }},
+	)
+	return d.losslessFields(&r.LosslessRule, seen, fields)
 }
 
 // checkQoS checks the settings of a call (DecodeQoSSettings) against each

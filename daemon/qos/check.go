@@ -219,12 +219,13 @@ func (c *checker) rest(s reconcile.Subject, dev *host.Device, netdev string, st 
 	// mlx5 reports a cable length where its port buffers (and so the
 	// lossless headroom) are configurable; elsewhere there is nothing to
 	// declare.
+	cable, size := config.QoSCableLength.Of(want.LosslessDesired), config.QoSBufferSize.Of(want.LosslessDesired)
 	if _, err := CableLengthOf(netdev, dev.Driver, st.ie); err == nil {
 		switch {
-		case want.CableLength.Set && !want.BufferSize.Set && !want.PrioBuffer.Set:
-			problems = append(problems, fmt.Sprintf("cable_length %d (at %s) has no effect while the firmware owns the port buffers: mlx5 resizes the headroom for it only once the host sets the buffers", want.CableLength.Value, want.CableLength.Source))
+		case cable.Set && !size.Set && !config.QoSPrioBuffer.Of(want.LosslessDesired).Set:
+			problems = append(problems, fmt.Sprintf("cable_length %d (at %s) has no effect while the firmware owns the port buffers: mlx5 resizes the headroom for it only once the host sets the buffers", cable.Value, cable.Source))
 			keys = append(keys, "buffer_size = [...] (takes buffer ownership from the firmware until the driver reloads)")
-		case want.CableLength.Set || want.BufferSize.Set:
+		case cable.Set || size.Set:
 			parts = append(parts, "headroom declared")
 		default:
 			problems = append(problems, fmt.Sprintf("no cable_length or buffer_size declared for %s: mlx5 reserves headroom for its default 7 m of cable, too little for a longer one", netdev))

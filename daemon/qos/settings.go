@@ -15,19 +15,19 @@ import (
 // datagram-port entries, the DCBX mode), ethtool ones (global pause, the
 // PFC storm timeout) and the OFED driver's ECN and CNP marking.
 var (
-	CableLength  = reconcile.NewSetting[CableLengthValue](reconcile.Setting{Name: "qos_cable_length", Kind: "qos cable length", Key: config.KeyQoSCableLength, Title: "cable length"})
-	PrioTC       = reconcile.NewSetting[PrioTCValue](reconcile.Setting{Name: "qos_prio_tc", Kind: "qos prio_tc", Key: config.KeyQoSPrioTC, Title: "ETS priority classes"})
-	Bandwidth    = reconcile.NewSetting[BandwidthValue](reconcile.Setting{Name: "qos_tc_bandwidth", Kind: "qos tc_bandwidth", Key: config.KeyQoSTCBandwidth, Title: "ETS bandwidth"})
-	Maxrate      = reconcile.NewSetting[MaxrateValue](reconcile.Setting{Name: "qos_tc_maxrate", Kind: "qos tc_maxrate", Key: config.KeyQoSTCMaxrate, Title: "rate limits"})
-	PrioBuffer   = reconcile.NewSetting[PrioBufferValue](reconcile.Setting{Name: "qos_prio_buffer", Kind: "qos prio_buffer", Key: config.KeyQoSPrioBuffer, Title: "priority buffers"})
-	BufferSize   = reconcile.NewSetting[BufferSizeValue](reconcile.Setting{Name: "qos_buffer_size", Kind: "qos buffer_size", Key: config.KeyQoSBufferSize, Title: "buffer sizes"})
-	UDPPortPrio  = reconcile.NewSetting[UDPPortPrioValue](reconcile.Setting{Name: "qos_udp_port_prio", Kind: "qos udp_port_prio", Key: config.KeyQoSUDPPortPrio, Title: "datagram-port priorities"})
-	DCBX         = reconcile.NewSetting[DCBXValue](reconcile.Setting{Name: "qos_dcbx", Kind: "qos dcbx", Key: config.KeyQoSDCBX, Title: "DCBX mode"})
-	Pause        = reconcile.NewSetting[PauseValue](reconcile.Setting{Name: "qos_pause", Kind: "qos pause", Key: config.KeyQoSPause, Title: "global pause"})
-	StormTimeout = reconcile.NewSetting[StormTimeoutValue](reconcile.Setting{Name: "qos_pfc_storm_timeout", Kind: "qos pfc_storm_timeout", Key: config.KeyQoSPFCStormTimeout, Title: "PFC storm timeout"})
-	ECN          = reconcile.NewSetting[ECNValue](reconcile.Setting{Name: "qos_ecn", Kind: "qos ecn", Key: config.KeyQoSECN, Title: "ECN priorities"})
-	CNPDSCP      = reconcile.NewSetting[CNPValue](reconcile.Setting{Name: "qos_cnp_dscp", Kind: "qos cnp_dscp", Key: config.KeyQoSCNPDSCP, Title: "CNP DSCP"})
-	CNPPriority  = reconcile.NewSetting[CNPValue](reconcile.Setting{Name: "qos_cnp_priority", Kind: "qos cnp_priority", Key: config.KeyQoSCNPPriority, Title: "CNP priority"})
+	CableLength  = reconcile.NewSetting[CableLengthValue](reconcile.Setting{Name: "qos_cable_length", Kind: "qos cable length", Key: config.QoSCableLength.Key(), Title: "cable length"})
+	PrioTC       = reconcile.NewSetting[PrioTCValue](reconcile.Setting{Name: "qos_prio_tc", Kind: "qos prio_tc", Key: config.QoSPrioTC.Key(), Title: "ETS priority classes"})
+	Bandwidth    = reconcile.NewSetting[BandwidthValue](reconcile.Setting{Name: "qos_tc_bandwidth", Kind: "qos tc_bandwidth", Key: config.QoSTCBandwidth.Key(), Title: "ETS bandwidth"})
+	Maxrate      = reconcile.NewSetting[MaxrateValue](reconcile.Setting{Name: "qos_tc_maxrate", Kind: "qos tc_maxrate", Key: config.QoSTCMaxrate.Key(), Title: "rate limits"})
+	PrioBuffer   = reconcile.NewSetting[PrioBufferValue](reconcile.Setting{Name: "qos_prio_buffer", Kind: "qos prio_buffer", Key: config.QoSPrioBuffer.Key(), Title: "priority buffers"})
+	BufferSize   = reconcile.NewSetting[BufferSizeValue](reconcile.Setting{Name: "qos_buffer_size", Kind: "qos buffer_size", Key: config.QoSBufferSize.Key(), Title: "buffer sizes"})
+	UDPPortPrio  = reconcile.NewSetting[UDPPortPrioValue](reconcile.Setting{Name: "qos_udp_port_prio", Kind: "qos udp_port_prio", Key: config.QoSUDPPortPrio.Key(), Title: "datagram-port priorities"})
+	DCBX         = reconcile.NewSetting[DCBXValue](reconcile.Setting{Name: "qos_dcbx", Kind: "qos dcbx", Key: config.QoSDCBX.Key(), Title: "DCBX mode"})
+	Pause        = reconcile.NewSetting[PauseValue](reconcile.Setting{Name: "qos_pause", Kind: "qos pause", Key: config.QoSPause.Key(), Title: "global pause"})
+	StormTimeout = reconcile.NewSetting[StormTimeoutValue](reconcile.Setting{Name: "qos_pfc_storm_timeout", Kind: "qos pfc_storm_timeout", Key: config.QoSPFCStormTimeout.Key(), Title: "PFC storm timeout"})
+	ECN          = reconcile.NewSetting[ECNValue](reconcile.Setting{Name: "qos_ecn", Kind: "qos ecn", Key: config.QoSECN.Key(), Title: "ECN priorities"})
+	CNPDSCP      = reconcile.NewSetting[CNPValue](reconcile.Setting{Name: "qos_cnp_dscp", Kind: "qos cnp_dscp", Key: config.QoSCNPDSCP.Key(), Title: "CNP DSCP"})
+	CNPPriority  = reconcile.NewSetting[CNPValue](reconcile.Setting{Name: "qos_cnp_priority", Kind: "qos cnp_priority", Key: config.QoSCNPPriority.Key(), Title: "CNP priority"})
 )
 
 // losslessSettings are the settings of settings.go, in the order a port
@@ -75,19 +75,19 @@ type wanted struct {
 
 func wantedOf(netdev, driver string, d config.LosslessDesired) wanted {
 	return wanted{
-		cable:  CableLengthValue{Netdev: netdev, Metres: uint16(d.CableLength.Value)},
-		prioTC: PrioTCValue{Netdev: netdev, Map: d.PrioTC.Value},
-		bw:     BandwidthValue{Netdev: netdev, BW: d.TCBandwidth.Value},
-		rate:   MaxrateValue{Netdev: netdev, Rates: d.TCMaxrate.Value, Driver: driver},
-		prioBf: PrioBufferValue{Netdev: netdev, Map: d.PrioBuffer.Value},
-		size:   BufferSizeValue{Netdev: netdev, Sizes: d.BufferSize.Value},
-		udp:    UDPPortPrioValue{Netdev: netdev, Map: d.UDPPortPrio.Value},
+		cable:  CableLengthValue{Netdev: netdev, Metres: uint16(config.QoSCableLength.Of(d).Value)},
+		prioTC: PrioTCValue{Netdev: netdev, Map: config.QoSPrioTC.Of(d).Value},
+		bw:     BandwidthValue{Netdev: netdev, BW: config.QoSTCBandwidth.Of(d).Value},
+		rate:   MaxrateValue{Netdev: netdev, Rates: config.QoSTCMaxrate.Of(d).Value, Driver: driver},
+		prioBf: PrioBufferValue{Netdev: netdev, Map: config.QoSPrioBuffer.Of(d).Value},
+		size:   BufferSizeValue{Netdev: netdev, Sizes: config.QoSBufferSize.Of(d).Value},
+		udp:    UDPPortPrioValue{Netdev: netdev, Map: config.QoSUDPPortPrio.Of(d).Value},
 		dcbx:   DCBXValue{Netdev: netdev, Caps: HostIEEE},
-		pause:  DeclaredPause(netdev, d.Pause.Value),
-		storm:  StormTimeoutValue{Netdev: netdev, MS: uint16(d.PFCStormTimeout.Value)},
-		ecn:    DeclaredECN(netdev, d.ECN.Value),
-		cnpD:   CNPValue{Netdev: netdev, Value: d.CNPDSCP.Value},
-		cnpP:   CNPValue{Netdev: netdev, Value: d.CNPPriority.Value},
+		pause:  DeclaredPause(netdev, config.QoSPause.Of(d).Value),
+		storm:  StormTimeoutValue{Netdev: netdev, MS: uint16(config.QoSPFCStormTimeout.Of(d).Value)},
+		ecn:    DeclaredECN(netdev, config.QoSECN.Of(d).Value),
+		cnpD:   CNPValue{Netdev: netdev, Value: config.QoSCNPDSCP.Of(d).Value},
+		cnpP:   CNPValue{Netdev: netdev, Value: config.QoSCNPPriority.Of(d).Value},
 	}
 }
 
@@ -100,19 +100,19 @@ func declaredOf(subject reconcile.Subject, netdev, driver string, d config.Lossl
 			out = append(out, x)
 		}
 	}
-	add(d.DCBX.Set, handleDecl(DCBX, subject, w.dcbx, d.DCBX.Source, true))
-	add(d.CableLength.Set, handleDecl(CableLength, subject, w.cable, d.CableLength.Source, true))
-	add(d.PrioTC.Set, handleDecl(PrioTC, subject, w.prioTC, d.PrioTC.Source, true))
-	add(d.TCBandwidth.Set, handleDecl(Bandwidth, subject, w.bw, d.TCBandwidth.Source, true))
-	add(d.TCMaxrate.Set, handleDecl(Maxrate, subject, w.rate, d.TCMaxrate.Source, true))
-	add(d.PrioBuffer.Set, handleDecl(PrioBuffer, subject, w.prioBf, d.PrioBuffer.Source, true))
-	add(d.BufferSize.Set, handleDecl(BufferSize, subject, w.size, d.BufferSize.Source, true))
-	add(d.UDPPortPrio.Set, handleDecl(UDPPortPrio, subject, w.udp, d.UDPPortPrio.Source, true))
-	add(d.Pause.Set, handleDecl(Pause, subject, w.pause, d.Pause.Source, false))
-	add(d.PFCStormTimeout.Set, handleDecl(StormTimeout, subject, w.storm, d.PFCStormTimeout.Source, false))
-	add(d.ECN.Set, handleDecl(ECN, subject, w.ecn, d.ECN.Source, false))
-	add(d.CNPDSCP.Set, handleDecl(CNPDSCP, subject, w.cnpD, d.CNPDSCP.Source, false))
-	add(d.CNPPriority.Set, handleDecl(CNPPriority, subject, w.cnpP, d.CNPPriority.Source, false))
+	add(config.QoSDCBX.Of(d).Set, handleDecl(DCBX, subject, w.dcbx, config.QoSDCBX.Of(d).Source, true))
+	add(config.QoSCableLength.Of(d).Set, handleDecl(CableLength, subject, w.cable, config.QoSCableLength.Of(d).Source, true))
+	add(config.QoSPrioTC.Of(d).Set, handleDecl(PrioTC, subject, w.prioTC, config.QoSPrioTC.Of(d).Source, true))
+	add(config.QoSTCBandwidth.Of(d).Set, handleDecl(Bandwidth, subject, w.bw, config.QoSTCBandwidth.Of(d).Source, true))
+	add(config.QoSTCMaxrate.Of(d).Set, handleDecl(Maxrate, subject, w.rate, config.QoSTCMaxrate.Of(d).Source, true))
+	add(config.QoSPrioBuffer.Of(d).Set, handleDecl(PrioBuffer, subject, w.prioBf, config.QoSPrioBuffer.Of(d).Source, true))
+	add(config.QoSBufferSize.Of(d).Set, handleDecl(BufferSize, subject, w.size, config.QoSBufferSize.Of(d).Source, true))
+	add(config.QoSUDPPortPrio.Of(d).Set, handleDecl(UDPPortPrio, subject, w.udp, config.QoSUDPPortPrio.Of(d).Source, true))
+	add(config.QoSPause.Of(d).Set, handleDecl(Pause, subject, w.pause, config.QoSPause.Of(d).Source, false))
+	add(config.QoSPFCStormTimeout.Of(d).Set, handleDecl(StormTimeout, subject, w.storm, config.QoSPFCStormTimeout.Of(d).Source, false))
+	add(config.QoSECN.Of(d).Set, handleDecl(ECN, subject, w.ecn, config.QoSECN.Of(d).Source, false))
+	add(config.QoSCNPDSCP.Of(d).Set, handleDecl(CNPDSCP, subject, w.cnpD, config.QoSCNPDSCP.Of(d).Source, false))
+	add(config.QoSCNPPriority.Of(d).Set, handleDecl(CNPPriority, subject, w.cnpP, config.QoSCNPPriority.Of(d).Source, false))
 	return out
 }
 
@@ -152,12 +152,12 @@ func converge[V reconcile.Value](run *reconcile.DeviceRun, h reconcile.Handle[V]
 // check that follows sees the mode the rule asked for. It returns the
 // netdev's DCB read again after a change.
 func (p *Part) applyDCBX(run *reconcile.DeviceRun, subject reconcile.Subject, netdev string, d config.LosslessDesired, ie dcb.IEEE) dcb.IEEE {
-	if !d.DCBX.Set {
+	if !config.QoSDCBX.Of(d).Set {
 		return ie
 	}
 	w := DCBXValue{Netdev: netdev, Caps: HostIEEE}
 	act, rec := DCBX.Converge(run, reconcile.Converge[DCBXValue]{
-		Subject: subject, Want: w, Source: d.DCBX.Source, Holds: DCBXHolds,
+		Subject: subject, Want: w, Source: config.QoSDCBX.Of(d).Source, Holds: DCBXHolds,
 		Read:  func() (DCBXValue, error) { return p.readDCBX(netdev) },
 		Write: func(want DCBXValue) error { return p.DCB.SetDCBX(netdev, want.Caps) },
 		Fix:   "the driver refused host DCBX: set it persistently (mlxconfig -d <device> set LLDP_NB_DCBX_P1=0 LLDP_NB_RX_MODE_P1=0 LLDP_NB_TX_MODE_P1=0 and a firmware reset on mlx5), or remove dcbx",
@@ -191,10 +191,10 @@ func (p *Part) readDCBX(netdev string) (DCBXValue, error) {
 func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subject reconcile.Subject, netdev string, d config.LosslessDesired, ie dcb.IEEE, hold error) {
 	w := wantedOf(netdev, dev.Driver, d)
 	get := func() (dcb.IEEE, error) { return p.DCB.Get(netdev) }
-	if d.CableLength.Set {
+	if config.QoSCableLength.Of(d).Set {
 		_, lacks := CableLengthOf(netdev, dev.Driver, ie)
 		converge(run, CableLength, lacks, nil, reconcile.Converge[CableLengthValue]{
-			Subject: subject, Want: w.cable, Source: d.CableLength.Source, Holds: CableLengthHolds, Hold: hold,
+			Subject: subject, Want: w.cable, Source: config.QoSCableLength.Of(d).Source, Holds: CableLengthHolds, Hold: hold,
 			Read: func() (CableLengthValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -228,9 +228,9 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 		}
 		return ie, err
 	}
-	if d.PrioTC.Set {
+	if config.QoSPrioTC.Of(d).Set {
 		converge(run, PrioTC, etsLacks, CheckPrioTC(netdev, etsCap, w.prioTC), reconcile.Converge[PrioTCValue]{
-			Subject: subject, Want: w.prioTC, Source: d.PrioTC.Source, Hold: hold,
+			Subject: subject, Want: w.prioTC, Source: config.QoSPrioTC.Of(d).Source, Hold: hold,
 			Read: func() (PrioTCValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -248,10 +248,10 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 			},
 		})
 	}
-	if d.TCBandwidth.Set {
+	if config.QoSTCBandwidth.Of(d).Set {
 		w.bw.Cap = etsCap
 		converge(run, Bandwidth, etsLacks, CheckBandwidth(netdev, etsCap, w.bw.BW), reconcile.Converge[BandwidthValue]{
-			Subject: subject, Want: w.bw, Source: d.TCBandwidth.Source, Holds: ETSBandwidthHolds, Hold: hold,
+			Subject: subject, Want: w.bw, Source: config.QoSTCBandwidth.Of(d).Source, Holds: ETSBandwidthHolds, Hold: hold,
 			Read: func() (BandwidthValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -269,10 +269,10 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 			},
 		})
 	}
-	if d.TCMaxrate.Set {
+	if config.QoSTCMaxrate.Of(d).Set {
 		_, lacks := MaxrateOf(netdev, dev.Driver, ie)
 		converge(run, Maxrate, lacks, nil, reconcile.Converge[MaxrateValue]{
-			Subject: subject, Want: w.rate, Source: d.TCMaxrate.Source, Holds: MaxrateHolds, Hold: hold,
+			Subject: subject, Want: w.rate, Source: config.QoSTCMaxrate.Of(d).Source, Holds: MaxrateHolds, Hold: hold,
 			Read: func() (MaxrateValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -297,9 +297,9 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 		}
 		return p.DCB.SetBuffer(netdev, NextBuffer(*ie.Buffer, prio, size))
 	}
-	if d.PrioBuffer.Set {
+	if config.QoSPrioBuffer.Of(d).Set {
 		converge(run, PrioBuffer, bufLacks, nil, reconcile.Converge[PrioBufferValue]{
-			Subject: subject, Want: w.prioBf, Source: d.PrioBuffer.Source, Hold: hold,
+			Subject: subject, Want: w.prioBf, Source: config.QoSPrioBuffer.Of(d).Source, Hold: hold,
 			Read: func() (PrioBufferValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -311,9 +311,9 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 			Write: func(want PrioBufferValue) error { return writeBuffer(&want, nil) },
 		})
 	}
-	if d.BufferSize.Set {
+	if config.QoSBufferSize.Of(d).Set {
 		converge(run, BufferSize, bufLacks, nil, reconcile.Converge[BufferSizeValue]{
-			Subject: subject, Want: w.size, Source: d.BufferSize.Source, Hold: hold,
+			Subject: subject, Want: w.size, Source: config.QoSBufferSize.Of(d).Source, Hold: hold,
 			Read: func() (BufferSizeValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -326,9 +326,9 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 			Fix:   "mlx5 keeps buffer sizes in whole cells: declare the size the driver kept",
 		})
 	}
-	if d.UDPPortPrio.Set {
+	if config.QoSUDPPortPrio.Of(d).Set {
 		converge(run, UDPPortPrio, CheckDgramDriver(netdev, dev.Driver, w.udp.Map), nil, reconcile.Converge[UDPPortPrioValue]{
-			Subject: subject, Want: w.udp, Source: d.UDPPortPrio.Source, Holds: DgramPortsHolds, Hold: hold,
+			Subject: subject, Want: w.udp, Source: config.QoSUDPPortPrio.Of(d).Source, Holds: DgramPortsHolds, Hold: hold,
 			Read: func() (UDPPortPrioValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -354,31 +354,31 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 // each, named; the others still apply.
 func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, subject reconcile.Subject, port int, netdev string, d config.LosslessDesired) {
 	w := wantedOf(netdev, dev.Driver, d)
-	if d.Pause.Set {
+	if config.QoSPause.Of(d).Set {
 		pause := func() (PauseValue, error) { return ReadPause(p.ethtool(), netdev) }
 		_, err := pause()
 		if err != nil && !ethtool.Unsupported(err) {
 			err = nil // not known now: Converge records it as unknown
 		}
 		converge(run, Pause, nil, err, reconcile.Converge[PauseValue]{
-			Subject: subject, Want: w.pause, Source: d.Pause.Source, Holds: PauseHolds,
+			Subject: subject, Want: w.pause, Source: config.QoSPause.Of(d).Source, Holds: PauseHolds,
 			Read:  pause,
 			Write: func(want PauseValue) error { return p.ethtool().SetPause(netdev, want.Pause.RX, want.Pause.TX) },
 		})
 	}
-	if d.PFCStormTimeout.Set {
+	if config.QoSPFCStormTimeout.Of(d).Set {
 		storm := func() (StormTimeoutValue, error) { return ReadStormTimeout(p.ethtool(), netdev) }
 		_, err := storm()
 		if err != nil && !ethtool.Unsupported(err) {
 			err = nil
 		}
 		converge(run, StormTimeout, nil, err, reconcile.Converge[StormTimeoutValue]{
-			Subject: subject, Want: w.storm, Source: d.PFCStormTimeout.Source,
+			Subject: subject, Want: w.storm, Source: config.QoSPFCStormTimeout.Of(d).Source,
 			Read:  storm,
 			Write: func(want StormTimeoutValue) error { return p.ethtool().SetPFCStormTimeout(netdev, want.MS) },
 		})
 	}
-	if !d.ECN.Set && !d.CNPDSCP.Set && !d.CNPPriority.Set {
+	if !config.QoSECN.Of(d).Set && !config.QoSCNPDSCP.Of(d).Set && !config.QoSCNPPriority.Of(d).Set {
 		return
 	}
 	raw, err := readOFEDECN(p.Host, netdev)
@@ -386,9 +386,9 @@ func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, sub
 	if err == nil && !raw.Present {
 		na = UpstreamECN(netdev, dev.Driver, port)
 	}
-	if d.ECN.Set {
+	if config.QoSECN.Of(d).Set {
 		converge(run, ECN, na, nil, reconcile.Converge[ECNValue]{
-			Subject: subject, Want: w.ecn, Source: d.ECN.Source, Holds: ECNHolds, Watch: ecnWatch(netdev),
+			Subject: subject, Want: w.ecn, Source: config.QoSECN.Of(d).Source, Holds: ECNHolds, Watch: ecnWatch(netdev),
 			Read: func() (ECNValue, error) {
 				v, _, err := ReadECN(p.Host, netdev)
 				return v, err
@@ -414,16 +414,16 @@ func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, sub
 			return CNPValue{Netdev: netdev, Value: get(e)}, nil
 		}
 	}
-	if d.CNPDSCP.Set {
+	if config.QoSCNPDSCP.Of(d).Set {
 		converge(run, CNPDSCP, na, nil, reconcile.Converge[CNPValue]{
-			Subject: subject, Want: w.cnpD, Source: d.CNPDSCP.Source, Watch: ecnWatch(netdev),
+			Subject: subject, Want: w.cnpD, Source: config.QoSCNPDSCP.Of(d).Source, Watch: ecnWatch(netdev),
 			Read:  cnp(func(e OFEDECN) int { return e.CNPDSCP }, "CNP DSCP"),
 			Write: func(want CNPValue) error { return writeCNPDSCP(p.Host, netdev, want.Value) },
 		})
 	}
-	if d.CNPPriority.Set {
+	if config.QoSCNPPriority.Of(d).Set {
 		converge(run, CNPPriority, na, nil, reconcile.Converge[CNPValue]{
-			Subject: subject, Want: w.cnpP, Source: d.CNPPriority.Source, Watch: ecnWatch(netdev),
+			Subject: subject, Want: w.cnpP, Source: config.QoSCNPPriority.Of(d).Source, Watch: ecnWatch(netdev),
 			Read:  cnp(func(e OFEDECN) int { return e.CNPPrio }, "CNP priority"),
 			Write: func(want CNPValue) error { return writeCNPPriority(p.Host, netdev, want.Value) },
 		})
@@ -443,43 +443,43 @@ func (p *Part) observePort(run *reconcile.DeviceRun, dev *host.Device, subject r
 		if want.Trust == "" && len(want.DSCPPrio) == 0 {
 			run.Record(Trust.Observe(subject, trustOf(netdev, ie), nil))
 		}
-		if !d.DCBX.Set && ie.HasDCBX {
+		if !config.QoSDCBX.Of(d).Set && ie.HasDCBX {
 			run.Record(DCBX.Observe(subject, DCBXValue{Netdev: netdev, Caps: ie.DCBX}, nil))
 		}
-		if v, err := CableLengthOf(netdev, dev.Driver, ie); err == nil && !d.CableLength.Set {
+		if v, err := CableLengthOf(netdev, dev.Driver, ie); err == nil && !config.QoSCableLength.Of(d).Set {
 			run.Record(CableLength.Observe(subject, v, nil))
 		}
 		if prio, bw, err := ETSOf(netdev, dev.Driver, ie); err == nil {
-			if !d.PrioTC.Set {
+			if !config.QoSPrioTC.Of(d).Set {
 				run.Record(PrioTC.Observe(subject, prio, nil))
 			}
-			if !d.TCBandwidth.Set {
+			if !config.QoSTCBandwidth.Of(d).Set {
 				run.Record(Bandwidth.Observe(subject, bw, nil))
 			}
 		}
-		if v, err := MaxrateOf(netdev, dev.Driver, ie); err == nil && !d.TCMaxrate.Set {
+		if v, err := MaxrateOf(netdev, dev.Driver, ie); err == nil && !config.QoSTCMaxrate.Of(d).Set {
 			run.Record(Maxrate.Observe(subject, v, nil))
 		}
 		if prio, size, err := BuffersOf(netdev, dev.Driver, ie); err == nil {
-			if !d.PrioBuffer.Set {
+			if !config.QoSPrioBuffer.Of(d).Set {
 				run.Record(PrioBuffer.Observe(subject, prio, nil))
 			}
-			if !d.BufferSize.Set {
+			if !config.QoSBufferSize.Of(d).Set {
 				run.Record(BufferSize.Observe(subject, size, nil))
 			}
 		}
-		if !d.UDPPortPrio.Set {
+		if !config.QoSUDPPortPrio.Of(d).Set {
 			if ports := dgramPortsIn(ie); len(ports) > 0 {
 				run.Record(UDPPortPrio.Observe(subject, DgramPortsOf(netdev, ie, ports), nil))
 			}
 		}
 	}
-	if !d.Pause.Set {
+	if !config.QoSPause.Of(d).Set {
 		if v, err := ReadPause(p.ethtool(), netdev); err == nil {
 			run.Record(Pause.Observe(subject, v, nil))
 		}
 	}
-	if !d.PFCStormTimeout.Set {
+	if !config.QoSPFCStormTimeout.Of(d).Set {
 		if v, err := ReadStormTimeout(p.ethtool(), netdev); err == nil {
 			run.Record(StormTimeout.Observe(subject, v, nil))
 		}
@@ -488,13 +488,13 @@ func (p *Part) observePort(run *reconcile.DeviceRun, dev *host.Device, subject r
 	if err != nil || !raw.Present {
 		return
 	}
-	if !d.ECN.Set && raw.Unread == 0 {
+	if !config.QoSECN.Of(d).Set && raw.Unread == 0 {
 		run.Record(ECN.Observe(subject, ECNValue{Netdev: netdev, On: raw.On(), RP: raw.RP, NP: raw.NP}, nil))
 	}
-	if !d.CNPDSCP.Set && raw.CNPDSCP >= 0 {
+	if !config.QoSCNPDSCP.Of(d).Set && raw.CNPDSCP >= 0 {
 		run.Record(CNPDSCP.Observe(subject, CNPValue{Netdev: netdev, Value: raw.CNPDSCP}, nil))
 	}
-	if !d.CNPPriority.Set && raw.CNPPrio >= 0 {
+	if !config.QoSCNPPriority.Of(d).Set && raw.CNPPrio >= 0 {
 		run.Record(CNPPriority.Observe(subject, CNPValue{Netdev: netdev, Value: raw.CNPPrio}, nil))
 	}
 }

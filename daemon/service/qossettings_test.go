@@ -124,13 +124,17 @@ func TestWithdrawQoSSettings(t *testing.T) {
 		Settings: settings(t, map[string]any{"cable_length": int64(20), "pause": false})}); err != nil {
 		t.Fatal(err)
 	}
-	if o := svc.RuntimeOverlay(); len(o.QoS) != 1 || o.QoS[0].CableLength == nil {
+	o := svc.RuntimeOverlay()
+	if len(o.QoS) != 1 {
+		t.Fatalf("runtime overlay %+v", o.QoS)
+	}
+	if _, ok := config.QoSCableLength.In(o.QoS[0].LosslessRule); !ok {
 		t.Fatalf("runtime overlay %+v", o.QoS)
 	}
 	if err := svc.Withdraw(context.Background(), service.Withdrawal{Kind: service.WithdrawQoS, Name: "mlx5_0", Port: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if o := svc.RuntimeOverlay(); len(o.QoS) != 0 {
+	if o = svc.RuntimeOverlay(); len(o.QoS) != 0 {
 		t.Errorf("runtime overlay after the withdrawal %+v", o.QoS)
 	}
 }

@@ -22,9 +22,10 @@ var (
 	TOSRange      = Range{Min: 0, Max: MaxTOS}
 	PriorityRange = Range{Min: 0, Max: MaxPriority}
 	DSCPRange     = Range{Min: 0, Max: MaxDSCP}
-	// TrafficClassRange is the ETS traffic classes (prio_tc) and the
-	// receive buffers (prio_buffer) of a port: one per priority.
+	// TrafficClassRange is the ETS traffic class of a priority (prio_tc).
 	TrafficClassRange = Range{Min: 0, Max: MaxPriority}
+	// BufferRange is the receive buffer of a priority (prio_buffer).
+	BufferRange = Range{Min: 0, Max: MaxPriority}
 	// PercentRange is an ETS share of the bandwidth (tc_bandwidth).
 	PercentRange = Range{Min: 0, Max: 100}
 	// CableLengthRange is the IEEE PFC delay in metres of cable: mlx5
