@@ -2,8 +2,11 @@
 // contract (org.rdmad1.xml, from which docs/dbus-api.md is generated), the
 // names and object paths, the data model that the daemon publishes and
 // clients decode and print as JSON, the escaping of host strings, and the
-// client (dbusapi/client) rdmactl uses. rdmactl's command tree is cmd/rdmactl/internal/cli. It
-// imports nothing of the daemon; the server side is daemon/bus.
+// client (dbusapi/client) rdmactl uses, and the table of the [[qos]] keys
+// a client sends (QoSKeys). rdmactl's command tree is cmd/rdmactl/internal/cli.
+// It imports nothing of the daemon but the rules of the values
+// (daemon/config/value, which imports nothing and rdmactl links too); the
+// server side is daemon/bus.
 package dbusapi
 
 import (

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"math"
 	"sort"
 	"strconv"
@@ -11,7 +13,7 @@ import (
 // The typed values of the lossless [[qos]] keys and their text forms.
 
 // MaxPrio is the number of 802.1p priorities and of traffic classes.
-const MaxPrio = 8
+const MaxPrio = value.PriorityCount
 
 // TSA is a transmission selection algorithm of a traffic class.
 type TSA string

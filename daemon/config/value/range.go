@@ -16,6 +16,11 @@ type Range struct {
 	Off      bool
 }
 
+// PriorityCount is the number of 802.1p priorities, and of the traffic
+// classes and receive buffers of a port: the length of the arrays that
+// give one value each.
+const PriorityCount = MaxPriority + 1
+
 // The ranges of the values a policy takes. A new key with a range of its
 // own adds it here.
 var (

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -51,23 +52,22 @@ inspection; what a netdev does not have is not listed.`,
 }
 
 func qosSetCommand(e *env) *cobra.Command {
-	var trust, pfc string
 	var persist bool
-	lossless := map[string]*string{}
+	given := map[string]*string{} // by key, the text of each flag of dbusapi.QoSKeys
 	c := &cobra.Command{
 		Use:   "set DEV[/PORT] [--trust dscp|pcp] [--pfc P,P...|none] [--pause on|off] [--cable-length M] [--ecn P,P...|none] ... [--persist]",
 		Short: "Set the lossless RoCE settings of a port's netdev",
-		Long: `Set the lossless RoCE settings of the netdev under one port, or under every
+		Long: fmt.Sprintf(`Set the lossless RoCE settings of the netdev under one port, or under every
 Ethernet port of DEV, as a [[qos]] rule would (rdmad.toml(5) says what each
 does): the trust mode (dscp: the full DSCP table, DSCP to DSCP >> 3; pcp: no
-DSCP entries) and the priorities with PFC on (0..7, comma-separated; none
+DSCP entries) and the priorities with PFC on (%s, comma-separated; none
 turns PFC off) through DCB, and the rest of a lossless profile with the
 flags below. Without --persist the change lasts until rdmad stops; with it,
 it is written to /etc/rdma/rdmad.d/zz-rdmad-persist.toml and survives
 restarts. A netdev without the setting, or whose DCB the firmware or lldpad
 manages, refuses it, and what the call had changed is put back.
 On mlx5 a change of the PFC priorities toggles the port's link (about a
-second without traffic): rdmactl says so before it asks.`,
+second without traffic): rdmactl says so before it asks.`, value.PriorityRange),
 		Example: `  rdmactl qos set mlx5_0/1 --trust dscp --pfc 3 --persist
   rdmactl qos set mlx5_0 --pause off --cable-length 10 --ecn 3 --pfc-storm-timeout 100`,
 		Args:              exactArgs("DEV[/PORT]"),
@@ -77,6 +77,7 @@ second without traffic): rdmactl says so before it asks.`,
 			if err != nil {
 				return err
 			}
+			trust, pfc := *given["trust"], *given["pfc"]
 			hasTrust, hasPFC := cmd.Flags().Changed("trust"), cmd.Flags().Changed("pfc")
 			if err := value.Trust(trust); hasTrust && err != nil {
 				return usagef(cmd, "--trust: %v", err)
@@ -86,15 +87,15 @@ second without traffic): rdmactl says so before it asks.`,
 				return usagef(cmd, "--pfc %q: %v", pfc, err)
 			}
 			settings := map[string]dbus.Variant{}
-			for _, f := range qosFlags {
-				if !cmd.Flags().Changed(f.flag) {
+			for _, k := range dbusapi.QoSKeys {
+				if k.Name == "trust" || k.Name == "pfc" || given[k.Name] == nil || !cmd.Flags().Changed(k.Flag()) {
 					continue
 				}
-				v, err := f.parse(*lossless[f.flag])
+				v, err := flagValue(k, *given[k.Name])
 				if err != nil {
-					return usagef(cmd, "--%s %q: %v", f.flag, *lossless[f.flag], err)
+					return usagef(cmd, "--%s %q: %v", k.Flag(), *given[k.Name], err)
 				}
-				settings[f.key] = v
+				settings[k.Name] = v
 			}
 			if !hasTrust && !hasPFC && len(settings) == 0 {
 				return usagef(cmd, "nothing to set: give --trust, --pfc or another setting")
@@ -118,102 +119,124 @@ second without traffic): rdmactl says so before it asks.`,
 			})
 		},
 	}
-	c.Flags().StringVar(&trust, "trust", "", "trust mode: dscp or pcp")
-	c.Flags().StringVar(&pfc, "pfc", "", "priorities with PFC on, such as 3 or 3,4; none turns PFC off")
-	for _, f := range qosFlags {
-		lossless[f.flag] = c.Flags().String(f.flag, "", f.help)
+	// A flag for each key the contract's table gives a help: a new key
+	// is a flag without a change here.
+	for _, k := range dbusapi.QoSKeys {
+		if k.Help == "" {
+			continue
+		}
+		given[k.Name] = c.Flags().String(k.Flag(), "", k.HelpText())
+		if choices := flagChoices(k); choices != nil {
+			_ = c.RegisterFlagCompletionFunc(k.Flag(), fixed(choices...))
+		}
 	}
 	c.Flags().BoolVar(&persist, "persist", false, "also write it to rdmad's drop-in, so it survives restarts")
-	_ = c.RegisterFlagCompletionFunc("trust", fixed("dscp", "pcp"))
-	_ = c.RegisterFlagCompletionFunc("pfc", fixed("3", "none"))
-	_ = c.RegisterFlagCompletionFunc("pause", fixed("on", "off"))
-	_ = c.RegisterFlagCompletionFunc("ecn", fixed("3", "none"))
-	_ = c.RegisterFlagCompletionFunc("dcbx", fixed("host"))
 	return c
 }
 
-// qosFlag is a qos set flag for one [[qos]] key and how its text becomes
-// the D-Bus value of SetQoSSettings. rdmad validates the values as the
-// files' (ranges, sums): rdmactl only reads the syntax.
-type qosFlag struct {
-	flag, key, help string
-	parse           func(string) (dbus.Variant, error)
+// flagChoices is what the shell completes for a key's flag: its choices,
+// on or off, or a priority set's example and none.
+func flagChoices(k dbusapi.QoSKey) []string {
+	switch {
+	case k.Type == "s":
+		return k.Choices
+	case k.Type == "b":
+		return []string{"on", "off"}
+	case k.Type == "ay" && k.Count == 0:
+		return []string{"3", "none"}
+	}
+	return nil
 }
 
-var qosFlags = []qosFlag{
-	{"cable-length", "cable_length", "metres of cable (1..999): mlx5's lossless headroom", uintFlag(999)},
-	{"prio-tc", "prio_tc", "ETS: the traffic class of each of the 8 priorities, such as 0,0,0,1,0,0,0,0", byteListFlag(8)},
-	{"tc-bandwidth", "tc_bandwidth", "ETS: percent per traffic class, such as 50,50,0,0,0,0,0,0", byteListFlag(8)},
-	{"tc-tsa", "tc_tsa", "ETS: ets or strict per traffic class (default: ets where the share is above 0)", stringListFlag(8)},
-	{"tc-maxrate", "tc_maxrate", "rate limit per traffic class, such as 0,25Gbit,0,0,0,0,0,0 (0: none)", stringListFlag(8)},
-	{"prio-buffer", "prio_buffer", "the receive buffer of each of the 8 priorities", byteListFlag(8)},
-	{"buffer-size", "buffer_size", "the size of each of the 8 buffers, such as 128K,128K,0,0,0,0,0,0 (mlx5: takes buffer ownership)", stringListFlag(8)},
-	{"udp-port-prio", "udp_port_prio", "datagram-port APP entries, such as 4791:3 (bnxt_en; not mlx5)", portPrioFlag},
-	{"pause", "pause", "global 802.3x pause: on or off", onOffFlag},
-	{"pfc-storm-timeout", "pfc_storm_timeout", "PFC storm prevention in ms: 0 (off) or 80..8000", uintFlag(65535)},
-	{"ecn", "ecn", "priorities with ECN on, such as 3; none turns ECN off (MLNX_OFED drivers)", func(s string) (dbus.Variant, error) {
-		p, err := parsePFC(s)
-		return dbus.MakeVariant(append([]byte{}, p...)), err
-	}},
-	{"cnp-dscp", "cnp_dscp", "the DSCP of the CNPs the port sends (0..63)", uintFlag(63)},
-	{"cnp-priority", "cnp_priority", "the 802.1p priority of the CNPs the port sends (0..7)", uintFlag(7)},
-	{"dcbx", "dcbx", "host: set host DCBX mode with IEEE DCBX (dcb dcbx set ... host ieee)", func(s string) (dbus.Variant, error) {
-		if s != "host" {
-			return dbus.Variant{}, fmt.Errorf("want host")
+// flagValue reads a qos set flag's text as the D-Bus value of its key
+// (dbusapi.QoSKeys): the syntax here, each number against its key's range
+// (the rule rdmad checks, refused in its words), the rest (sums, rates,
+// sizes) by rdmad.
+func flagValue(k dbusapi.QoSKey, s string) (dbus.Variant, error) {
+	switch k.Type {
+	case "s":
+		if len(k.Choices) > 0 && !slices.Contains(k.Choices, s) {
+			return dbus.Variant{}, fmt.Errorf("want %s", strings.Join(k.Choices, " or "))
 		}
 		return dbus.MakeVariant(s), nil
-	}},
-}
-
-func uintFlag(hi uint64) func(string) (dbus.Variant, error) {
-	return func(s string) (dbus.Variant, error) {
-		n, err := strconv.ParseUint(s, 10, 32)
-		if err != nil || n > hi {
-			return dbus.Variant{}, fmt.Errorf("want a number 0..%d", hi)
+	case "b":
+		return onOffFlag(s)
+	case "u", "y", "q":
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return dbus.Variant{}, fmt.Errorf("want a number %s", k.Values)
+		}
+		if err := k.Values.Check(n); err != nil {
+			return dbus.Variant{}, err
+		}
+		switch k.Type {
+		case "y":
+			return dbus.MakeVariant(byte(n)), nil
+		case "q":
+			return dbus.MakeVariant(uint16(n)), nil
 		}
 		return dbus.MakeVariant(uint32(n)), nil
+	case "ay":
+		if k.Count == 0 {
+			p, err := parsePFC(s)
+			return dbus.MakeVariant(append([]byte{}, p...)), err
+		}
+		return byteList(s, k.Count, k.Values)
+	case "as":
+		return stringList(s, k.Count, k.Choices)
+	case "a{qy}":
+		return portPrio(s, k.Keys, k.Values)
 	}
+	return dbus.Variant{}, fmt.Errorf("rdmactl cannot read a value of D-Bus type %s", k.Type)
 }
 
-func byteListFlag(n int) func(string) (dbus.Variant, error) {
-	return func(s string) (dbus.Variant, error) {
-		f := strings.Split(s, ",")
-		if len(f) != n {
-			return dbus.Variant{}, fmt.Errorf("want %d numbers separated by commas", n)
-		}
-		out := make([]byte, n)
-		for i, x := range f {
-			v, err := strconv.ParseUint(strings.TrimSpace(x), 10, 8)
-			if err != nil {
-				return dbus.Variant{}, fmt.Errorf("%q is not a number 0..255", x)
-			}
-			out[i] = byte(v)
-		}
-		return dbus.MakeVariant(out), nil
+func byteList(s string, n int, r value.Range) (dbus.Variant, error) {
+	f := strings.Split(s, ",")
+	if len(f) != n {
+		return dbus.Variant{}, fmt.Errorf("want %d numbers separated by commas", n)
 	}
+	out := make([]byte, n)
+	for i, x := range f {
+		v, err := strconv.ParseInt(strings.TrimSpace(x), 10, 64)
+		if err != nil {
+			return dbus.Variant{}, fmt.Errorf("%q is not a number %s", x, r)
+		}
+		if err := r.Check(v); err != nil {
+			return dbus.Variant{}, err
+		}
+		out[i] = byte(v)
+	}
+	return dbus.MakeVariant(out), nil
 }
 
-func stringListFlag(n int) func(string) (dbus.Variant, error) {
-	return func(s string) (dbus.Variant, error) {
-		f := strings.Split(s, ",")
-		if len(f) != n {
-			return dbus.Variant{}, fmt.Errorf("want %d values separated by commas", n)
-		}
-		for i := range f {
-			f[i] = strings.TrimSpace(f[i])
-		}
-		return dbus.MakeVariant(f), nil
+func stringList(s string, n int, choices []string) (dbus.Variant, error) {
+	f := strings.Split(s, ",")
+	if len(f) != n {
+		return dbus.Variant{}, fmt.Errorf("want %d values separated by commas", n)
 	}
+	for i := range f {
+		f[i] = strings.TrimSpace(f[i])
+		if len(choices) > 0 && !slices.Contains(choices, f[i]) {
+			return dbus.Variant{}, fmt.Errorf("%q is not %s", f[i], strings.Join(choices, " or "))
+		}
+	}
+	return dbus.MakeVariant(f), nil
 }
 
-func portPrioFlag(s string) (dbus.Variant, error) {
+func portPrio(s string, ports, prios value.Range) (dbus.Variant, error) {
 	out := map[uint16]byte{}
 	for _, e := range strings.Split(s, ",") {
 		p, q, ok := strings.Cut(strings.TrimSpace(e), ":")
-		port, err1 := strconv.ParseUint(p, 10, 16)
-		prio, err2 := strconv.ParseUint(q, 10, 8)
+		port, err1 := strconv.ParseInt(p, 10, 64)
+		prio, err2 := strconv.ParseInt(q, 10, 64)
 		if !ok || err1 != nil || err2 != nil {
 			return dbus.Variant{}, fmt.Errorf("want PORT:PRIO entries separated by commas, such as 4791:3")
+		}
+		if err := ports.Check(port); err != nil {
+			return dbus.Variant{}, fmt.Errorf("port %w", err)
+		}
+		if err := prios.Check(prio); err != nil {
+			return dbus.Variant{}, fmt.Errorf("port %d: priority %w", port, err)
 		}
 		out[uint16(port)] = byte(prio)
 	}
@@ -269,7 +292,7 @@ func parsePFC(s string) ([]uint8, error) {
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {
-			return nil, fmt.Errorf("want priorities 0..%d separated by commas, or none", value.MaxPriority)
+			return nil, fmt.Errorf("want priorities %s separated by commas, or none", value.PriorityRange)
 		}
 		ps = append(ps, n)
 	}
