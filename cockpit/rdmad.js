@@ -602,23 +602,25 @@
     });
 
     /* priorities reads "3", "3,4" or "none" into the bytes of an "ay"
-     * (base64, as cockpit.js carries them); null when it is not that. */
-    function priorities(text) {
+     * (base64, as cockpit.js carries them), each from min to max; null
+     * when it is not that. */
+    function priorities(text, min, max) {
         if (text === "none")
             return [];
         const out = [];
         for (const f of text.split(",")) {
             const n = Number(f.trim());
-            if (!Number.isInteger(n) || n < 0 || n > 7 || out.includes(n))
+            if (!Number.isInteger(n) || n < min || n > max || out.includes(n))
                 return null;
             out.push(n);
         }
         return out.sort();
     }
 
-    /* The [[qos]] form: the settings given, by their [[qos]] keys, go to
-     * SetQoSSettings; rdmad checks them as it checks the files and names a
-     * bad one in its refusal. */
+    /* The [[qos]] form: its fields are made from the contract's table of
+     * keys (go generate ./dbusapi), each naming its key and D-Bus type;
+     * what is given goes to SetQoSSettings by those keys. rdmad checks the
+     * values as it checks the files and names a bad one in its refusal. */
     $("qos-form").addEventListener("submit", ev => {
         ev.preventDefault();
         if (!$("qos-port").value) {
@@ -627,31 +629,33 @@
         }
         const [device, port] = JSON.parse($("qos-port").value);
         const settings = {};
-        if ($("qos-trust").value)
-            settings.trust = { t: "s", v: $("qos-trust").value };
-        for (const [id, key] of [["qos-pfc", "pfc"], ["qos-ecn", "ecn"]]) {
-            const text = $(id).value.trim();
+        for (const field of $("qos-form").querySelectorAll("[data-key]")) {
+            const key = field.dataset.key;
+            const type = field.dataset.type;
+            const text = field.value.trim();
             if (text === "")
                 continue;
-            const p = priorities(text);
-            if (p === null) {
-                showResult("qos-result", key.toUpperCase() + " priorities are 0 to 7 separated by commas, or none.", "fail");
-                return;
+            if (type === "ay") {
+                const min = Number(field.dataset.min);
+                const max = Number(field.dataset.max);
+                const p = priorities(text, min, max);
+                if (p === null) {
+                    showResult("qos-result", key.toUpperCase() + " priorities are " + min + " to " + max + " separated by commas, or none.", "fail");
+                    return;
+                }
+                settings[key] = { t: type, v: cockpit.base64_encode(p) };
+            } else if (type === "b") {
+                settings[key] = { t: type, v: text === "on" };
+            } else if (type === "s") {
+                settings[key] = { t: type, v: text };
+            } else {
+                const n = Number(text);
+                if (!Number.isInteger(n) || n < 0) {
+                    showResult("qos-result", key + " must be a whole number.", "fail");
+                    return;
+                }
+                settings[key] = { t: type, v: n };
             }
-            settings[key] = { t: "ay", v: cockpit.base64_encode(p) };
-        }
-        if ($("qos-pause").value)
-            settings.pause = { t: "b", v: $("qos-pause").value === "on" };
-        for (const [id, key] of [["qos-cable", "cable_length"], ["qos-storm", "pfc_storm_timeout"]]) {
-            const text = $(id).value.trim();
-            if (text === "")
-                continue;
-            const n = Number(text);
-            if (!Number.isInteger(n) || n < 0) {
-                showResult("qos-result", key + " must be a whole number.", "fail");
-                return;
-            }
-            settings[key] = { t: "u", v: n };
         }
         if (!Object.keys(settings).length) {
             showResult("qos-result", "Choose a setting to set.", "fail");

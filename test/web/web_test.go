@@ -441,7 +441,7 @@ func TestCockpitPage(t *testing.T) {
 		chromedp.SetValue("#qos-port", `["mlx5_0",1]`, chromedp.ByID),
 		chromedp.SetValue("#qos-pfc", "3", chromedp.ByID),
 		chromedp.SetValue("#qos-pause", "off", chromedp.ByID),
-		chromedp.SetValue("#qos-cable", "10", chromedp.ByID),
+		chromedp.SetValue("#qos-cable-length", "10", chromedp.ByID),
 		chromedp.Click("#qos-apply", chromedp.ByID),
 	)
 	b.waitFor(t, "the SetQoSSettings refusal", `document.getElementById("qos-result").classList.contains("fail")`)
@@ -451,9 +451,9 @@ func TestCockpitPage(t *testing.T) {
 		t.Errorf("the lossless form's result reads %q", qosResult)
 	}
 	var cleared bool
-	b.eval(t, `(() => { for (const id of ["qos-pfc", "qos-pause", "qos-cable"]) document.getElementById(id).value = ""; return true; })()`, &cleared)
+	b.eval(t, `(() => { for (const id of ["qos-pfc", "qos-pause", "qos-cable-length"]) document.getElementById(id).value = ""; return true; })()`, &cleared)
 	b.run(t, "set a PFC storm timeout of 50 ms",
-		chromedp.SetValue("#qos-storm", "50", chromedp.ByID),
+		chromedp.SetValue("#qos-pfc-storm-timeout", "50", chromedp.ByID),
 		chromedp.Click("#qos-apply", chromedp.ByID),
 	)
 	b.waitFor(t, "the range refusal", `/rdmad refused a value: .*pfc_storm_timeout: 50 is out of range/.test(document.getElementById("qos-result").textContent)`)
