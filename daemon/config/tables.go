@@ -292,11 +292,12 @@ func (d *decoder) checkQoS(path string, r *QoSRule, seen map[string]bool) {
 }
 
 // prioList decodes a set of priorities (pfc, ecn): an array of distinct
-// priorities 0..7, returned ascending; offHint says what [] does.
+// priorities (value.PriorityRange), returned ascending; offHint says what
+// [] does.
 func (d *decoder) prioList(p string, v any, offHint string) ([]uint8, bool) {
 	a, ok := v.([]any)
 	if !ok {
-		d.failf(p, "must be an array of priorities 0..7 such as [3] (%s), not %s", offHint, describe(v))
+		d.failf(p, "must be an array of priorities %s such as [3] (%s), not %s", value.PriorityRange, offHint, describe(v))
 		return nil, false
 	}
 	ps := make([]int, len(a))
@@ -317,7 +318,7 @@ func (d *decoder) prioList(p string, v any, offHint string) ([]uint8, bool) {
 	return out, true
 }
 
-// dscpPrio decodes dscp_prio: a table of DSCP (0..63) = priority (0..7).
+// dscpPrio decodes dscp_prio: a table of DSCP = priority.
 func (d *decoder) dscpPrio(p string, v any) map[uint8]uint8 {
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -329,7 +330,7 @@ func (d *decoder) dscpPrio(p string, v any) map[uint8]uint8 {
 		kp := joinPath(p, k)
 		dscp, err := strconv.ParseUint(k, 10, 8)
 		if err != nil {
-			d.failf(kp, "%q is not a DSCP value: use 0..%d", k, value.MaxDSCP)
+			d.failf(kp, "%q is not a DSCP value: use %s", k, value.DSCPRange)
 			continue
 		}
 		prio, ok := d.integer(kp, e, math.MinInt32, math.MaxInt32)

@@ -1,0 +1,190 @@
+package docs
+
+import (
+	"go/ast"
+	"go/parser"
+	gotoken "go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/config/value"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+// keyRanges are the ranges of the [[qos]] keys' values, as the files
+// and the contract's table give them.
+func keyRanges(t *testing.T) []value.Range {
+	t.Helper()
+	seen := map[value.Range]bool{}
+	var out []value.Range
+	add := func(r value.Range) {
+		if !r.IsZero() && !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	for _, k := range config.QoSKeys() {
+		add(k.Values)
+		add(k.Keys)
+	}
+	for _, k := range dbusapi.QoSKeys {
+		add(k.Values)
+		add(k.Keys)
+	}
+	if len(out) < 6 {
+		t.Fatalf("found %d ranges of [[qos]] keys; have the tables changed?", len(out))
+	}
+	return out
+}
+
+// rangeText is how code writes a range: "1..999".
+func rangeText(r value.Range) string {
+	return strconv.FormatInt(r.Min, 10) + ".." + strconv.FormatInt(r.Max, 10)
+}
+
+// TestNoKeyRangeOutsideValue keeps each [[qos]] key's range in one place,
+// package config/value: no string of the code, the contract or the web
+// console writes it ("1..999"), no call passes its two ends as literals
+// (integer(p, v, 0, 7)) and no value.Range literal repeats it, except what go generate ./dbusapi
+// makes from the table (SetQoSSettings' settings paragraph, the web
+// console's lossless form). A range written twice is a range that one day
+// differs: the decoder's, the flag's and the writer's must be the rule
+// of package value.
+func TestNoKeyRangeOutsideValue(t *testing.T) {
+	ranges := keyRanges(t)
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{.Dir}}{{range .GoFiles}} {{.}}{{end}}`, "../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	fset := gotoken.NewFileSet()
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if strings.TrimPrefix(f[0], module) == "daemon/config/value" {
+			continue
+		}
+		for _, name := range f[2:] {
+			file := filepath.Join(f[1], name)
+			src, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(src), "\n// Code generated ") || strings.HasPrefix(string(src), "// Code generated ") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, file, src, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			ast.Inspect(af, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.BasicLit:
+					if n.Kind != gotoken.STRING {
+						return true
+					}
+					for _, r := range ranges {
+						if strings.Contains(n.Value, rangeText(r)) {
+							t.Errorf("%s: %s writes the range %s of a [[qos]] key: use package value's (%s)", fset.Position(n.Pos()), n.Value, rangeText(r), r)
+						}
+					}
+				case *ast.CompositeLit:
+					sel, ok := n.Type.(*ast.SelectorExpr)
+					if !ok || sel.Sel.Name != "Range" {
+						return true
+					}
+					var lo, hi int64
+					for _, e := range n.Elts {
+						if kv, ok := e.(*ast.KeyValueExpr); ok {
+							if id, ok := kv.Key.(*ast.Ident); ok {
+								if v, ok := intLiteral(kv.Value); ok && id.Name == "Min" {
+									lo = v
+								} else if ok && id.Name == "Max" {
+									hi = v
+								}
+							}
+						}
+					}
+					for _, r := range ranges {
+						if lo == r.Min && hi == r.Max {
+							t.Errorf("%s: a value.Range literal repeats the range %s of a [[qos]] key: use package value's", fset.Position(n.Pos()), rangeText(r))
+						}
+					}
+				case *ast.CallExpr:
+					for i := 0; i+1 < len(n.Args); i++ {
+						lo, ok1 := intLiteral(n.Args[i])
+						hi, ok2 := intLiteral(n.Args[i+1])
+						for _, r := range ranges {
+							if ok1 && ok2 && lo == r.Min && hi == r.Max {
+								t.Errorf("%s: a call passes the range %s of a [[qos]] key as literals: use package value's", fset.Position(n.Pos()), rangeText(r))
+							}
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("only %d files checked: go list did not list the module", checked)
+	}
+	// The contract and the web console, but for what the table makes.
+	contract := strings.Replace(string(dbusapi.IntrospectionXML), settingsParagraph(t), "", 1)
+	page, err := os.ReadFile("../cockpit/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, end := strings.Index(string(page), "<!-- The fields below are made"), strings.Index(string(page), "<!-- End of the generated fields. -->")
+	if start < 0 || end < start {
+		t.Fatal("cockpit/index.html: no generated fields")
+	}
+	script, err := os.ReadFile("../cockpit/rdmad.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{
+		"dbusapi/org.rdmad1.xml": contract,
+		"cockpit/index.html":     string(page[:start]) + string(page[end:]),
+		"cockpit/rdmad.js":       string(script),
+	} {
+		for _, r := range ranges {
+			if strings.Contains(text, rangeText(r)) {
+				t.Errorf("%s writes the range %s of a [[qos]] key outside what go generate ./dbusapi makes", name, rangeText(r))
+			}
+		}
+	}
+}
+
+// settingsParagraph is SetQoSSettings' settings paragraph as the contract
+// holds it (gendoc's tests hold it to the table).
+func settingsParagraph(t *testing.T) string {
+	t.Helper()
+	xml := string(dbusapi.IntrospectionXML)
+	i := strings.Index(xml, "\n      settings: the [[qos]] keys")
+	j := strings.Index(xml[i+1:], "\n      persist: ")
+	if i < 0 || j < 0 {
+		t.Fatal("org.rdmad1.xml: no settings paragraph in SetQoSSettings")
+	}
+	return xml[i+1 : i+1+j]
+}
+
+func intLiteral(e ast.Expr) (int64, bool) {
+	neg := false
+	if u, ok := e.(*ast.UnaryExpr); ok && u.Op == gotoken.SUB {
+		neg, e = true, u.X
+	}
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != gotoken.INT {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(lit.Value, 0, 64)
+	if neg {
+		n = -n
+	}
+	return n, err == nil
+}
