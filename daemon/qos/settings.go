@@ -95,24 +95,28 @@ func wantedOf(netdev, driver string, d config.LosslessDesired) wanted {
 func declaredOf(subject reconcile.Subject, netdev, driver string, d config.LosslessDesired) []declaredLossless {
 	w := wantedOf(netdev, driver, d)
 	var out []declaredLossless
-	add := func(set bool, x declaredLossless) {
-		if set {
-			out = append(out, x)
-		}
+	out = declare(out, d, config.QoSDCBX, DCBX, subject, w.dcbx, true)
+	out = declare(out, d, config.QoSCableLength, CableLength, subject, w.cable, true)
+	out = declare(out, d, config.QoSPrioTC, PrioTC, subject, w.prioTC, true)
+	out = declare(out, d, config.QoSTCBandwidth, Bandwidth, subject, w.bw, true)
+	out = declare(out, d, config.QoSTCMaxrate, Maxrate, subject, w.rate, true)
+	out = declare(out, d, config.QoSPrioBuffer, PrioBuffer, subject, w.prioBf, true)
+	out = declare(out, d, config.QoSBufferSize, BufferSize, subject, w.size, true)
+	out = declare(out, d, config.QoSUDPPortPrio, UDPPortPrio, subject, w.udp, true)
+	out = declare(out, d, config.QoSPause, Pause, subject, w.pause, false)
+	out = declare(out, d, config.QoSPFCStormTimeout, StormTimeout, subject, w.storm, false)
+	out = declare(out, d, config.QoSECN, ECN, subject, w.ecn, false)
+	out = declare(out, d, config.QoSCNPDSCP, CNPDSCP, subject, w.cnpD, false)
+	out = declare(out, d, config.QoSCNPPriority, CNPPriority, subject, w.cnpP, false)
+	return out
+}
+
+// declare appends the declared value want of setting h when key is
+// declared in d.
+func declare[T any, V reconcile.Value](out []declaredLossless, d config.LosslessDesired, key config.LosslessKey[T], h reconcile.Handle[V], subject reconcile.Subject, want V, viaDCB bool) []declaredLossless {
+	if x := key.Of(d); x.Set {
+		out = append(out, handleDecl(h, subject, want, x.Source, viaDCB))
 	}
-	add(config.QoSDCBX.Of(d).Set, handleDecl(DCBX, subject, w.dcbx, config.QoSDCBX.Of(d).Source, true))
-	add(config.QoSCableLength.Of(d).Set, handleDecl(CableLength, subject, w.cable, config.QoSCableLength.Of(d).Source, true))
-	add(config.QoSPrioTC.Of(d).Set, handleDecl(PrioTC, subject, w.prioTC, config.QoSPrioTC.Of(d).Source, true))
-	add(config.QoSTCBandwidth.Of(d).Set, handleDecl(Bandwidth, subject, w.bw, config.QoSTCBandwidth.Of(d).Source, true))
-	add(config.QoSTCMaxrate.Of(d).Set, handleDecl(Maxrate, subject, w.rate, config.QoSTCMaxrate.Of(d).Source, true))
-	add(config.QoSPrioBuffer.Of(d).Set, handleDecl(PrioBuffer, subject, w.prioBf, config.QoSPrioBuffer.Of(d).Source, true))
-	add(config.QoSBufferSize.Of(d).Set, handleDecl(BufferSize, subject, w.size, config.QoSBufferSize.Of(d).Source, true))
-	add(config.QoSUDPPortPrio.Of(d).Set, handleDecl(UDPPortPrio, subject, w.udp, config.QoSUDPPortPrio.Of(d).Source, true))
-	add(config.QoSPause.Of(d).Set, handleDecl(Pause, subject, w.pause, config.QoSPause.Of(d).Source, false))
-	add(config.QoSPFCStormTimeout.Of(d).Set, handleDecl(StormTimeout, subject, w.storm, config.QoSPFCStormTimeout.Of(d).Source, false))
-	add(config.QoSECN.Of(d).Set, handleDecl(ECN, subject, w.ecn, config.QoSECN.Of(d).Source, false))
-	add(config.QoSCNPDSCP.Of(d).Set, handleDecl(CNPDSCP, subject, w.cnpD, config.QoSCNPDSCP.Of(d).Source, false))
-	add(config.QoSCNPPriority.Of(d).Set, handleDecl(CNPPriority, subject, w.cnpP, config.QoSCNPPriority.Of(d).Source, false))
 	return out
 }
 
@@ -191,10 +195,10 @@ func (p *Part) readDCBX(netdev string) (DCBXValue, error) {
 func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subject reconcile.Subject, netdev string, d config.LosslessDesired, ie dcb.IEEE, hold error) {
 	w := wantedOf(netdev, dev.Driver, d)
 	get := func() (dcb.IEEE, error) { return p.DCB.Get(netdev) }
-	if config.QoSCableLength.Of(d).Set {
+	if decl := config.QoSCableLength.Of(d); decl.Set {
 		_, lacks := CableLengthOf(netdev, dev.Driver, ie)
 		converge(run, CableLength, lacks, nil, reconcile.Converge[CableLengthValue]{
-			Subject: subject, Want: w.cable, Source: config.QoSCableLength.Of(d).Source, Holds: CableLengthHolds, Hold: hold,
+			Subject: subject, Want: w.cable, Source: decl.Source, Holds: CableLengthHolds, Hold: hold,
 			Read: func() (CableLengthValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -228,9 +232,9 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 		}
 		return ie, err
 	}
-	if config.QoSPrioTC.Of(d).Set {
+	if decl := config.QoSPrioTC.Of(d); decl.Set {
 		converge(run, PrioTC, etsLacks, CheckPrioTC(netdev, etsCap, w.prioTC), reconcile.Converge[PrioTCValue]{
-			Subject: subject, Want: w.prioTC, Source: config.QoSPrioTC.Of(d).Source, Hold: hold,
+			Subject: subject, Want: w.prioTC, Source: decl.Source, Hold: hold,
 			Read: func() (PrioTCValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -248,10 +252,10 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 			},
 		})
 	}
-	if config.QoSTCBandwidth.Of(d).Set {
+	if decl := config.QoSTCBandwidth.Of(d); decl.Set {
 		w.bw.Cap = etsCap
 		converge(run, Bandwidth, etsLacks, CheckBandwidth(netdev, etsCap, w.bw.BW), reconcile.Converge[BandwidthValue]{
-			Subject: subject, Want: w.bw, Source: config.QoSTCBandwidth.Of(d).Source, Holds: ETSBandwidthHolds, Hold: hold,
+			Subject: subject, Want: w.bw, Source: decl.Source, Holds: ETSBandwidthHolds, Hold: hold,
 			Read: func() (BandwidthValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -269,10 +273,10 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 			},
 		})
 	}
-	if config.QoSTCMaxrate.Of(d).Set {
+	if decl := config.QoSTCMaxrate.Of(d); decl.Set {
 		_, lacks := MaxrateOf(netdev, dev.Driver, ie)
 		converge(run, Maxrate, lacks, nil, reconcile.Converge[MaxrateValue]{
-			Subject: subject, Want: w.rate, Source: config.QoSTCMaxrate.Of(d).Source, Holds: MaxrateHolds, Hold: hold,
+			Subject: subject, Want: w.rate, Source: decl.Source, Holds: MaxrateHolds, Hold: hold,
 			Read: func() (MaxrateValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -297,9 +301,9 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 		}
 		return p.DCB.SetBuffer(netdev, NextBuffer(*ie.Buffer, prio, size))
 	}
-	if config.QoSPrioBuffer.Of(d).Set {
+	if decl := config.QoSPrioBuffer.Of(d); decl.Set {
 		converge(run, PrioBuffer, bufLacks, nil, reconcile.Converge[PrioBufferValue]{
-			Subject: subject, Want: w.prioBf, Source: config.QoSPrioBuffer.Of(d).Source, Hold: hold,
+			Subject: subject, Want: w.prioBf, Source: decl.Source, Hold: hold,
 			Read: func() (PrioBufferValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -311,9 +315,9 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 			Write: func(want PrioBufferValue) error { return writeBuffer(&want, nil) },
 		})
 	}
-	if config.QoSBufferSize.Of(d).Set {
+	if decl := config.QoSBufferSize.Of(d); decl.Set {
 		converge(run, BufferSize, bufLacks, nil, reconcile.Converge[BufferSizeValue]{
-			Subject: subject, Want: w.size, Source: config.QoSBufferSize.Of(d).Source, Hold: hold,
+			Subject: subject, Want: w.size, Source: decl.Source, Hold: hold,
 			Read: func() (BufferSizeValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -326,9 +330,9 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 			Fix:   "mlx5 keeps buffer sizes in whole cells: declare the size the driver kept",
 		})
 	}
-	if config.QoSUDPPortPrio.Of(d).Set {
+	if decl := config.QoSUDPPortPrio.Of(d); decl.Set {
 		converge(run, UDPPortPrio, CheckDgramDriver(netdev, dev.Driver, w.udp.Map), nil, reconcile.Converge[UDPPortPrioValue]{
-			Subject: subject, Want: w.udp, Source: config.QoSUDPPortPrio.Of(d).Source, Holds: DgramPortsHolds, Hold: hold,
+			Subject: subject, Want: w.udp, Source: decl.Source, Holds: DgramPortsHolds, Hold: hold,
 			Read: func() (UDPPortPrioValue, error) {
 				ie, err := get()
 				if err != nil {
@@ -386,9 +390,9 @@ func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, sub
 	if err == nil && !raw.Present {
 		na = UpstreamECN(netdev, dev.Driver, port)
 	}
-	if config.QoSECN.Of(d).Set {
+	if decl := config.QoSECN.Of(d); decl.Set {
 		converge(run, ECN, na, nil, reconcile.Converge[ECNValue]{
-			Subject: subject, Want: w.ecn, Source: config.QoSECN.Of(d).Source, Holds: ECNHolds, Watch: ecnWatch(netdev),
+			Subject: subject, Want: w.ecn, Source: decl.Source, Holds: ECNHolds, Watch: ecnWatch(netdev),
 			Read: func() (ECNValue, error) {
 				v, _, err := ReadECN(p.Host, netdev)
 				return v, err
@@ -414,16 +418,16 @@ func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, sub
 			return CNPValue{Netdev: netdev, Value: get(e)}, nil
 		}
 	}
-	if config.QoSCNPDSCP.Of(d).Set {
+	if decl := config.QoSCNPDSCP.Of(d); decl.Set {
 		converge(run, CNPDSCP, na, nil, reconcile.Converge[CNPValue]{
-			Subject: subject, Want: w.cnpD, Source: config.QoSCNPDSCP.Of(d).Source, Watch: ecnWatch(netdev),
+			Subject: subject, Want: w.cnpD, Source: decl.Source, Watch: ecnWatch(netdev),
 			Read:  cnp(func(e OFEDECN) int { return e.CNPDSCP }, "CNP DSCP"),
 			Write: func(want CNPValue) error { return writeCNPDSCP(p.Host, netdev, want.Value) },
 		})
 	}
-	if config.QoSCNPPriority.Of(d).Set {
+	if decl := config.QoSCNPPriority.Of(d); decl.Set {
 		converge(run, CNPPriority, na, nil, reconcile.Converge[CNPValue]{
-			Subject: subject, Want: w.cnpP, Source: config.QoSCNPPriority.Of(d).Source, Watch: ecnWatch(netdev),
+			Subject: subject, Want: w.cnpP, Source: decl.Source, Watch: ecnWatch(netdev),
 			Read:  cnp(func(e OFEDECN) int { return e.CNPPrio }, "CNP priority"),
 			Write: func(want CNPValue) error { return writeCNPPriority(p.Host, netdev, want.Value) },
 		})
