@@ -85,10 +85,7 @@ func run() int {
 	h := host.New(*root)
 	kernel := compose.RealKernel()
 	if h.Root != "/" {
-		// A fixture root has no kernel of its own: RDMA netlink would
-		// create links or switch the netns mode of this machine, DCB
-		// netlink would set PFC and trust on its adapters.
-		kernel.Links, kernel.Netns, kernel.DCB, kernel.Ethtool = offHost{h.Root}, offHost{h.Root}, offHost{h.Root}, offHost{h.Root}
+		kernel = offHostKernel(h, kernel)
 	}
 	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Parts: compose.Parts(kernel), Log: log, OneShot: *once})
 	if err != nil {

@@ -496,7 +496,7 @@ rdmad_links:
 		t.Fatalf("the run did not fail in the verification:\n%s", out)
 	}
 	limits := filepath.Join(root, "etc/security/limits.d/90-rdmad-memlock.conf")
-	for _, want := range []string{"mlx5_0/1 qos pfc: netlink is not used with --root", "host memlock limits.d: open " + limits + ": not a directory",
+	for _, want := range []string{"mlx5_0/1 qos pfc: get IEEE DCB of ens1f0np0: netlink is not used with --root", "host memlock limits.d: open " + limits + ": not a directory",
 		"rxe7 (rxe on nosuch0: not created"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the verification failure does not name %q:\n%s", want, out)

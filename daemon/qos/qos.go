@@ -240,20 +240,12 @@ func (p *Part) log() *slog.Logger {
 
 func (p *Part) ethtool() ethtool.Kernel {
 	if p.Ethtool == nil {
-		return noEthtool{}
+		return ethtool.Unavailable(errNoEthtool)
 	}
 	return p.Ethtool
 }
 
-// noEthtool is the ethtool of a part built without one.
-type noEthtool struct{}
-
 var errNoEthtool = errors.New("this rdmad has no ethtool access (global pause and the PFC storm timeout cannot be set)")
-
-func (noEthtool) Pause(string) (ethtool.Pause, error)     { return ethtool.Pause{}, errNoEthtool }
-func (noEthtool) SetPause(string, bool, bool) error       { return errNoEthtool }
-func (noEthtool) PFCStormTimeout(string) (uint16, error)  { return 0, errNoEthtool }
-func (noEthtool) SetPFCStormTimeout(string, uint16) error { return errNoEthtool }
 
 // Apply keeps PFC and trust on the netdev of every port of the device a
 // [[qos]] rule selects. A netdev that refuses fails alone.
