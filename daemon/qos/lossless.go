@@ -177,17 +177,35 @@ func NextETSPrioTC(cur dcb.ETS, want PrioTCValue) dcb.ETS {
 }
 
 // NextETSBandwidth is the ETS struct to write for tc_bandwidth: the
-// current one with the transmit shares and algorithms changed.
+// current one with the transmit shares and algorithms changed. A rule
+// declares ets or strict; a value put back when the rule goes may be any
+// algorithm the driver reported (mlx5 starts with vendor), as ETSOf
+// names it.
 func NextETSBandwidth(cur dcb.ETS, want config.ETSBandwidth) dcb.ETS {
 	for i := 0; i < config.MaxPrio; i++ {
 		cur.TxBW[i] = want.Percent[i]
-		if want.TSA[i] == config.TSAETS {
-			cur.TSA[i] = dcb.TSAETS
-		} else {
-			cur.TSA[i] = dcb.TSAStrict
-		}
+		cur.TSA[i] = tsaOf(want.TSA[i])
 	}
 	return cur
+}
+
+// tsaOf is the algorithm ETSOf named: ets, strict, or another's name
+// (dcb.TSA's String); anything else is strict.
+func tsaOf(name config.TSA) dcb.TSA {
+	switch name {
+	case config.TSAETS:
+		return dcb.TSAETS
+	case config.TSAStrict:
+		return dcb.TSAStrict
+	}
+	for t := dcb.TSA(0); ; t++ {
+		if t.String() == string(name) {
+			return t
+		}
+		if t == 255 {
+			return dcb.TSAStrict
+		}
+	}
 }
 
 // MaxrateValue is the transmit rate limit of each traffic class.

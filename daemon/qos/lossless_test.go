@@ -279,3 +279,22 @@ func TestECNThroughOFEDSysfs(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A tc_bandwidth put back when its rule goes is the one ETSOf read,
+// algorithms included: mlx5 starts with every class vendor-specific, and
+// putting that back as strict would leave the port as no one set it.
+func TestNextETSBandwidthPutsBackWhatETSOfRead(t *testing.T) {
+	found := dcb.ETS{Cap: 8, TxBW: [8]uint8{100, 100, 100, 100, 100, 100, 100, 100}, PrioTC: [8]uint8{1, 0, 2, 3, 4, 5, 6, 7}}
+	for i := range found.TSA {
+		found.TSA[i] = dcb.TSAVendor
+	}
+	found.TSA[6], found.TSA[7] = dcb.TSACBShaper, dcb.TSA(7)
+	_, bw, err := qos.ETSOf("ens1f0np0", qos.MLX5Driver, dcb.IEEE{ETS: &found})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := dcb.ETS{Cap: 8, TSA: [8]dcb.TSA{dcb.TSAETS, dcb.TSAETS}, TxBW: [8]uint8{50, 50}}
+	if got := qos.NextETSBandwidth(changed, bw.BW); got.TSA != found.TSA || got.TxBW != found.TxBW {
+		t.Errorf("put back %v %v, want %v %v", got.TSA, got.TxBW, found.TSA, found.TxBW)
+	}
+}
