@@ -7,6 +7,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/events"
+	"github.com/rdmad/rdmad/daemon/fixturekernel"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/service"
 )
@@ -81,6 +82,18 @@ func startEvents(ctx context.Context, svc *service.Service, dirs *events.DirWatc
 			Open: events.OpenPauseMonitor,
 			Req:  svc,
 			Log:  log.With("source", "ethtool-monitor"),
+		}
+	} else if fixturekernel.Present(h) {
+		// A fixture's DCB and ethtool state is a file: its changes, by
+		// rdmad or another manager, are the DCB and pause notifications,
+		// and an mlx5 PFC change the carrier drop rtnetlink would report.
+		sources["fixture-kernel"] = &fixturekernel.Watcher{
+			Host:         h,
+			Recheck:      svc.RecheckNetdev,
+			CarrierLost:  svc.Health().CarrierLost,
+			StateChanged: svc.RequestNetdevState,
+			RequestAll:   svc.RequestAll,
+			Log:          log.With("source", "fixture-kernel"),
 		}
 	}
 	return events.RunAll(ctx, log, sources)

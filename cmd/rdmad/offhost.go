@@ -6,6 +6,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/ethtool"
+	"github.com/rdmad/rdmad/daemon/fixturekernel"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/links"
 	"github.com/rdmad/rdmad/daemon/netns"
@@ -15,10 +16,18 @@ import (
 // kernel of its own: RDMA netlink would create links or switch the netns
 // mode of the machine rdmad runs on, DCB netlink and ethtool would set PFC
 // and trust on its adapters (a fixture's ens1f0np0 may well be a real
-// adapter's name here). Those actions fail, named.
+// adapter's name here). Those actions fail, named; DCB and ethtool are
+// served from the fixture's own state file where it carries one
+// (fixturekernel.File).
 func offHostKernel(h *host.Host, k compose.Kernel) compose.Kernel {
 	notHere := fmt.Errorf("netlink is not used with --root %s (it would act on this machine's kernel)", h.Root)
 	k.Links, k.Netns = links.Unavailable(notHere), netns.Unavailable(notHere)
-	k.DCB, k.Ethtool = dcb.Unavailable(notHere), ethtool.Unavailable(notHere)
+	if fixturekernel.Present(h) {
+		fk := fixturekernel.New(h)
+		k.DCB, k.Ethtool = fk, fk
+		return k
+	}
+	noState := fmt.Errorf("%w, and the fixture has no %s to serve DCB and ethtool from", notHere, fixturekernel.File)
+	k.DCB, k.Ethtool = dcb.Unavailable(noState), ethtool.Unavailable(noState)
 	return k
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -188,18 +189,22 @@ func snapshot(t *testing.T, root string) string {
 
 // A fixture's netdev names (ens1f0np0) may be a real adapter's on the
 // machine running the tests: neither RDMA netlink (links) nor DCB netlink
-// ([[qos]]) may reach this machine's kernel with --root.
+// ([[qos]]) may reach this machine's kernel with --root. The fixture's own
+// DCB state takes the [[qos]] rule instead.
 func TestOnceUnderRootDoesNotTouchThisKernel(t *testing.T) {
 	root, env, _ := demoHost(t)
 	hosttest.Write(t, root, "etc/rdma/rdmad.d/70-link.toml", "[[link]]\nname = \"rxe9\"\ntype = \"rxe\"\nnetdev = \"ens2\"\n")
 	hosttest.Write(t, root, "etc/rdma/rdmad.d/71-qos.toml", "[[qos]]\ndevice = \"mlx5_0\"\nport = 1\npfc = [3]\n")
 	out, _, code := rdmad(t, env, "--root", root, "--once")
-	if code != 1 || !strings.Contains(out, "rxe9") || strings.Count(out, "netlink is not used with --root") < 2 {
+	if code != 1 || !strings.Contains(out, "rdma link add rxe9 type rxe netdev ens2: netlink is not used with --root") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "ens1f0np0") && !strings.Contains(line, "netlink is not used with --root") && strings.Contains(line, "fail") {
-			t.Errorf("a DCB request for ens1f0np0 reached this kernel: %s", line)
+		if strings.Contains(line, "ens1f0np0") && strings.Contains(line, "fail") {
+			t.Errorf("a DCB request for ens1f0np0 failed: %s", line)
 		}
+	}
+	if got := qosOf(t, root, "ens1f0np0").pfc; !slices.Equal(got, []int{3}) {
+		t.Errorf("the fixture's ens1f0np0 has PFC %v, want [3]", got)
 	}
 }

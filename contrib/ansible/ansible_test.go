@@ -18,6 +18,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/fixturekernel"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/test/bustest"
@@ -320,6 +321,16 @@ func readFile(t *testing.T, p string) string {
 func TestRoleAppliesPolicyThroughRdmad(t *testing.T) {
 	addr := bustest.Start(t)
 	root, env := livetest.DemoHost(t)
+	state, err := fixturekernel.New(host.New(root)).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state.Netdevs["ens1f0np0"].Refuse = map[string]string{fixturekernel.VerbSetPFC: "EBUSY"}
+	b, err := fixturekernel.Marshal(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosttest.Write(t, root, fixturekernel.File, string(b))
 	livetest.Start(t, bins, addr, root, env)
 	etc := filepath.Join(root, "etc/rdma")
 	common := fmt.Sprintf(`rdmad_install: false
@@ -458,13 +469,23 @@ rdmad_memlock: {soft: 64G, hard: unlimited}
 }
 
 // TestRoleVerifiesEveryDeclaredKind: the verification is not RoCE's alone.
-// A [[qos]] rule rdmad cannot apply (a fixture root: rdmad refuses DCB
-// netlink there, which would act on this machine's kernel), memlock limits
+// A [[qos]] rule rdmad cannot apply (the fixture's mlx5 driver refuses the
+// PFC change with EBUSY), memlock limits
 // it cannot write (limits.d is a file) and a soft link whose netdev does not
 // exist each fail the run, named with the port, setting or link.
 func TestRoleVerifiesEveryDeclaredKind(t *testing.T) {
 	addr := bustest.Start(t)
 	root, env := livetest.DemoHost(t)
+	state, err := fixturekernel.New(host.New(root)).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state.Netdevs["ens1f0np0"].Refuse = map[string]string{fixturekernel.VerbSetPFC: "EBUSY"}
+	b, err := fixturekernel.Marshal(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosttest.Write(t, root, fixturekernel.File, string(b))
 	livetest.Start(t, bins, addr, root, env)
 	etc := filepath.Join(root, "etc/rdma")
 	if err := os.RemoveAll(filepath.Join(root, "etc/security/limits.d")); err != nil {
@@ -496,7 +517,7 @@ rdmad_links:
 		t.Fatalf("the run did not fail in the verification:\n%s", out)
 	}
 	limits := filepath.Join(root, "etc/security/limits.d/90-rdmad-memlock.conf")
-	for _, want := range []string{"mlx5_0/1 qos pfc: get IEEE DCB of ens1f0np0: netlink is not used with --root", "host memlock limits.d: open " + limits + ": not a directory",
+	for _, want := range []string{"mlx5_0/1 qos pfc: set PFC of ens1f0np0: driver refused the DCB setting (status -16: device or resource busy)", "host memlock limits.d: open " + limits + ": not a directory",
 		"rxe7 (rxe on nosuch0: not created"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the verification failure does not name %q:\n%s", want, out)

@@ -207,6 +207,163 @@ ofed() {
 	done
 }
 
+# kernel_state ROOT NETDEV... : the fixture's DCB and ethtool state, which
+# rdmad --root serves as DCB netlink and ethtool (fixture/kernel.json,
+# docs/fixtures.md), netdevs in name order, as daemon/fixturekernel writes
+# it. NETDEV is an mlx5 port as mlx5_core reports it after boot
+# (docs/fixtures.md names the kernel lines: host DCBX, PFC off with the
+# 7 m default cable length, the driver's initial ETS, no rate limits, PCP
+# trust with no APP entry, global pause on); NETDEV:virtual a netdev
+# without DCB, pause or tunable (veth).
+kernel_state() {
+	local root=$1 n sep=""; shift
+	mkdir -p "$root/fixture"
+	{
+		printf '{\n  "netdev": {'
+		for n in "$@"; do
+			printf '%s\n' "$sep"
+			sep=","
+			if [[ $n == *:virtual ]]; then printf '    "%s": {}' "${n%:virtual}"; continue; fi
+			cat <<EOC
+    "$n": {
+      "driver": "mlx5_core",
+      "pfc_storm_timeout": 0,
+      "pause": {
+        "autoneg": false,
+        "rx": true,
+        "tx": true
+      },
+      "dcb": {
+        "dcbx": [
+          "host",
+          "cee",
+          "ieee"
+        ],
+        "app": [],
+        "pfc": {
+          "pfc_cap": 8,
+          "prio_pfc": [],
+          "macsec_bypass": 0,
+          "delay": 7
+        },
+        "ets": {
+          "willing": 0,
+          "ets_cap": 8,
+          "cbs": 0,
+          "tc_bw": [
+            100,
+            100,
+            100,
+            100,
+            100,
+            100,
+            100,
+            100
+          ],
+          "tc_rx_bw": [
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0
+          ],
+          "tc_tsa": [
+            "vendor",
+            "vendor",
+            "vendor",
+            "vendor",
+            "vendor",
+            "vendor",
+            "vendor",
+            "vendor"
+          ],
+          "prio_tc": [
+            1,
+            0,
+            2,
+            3,
+            4,
+            5,
+            6,
+            7
+          ],
+          "reco_tc_bw": [
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0
+          ],
+          "reco_tc_tsa": [
+            "strict",
+            "strict",
+            "strict",
+            "strict",
+            "strict",
+            "strict",
+            "strict",
+            "strict"
+          ],
+          "reco_prio_tc": [
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0
+          ]
+        },
+        "maxrate": {
+          "tc_maxrate": [
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0
+          ]
+        },
+        "buffer": {
+          "prio_buffer": [
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0
+          ],
+          "buffer_size": [
+            262016,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0
+          ],
+          "total_size": 524160
+        }
+      }
+EOC
+			printf '    }'
+		done
+		printf '\n  }\n}\n'
+	} > "$root/fixture/kernel.json"
+}
+
 mlx4() {
 	local root=$1 pci="pci0000:00/0000:00:03.0/0000:05:00.0" d
 	pci_device "$root" "$pci" mlx4_core
@@ -445,8 +602,8 @@ build() {
 	rm -rf "$name"; mkdir -p "$name"
 	"$@"
 }
-build mlx5 eval 'common mlx5 configfs ib_core rdma_cm ib_cm iw_cm mlx5_core mlx5_ib; mlx5 mlx5'
-build mlx5-ofed eval 'common mlx5-ofed configfs ib_core rdma_cm ib_cm iw_cm mlx5_core mlx5_ib; mlx5 mlx5-ofed; ofed mlx5-ofed'
+build mlx5 eval 'common mlx5 configfs ib_core rdma_cm ib_cm iw_cm mlx5_core mlx5_ib; mlx5 mlx5; kernel_state mlx5 ens1f0np0 ens1f1np1'
+build mlx5-ofed eval 'common mlx5-ofed configfs ib_core rdma_cm ib_cm iw_cm mlx5_core mlx5_ib; mlx5 mlx5-ofed; ofed mlx5-ofed; kernel_state mlx5-ofed ens1f0np0 ens1f1np1'
 build mlx4 eval 'common mlx4 configfs ib_core rdma_cm mlx4_core mlx4_ib; mlx4 mlx4'
 build hfi1 eval 'common hfi1 configfs ib_core rdma_cm hfi1; hfi1 hfi1'
 build rxe eval 'common rxe configfs ib_core rdma_cm rdma_rxe; rxe rxe'
@@ -478,5 +635,5 @@ demo_userspace() {
 	userspace "$root" "pci0000:00/0000:00:03.0/0000:05:00.0" "uverbs2:mlx4_0" mlx4
 	userspace "$root" virtual "uverbs3:rxe0" rxe
 }
-build demo eval 'common demo configfs ib_core rdma_cm ib_cm iw_cm ib_uverbs rdma_ucm mlx5_core mlx5_ib mlx4_core mlx4_ib rdma_rxe; mlx5 demo; mlx4 demo; rxe demo; demo_userspace demo'
+build demo eval 'common demo configfs ib_core rdma_cm ib_cm iw_cm ib_uverbs rdma_ucm mlx5_core mlx5_ib mlx4_core mlx4_ib rdma_rxe; mlx5 demo; mlx4 demo; rxe demo; demo_userspace demo; kernel_state demo ens1f0np0 ens1f1np1 veth0:virtual'
 echo "fixtures written"

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/rdmad/rdmad/daemon/fixturekernel"
+	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/test/bustest"
 	"github.com/rdmad/rdmad/test/livetest"
@@ -432,11 +435,11 @@ func TestCockpitPage(t *testing.T) {
 	if !strings.HasPrefix(refusal, "The kernel refused to set RoCE on mlx5_1 port 1; nothing was left half-applied.") || strings.Contains(refusal, "org.rdmad1.Error") {
 		t.Errorf("the kernel's refusal reads %q", refusal)
 	}
-	// The lossless RoCE form sends SetQoSSettings with its variants: rdmad
-	// runs on a fixture root, where it does not touch this machine's DCB or
-	// ethtool, so the settings are refused with that reason (a wrong
-	// signature or variant type would be InvalidArgs instead), and a value
-	// out of range is refused naming its key before anything is tried.
+	// The lossless RoCE form sends SetQoSSettings with its variants (a
+	// wrong signature or variant type would be InvalidArgs): the fixture's
+	// ConnectX-5 takes them into its DCB and ethtool state
+	// (fixture/kernel.json), and a value out of range is refused naming
+	// its key before anything is tried.
 	b.run(t, "set pause off and PFC 3 on mlx5_0/1",
 		chromedp.SetValue("#qos-port", `["mlx5_0",1]`, chromedp.ByID),
 		chromedp.SetValue("#qos-pfc", "3", chromedp.ByID),
@@ -444,11 +447,18 @@ func TestCockpitPage(t *testing.T) {
 		chromedp.SetValue("#qos-cable-length", "10", chromedp.ByID),
 		chromedp.Click("#qos-apply", chromedp.ByID),
 	)
-	b.waitFor(t, "the SetQoSSettings refusal", `document.getElementById("qos-result").classList.contains("fail")`)
+	b.waitFor(t, "the SetQoSSettings result", `/^result (ok|fail)$/.test(document.getElementById("qos-result").className)`)
 	var qosResult string
 	b.eval(t, `document.getElementById("qos-result").textContent`, &qosResult)
-	if !strings.Contains(qosResult, "is not used with --root") || strings.Contains(qosResult, "org.rdmad1.Error") {
+	if !strings.HasPrefix(qosResult, "Set mlx5_0 port 1") {
 		t.Errorf("the lossless form's result reads %q", qosResult)
+	}
+	state, err := fixturekernel.New(host.New(root)).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := state.Netdevs["ens1f0np0"]; !slices.Equal(n.DCB.PFC.Enabled, []int{3}) || n.Pause.RX || n.Pause.TX || n.DCB.PFC.Delay != 10 {
+		t.Errorf("after the lossless form, ens1f0np0 holds PFC %v, pause %+v, cable %d m", n.DCB.PFC.Enabled, *n.Pause, n.DCB.PFC.Delay)
 	}
 	var cleared bool
 	b.eval(t, `(() => { for (const id of ["qos-pfc", "qos-pause", "qos-cable-length"]) document.getElementById(id).value = ""; return true; })()`, &cleared)
