@@ -2,8 +2,11 @@
 # `make demo`: rdmad's main job on the bundled fixture host (test/hosts/demo:
 # two ConnectX-5 RoCE functions, a ConnectX-3 VPI adapter with one InfiniBand
 # and one Ethernet port, and a Soft-RoCE device), with the shipped
-# configuration plus the example RoCE policy. No RDMA hardware, no root
-# changes to this machine: everything happens in a temporary copy.
+# configuration plus the example RoCE and lossless RoCE policies. The
+# ConnectX-5 netdevs' DCB and ethtool state is the fixture's
+# fixture/kernel.json, which rdmad --root serves as DCB netlink and ethtool
+# (docs/fixtures.md). No RDMA hardware, no root changes to this machine:
+# everything happens in a temporary copy.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BIN:-$repo/bin} # make demo builds them there; test/demo_test.go elsewhere
@@ -14,7 +17,7 @@ root=$work/host
 cp -a "$repo/test/hosts/demo" "$root"
 mkdir -p "$root/etc/rdma/rdmad.d"
 cp "$repo/etc/rdma/rdmad.toml" "$root/etc/rdma/rdmad.toml"
-cp "$repo/docs/examples/50-roce.toml" "$root/etc/rdma/rdmad.d/50-roce.toml"
+cp "$repo/docs/examples/50-roce.toml" "$repo/docs/examples/60-lossless.toml" "$root/etc/rdma/rdmad.d/"
 
 # modprobe stand-in, first in PATH: says what it would load and lists the
 # modules in the fixture's proc/modules, as a real load would.
@@ -53,10 +56,15 @@ show_host() {
 		echo "(none)"
 	fi
 	printf '  modules loaded: %s\n' "$(cut -d' ' -f1 "$root/proc/modules" | tr '\n' ' ')"
+	show_qos
 }
 
-heading "Part 1: rdmad --once. Policy: the shipped /etc/rdma/rdmad.toml plus this drop-in (rdmad.d/50-roce.toml)"
-grep -v '^#' "$root/etc/rdma/rdmad.d/50-roce.toml" | sed '/^$/d; s/^/  /'
+# show_qos: the DCB and ethtool state of the netdevs that have DCB, from the
+# fixture's kernel state (what `dcb` and `ethtool -a` would show).
+show_qos() { awk -f "$repo/test/fixture-state.awk" "$root/fixture/kernel.json"; }
+
+heading "Part 1: rdmad --once. Policy: the shipped /etc/rdma/rdmad.toml plus these drop-ins (rdmad.d/50-roce.toml, rdmad.d/60-lossless.toml)"
+grep -hv '^#' "$root/etc/rdma/rdmad.d/50-roce.toml" "$root/etc/rdma/rdmad.d/60-lossless.toml" | sed '/^$/d; s/^/  /'
 
 heading "Before: the host as the kernel leaves it at boot"
 show_host
@@ -75,6 +83,10 @@ root=$work/host2
 cp -a "$repo/test/hosts/demo" "$root"
 mkdir -p "$root/etc/rdma/rdmad.d"
 cp "$repo/etc/rdma/rdmad.toml" "$root/etc/rdma/rdmad.toml"
+# This boot's id: what rdmad finds before its first change is kept for the
+# boot it was found in, and put back when a declaration goes.
+mkdir -p "$root/proc/sys/kernel/random"
+echo 6c1f0e4a-9b7d-4e2c-8a35-d0f1e2a3b4c5 >"$root/proc/sys/kernel/random/boot_id"
 sed -i "s|$work/host/|$root/|" "$work/bin/modprobe"
-RDMAD=$bin/rdmad RDMACTL=$bin/rdmactl "$repo/test/demo-bus.sh" "$root" "$repo/docs/examples/50-roce.toml" 2>&1 |
+RDMAD=$bin/rdmad RDMACTL=$bin/rdmactl "$repo/test/demo-bus.sh" "$root" "$repo/docs/examples/50-roce.toml" "$repo/docs/examples/60-lossless.toml" 2>&1 |
 	awk -v root="$root" -f "$repo/test/unroot.awk"

@@ -20,7 +20,8 @@ var (
 
 // misaligned returns the rows of the tables in out (a header of capitalised
 // column names up to an empty line) whose cells do not start where the
-// header's names start.
+// header's names start; a line that only continues the last cell starts
+// where that cell does.
 func misaligned(out string) []string {
 	var bad []string
 	var starts []int
@@ -32,6 +33,9 @@ func misaligned(out string) []string {
 			}
 		case starts != nil && line == "":
 			starts = nil
+		case starts != nil && strings.TrimLeft(line, " ") != "" && len(line)-len(strings.TrimLeft(line, " ")) == starts[len(starts)-1]:
+			// The last cell continued on a line of its own (doctor's
+			// fix under its finding): aligned when it starts there.
 		case starts != nil:
 			for _, s := range starts[1:] {
 				// The cell before ends with a space and this one starts
@@ -51,6 +55,10 @@ func TestMisalignedFindsAShiftedRow(t *testing.T) {
 	table := "NAME  TYPE VALUE     FLAGS\n.A    p    \"x\"       e\n.B    p    \"/etc/y\" e\n"
 	if bad := misaligned(table); len(bad) != 1 || !strings.Contains(bad[0], ".B") {
 		t.Errorf("misaligned(%q) = %q, want the .B row", table, bad)
+	}
+	findings := "SEVERITY  FINDING\nwarn      lossy\n          fix: pfc\nwarn      lossy\n         fix: shifted\n"
+	if bad := misaligned(findings); len(bad) != 1 || !strings.Contains(bad[0], "shifted") {
+		t.Errorf("misaligned(%q) = %q, want the shifted continuation alone", findings, bad)
 	}
 }
 
@@ -89,6 +97,28 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{"busctl introspect", ".DesiredRoCESource", "rdmactl roce set", "DECLARED_MODE"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the demo does not show %q:\n%s", want, out)
+		}
+	}
+	// Lossless RoCE: the ConnectX-5's PFC, trust and ETS before and after
+	// rdmad --once, rdmactl qos show on the bus, another tool's change
+	// corrected, and what rdmad found put back when the rule goes.
+	plain := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(out, "")
+	for _, want := range []string{
+		"  ens1f0np0   none  pcp    on     7 m    1,0,2,3,4,5,6,7  vendor,vendor,vendor,vendor,vendor,vendor,vendor,vendor\n",
+		"  ens1f0np0   3     dscp   off    7 m    0,0,0,1,0,0,0,0  50%,50%,strict,strict,strict,strict,strict,strict\n",
+		"== After: rdmactl qos show mlx5_0\nPORT      NETDEV     TRUST  PFC  DECLARED_TRUST  DECLARED_PFC",
+		"mlx5_0/1  ens1f0np0  dscp   3    dscp            3",
+		"mlx5_0/1  ETS priority classes  [0,0,0,1,0,0,0,0]",
+		`"corrected a setting changed behind rdmad's back" subject=mlx5_0/1 setting=qos_trust found=pcp restored=dscp`,
+	} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("the demo does not show %q:\n%s", want, plain)
+		}
+	}
+	_, undone, _ := strings.Cut(plain, "== Remove the lossless RoCE policy")
+	for _, want := range []string{"mlx5_0/1  ens1f0np0  pcp    none", "ETS bandwidth         [vendor, vendor,"} {
+		if !strings.Contains(undone, want) {
+			t.Errorf("removing the lossless rule does not show %q:\n%s", want, undone)
 		}
 	}
 	if bad := misaligned(out); len(bad) > 0 {
