@@ -7,7 +7,9 @@
 #                               packaging checks (lintian, rpm, mmdebstrap for the Debian root,
 #                               rpmbuild and debhelper to build make dist's tarball),
 #                               ansible-core, PyGObject and the Kubernetes API models (python3),
-#                               cockpit-ws, cockpit-bridge and chromium (the Cockpit page's test)
+#                               cockpit-ws, cockpit-bridge and chromium (the Cockpit page's test),
+#                               promtool, prometheus and node_exporter taken from Debian's
+#                               packages into .tools/ (the rules and the fleet-view test)
 set -euo pipefail
 
 need=()
@@ -69,25 +71,35 @@ test)
 	;;
 esac
 
-# promtool (`promtool check metrics` on rdmad's textfile): Debian ships it in
-# the prometheus package, which would also install and start a Prometheus
-# server. Only the one static binary is taken from that package, into
-# .tools/ (gitignored), where the metrics tests look for it.
-install_promtool() {
-	local repo tmp
+# promtool (`promtool check metrics` on rdmad's textfile, `promtool check
+# rules` and `promtool test rules` on contrib/prometheus), and the prometheus
+# and node_exporter servers the fleet-view test runs on loopback: Debian
+# ships them in the prometheus and prometheus-node-exporter packages, which
+# would also install and start the services. Only the static binaries are
+# taken from those packages, into .tools/ (gitignored), where the tests
+# look for them.
+install_tool() { # install_tool NAME PACKAGE PATH-IN-PACKAGE
+	local name=$1 pkg=$2 member=$3 repo tmp
 	repo=$(cd "$(dirname "$0")/.." && pwd)
-	command -v promtool >/dev/null 2>&1 && return 0
-	[ -x "$repo/.tools/promtool" ] && return 0
+	[ -x "$repo/.tools/$name" ] && return 0
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' RETURN
-	if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+	if ! (cd "$tmp" && apt-get download -qq "$pkg" >/dev/null 2>&1); then
 		[ "$(id -u)" -eq 0 ] && apt-get update -qq
-		(cd "$tmp" && apt-get download -qq prometheus >/dev/null)
+		(cd "$tmp" && apt-get download -qq "$pkg" >/dev/null)
 	fi
 	mkdir -p "$repo/.tools"
-	dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb | tar -xOf - ./usr/bin/promtool >"$tmp/promtool"
-	install -m 0755 "$tmp/promtool" "$repo/.tools/promtool"
-	echo "install-deps: promtool from Debian's prometheus package in .tools/promtool" >&2
+	dpkg-deb --fsys-tarfile "$tmp"/"$pkg"_*.deb | tar -xOf - "$member" >"$tmp/$name"
+	install -m 0755 "$tmp/$name" "$repo/.tools/$name"
+	echo "install-deps: $name from Debian's $pkg package in .tools/$name" >&2
+}
+
+# A binary already in PATH (the packages installed by hand) is used as it is.
+install_prometheus_tools() {
+	command -v promtool >/dev/null 2>&1 || install_tool promtool prometheus ./usr/bin/promtool
+	command -v prometheus >/dev/null 2>&1 || install_tool prometheus prometheus ./usr/bin/prometheus
+	command -v prometheus-node-exporter >/dev/null 2>&1 ||
+		install_tool prometheus-node-exporter prometheus-node-exporter ./usr/bin/prometheus-node-exporter
 }
 
 # dbus-daemon alone is in dbus-daemon on bookworm; older releases call it dbus.
@@ -103,5 +115,5 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-[ "${1:-test}" = test ] && install_promtool
+[ "${1:-test}" = test ] && install_prometheus_tools
 exit 0
