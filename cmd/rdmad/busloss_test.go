@@ -1,7 +1,9 @@
 package main_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,18 @@ func TestBusLostAndBack(t *testing.T) {
 	addr, _, _ = strings.Cut(addr, ",guid=") // the next bus has another guid
 	defer func() { stopBus() }()
 	root, env, _ := demoHost(t)
+	const prom = "/run/metrics/rdmad.prom"
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/40-metrics.toml", "[metrics]\ntextfile = \""+prom+"\"\n")
+	// connected is rdmad_dbus_connected in the textfile ("" : no sample).
+	connected := func() string {
+		data, _ := os.ReadFile(filepath.Join(root, prom))
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "rdmad_dbus_connected "); ok {
+				return v
+			}
+		}
+		return ""
+	}
 	sock, notes := notifySocket(t)
 	p := startJournaled(t, append(env, "NOTIFY_SOCKET="+sock), "--root", root, "--bus", addr)
 	ctl := func(args ...string) (string, error) {
@@ -43,6 +57,7 @@ func TestBusLostAndBack(t *testing.T) {
 		return last
 	}
 	tos := func() string { return hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")) }
+	eventually(t, "the textfile says rdmad is on the bus", func() bool { return connected() == "1" })
 
 	stopBus()
 	eventually(t, "an error-priority line about the lost bus", func() bool {
@@ -54,6 +69,7 @@ func TestBusLostAndBack(t *testing.T) {
 		return false
 	})
 	eventually(t, "STATUS= says the bus is lost", func() bool { return strings.Contains(lastStatus(), "D-Bus connection lost") })
+	eventually(t, "the textfile says rdmad is off the bus", func() bool { return connected() == "0" })
 	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-roce.toml", "[[roce]]\ndriver = \"mlx5_core\"\ntos = 77\n")
 	eventually(t, "the edit made while the bus is gone is applied", func() bool { return tos() == "77" })
 	if p.cmd.ProcessState != nil {
@@ -70,6 +86,7 @@ func TestBusLostAndBack(t *testing.T) {
 		t.Errorf("roce show on the new bus: %v\n%s", err, out)
 	}
 	eventually(t, "STATUS= no longer says the bus is lost", func() bool { return !strings.Contains(lastStatus(), "D-Bus connection lost") })
+	eventually(t, "the textfile says rdmad is on the bus again", func() bool { return connected() == "1" })
 	if out, err := ctl("roce", "set", "mlx5_0/1", "--tos", "12"); err != nil || tos() != "12" {
 		t.Errorf("a call on the new bus: %v, tos %s\n%s", err, tos(), out)
 	}

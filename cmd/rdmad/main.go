@@ -172,7 +172,12 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 	rec := svc.Reconciler()
 	status := func() { notifyStatus(statusText(svc, link.Lost())) }
 	if link != nil {
-		link.changed = status
+		// A lost bus and its return show in STATUS= and in the
+		// textfile's rdmad_dbus_connected.
+		link.changed = func() {
+			status()
+			textfile.BusConnected(!link.Lost())
+		}
 	}
 	rec.OnChange(func(reconcile.Change) { status() })
 	svc.OnConfigChange(status)
@@ -216,6 +221,9 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 	debug.FreeOSMemory()
 	if err := link.Publish(ctx); err != nil {
 		return err
+	}
+	if link != nil {
+		textfile.BusConnected(!link.Lost())
 	}
 	daemon.SdNotify(false, daemon.SdNotifyReady)
 	log.Info("rdmad ready", "version", version.Version, "devices", len(rec.Summary().Devices))

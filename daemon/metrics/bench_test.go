@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/qos"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/roce"
 )
@@ -37,7 +39,7 @@ func benchHost(b *testing.B) (*fakeSource, []string) {
 	return src, names
 }
 
-func benchTextfile(b *testing.B, src Source, names []string) (*Textfile, string) {
+func benchTextfile(b testing.TB, src Source, names []string) (*Textfile, string) {
 	path := filepath.Join(b.TempDir(), "rdmad.prom")
 	tf := New(Options{Source: src, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), MinInterval: -1})
 	tf.SetPath(path)
@@ -51,18 +53,37 @@ func benchTextfile(b *testing.B, src Source, names []string) (*Textfile, string)
 // synthReconciler is the real reconciler after a full pass over the
 // generated 1,024-device host (hosttest.Synth) with RoCE mode and TOS
 // declared on every port: the state the daemon would write.
-func synthReconciler(b *testing.B) (*reconcile.Reconciler, []string) {
-	root := b.TempDir()
-	if err := hosttest.Synth(root, 1024); err != nil {
-		b.Fatal(err)
+func synthReconciler(b testing.TB) (*reconcile.Reconciler, []string) {
+	return synthHost(b, 1024, false)
+}
+
+// synthQoSPolicy adds lossless RoCE on every port to the RoCE values.
+const synthQoSPolicy = "[[qos]]\ndevice = \"mlx5_*\"\ntrust = \"dscp\"\npfc = [3]\n"
+
+// synthHost is the real reconciler after a full pass over a generated
+// host of n devices, RoCE mode and TOS declared on every port; with qos,
+// also the QoS part on a DCB kernel where every netdev is an mlx5 one
+// (dcbtest), PFC on priority 3 and DSCP trust declared on every port: the
+// QoS values rdmad publishes for each RoCE port, declared or not.
+func synthHost(b testing.TB, n int, qosToo bool) (*reconcile.Reconciler, []string) {
+	root := hosttest.SynthRoot(b, n)
+	text := "[[roce]]\ndevice = \"mlx5_*\"\nmode = \"v1\"\ntos = 106\n"
+	h := host.New(root)
+	parts := []reconcile.DevicePart{&roce.Part{Host: h}}
+	if qosToo {
+		text += synthQoSPolicy
+		k := dcbtest.New()
+		for i := 0; i < n; i++ {
+			dcbtest.MLX5(k.Add(hosttest.SynthNetdev(i)))
+		}
+		parts = append(parts, &qos.Part{Host: h, DCB: k.Kernel()})
 	}
-	pol, err := config.Parse("rdmad.toml", []byte("[[roce]]\ndevice = \"mlx5_*\"\nmode = \"v1\"\ntos = 106\n"))
+	pol, err := config.Parse("rdmad.toml", []byte(text))
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := host.New(root)
 	r := reconcile.New(reconcile.Options{Host: h, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		DeviceParts: []reconcile.DevicePart{&roce.Part{Host: h}}, Detail: host.DetailFull})
+		DeviceParts: parts, Detail: host.DetailFull})
 	if rep := r.Pass(context.Background(), pol, reconcile.Scope{Full: true}); rep.Failed() {
 		b.Fatalf("pass failed: %v", rep.Failures())
 	}
@@ -87,6 +108,58 @@ func BenchmarkTextfileFull1024(b *testing.B) {
 		tf.flush()
 	}
 	reportSize(b, path)
+}
+
+// BenchmarkTextfileFull1024QoS is BenchmarkTextfileFull1024 on a host
+// where every RoCE port's netdev has DCB and lossless RoCE declared: the
+// QoS values are written too (rdmad_qos_pfc_mask, rdmad_qos_trust_info).
+// The "without-gauges" variant writes the same state without those two
+// families: the difference is what they cost.
+func BenchmarkTextfileFull1024QoS(b *testing.B) {
+	r, names := synthHost(b, 1024, true)
+	for _, bc := range []struct {
+		name   string
+		gauges bool
+	}{{"with-gauges", true}, {"without-gauges", false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			tf, path := benchTextfile(b, r, names)
+			if !bc.gauges {
+				tf.families = withoutQoSGauges(tf.families)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				tf.Changed(reconcile.Change{Full: true})
+				tf.flush()
+			}
+			reportSize(b, path)
+		})
+	}
+}
+
+// BenchmarkTextfileOneDevice1024QoS is BenchmarkTextfileOneDevice1024 on
+// the host of BenchmarkTextfileFull1024QoS.
+func BenchmarkTextfileOneDevice1024QoS(b *testing.B) {
+	r, names := synthHost(b, 1024, true)
+	tf, path := benchTextfile(b, r, names)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tf.Changed(reconcile.Change{Updated: []string{"mlx5_512"}})
+		tf.flush()
+	}
+	reportSize(b, path)
+}
+
+// withoutQoSGauges are the families but the QoS value gauges.
+func withoutQoSGauges(fams []devFamily) []devFamily {
+	var out []devFamily
+	for _, f := range fams {
+		if f.setting != qos.PFC.Setting() && f.setting != qos.Trust.Setting() {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // BenchmarkTextfileOneDevice1024 is the write after a pass over one

@@ -2,9 +2,6 @@ package metrics
 
 import (
 	"bytes"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,7 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/test/promtest"
 )
 
 // Test helpers, exported for service_test.go too.
@@ -84,19 +81,4 @@ func Sample(fams map[string]*dto.MetricFamily, name string, labels ...string) (f
 // Promtool runs `promtool check metrics` (Prometheus's own linter: naming,
 // units, HELP, duplicates) on data; no output and exit 0 is clean.
 // test/install-deps.sh puts promtool in .tools/ when it is not in PATH.
-func Promtool(t testing.TB, data []byte) {
-	t.Helper()
-	bin, err := exec.LookPath("promtool")
-	if err != nil {
-		bin = filepath.Join(hosttest.RepoRoot(), ".tools", "promtool")
-		if _, err := os.Stat(bin); err != nil {
-			t.Skipf("promtool not installed (test/install-deps.sh test puts it in .tools/): %v", err)
-		}
-	}
-	cmd := exec.Command(bin, "check", "metrics")
-	cmd.Stdin = bytes.NewReader(data)
-	out, err := cmd.CombinedOutput()
-	if err != nil || len(bytes.TrimSpace(out)) > 0 {
-		t.Errorf("promtool check metrics: %v\n%s\non:\n%s", err, out, data)
-	}
-}
+func Promtool(t testing.TB, data []byte) { promtest.CheckMetrics(t, data) }

@@ -113,17 +113,61 @@ func buildDevice(ds *reconcile.DeviceState, fams []devFamily) *deviceMetrics {
 			if !ok || r.Observed == nil {
 				continue
 			}
-			if g := r.Setting.Gauge; g.Label != "" {
-				b[f].WriteString(g.Name + `{device="` + dev + `",port="` + port + `",` + g.Label + `="` + labelValue(r.Observed.String()) + "\"} 1\n")
-			} else if v, ok := number(r.Observed); ok {
-				b[f].WriteString(g.Name + `{device="` + dev + `",port="` + port + `"} ` + v + "\n")
+			g := r.Setting.Gauge
+			var value string
+			w := &b[f]
+			switch {
+			case g.Sample != nil:
+				s := g.Sample(r.Observed)
+				gaugeStart(w, g.Name, dev, port)
+				for i := 0; i+1 < len(s.Labels); i += 2 {
+					gaugeLabel(w, s.Labels[i], labelValue(s.Labels[i+1]))
+				}
+				value = strconv.FormatUint(s.Value, 10)
+			case g.Label != "":
+				gaugeStart(w, g.Name, dev, port)
+				gaugeLabel(w, g.Label, labelValue(r.Observed.String()))
+				value = "1"
+			default:
+				v, ok := number(r.Observed)
+				if !ok {
+					continue
+				}
+				gaugeStart(w, g.Name, dev, port)
+				value = v
 			}
+			if g.Policy {
+				gaugeLabel(w, "policy", r.State.String())
+			}
+			w.WriteString("} ")
+			w.WriteString(value)
+			w.WriteByte('\n')
 		}
 	}
 	for f := range b {
 		dm.fam[f] = b[f].Bytes()
 	}
 	return dm
+}
+
+// gaugeStart writes a per-port gauge's name and its device and port
+// labels, gaugeLabel one more label (value already escaped): the sample
+// is closed by the caller.
+func gaugeStart(w *bytes.Buffer, name, dev, port string) {
+	w.WriteString(name)
+	w.WriteString(`{device="`)
+	w.WriteString(dev)
+	w.WriteString(`",port="`)
+	w.WriteString(port)
+	w.WriteByte('"')
+}
+
+func gaugeLabel(w *bytes.Buffer, name, value string) {
+	w.WriteByte(',')
+	w.WriteString(name)
+	w.WriteString(`="`)
+	w.WriteString(value)
+	w.WriteByte('"')
 }
 
 // number is a value's sample: its Wire, when that is a number.
@@ -177,6 +221,7 @@ type snapshot struct {
 	settings    []*reconcile.Setting // every setting: rdmad_drift_corrected_total has a series for each
 	devices     map[string]*deviceMetrics
 	configError bool
+	bus         int32 // busUnknown, busOff, busOn
 	inForce     config.InForce
 	now         time.Time
 	// findings is doctor's last run rendered (renderFindings), nil before
@@ -221,6 +266,11 @@ func render(b *bytes.Buffer, s *snapshot) {
 
 	family(b, "rdmad_last_good_save_failed", "1 when rdmad could not save the configuration in force as the last good one (a full disk, a file it did not write at the path); it tries again after every pass. Else 0.")
 	sample(b, "rdmad_last_good_save_failed", boolValue(s.inForce.SaveError != nil))
+
+	family(b, "rdmad_dbus_connected", "1 while rdmad is connected to D-Bus and serves its objects there, 0 while it has lost the bus (it keeps applying its policy and reconnects; rdmactl and Cockpit cannot reach it meanwhile). No sample when rdmad runs without a bus (--bus none).")
+	if s.bus != busUnknown {
+		sample(b, "rdmad_dbus_connected", boolValue(s.bus == busOn))
+	}
 
 	family(b, "rdmad_devices", "RDMA devices present.")
 	sample(b, "rdmad_devices", strconv.Itoa(len(s.sum.Devices)))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,8 +14,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/qos"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/roce"
 	"github.com/rdmad/rdmad/dbusapi"
@@ -271,26 +274,41 @@ func TestDocumentedExampleMatchesRender(t *testing.T) {
 	}
 	documented := ParseText(t, []byte(block))
 
+	// As the daemon writes it: on the bus, with the QoS part's settings
+	// (whose values the demo host's netdevs, without DCB, do not show).
 	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 106)}}
 	var b bytes.Buffer
 	hostRecs := []reconcile.Record{{Subject: reconcile.LinkSubject("rxe0"), Setting: roce.TOS.Setting(), Declared: roce.TOSValue(1), State: reconcile.Holds}}
-	render(&b, &snapshot{families: roceFams, settings: roceSettings, sum: reconcile.Summary{Devices: []string{"mlx5_0"}, HostRecords: hostRecs}, now: time.Now(),
-		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds, roceFams)}, findings: renderFindings(sampleFindings)})
+	render(&b, &snapshot{families: qosFams, settings: qosSettings, sum: reconcile.Summary{Devices: []string{"mlx5_0"}, HostRecords: hostRecs}, now: time.Now(),
+		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds, qosFams)}, findings: renderFindings(sampleFindings), bus: busOn})
 	real := ParseText(t, b.Bytes())
 	Promtool(t, []byte(block))
 	if len(documented) != len(real) {
-		t.Errorf("docs/metrics.md example has %d families, rdmad writes %d", len(documented), len(real))
+		t.Errorf("docs/metrics.md example has %d families with samples, rdmad writes %d", len(documented), len(real))
 	}
-	for name, f := range real {
-		d := documented[name]
-		if d == nil {
+	for name := range real {
+		if documented[name] == nil {
+			t.Errorf("docs/metrics.md example has no sample of %s", name)
+		}
+	}
+	// Every family, samples or not: its HELP, and a row of the table.
+	help := regexp.MustCompile(`(?m)^# HELP (\S+) (.*)$`)
+	docHelp := map[string]string{}
+	for _, m := range help.FindAllStringSubmatch(block, -1) {
+		docHelp[m[1]] = m[2]
+	}
+	realHelp := help.FindAllStringSubmatch(b.String(), -1)
+	if len(docHelp) != len(realHelp) {
+		t.Errorf("docs/metrics.md example has %d families, rdmad writes %d", len(docHelp), len(realHelp))
+	}
+	for _, m := range realHelp {
+		name := m[1]
+		if d, ok := docHelp[name]; !ok {
 			t.Errorf("docs/metrics.md example lacks %s", name)
-			continue
+		} else if d != m[2] {
+			t.Errorf("%s HELP in docs/metrics.md:\n%q\nrdmad writes:\n%q", name, d, m[2])
 		}
-		if d.GetHelp() != f.GetHelp() {
-			t.Errorf("%s HELP in docs/metrics.md:\n%q\nrdmad writes:\n%q", name, d.GetHelp(), f.GetHelp())
-		}
-		if !strings.Contains(string(doc), "`"+name+"`") {
+		if !strings.Contains(string(doc), "| `"+name+"` |") {
 			t.Errorf("docs/metrics.md does not describe %s in its table", name)
 		}
 	}
@@ -324,3 +342,78 @@ func TestRenderHostDrift(t *testing.T) {
 type num int
 
 func (n num) String() string { return fmt.Sprint(int(n)) }
+
+// qosSettings are roceSettings and the QoS part's PFC and trust, whose
+// gauges publish the values on the port's netdev.
+var (
+	qosSettings = append([]*reconcile.Setting{qos.PFC.Setting(), qos.Trust.Setting()}, roceSettings...)
+	qosFams     = devFamilies(qosSettings)
+)
+
+// The lossless values of every RoCE port whose netdev's DCB was read:
+// the PFC mask as the sample, the trust as a label, each with whether it
+// is the declared value (policy); none for a value that could not be read,
+// or for a device that did not read. The netdev is escaped as a device
+// name is (as D-Bus publishes it, then for the text format).
+func TestRenderQoSValues(t *testing.T) {
+	pfc := func(port int, netdev string, mask uint8, state reconcile.RecordState) reconcile.Record {
+		v := qos.PFCValue{Netdev: netdev, PFC: dcb.PFC{Enabled: mask}}
+		return reconcile.Record{Subject: reconcile.PortSubject("mlx5_0", port), Setting: qos.PFC.Setting(), Observed: v, State: state}
+	}
+	trust := func(port int, netdev string, tr config.QoSTrust, state reconcile.RecordState) reconcile.Record {
+		v := qos.TrustValue{Netdev: netdev, Trust: tr}
+		return reconcile.Record{Subject: reconcile.PortSubject("mlx5_0", port), Setting: qos.Trust.Setting(), Observed: v, State: state}
+	}
+	port := func(n int, recs ...reconcile.Record) reconcile.PortState {
+		return reconcile.PortState{Port: host.Port{Number: n, State: "ACTIVE"}, Transport: host.TransportRoCE, Records: recs}
+	}
+	unread := pfc(3, "eth3", 0, reconcile.Unknown)
+	unread.Observed = nil
+	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{
+		port(1, pfc(1, "ens1f0np0", 1<<3, reconcile.Holds), trust(1, "ens1f0np0", config.TrustDSCP, reconcile.Holds)),
+		port(2, pfc(2, "we\"ird\n", 0, reconcile.Undeclared), trust(2, "we\"ird\n", config.TrustPCP, reconcile.Differs)),
+		port(3, unread),
+	}}
+	bad := reconcile.DeviceState{Device: host.Device{Name: "mlx5_1"}, ReadError: errors.New("EIO"),
+		Ports: []reconcile.PortState{port(1, pfc(1, "ens2", 8, reconcile.Holds))}}
+	var b bytes.Buffer
+	render(&b, &snapshot{families: qosFams, settings: qosSettings, sum: reconcile.Summary{Devices: []string{"mlx5_0", "mlx5_1"}}, now: time.Now(),
+		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds, qosFams), "mlx5_1": buildDevice(&bad, qosFams)}})
+	fams := ParseText(t, b.Bytes())
+	Promtool(t, b.Bytes())
+	mustValue(t, fams, 8, "rdmad_qos_pfc_mask", "device=mlx5_0", "port=1", "netdev=ens1f0np0", "policy=holds")
+	mustValue(t, fams, 1, "rdmad_qos_trust_info", "device=mlx5_0", "port=1", "netdev=ens1f0np0", "trust=dscp", "policy=holds")
+	mustValue(t, fams, 0, "rdmad_qos_pfc_mask", "device=mlx5_0", "port=2", "netdev="+dbusapi.Escape("we\"ird\n"), "policy=undeclared")
+	mustValue(t, fams, 1, "rdmad_qos_trust_info", "device=mlx5_0", "port=2", "netdev="+dbusapi.Escape("we\"ird\n"), "trust=pcp", "policy=differs")
+	if n := len(fams["rdmad_qos_pfc_mask"].Metric); n != 2 {
+		t.Errorf("%d rdmad_qos_pfc_mask samples, want 2 (not the unread port 3, not the device that did not read)", n)
+	}
+	if n := len(fams["rdmad_qos_trust_info"].Metric); n != 2 {
+		t.Errorf("%d rdmad_qos_trust_info samples, want 2", n)
+	}
+}
+
+// rdmad_dbus_connected: no sample until the daemon says whether it is on
+// the bus (--bus none never does), then 1 or 0.
+func TestRenderDBusConnected(t *testing.T) {
+	for _, c := range []struct {
+		bus  int32
+		want string
+	}{{busUnknown, ""}, {busOn, "rdmad_dbus_connected 1\n"}, {busOff, "rdmad_dbus_connected 0\n"}} {
+		var b bytes.Buffer
+		render(&b, &snapshot{families: roceFams, settings: roceSettings, now: time.Now(), bus: c.bus})
+		ParseText(t, b.Bytes())
+		if !bytes.Contains(b.Bytes(), []byte("# TYPE rdmad_dbus_connected gauge\n")) {
+			t.Errorf("bus %d: no rdmad_dbus_connected family", c.bus)
+		}
+		got := ""
+		for _, l := range strings.SplitAfter(b.String(), "\n") {
+			if strings.HasPrefix(l, "rdmad_dbus_connected ") {
+				got = l
+			}
+		}
+		if got != c.want {
+			t.Errorf("bus %d: sample %q, want %q", c.bus, got, c.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -89,6 +90,10 @@ type Textfile struct {
 	families []devFamily
 	settings []*reconcile.Setting
 
+	// bus is rdmad_dbus_connected: busUnknown until BusConnected is
+	// called (rdmad --bus none, tests), then busOff or busOn.
+	bus atomic.Int32
+
 	// Owned by Run's goroutine.
 	written string // path holding rdmad's last file; "" none
 	devices map[string]*deviceMetrics
@@ -136,6 +141,26 @@ func (t *Textfile) SetPath(path string) {
 	t.path = path
 	t.mu.Unlock()
 	t.signal()
+}
+
+// The states of rdmad_dbus_connected.
+const (
+	busUnknown int32 = iota
+	busOff
+	busOn
+)
+
+// BusConnected records whether rdmad is on D-Bus (rdmad_dbus_connected)
+// and asks for a write. Until it is called the family has no sample: a
+// daemon run with --bus none is not off the bus, it never joins one.
+func (t *Textfile) BusConnected(on bool) {
+	v := busOff
+	if on {
+		v = busOn
+	}
+	if t.bus.Swap(v) != v {
+		t.signal()
+	}
 }
 
 // Changed records what a pass changed; register it with
@@ -318,6 +343,7 @@ func (t *Textfile) write(path string, sum reconcile.Summary) error {
 		settings:    t.settings,
 		devices:     t.devices,
 		configError: t.configErr() != nil,
+		bus:         t.bus.Load(),
 		inForce:     t.inForce(),
 		now:         t.now(),
 		findings:    t.findings,

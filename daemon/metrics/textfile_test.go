@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/roce"
 )
@@ -492,4 +494,45 @@ func TestTextfileFindingsOffThePass(t *testing.T) {
 	if runs != 3 {
 		t.Errorf("doctor ran with metrics off (%d runs)", runs)
 	}
+}
+
+// The textfile rdmad writes for the generated 1,024-device host (2,048
+// RoCE ports, lossless RoCE declared on each, every netdev with DCB)
+// passes promtool check metrics, has two QoS value series per RoCE port,
+// and as many series in all as docs/metrics.md says.
+func TestTextfile1024DevicesPromtool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a real pass over 1,024 devices")
+	}
+	r, names := synthHost(t, 1024, true)
+	tf, path := benchTextfile(t, r, names)
+	if !tf.flush() || tf.lastErr != "" {
+		t.Fatalf("write: %s", tf.lastErr)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := ParseText(t, data)
+	Promtool(t, data)
+	series := 0
+	for _, f := range fams {
+		series += len(f.Metric)
+	}
+	for _, name := range []string{"rdmad_qos_pfc_mask", "rdmad_qos_trust_info"} {
+		if n := len(fams[name].GetMetric()); n != 2048 {
+			t.Errorf("%s: %d series, want one per RoCE port (2048)", name, n)
+		}
+	}
+	mustValue(t, fams, 8, "rdmad_qos_pfc_mask", "device=mlx5_7", "port=2", "netdev="+hosttest.SynthNetdev(7), "policy=holds")
+	mustValue(t, fams, 1, "rdmad_qos_trust_info", "device=mlx5_7", "port=2", "netdev="+hosttest.SynthNetdev(7), "trust=dscp", "policy=holds")
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d,%03d series", series/1000, series%1000)
+	if !strings.Contains(string(doc), want) {
+		t.Errorf("docs/metrics.md does not say that a 1,024-device host writes %s (%d bytes)", want, len(data))
+	}
+	t.Logf("1,024 devices: %d series, %d bytes", series, len(data))
 }

@@ -65,6 +65,23 @@ type Gauge struct {
 	// this label and the sample is 1. Otherwise the value's Wire must be
 	// a number, which is the sample.
 	Label string
+	// Sample, when set, gives the sample of an observed value instead
+	// of Label and Wire: labels after device and port, and the value. It
+	// keeps label values bounded (a QoS value names its netdev and a
+	// trust, never free text).
+	Sample func(Value) GaugeSample
+	// Policy adds a "policy" label, the record's state ("undeclared",
+	// "holds", "differs"...): one series says both the kernel's value
+	// and whether it is the declared one.
+	Policy bool
+}
+
+// GaugeSample is one sample of a Gauge's Sample.
+type GaugeSample struct {
+	// Labels are name, value pairs; the values are escaped by the
+	// writer.
+	Labels []string
+	Value  uint64
 }
 
 // Handle is the typed handle of one setting: its part builds actions and

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"testing"
 )
 
 // SynthGIDs is how many GID table entries each synthetic port lists; the
@@ -48,7 +49,7 @@ func Synth(root string, n int) error {
 		pci := fmt.Sprintf("0000:%02x:%02x.%d", 0x10+i/256, (i/8)%32, i%8)
 		pciDir := "sys/devices/pci0000:00/" + pci
 		dev := pciDir + "/infiniband/" + name
-		netdev := fmt.Sprintf("ens%dv%d", 1+i/256, i%256)
+		netdev := SynthNetdev(i)
 		guid := fmt.Sprintf("b859:9f03:%04x:%04x", i>>16, i&0xffff)
 		files := map[string]string{
 			pciDir + "/vendor":                       "0x15b3\n",
@@ -102,7 +103,31 @@ func Synth(root string, n int) error {
 	return nil
 }
 
+// SynthNetdev is the netdev of both ports of device i of Synth.
+func SynthNetdev(i int) string { return fmt.Sprintf("ens%dv%d", 1+i/256, i%256) }
+
 // SynthPolicy is the configuration the benchmarks apply to a synthetic
 // host: RoCE v1 and TOS 106 on every port, so a cold pass writes both
 // values of every port.
 const SynthPolicy = "[modules]\nenable = false\n\n[[roce]]\ndevice = \"mlx5_*\"\nmode = \"v1\"\ntos = 106\n"
+
+// SynthRoot generates the Synth host of n devices for a test or
+// benchmark, on tmpfs when /dev/shm is one (as sysfs and configfs are: a
+// thousand devices' files on a busy disk take minutes to write and to
+// remove), and removes it when the test ends.
+func SynthRoot(tb testing.TB, n int) string {
+	tb.Helper()
+	base := ""
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		base = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(base, "rdmad-synth-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	if err := Synth(dir, n); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
