@@ -19,8 +19,14 @@ ZSHCOMPDIR     ?= $(PREFIX)/share/zsh/vendor-completions
 FISHCOMPDIR    ?= $(PREFIX)/share/fish/vendor_completions.d
 MANDIR         ?= $(PREFIX)/share/man
 COCKPITDIR     ?= $(PREFIX)/share/cockpit/rdmad
+# Prometheus alert and recording rules and the Grafana dashboard, for the
+# Prometheus server to load (docs/metrics.md).
+PROMETHEUSDIR  ?= $(PREFIX)/share/rdmad/prometheus
 
 INSTALL        ?= install
+
+PROMETHEUS_FILES := contrib/prometheus/rdmad-alerts.rules.yml contrib/prometheus/rdmad-fleet.rules.yml \
+	contrib/prometheus/rdmad-fleet.dashboard.json
 
 # Files other areas ship; each is installed only once it exists in the tree,
 # so install works while they are still being written.
@@ -62,6 +68,8 @@ install: build
 		$(INSTALL) -D -m 0644 "$$page" "$(DESTDIR)$(MANDIR)/man$$sect/$${page##*/}"; \
 		echo "installed $(DESTDIR)$(MANDIR)/man$$sect/$${page##*/}"; \
 	done
+	$(INSTALL) -d -m 0755 $(DESTDIR)$(PROMETHEUSDIR)
+	$(INSTALL) -m 0644 $(PROMETHEUS_FILES) $(DESTDIR)$(PROMETHEUSDIR)/
 	$(INSTALL) -d -m 0755 $(DESTDIR)$(COCKPITDIR)
 	$(INSTALL) -m 0644 $(COCKPIT_FILES) $(DESTDIR)$(COCKPITDIR)/
 	$(INSTALL) -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/rdma/rdmad.d

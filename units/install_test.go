@@ -69,6 +69,10 @@ func expectedFiles(t *testing.T) map[string]fs.FileMode {
 		"usr/share/cockpit/rdmad/index.html":    0o644,
 		"usr/share/cockpit/rdmad/rdmad.js":      0o644,
 		"usr/share/cockpit/rdmad/rdmad.css":     0o644,
+		// The Prometheus rules and dashboard (docs/metrics.md).
+		"usr/share/rdmad/prometheus/rdmad-alerts.rules.yml":     0o644,
+		"usr/share/rdmad/prometheus/rdmad-fleet.rules.yml":      0o644,
+		"usr/share/rdmad/prometheus/rdmad-fleet.dashboard.json": 0o644,
 	}
 	optional := map[string]string{
 		"org.rdmad1.conf":                    "usr/share/dbus-1/system.d/org.rdmad1.conf",

@@ -68,7 +68,9 @@ func TestDebShipsTheInstallLayout(t *testing.T) {
 	staged := stagedFiles(t, p.stage)
 	for _, want := range []string{"/usr/sbin/rdmad", "/usr/bin/rdmactl", "/usr/lib/systemd/system/rdmad.service",
 		"/usr/share/dbus-1/system.d/org.rdmad1.conf", "/usr/share/dbus-1/system-services/org.rdmad1.service",
-		"/usr/share/polkit-1/actions/org.rdmad1.policy", "/usr/share/rdmad/polkit/50-rdmad-persist-as-runtime.rules", "/usr/lib/sysusers.d/rdmad.conf", "/usr/lib/tmpfiles.d/rdmad.conf",
+		"/usr/share/polkit-1/actions/org.rdmad1.policy", "/usr/share/rdmad/polkit/50-rdmad-persist-as-runtime.rules",
+		"/usr/share/rdmad/prometheus/rdmad-alerts.rules.yml", "/usr/share/rdmad/prometheus/rdmad-fleet.rules.yml",
+		"/usr/share/rdmad/prometheus/rdmad-fleet.dashboard.json", "/usr/lib/sysusers.d/rdmad.conf", "/usr/lib/tmpfiles.d/rdmad.conf",
 		"/usr/lib/udev/rules.d/90-rdmad.rules", "/usr/share/bash-completion/completions/rdmactl",
 		"/usr/share/zsh/vendor-completions/_rdmactl", "/usr/share/fish/vendor_completions.d/rdmactl.fish",
 		"/usr/share/man/man8/rdmad.8.gz", "/usr/share/man/man8/rdmactl.8.gz", "/usr/share/man/man5/rdmad.toml.5.gz",
