@@ -23,6 +23,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/test/bustest"
 	"github.com/rdmad/rdmad/test/livetest"
+	"github.com/rdmad/rdmad/test/promtest"
 )
 
 var bins livetest.Binaries
@@ -529,5 +530,64 @@ rdmad_links:
 	// The RoCE part applied: one failing kind does not stop the others.
 	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")); got != "106" {
 		t.Errorf("mlx5_0/1 tos = %s", got)
+	}
+}
+
+// TestRolePlacesPrometheusRules runs site.yml's second play on a Prometheus
+// server (localhost): rdmad's rule files land in the rules directory, each
+// checked by the real promtool first, and the reload command runs once; a
+// second run changes nothing; a rule file promtool refuses fails the run
+// and leaves the file in place as it was.
+func TestRolePlacesPrometheusRules(t *testing.T) {
+	promtool := promtest.Promtool(t)
+	dir := filepath.Join(t.TempDir(), "prometheus/rules")
+	marker := filepath.Join(t.TempDir(), "reloaded")
+	vars := func(src string) string {
+		v := fmt.Sprintf(`rdmad_hosts: none
+rdmad_prometheus_hosts: localhost
+rdmad_prometheus_rules_dir: %q
+rdmad_prometheus_promtool: %q
+rdmad_prometheus_reload: [sh, -c, 'echo >>%s']
+`, dir, promtool, marker)
+		if src != "" {
+			v += fmt.Sprintf("rdmad_prometheus_rules_src: %q\n", src)
+		}
+		return v
+	}
+	r, out, err := playbook(t, vars(""))
+	if err != nil || r.failed != 0 || r.changed <= 0 {
+		t.Fatalf("first run: %+v %v\n%s", r, err, out)
+	}
+	shipped, _ := filepath.Glob(filepath.Join(hosttest.RepoRoot(), "contrib/prometheus/*.rules.yml"))
+	placed, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(shipped) < 2 || len(placed) != len(shipped) {
+		t.Fatalf("placed %v, shipped %v", placed, shipped)
+	}
+	for _, f := range shipped {
+		if got := readFile(t, filepath.Join(dir, filepath.Base(f))); got != readFile(t, f) {
+			t.Errorf("%s differs from the shipped file", filepath.Base(f))
+		}
+	}
+	if got := readFile(t, marker); got != "\n" {
+		t.Errorf("reload ran %d times, want once", strings.Count(got, "\n"))
+	}
+	r, out, err = playbook(t, vars(""))
+	if err != nil || r.changed != 0 {
+		t.Errorf("second run is not idempotent: %+v %v\n%s", r, err, out)
+	}
+
+	// A rule file promtool refuses does not land.
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, filepath.Base(shipped[0])), []byte("groups:\n  - name: x\n    rules:\n      - alert: X\n        expr: sum(\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, err := playbook(t, vars(bad)); err == nil {
+		t.Errorf("a rule file promtool refuses was placed:\n%s", out)
+	}
+	if got := readFile(t, filepath.Join(dir, filepath.Base(shipped[0]))); got != readFile(t, shipped[0]) {
+		t.Errorf("the refused file replaced the good one")
+	}
+	if got := readFile(t, marker); got != "\n" {
+		t.Errorf("reload ran after a refused file")
 	}
 }
