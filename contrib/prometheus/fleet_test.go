@@ -195,7 +195,8 @@ func startFleet(t *testing.T, ctx context.Context, args ...string) fleet {
 	prometheus := promtest.Tool(t, "prometheus")
 	nodeExporter := promtest.Tool(t, "prometheus-node-exporter", "node_exporter")
 
-	root := startRdmad(t, "[drift]\naction = \"report\"\n\n[[roce]]\ndevice = \"mlx5_0\"\nport = 1\ntos = 106\n")
+	root := startRdmad(t, "[drift]\naction = \"report\"\n\n[[roce]]\ndevice = \"mlx5_0\"\nport = 1\ntos = 106\n\n"+
+		"[[qos]]\ndevice = \"mlx5_0\"\npfc = [3]\ntrust = \"dscp\"\n")
 	older := t.TempDir()
 	if err := os.WriteFile(filepath.Join(older, "rdmad.prom"), []byte(fmt.Sprintf(olderHost, float64(time.Now().UnixMilli())/1e3)), 0o644); err != nil {
 		t.Fatal(err)
@@ -252,7 +253,8 @@ scrape_configs:
 // host's file, as an older rdmad wrote it), Prometheus scrapes both every
 // second and evaluates a copy of the shipped rules with short for:
 // durations every second. Through Prometheus's HTTP API: the series
-// arrive; every rule evaluates without error; a bad drop-in fires
+// arrive, the lossless values among them (the fixture carries its
+// netdevs' DCB state); every rule evaluates without error; a bad drop-in fires
 // RdmadConfigError, which resolves once it is fixed; an out-of-band TOS
 // change under [drift] action = "report" fires RdmaPolicyDrift and shows
 // in the fleet-drift recording rule; the version skew and the missing
@@ -293,6 +295,14 @@ func TestFleetOnRealPrometheus(t *testing.T) {
 			}
 		}
 		return n == rules
+	})
+	// The lossless values of the fixture's ConnectX-5 netdevs (its DCB
+	// state file): mlx5_0's as declared, mlx5_1's as found.
+	p.eventually("the QoS values of both RoCE ports", func() bool {
+		return len(p.query(`rdmad_qos_pfc_mask{instance="`+host+`",device="mlx5_0",policy="holds"} == 8`)) == 1 &&
+			len(p.query(`rdmad_qos_trust_info{instance="`+host+`",device="mlx5_0",trust="dscp",policy="holds"}`)) == 1 &&
+			len(p.query(`rdmad_qos_pfc_mask{instance="`+host+`",device="mlx5_1",policy="undeclared"}`)) == 1 &&
+			len(p.query(`pfc_mask_policy:rdmad_qos_pfc_mask:netdevs{pfc_mask="8",policy="holds"} == 1`)) == 1
 	})
 	p.eventually("the fleet of two hosts", func() bool {
 		r := p.query(`fleet:rdmad_hosts:count`)

@@ -275,8 +275,12 @@ func TestDocumentedExampleMatchesRender(t *testing.T) {
 	documented := ParseText(t, []byte(block))
 
 	// As the daemon writes it: on the bus, with the QoS part's settings
-	// (whose values the demo host's netdevs, without DCB, do not show).
-	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 106)}}
+	// and the values of a netdev no rule declares them for.
+	port := rocePort("RoCE v2", 106)
+	port.Records = append(port.Records,
+		qos.PFC.Observe(reconcile.PortSubject("mlx5_0", 1), qos.PFCValue{Netdev: "ens1f0np0"}, nil),
+		qos.Trust.Observe(reconcile.PortSubject("mlx5_0", 1), qos.TrustValue{Netdev: "ens1f0np0", Trust: config.TrustPCP}, nil))
+	ds := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{port}}
 	var b bytes.Buffer
 	hostRecs := []reconcile.Record{{Subject: reconcile.LinkSubject("rxe0"), Setting: roce.TOS.Setting(), Declared: roce.TOSValue(1), State: reconcile.Holds}}
 	render(&b, &snapshot{families: qosFams, settings: qosSettings, sum: reconcile.Summary{Devices: []string{"mlx5_0"}, HostRecords: hostRecs}, now: time.Now(),
