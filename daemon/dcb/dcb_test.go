@@ -185,13 +185,16 @@ func FuzzParseGet(f *testing.F) {
 
 // TestParseBoundaries: a reply that is exactly a dcbmsg is a reply (with
 // no attributes), and an empty attribute at the end of a list is an
-// attribute, not the end of the list.
+// attribute, not the end of the list (daemon/nlattr's test holds the
+// attribute decoder to the same).
 func TestParseBoundaries(t *testing.T) {
 	if _, err := dcb.ParseGet([]byte{0, dcb.CmdIEEEGet, 0, 0}); err != nil {
 		t.Errorf("a reply of exactly a dcbmsg: %v", err)
 	}
-	as, err := dcb.ParseAttrs([]byte{8, 0, 1, 0, 0xaa, 0xbb, 0xcc, 0xdd, 4, 0, 9, 0})
-	if err != nil || len(as) != 2 || as[1].Attr.Type != 9 || len(as[1].Value) != 0 {
-		t.Errorf("an empty last attribute: %+v, %v", as, err)
+	// DCB_ATTR_IEEE with an empty APP table as its last attribute, then an
+	// empty DCB_ATTR_DCBX: both read, the mode 0.
+	ie, err := dcb.ParseGet([]byte{0, dcb.CmdIEEEGet, 0, 0, 8, 0, 0x0d, 0x80, 4, 0, 0x03, 0x80, 5, 0, 0x0e, 0, 3, 0, 0, 0})
+	if err != nil || !ie.HasDCBX || ie.DCBX != 3 || ie.Apps != nil {
+		t.Errorf("an empty last attribute: %+v, %v", ie, err)
 	}
 }

@@ -5,22 +5,21 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/vishvananda/netlink/nl"
-	"golang.org/x/sys/unix"
+	"github.com/rdmad/rdmad/daemon/nlattr"
 )
 
 // Reply decoders. Each takes the payload of one reply message (after the
 // nlmsghdr), as the kernel sends it.
 
 // attrs parses the attributes after struct dcbmsg and checks its command.
-func attrs(msg []byte, cmd uint8) ([]syscall.NetlinkRouteAttr, error) {
+func attrs(msg []byte, cmd uint8) ([]nlattr.Attr, error) {
 	if len(msg) < 4 {
 		return nil, fmt.Errorf("reply of %d bytes has no dcbmsg", len(msg))
 	}
 	if msg[1] != cmd {
 		return nil, fmt.Errorf("reply is for command %d, want %d", msg[1], cmd)
 	}
-	as, err := ParseAttrs(msg[4:])
+	as, err := nlattr.Parse(msg[4:])
 	if err != nil {
 		return nil, fmt.Errorf("reply attributes: %w", err)
 	}
@@ -35,18 +34,18 @@ func ParseGet(msg []byte) (IEEE, error) {
 	}
 	var ie IEEE
 	for _, a := range as {
-		switch a.Attr.Type &^ unix.NLA_F_NESTED {
+		switch a.Type {
 		case attrDCBX:
 			if len(a.Value) >= 1 {
 				ie.DCBX, ie.HasDCBX = a.Value[0], true
 			}
 		case attrIEEE:
-			nested, err := ParseAttrs(a.Value)
+			nested, err := nlattr.Parse(a.Value)
 			if err != nil {
 				return IEEE{}, fmt.Errorf("DCB_ATTR_IEEE: %w", err)
 			}
 			for _, n := range nested {
-				switch n.Attr.Type &^ unix.NLA_F_NESTED {
+				switch n.Type {
 				case attrIEEEPFC:
 					p, err := unmarshalPFC(n.Value)
 					if err != nil {
@@ -72,13 +71,13 @@ func ParseGet(msg []byte) (IEEE, error) {
 					}
 					ie.Buffer = &b
 				case attrIEEEAppTable:
-					apps, err := ParseAttrs(n.Value)
+					apps, err := nlattr.Parse(n.Value)
 					if err != nil {
 						return IEEE{}, fmt.Errorf("DCB_ATTR_IEEE_APP_TABLE: %w", err)
 					}
 					for _, ap := range apps {
 						var a App
-						if ap.Attr.Type&^unix.NLA_F_NESTED != attrIEEEApp || a.UnmarshalBinary(ap.Value) != nil {
+						if ap.Type != attrIEEEApp || a.UnmarshalBinary(ap.Value) != nil {
 							continue
 						}
 						ie.Apps = append(ie.Apps, a)
@@ -97,7 +96,7 @@ func ParseDCBX(msg []byte) (uint8, error) {
 		return 0, err
 	}
 	for _, a := range as {
-		if a.Attr.Type == attrDCBX && len(a.Value) >= 1 {
+		if a.Type == attrDCBX && len(a.Value) >= 1 {
 			return a.Value[0], nil
 		}
 	}
@@ -135,7 +134,7 @@ func ParseSDCBXStatus(msg []byte, mode uint8) error {
 		return err
 	}
 	for _, a := range as {
-		if a.Attr.Type == attrDCBX && len(a.Value) >= 1 {
+		if a.Type == attrDCBX && len(a.Value) >= 1 {
 			if a.Value[0] != 0 {
 				return &DCBXRefusedError{Mode: mode, Status: a.Value[0]}
 			}
@@ -161,7 +160,7 @@ func ParseSetStatus(msg []byte, cmd uint8) error {
 		return err
 	}
 	for _, a := range as {
-		if a.Attr.Type == attrIEEE && len(a.Value) >= 1 {
+		if a.Type == attrIEEE && len(a.Value) >= 1 {
 			if a.Value[0] != 0 {
 				return &StatusError{Cmd: cmd, Status: int8(a.Value[0])}
 			}
@@ -169,27 +168,4 @@ func ParseSetStatus(msg []byte, cmd uint8) error {
 		}
 	}
 	return errors.New("reply has no DCB_ATTR_IEEE status")
-}
-
-// ParseAttrs splits netlink attributes, refusing any that overruns b
-// (nl.ParseRouteAttr panics on a short last attribute).
-func ParseAttrs(b []byte) ([]syscall.NetlinkRouteAttr, error) {
-	var out []syscall.NetlinkRouteAttr
-	ne := nl.NativeEndian()
-	for len(b) >= unix.SizeofRtAttr {
-		l := int(ne.Uint16(b[0:2]))
-		if l < unix.SizeofRtAttr || l > len(b) {
-			return nil, fmt.Errorf("attribute length %d with %d bytes left", l, len(b))
-		}
-		out = append(out, syscall.NetlinkRouteAttr{
-			Attr:  syscall.RtAttr{Len: uint16(l), Type: ne.Uint16(b[2:4])},
-			Value: b[unix.SizeofRtAttr:l],
-		})
-		next := (l + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
-		if next > len(b) {
-			next = len(b)
-		}
-		b = b[next:]
-	}
-	return out, nil
 }

@@ -22,6 +22,8 @@ import (
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmad/rdmad/daemon/nlattr"
 )
 
 // Family is the generic netlink family name and version (ETHTOOL_GENL_NAME,
@@ -130,25 +132,25 @@ func ParsePause(msg []byte) (PauseMessage, error) {
 	if m.Cmd != CmdPauseGetReply && m.Cmd != CmdPauseNtf {
 		return PauseMessage{}, fmt.Errorf("message %d is not a pause reply or notification", m.Cmd)
 	}
-	as, err := parseAttrs(msg[4:])
+	as, err := nlattr.Parse(msg[4:])
 	if err != nil {
 		return PauseMessage{}, fmt.Errorf("pause attributes: %w", err)
 	}
 	for _, a := range as {
-		switch a.Attr.Type &^ unix.NLA_F_NESTED {
+		switch a.Type {
 		case attrPauseHeader:
-			hs, err := parseAttrs(a.Value)
+			hs, err := nlattr.Parse(a.Value)
 			if err != nil {
 				return PauseMessage{}, fmt.Errorf("pause header: %w", err)
 			}
 			for _, h := range hs {
-				switch h.Attr.Type &^ unix.NLA_F_NESTED {
+				switch h.Type {
 				case attrHeaderDevIndex:
 					if len(h.Value) >= 4 {
 						m.Ifindex = nl.NativeEndian().Uint32(h.Value)
 					}
 				case attrHeaderDevName:
-					m.Ifname = unix.ByteSliceToString(h.Value)
+					m.Ifname = h.String()
 				}
 			}
 		case attrPauseAutoneg:
@@ -203,7 +205,7 @@ func ParseRequest(b []byte) (Request, error) {
 	if v := b[unix.SizeofNlMsghdr+1]; v != Version {
 		return Request{}, fmt.Errorf("genl version %d", v)
 	}
-	as, err := parseAttrs(b[unix.SizeofNlMsghdr+4:])
+	as, err := nlattr.Parse(b[unix.SizeofNlMsghdr+4:])
 	if err != nil {
 		return Request{}, fmt.Errorf("request attributes: %w", err)
 	}
@@ -215,15 +217,15 @@ func ParseRequest(b []byte) (Request, error) {
 		return &x, nil
 	}
 	for _, a := range as {
-		switch a.Attr.Type &^ unix.NLA_F_NESTED {
+		switch a.Type {
 		case attrPauseHeader:
-			hs, err := parseAttrs(a.Value)
+			hs, err := nlattr.Parse(a.Value)
 			if err != nil {
 				return Request{}, fmt.Errorf("header: %w", err)
 			}
 			for _, h := range hs {
-				if h.Attr.Type&^unix.NLA_F_NESTED == attrHeaderDevName {
-					r.Ifname = unix.ByteSliceToString(h.Value)
+				if h.Type == attrHeaderDevName {
+					r.Ifname = h.String()
 				}
 			}
 		case attrPauseAutoneg:
@@ -241,28 +243,6 @@ func ParseRequest(b []byte) (Request, error) {
 		}
 	}
 	return r, nil
-}
-
-// parseAttrs splits netlink attributes, refusing any that overruns b.
-func parseAttrs(b []byte) ([]syscall.NetlinkRouteAttr, error) {
-	var out []syscall.NetlinkRouteAttr
-	ne := nl.NativeEndian()
-	for len(b) >= unix.SizeofRtAttr {
-		l := int(ne.Uint16(b[0:2]))
-		if l < unix.SizeofRtAttr || l > len(b) {
-			return nil, fmt.Errorf("attribute length %d with %d bytes left", l, len(b))
-		}
-		out = append(out, syscall.NetlinkRouteAttr{
-			Attr:  syscall.RtAttr{Len: uint16(l), Type: ne.Uint16(b[2:4])},
-			Value: b[unix.SizeofRtAttr:l],
-		})
-		next := (l + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
-		if next > len(b) {
-			next = len(b)
-		}
-		b = b[next:]
-	}
-	return out, nil
 }
 
 // Unsupported reports whether err says the netdev has no such setting

@@ -6,6 +6,8 @@ import (
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmad/rdmad/daemon/nlattr"
 )
 
 // Notification is one message of the ethtool monitor group: which netdev
@@ -29,26 +31,26 @@ func ParseNotification(msg []byte) (Notification, error) {
 		return Notification{}, fmt.Errorf("notification of %d bytes has no genlmsghdr", len(msg))
 	}
 	n := Notification{Cmd: msg[0]}
-	as, err := parseAttrs(msg[4:])
+	as, err := nlattr.Parse(msg[4:])
 	if err != nil {
 		return Notification{}, fmt.Errorf("notification attributes: %w", err)
 	}
 	for _, a := range as {
-		if a.Attr.Type&^unix.NLA_F_NESTED != attrPauseHeader {
+		if a.Type != attrPauseHeader {
 			continue
 		}
-		hs, err := parseAttrs(a.Value)
+		hs, err := nlattr.Parse(a.Value)
 		if err != nil {
 			return Notification{}, fmt.Errorf("notification header: %w", err)
 		}
 		for _, h := range hs {
-			switch h.Attr.Type &^ unix.NLA_F_NESTED {
+			switch h.Type {
 			case attrHeaderDevIndex:
 				if len(h.Value) >= 4 {
 					n.Ifindex = nl.NativeEndian().Uint32(h.Value)
 				}
 			case attrHeaderDevName:
-				n.Ifname = unix.ByteSliceToString(h.Value)
+				n.Ifname = h.String()
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package events
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmad/rdmad/daemon/nlattr"
 )
 
 // A DCB notification: after every IEEE set or delete made through DCB
@@ -38,39 +39,19 @@ func ParseDCBNotification(payload []byte) (ifname string, ok bool) {
 	if len(payload) < sizeofDCBMsg {
 		return "", false
 	}
-	attrs := payload[sizeofDCBMsg:]
-	for len(attrs) >= unix.SizeofNlAttr {
-		l := int(binary.NativeEndian.Uint16(attrs[0:2]))
-		typ := binary.NativeEndian.Uint16(attrs[2:4]) & nl.NLA_TYPE_MASK
-		if l < unix.SizeofNlAttr || l > len(attrs) {
+	for a, err := range nlattr.All(payload[sizeofDCBMsg:]) {
+		if err != nil {
 			return "", false
 		}
-		if typ == dcbAttrIfname {
-			v := attrs[unix.SizeofNlAttr:l]
-			if i := indexNul(v); i >= 0 {
-				v = v[:i]
-			}
-			if len(v) == 0 || len(v) > maxIfnameLen || !validName(string(v)) {
+		if a.Type == dcbAttrIfname {
+			name := a.String()
+			if len(name) == 0 || len(name) > maxIfnameLen || !validName(name) {
 				return "", false
 			}
-			return string(v), true
+			return name, true
 		}
-		step := (l + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
-		if step > len(attrs) {
-			break
-		}
-		attrs = attrs[step:]
 	}
 	return "", false
-}
-
-func indexNul(b []byte) int {
-	for i, c := range b {
-		if c == 0 {
-			return i
-		}
-	}
-	return -1
 }
 
 // DCBMonitor reads DCB notifications; OpenDCBMonitor is the real one.

@@ -14,6 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmad/rdmad/daemon/nlattr"
 )
 
 // The RDMA netlink monitor (Linux 6.12 and later; iproute2's `rdma monitor`):
@@ -106,7 +108,7 @@ func ParseMonitor(b []byte) ([]MonitorEvent, error) {
 			return evs, fmt.Errorf("%w: message length %d of %d bytes", ErrMalformed, n, len(b))
 		}
 		body := b[unix.SizeofNlMsghdr:n]
-		b = b[min(nlAlign(n), len(b)):]
+		b = b[min(nlattr.Align(n), len(b)):]
 		switch typ {
 		case unix.NLMSG_OVERRUN:
 			return evs, fmt.Errorf("RDMA netlink: %w", ErrOverflow)
@@ -121,60 +123,42 @@ func ParseMonitor(b []byte) ([]MonitorEvent, error) {
 	return evs, nil
 }
 
-func nlAlign(n int) int { return (n + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1) }
-
-// walkAttrs calls fn for each netlink attribute of b, type without the
-// nested/byte-order flags.
-func walkAttrs(b []byte, fn func(typ uint16, val []byte)) error {
-	for len(b) > 0 {
-		if len(b) < unix.SizeofNlAttr {
-			return fmt.Errorf("%w: %d trailing attribute bytes", ErrMalformed, len(b))
-		}
-		n := int(binary.NativeEndian.Uint16(b[0:2]))
-		typ := binary.NativeEndian.Uint16(b[2:4]) &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
-		if n < unix.SizeofNlAttr || n > len(b) {
-			return fmt.Errorf("%w: attribute %d length %d of %d bytes", ErrMalformed, typ, n, len(b))
-		}
-		fn(typ, b[unix.SizeofNlAttr:n])
-		b = b[min(nlAlign(n), len(b)):]
-	}
-	return nil
-}
-
 func parseMonitorAttrs(b []byte) (MonitorEvent, error) {
 	var ev MonitorEvent
 	var bad []string
 	hasType := false
-	u32 := func(name string, v []byte) uint32 {
-		if len(v) != 4 {
-			bad = append(bad, fmt.Sprintf("%s of %d bytes", name, len(v)))
-			return 0
+	u32 := func(name string, a nlattr.Attr) uint32 {
+		v, ok := a.Uint32()
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s of %d bytes", name, len(a.Value)))
 		}
-		return binary.NativeEndian.Uint32(v)
+		return v
 	}
-	err := walkAttrs(b, func(typ uint16, v []byte) {
-		switch typ {
-		case nldevAttrEventType:
-			if len(v) != 1 {
-				bad = append(bad, fmt.Sprintf("event type of %d bytes", len(v)))
-				return
-			}
-			ev.Type, hasType = MonitorEventType(v[0]), true
-		case nldevAttrDevIndex:
-			ev.DevIndex, ev.HasDevice = u32("device index", v), true
-		case nldevAttrDevName:
-			ev.DevName = deviceName(v)
-		case nldevAttrPortIndex:
-			ev.Port = u32("port", v)
-		case nldevAttrNdevIndex:
-			ev.NetdevIndex = u32("netdev index", v)
-		case nldevAttrNdevName:
-			ev.NetdevName = deviceName(v)
+	for a, err := range nlattr.All(b) {
+		if err != nil {
+			return ev, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
-	})
+		switch a.Type {
+		case nldevAttrEventType:
+			t, ok := a.Uint8()
+			if !ok {
+				bad = append(bad, fmt.Sprintf("event type of %d bytes", len(a.Value)))
+				continue
+			}
+			ev.Type, hasType = MonitorEventType(t), true
+		case nldevAttrDevIndex:
+			ev.DevIndex, ev.HasDevice = u32("device index", a), true
+		case nldevAttrDevName:
+			ev.DevName = deviceName(a.Value)
+		case nldevAttrPortIndex:
+			ev.Port = u32("port", a)
+		case nldevAttrNdevIndex:
+			ev.NetdevIndex = u32("netdev index", a)
+		case nldevAttrNdevName:
+			ev.NetdevName = deviceName(a.Value)
+		}
+	}
 	switch {
-	case err != nil:
-		return ev, err
 	case len(bad) > 0:
 		return ev, fmt.Errorf("%w: %s", ErrMalformed, strings.Join(bad, ", "))
 	case !hasType:
@@ -518,12 +502,15 @@ func ProbeRDMAMonitor() (bool, error) {
 // a SYS_GET reply; kernels before 6.12 do not send it.
 func monitorMode(attrs []byte) (bool, error) {
 	on := false
-	err := walkAttrs(attrs, func(typ uint16, v []byte) {
-		if typ == nldevSysAttrMonitorMode && len(v) == 1 {
-			on = v[0] == 1
+	for a, err := range nlattr.All(attrs) {
+		if err != nil {
+			return false, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
-	})
-	return on, err
+		if v, ok := a.Uint8(); ok && a.Type == nldevSysAttrMonitorMode {
+			on = v == 1
+		}
+	}
+	return on, nil
 }
 
 // RDMADevices returns the index -> name of the RDMA devices of this network

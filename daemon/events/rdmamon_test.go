@@ -16,19 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmad/rdmad/daemon/host"
 )
 
-// nlAttr renders one netlink attribute, padded as the kernel pads it.
-func nlAttr(typ uint16, val []byte) []byte {
-	b := make([]byte, 4, nlAlign(4+len(val)))
-	binary.NativeEndian.PutUint16(b[0:2], uint16(4+len(val)))
-	binary.NativeEndian.PutUint16(b[2:4], typ)
-	b = append(b, val...)
-	return append(b, make([]byte, nlAlign(len(b))-len(b))...)
-}
+// nlAttr renders one netlink attribute, padded as the kernel pads it (the
+// encoder of every request rdmad sends).
+func nlAttr(typ uint16, val []byte) []byte { return nl.NewRtAttr(int(typ), val).Serialize() }
 
 func attrU32(typ uint16, v uint32) []byte {
 	return nlAttr(typ, binary.NativeEndian.AppendUint32(nil, v))

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmad/rdmad/daemon/dcb"
+	"github.com/rdmad/rdmad/daemon/nlattr"
 )
 
 // The kernel's side of dcbnl: the attributes of linux/dcbnl.h (enum
@@ -122,12 +123,12 @@ func ParseRequest(b []byte) (Request, error) {
 		return Request{}, fmt.Errorf("dcbtest: nlmsg_len %d, message is %d bytes", ne.Uint32(b[0:4]), len(b))
 	}
 	r := Request{Type: ne.Uint16(b[4:6]), Flags: ne.Uint16(b[6:8]), Cmd: b[unix.SizeofNlMsghdr+1]}
-	as, err := dcb.ParseAttrs(b[unix.SizeofNlMsghdr+4:])
+	as, err := nlattr.Parse(b[unix.SizeofNlMsghdr+4:])
 	if err != nil {
 		return Request{}, fmt.Errorf("dcbtest: request attributes: %w", err)
 	}
 	for _, a := range as {
-		switch a.Attr.Type &^ unix.NLA_F_NESTED {
+		switch a.Type {
 		case attrIfname:
 			r.Ifname = unix.ByteSliceToString(a.Value)
 		case attrDCBX:
@@ -146,13 +147,13 @@ func ParseRequest(b []byte) (Request, error) {
 
 // parseIEEE reads the objects nested in a request's DCB_ATTR_IEEE.
 func (r *Request) parseIEEE(b []byte) error {
-	nested, err := dcb.ParseAttrs(b)
+	nested, err := nlattr.Parse(b)
 	if err != nil {
 		return fmt.Errorf("dcbtest: DCB_ATTR_IEEE: %w", err)
 	}
 	for _, n := range nested {
 		var obj interface{ UnmarshalBinary([]byte) error }
-		switch n.Attr.Type &^ unix.NLA_F_NESTED {
+		switch n.Type {
 		case attrIEEEPFC:
 			r.PFC = new(dcb.PFC)
 			obj = r.PFC
@@ -166,7 +167,7 @@ func (r *Request) parseIEEE(b []byte) error {
 			r.Buffer = new(dcb.Buffer)
 			obj = r.Buffer
 		case attrIEEEAppTable:
-			apps, err := dcb.ParseAttrs(n.Value)
+			apps, err := nlattr.Parse(n.Value)
 			if err != nil {
 				return fmt.Errorf("dcbtest: DCB_ATTR_IEEE_APP_TABLE: %w", err)
 			}
