@@ -9,6 +9,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
@@ -88,12 +89,16 @@ func (s *Server) runApplier() {
 // the same on a host with a thousand. The state is read while no mutating
 // call is under way (Daemon.BetweenCalls): a refused call's change, and its
 // withdrawal, are never published.
-func (s *Server) apply() { s.svc.BetweenCalls(s.applyBetweenCalls) }
+func (s *Server) apply() {
+	s.svc.BetweenCalls(func() { s.applyBetweenCalls(s.svc.PolicyStatus()) })
+}
 
-// applyBetweenCalls is apply's work, run between mutating calls (the
-// applier through Daemon.BetweenCalls, a mutating call's end through
-// AfterEachCall). applyMu makes it the only writer of s.objects.
-func (s *Server) applyBetweenCalls() {
+// applyBetweenCalls is apply's work, run between mutating calls: by the
+// applier through Daemon.BetweenCalls, and at a mutating call's end with
+// the policy status the service publishes there (Daemon.AfterEachCall),
+// where it calls nothing of the service. applyMu makes it the only writer
+// of s.objects.
+func (s *Server) applyBetweenCalls(status service.PolicyStatus) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	var (
@@ -122,7 +127,7 @@ func (s *Server) applyBetweenCalls() {
 	sum = s.state.Summary()
 	states = s.state.DeviceStates(names)
 	if mgr {
-		manager = managerModel(s.svc.PolicyInForce(), s.svc.ConfigError(), s.svc.InForce(), sum, nil)
+		manager = managerModel(status.Policy, status.ConfigError, status.InForce, sum, nil)
 	}
 	s.mu.Lock()
 	if !slices.Equal(sum.Devices, s.deviceNames) {

@@ -111,7 +111,8 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 	state.OnChange(s.mark)
 	// A mutating call's outcome is served before the next call starts,
 	// so its reply (after Flush) does not wait behind the calls queued
-	// after it for the applier's turn.
+	// after it for the applier's turn. The service publishes the policy
+	// status then; the bus reads nothing of the service there.
 	svc.AfterEachCall(s.applyBetweenCalls)
 	// A config change (reload, runtime change) changes the Manager's
 	// declarations; the pass it queues updates the devices.

@@ -36,9 +36,13 @@ type Daemon interface {
 	// and its outcome, so what fn reads is what holds: never a
 	// declaration a refused call is about to withdraw.
 	BetweenCalls(fn func())
-	// AfterEachCall registers fn to run at the end of every mutating call,
-	// under the same guarantee as BetweenCalls.
-	AfterEachCall(fn func())
+	// AfterEachCall adds fn to the listeners of every mutating call's
+	// end, under the same guarantee as BetweenCalls: the service publishes
+	// the policy status that then holds, and fn calls nothing of it.
+	AfterEachCall(fn func(service.PolicyStatus))
+	// PolicyStatus is the policy in force and how it stands, read
+	// together.
+	PolicyStatus() service.PolicyStatus
 
 	Host() *host.Host // for Diagnose
 	NetnsKernel() service.NetnsKernel

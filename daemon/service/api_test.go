@@ -3,10 +3,12 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -638,5 +640,49 @@ func TestPersistRefusesNamesTOMLCannotHold(t *testing.T) {
 	}
 	if got := e.persisted(); got != "<none>" {
 		t.Errorf("drop-in written by a refused SetRoCE: %q", got)
+	}
+}
+
+// Every AfterEachCall listener hears the end of every mutating call, in
+// the order they were added, with the policy status that holds then: an
+// accepted call's declaration, and for a refused call the policy as it was
+// before it (its tentative change is never published). A second listener
+// is added beside the first, never in its place.
+func TestAfterEachCallPublishesToEveryListener(t *testing.T) {
+	e := newEnv(t, "", nil)
+	e.nl.AddErr = syscall.EOPNOTSUPP
+	var mu sync.Mutex
+	var heard []string
+	for _, who := range []string{"first", "second"} {
+		e.svc.AfterEachCall(func(st service.PolicyStatus) {
+			tos := "none"
+			if rs := st.Policy.RoCE; len(rs) > 0 && rs[len(rs)-1].TOS != nil {
+				tos = strconv.Itoa(*rs[len(rs)-1].TOS)
+			}
+			_, link := st.Policy.LinkSource("rxe1")
+			mu.Lock()
+			heard = append(heard, fmt.Sprintf("%s: tos %s, rxe1 %v, %s", who, tos, link, st.InForce.Origin))
+			mu.Unlock()
+		})
+	}
+	ctx := context.Background()
+	if err := e.svc.SetRoCE(ctx, service.RoCEChange{Device: "mlx5_0", Port: 1, TOS: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.AddLink(ctx, config.Link{Name: "rxe1", Type: config.LinkRXE, Netdev: "eth1"}, false); err == nil {
+		t.Fatal("AddLink accepted by a kernel that refuses links")
+	}
+	origin := e.svc.PolicyStatus().InForce.Origin
+	want := []string{
+		fmt.Sprintf("first: tos 3, rxe1 false, %s", origin), fmt.Sprintf("second: tos 3, rxe1 false, %s", origin),
+		fmt.Sprintf("first: tos 3, rxe1 false, %s", origin), fmt.Sprintf("second: tos 3, rxe1 false, %s", origin),
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(heard, want) {
+		t.Errorf("the listeners heard\n%s\nwant\n%s", strings.Join(heard, "\n"), strings.Join(want, "\n"))
+	}
+	if got := e.svc.PolicyStatus(); got.Policy != e.svc.PolicyInForce() || got.ConfigError != nil {
+		t.Errorf("PolicyStatus %+v, not the policy in force", got)
 	}
 }

@@ -156,27 +156,54 @@ func (s *Service) BetweenCalls(fn func()) {
 	fn()
 }
 
-// AfterEachCall registers fn to run at the end of every mutating call,
-// once its outcome is known and before the next call starts, with what
-// BetweenCalls guarantees: the bus publishes a call's outcome there, so
-// the call's reply follows it without waiting behind the calls queued
-// after it. fn must not call BetweenCalls or a mutating method.
-func (s *Service) AfterEachCall(fn func()) {
-	s.runtime.mutation.hooks.Store(&fn)
+// PolicyStatus is which policy is in force and how it stands: what the
+// service publishes at the end of each mutating call (AfterEachCall), and
+// what PolicyStatus reads between calls.
+type PolicyStatus struct {
+	Policy      *config.Policy // PolicyInForce
+	ConfigError error          // ConfigError
+	InForce     config.InForce // InForce
 }
 
-// mutationLock serialises the mutating calls and runs the end-of-call hook
-// (AfterEachCall) before each one lets the next in.
+// PolicyStatus reads the policy in force and how it stands, together.
+func (s *Service) PolicyStatus() PolicyStatus {
+	return PolicyStatus{Policy: s.PolicyInForce(), ConfigError: s.ConfigError(), InForce: s.InForce()}
+}
+
+// AfterEachCall adds fn to the listeners of every mutating call's end:
+// once the call's outcome is known and before the next call starts (what
+// BetweenCalls guarantees), the service publishes to each, in the order
+// they were added, the PolicyStatus that then holds. The bus serves a
+// call's outcome there, so the call's reply follows it without waiting
+// behind the calls queued after it. fn is given what it needs and must
+// not call the service: it runs while the service holds the call's lock.
+func (s *Service) AfterEachCall(fn func(PolicyStatus)) {
+	m := &s.runtime.mutation
+	m.listenMu.Lock()
+	m.listeners = append(m.listeners, fn)
+	m.listenMu.Unlock()
+}
+
+// mutationLock serialises the mutating calls and, before each one lets
+// the next in, publishes what holds to the AfterEachCall listeners.
 type mutationLock struct {
-	mu    sync.Mutex
-	hooks atomic.Pointer[func()]
+	mu        sync.Mutex
+	listenMu  sync.Mutex
+	listeners []func(PolicyStatus)
+	status    func() PolicyStatus // Service.PolicyStatus
 }
 
 func (m *mutationLock) Lock() { m.mu.Lock() }
 
 func (m *mutationLock) Unlock() {
-	if fn := m.hooks.Load(); fn != nil {
-		(*fn)()
+	m.listenMu.Lock()
+	fns := m.listeners
+	m.listenMu.Unlock()
+	if len(fns) > 0 {
+		st := m.status()
+		for _, fn := range fns {
+			fn(st)
+		}
 	}
 	m.mu.Unlock()
 }

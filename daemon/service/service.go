@@ -108,6 +108,7 @@ func New(o Options) (*Service, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.runtime.mutation.status = s.PolicyStatus
 	if s.maxRuntime <= 0 {
 		s.maxRuntime = DefaultMaxRuntimeEntries
 	}
