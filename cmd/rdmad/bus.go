@@ -11,6 +11,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/rdmad/rdmad/daemon/bus"
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -61,7 +62,7 @@ func startBus(ctx context.Context, svc *service.Service, busArg string, log *slo
 	}
 	auth := &currentAuthorizer{}
 	auth.set(conn)
-	srv, err := bus.New(conn, svc.Reconciler(), svc, auth, log)
+	srv, err := compose.Bus(conn, svc, auth, log)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("serve the objects on %s: %w", dbusapi.DescribeBus(busArg), err)

@@ -186,12 +186,9 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 	errc := make(chan error, 1)
 	ran := make(chan struct{})
 	configReady := make(chan struct{})
-	// The directories of the settings rdmad keeps (configfs port
-	// directories, the directories of the files it writes): another
-	// process's write there makes rdmad read the setting again.
-	dirs := &events.DirWatcher{Changed: svc.DirChanged, Log: log.With("source", "directories")}
-	svc.WatchDirs(dirs)
-	go func() { errc <- startEvents(ctx, svc, dirs, log, configReady) }()
+	// Kernel and configuration events feed the service until ctx ends.
+	sources := compose.Events(svc, log, configReady)
+	go func() { errc <- events.RunAll(ctx, log, sources) }()
 	go func() { _ = svc.Run(ctx); close(ran) }()
 	go textfile.Run(ctx)
 	// On the way out, the pass under way ends before the bus goes: it

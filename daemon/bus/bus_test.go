@@ -105,7 +105,7 @@ func startDaemonAuth(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Kern
 	if err != nil {
 		t.Fatalf("service: %v", err)
 	}
-	srv, err := bus.New(conn, svc.Reconciler(), svc, auth, log)
+	srv, err := compose.Bus(conn, svc, auth, log)
 	if err != nil {
 		t.Fatal(err)
 	}

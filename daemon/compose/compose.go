@@ -1,7 +1,12 @@
 // Package compose is rdmad's composition root: the one place that knows
-// every part. It builds them on the kernel interfaces and hands them to
-// the service, which knows them only through reconcile's part interfaces
-// and its own small ones (service.Parts).
+// every part and wires what follows the service. It builds the parts on
+// the kernel interfaces and hands them to the service, which knows them
+// only through reconcile's part interfaces and its own small ones
+// (service.Parts); and it attaches to the running service its outputs and
+// inputs: the bus (bus.go), the metrics textfile (textfile.go), the event
+// sources (events.go), and doctor's view of it (doctor.go). cmd/rdmad
+// runs the process around them: flags, logging, signals, sd_notify and the
+// bus connection's life.
 package compose
 
 import (

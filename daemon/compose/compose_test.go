@@ -3,6 +3,7 @@ package compose_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os/exec"
 	"slices"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/qos"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/roce"
+	"github.com/rdmad/rdmad/daemon/service"
 )
 
 const module = "github.com/rdmad/rdmad/"
@@ -115,5 +117,26 @@ func TestEveryPartUndoesOrSaysWhy(t *testing.T) {
 	lossless := len((*qos.Part)(nil).Settings()) - 2
 	if len(undoable) != 13+lossless {
 		t.Errorf("undoable kinds: %v (want the 13 of roce mode/tos/traffic class, vpi, links, netns, memlock, qos pfc/trust/mlx4 file, and qos's %d lossless settings)", undoable, lossless)
+	}
+}
+
+// Under a fixture root the event sources leave out the RDMA netlink
+// monitor (its socket could load this machine's ib_core) and the DCB and
+// ethtool notifications of this machine's netdevs; a fixture that carries
+// its own DCB and ethtool state announces its changes instead.
+func TestEventsUnderARootFollowNoKernelOfThisMachine(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	h := host.New(root)
+	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}), Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for name := range compose.Events(svc, slog.New(slog.DiscardHandler), make(chan struct{})) {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if want := []string{"config", "directories", "fixture-kernel", "rtnetlink", "uevent"}; !slices.Equal(names, want) {
+		t.Errorf("event sources under --root %s: %v, want %v", root, names, want)
 	}
 }

@@ -1,7 +1,6 @@
-package main
+package compose
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 
@@ -12,19 +11,24 @@ import (
 	"github.com/rdmad/rdmad/daemon/service"
 )
 
-// startEvents feeds kernel and config events into the service until ctx
-// ends: uevents (RDMA device and netdev hotplug), the RDMA netlink monitor
-// where the kernel has one (6.12+), rtnetlink link changes, and changes to
-// the configuration and modules directories. A source that cannot start is
-// logged and retried; it never stops the daemon, which still reconciles on
-// reload, SIGHUP and D-Bus calls. The directories of the settings rdmad
-// keeps are watched; on the real host DCB notifications and the ethtool
-// monitor group say when another tool changes a netdev's DCB or global
-// pause. configReady is closed once the
-// configuration files are watched. dirs watches the directories of the
-// settings rdmad keeps (svc.WatchDirs).
-func startEvents(ctx context.Context, svc *service.Service, dirs *events.DirWatcher, log *slog.Logger, configReady chan<- struct{}) error {
+// Events wires the event sources to the running service svc, by name (for
+// events.RunAll, which runs them until its context ends): uevents (RDMA
+// device and netdev hotplug), the RDMA netlink monitor where the kernel
+// has one (6.12+), rtnetlink link changes, and changes to the
+// configuration and modules directories; the directories of the settings
+// rdmad keeps are watched (svc.WatchDirs); on the real host DCB
+// notifications and the ethtool monitor group say when another tool
+// changes a netdev's DCB or global pause. A source that cannot start is
+// logged and retried; it never stops the daemon, which still reconciles
+// on reload, SIGHUP and D-Bus calls. configReady is closed once the
+// configuration files are watched.
+func Events(svc *service.Service, log *slog.Logger, configReady chan<- struct{}) map[string]events.Source {
 	var once sync.Once
+	// The directories of the settings rdmad keeps (configfs port
+	// directories, the directories of the files it writes): another
+	// process's write there makes rdmad read the setting again.
+	dirs := &events.DirWatcher{Changed: svc.DirChanged, Log: log.With("source", "directories")}
+	svc.WatchDirs(dirs)
 	h := svc.Host()
 	modulesDir := svc.PolicyInForce().Modules.Directory
 	if modulesDir == "" {
@@ -96,7 +100,7 @@ func startEvents(ctx context.Context, svc *service.Service, dirs *events.DirWatc
 			Log:          log.With("source", "fixture-kernel"),
 		}
 	}
-	return events.RunAll(ctx, log, sources)
+	return sources
 }
 
 // The link source tells a netdev's change of state from its arrival.

@@ -14,10 +14,8 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/service"
 )
 
@@ -49,7 +47,7 @@ func startWatcher(t *testing.T) *watched {
 	writeFile(t, filepath.Join(etc, "rdmad.toml"), roceTOS("10"))
 	h := host.New(root)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}), Log: log})
+	svc, err := service.New(service.Options{Host: h, Parts: serviceParts, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
@@ -119,7 +118,7 @@ func startLive(t *testing.T, before func(root string), onChange func(reconcile.C
 	}
 	h := host.New(root)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}), Log: log})
+	svc, err := service.New(service.Options{Host: h, Parts: serviceParts, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +359,7 @@ func BenchmarkUeventBurstToIdle(b *testing.B) {
 	writeFile(b, filepath.Join(root, "etc/rdma/rdmad.toml"), roceConfig)
 	h := host.New(root)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}), Log: log})
+	svc, err := service.New(service.Options{Host: h, Parts: serviceParts, Log: log})
 	if err != nil {
 		b.Fatal(err)
 	}
