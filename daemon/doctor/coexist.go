@@ -12,6 +12,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/netns"
 	"github.com/rdmad/rdmad/daemon/qos"
+	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
 // Coexistence: another manager on the host that sets what rdmad sets. Each
@@ -264,10 +265,8 @@ func (d *diag) moduleListFiles() (dir string, lists []string) {
 //     in /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
 //     (kubernetes pkg/kubelet/cm/devicemanager/checkpoint/checkpoint.go:
 //     {"Data":{"RegisteredDevices":{"<resource>":[ids]}}}).
-//   - lldpad (github.com/intel/openlldp): lldpad.socket listens on the
-//     abstract datagram socket @/com/intel/lldpad (include/clif_sock.h),
-//     listed in /proc/net/unix; its pid and configuration files are read
-//     by package qos.
+//   - lldpad (github.com/intel/openlldp): its socket, units, pid and
+//     configuration files are package qos's (qos.CoexistLLDPad).
 const (
 	nvidiaDriverReady   = "run/mellanox/drivers/.driver-ready"
 	nvidiaDriverLoading = "etc/modprobe.d/blacklist-ofed-modules.conf"
@@ -276,7 +275,6 @@ const (
 	sriovConfigUnit     = "etc/systemd/system/sriov-config.service"
 	kubeletCheckpoint   = "var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
 	sharedDevicePrefix  = "rdma/"
-	lldpadSocket        = "@/com/intel/lldpad"
 )
 
 // checkNVIDIADriver: the Network Operator's driver container loads its own
@@ -449,7 +447,7 @@ func (d *diag) checkRDMASharedDevicePlugin() {
 	}
 	sort.Strings(res)
 	who := fmt.Sprintf("the RDMA shared device plugin serves %s on this node (/%s); it shares each RDMA device among pods, which needs netns mode shared",
-		shortList(res, 4), kubeletCheckpoint)
+		reconcile.ShortList(res, 4), kubeletCheckpoint)
 	mode, src := d.netnsInForce()
 	switch mode {
 	case config.NetnsExclusive:
@@ -463,76 +461,21 @@ func (d *diag) checkRDMASharedDevicePlugin() {
 	}
 }
 
-// checkLLDPad: lldpad negotiates DCB (PFC, ETS, APP) with the switch on the
-// ports it is enabled on; rdmad's [[qos]] sets PFC and DSCP trust. Which
-// netdevs lldpad manages is qos-owner's business, per port; this says
-// once, for the host, that two DCB agents run.
+// checkLLDPad: lldpad and rdmad's [[qos]] both manage DCB; the qos part
+// judges it (qos.CoexistLLDPad) from what doctor sees of lldpad's socket
+// and units.
 func (d *diag) checkLLDPad() {
-	var seen []string
-	if pid, ok := qos.LLDPadPID(d.h); ok {
-		seen = append(seen, "pid "+pid+" in /"+qos.LLDPadPIDFile)
-	}
-	// An abstract socket has no owner or permissions: any local user can
-	// bind lldpad's name. It counts only when a root-owned unit of lldpad
-	// is installed to back it.
-	if d.unixSocketListening(lldpadSocket) {
-		if unit := d.lldpadUnit(); unit != "" {
-			seen = append(seen, "its socket "+lldpadSocket+" in /proc/net/unix, from /"+unit)
-		}
-	}
-	if len(seen) == 0 {
-		return
-	}
-	var configures string
-	if groups, err := qos.LLDPadGroups(d.h); err != nil {
-		configures = "its /" + qos.LLDPadConfFile + " cannot be read here, so which interfaces it configures is not known"
-	} else {
-		var ifs []string
-		for _, g := range groups {
-			if g != "." && g != ".." && !strings.Contains(g, "/") && exists(d.h, path.Join("sys/class/net", g)) {
-				ifs = append(ifs, g)
+	unit := ""
+	if d.unixSocketListening(qos.LLDPadSocket) {
+		for _, u := range qos.LLDPadUnits {
+			if unit = unitFile(d.h, u); unit != "" {
+				break
 			}
 		}
-		configures = "its /" + qos.LLDPadConfFile + " configures no interface of this host"
-		if len(ifs) > 0 {
-			configures = "its /" + qos.LLDPadConfFile + " configures " + shortList(ifs, 8)
-		}
 	}
-	who := fmt.Sprintf("lldpad runs (%s) and %s", strings.Join(seen, ", "), configures)
-	if len(d.pol.QoS) == 0 {
-		d.ok("coexist-lldpad", hostSubject, who+"; rdmad declares no [[qos]]: DCB is lldpad's")
-		return
+	if n, ok := qos.CoexistLLDPad(d.h, d.pol, unit); ok {
+		d.note(n)
 	}
-	var files []string
-	for _, r := range d.pol.QoS {
-		if f := r.Source.File; !slices.Contains(files, f) {
-			files = append(files, f)
-		}
-	}
-	rules := "rdmad's [[qos]] at " + d.pol.QoS[0].Source.String()
-	if len(files) > 1 {
-		rules = "rdmad's [[qos]] in " + strings.Join(files, ", ")
-	}
-	d.warn("coexist-lldpad", hostSubject,
-		fmt.Sprintf("DCB has two agents on this host: %s; %s sets PFC and trust, except on netdevs lldpad configures (qos-owner names them)",
-			who, rules),
-		"give DCB one owner: rdmad: systemctl disable --now lldpad.service lldpad.socket (no DCBX with the switch then: set the switch's PFC to match); or lldpad: remove the [[qos]] rules from "+strings.Join(files, ", ")+
-			" and set PFC with lldptool (lldptool -T -i IF -V PFC enabled=3)")
-}
-
-// lldpadUnits are openlldp's units: lldpad.socket listens on its socket,
-// lldpad.service binds it itself when started without the socket.
-var lldpadUnits = []string{"lldpad.socket", "lldpad.service"}
-
-// lldpadUnit is the first of lldpad's units installed and not masked (its
-// unit file, relative to the root), or "".
-func (d *diag) lldpadUnit() string {
-	for _, u := range lldpadUnits {
-		if p := unitFile(d.h, u); p != "" {
-			return p
-		}
-	}
-	return ""
 }
 
 // unixSocketListening reports whether a Unix socket bound to name (an
@@ -549,12 +492,4 @@ func (d *diag) unixSocketListening(name string) bool {
 		return true
 	})
 	return found
-}
-
-// shortList joins names, at most max of them and a count of the rest.
-func shortList(names []string, max int) string {
-	if len(names) <= max {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
 }

@@ -133,9 +133,14 @@ func (d *diag) checkParts(ctx context.Context) {
 	in := &reconcile.CheckInput{Host: d.h, Policy: d.pol, State: d.in.State}
 	for _, c := range d.in.Checks {
 		for _, n := range c.Check(ctx, in) {
-			d.add(severityOf(n.Severity), n.ID, subjectOf(n.Subject), n.Finding, n.Fix)
+			d.note(n)
 		}
 	}
+}
+
+// note records a part's note as a finding.
+func (d *diag) note(n reconcile.Note) {
+	d.add(severityOf(n.Severity), n.ID, subjectOf(n.Subject), n.Finding, n.Fix)
 }
 
 func severityOf(s reconcile.Severity) Severity {

@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -53,6 +55,15 @@ type Note struct {
 	Severity Severity
 	Finding  string
 	Fix      string
+}
+
+// ShortList names at most max of names in a note and counts the rest
+// ("a, b, c and 2 more"): a note is one line.
+func ShortList(names []string, max int) string {
+	if len(names) <= max {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
 }
 
 // Contender is a checker that may know which other manager writes one of

@@ -8,20 +8,34 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/netns"
+	"github.com/rdmad/rdmad/daemon/qos"
 )
 
-// rdmadNetnsFile is the modprobe.d file rdmad writes for [netns].
-const rdmadNetnsFile = "etc/modprobe.d/rdmad-netns.conf"
+// The initramfs check: a module option file rdmad writes reaches a module
+// loaded from the initramfs only through the image's copy of modprobe.d,
+// so an image built before the file changed gives the next boot the old
+// option. Doctor judges the image against the files the parts name: the
+// RDMA netns mode's (the netns part judges the mode itself, in its records
+// and checks) and the mlx4_en PFC options (the qos part judges QoS).
 
 // checkNetnsInitramfs: the modprobe.d option that gives ib_core its RDMA
-// netns mode at boot reaches it only through the initramfs's copy of
-// modprobe.d when ib_core loads from there. The netns part judges the mode
-// itself (its records and checks).
+// netns mode at boot.
 func (d *diag) checkNetnsInitramfs() {
 	if f := netns.BootMode(d.h).File; f != "" {
 		d.checkInitramfs(f, initramfsCheck{
 			id: "netns-initramfs-stale", module: "ib_core", needs: d.needsIBCore, rdmaModule: true,
 			consequence: "the next boot starts ib_core in the old RDMA netns mode",
+		})
+	}
+}
+
+// checkMLX4Initramfs: rdmad's mlx4_en PFC options.
+func (d *diag) checkMLX4Initramfs() {
+	if exists(d.h, qos.MLX4File) {
+		d.checkInitramfs(qos.MLX4File, initramfsCheck{
+			id: "qos-mlx4-initramfs-stale", module: "mlx4_en",
+			needs:       func(m string) bool { return host.NormalizeModule(m) == "mlx4_en" },
+			consequence: "the next boot loads mlx4_en with the old PFC options",
 		})
 	}
 }
