@@ -50,8 +50,8 @@ deps-test:
 	./test/install-deps.sh test
 
 # RDMAD_TEST_DEPS=1 tells the tests that deps-test ran: a test that would
-# skip for a missing tool that install-deps.sh installs (the shells of the
-# completion tests) fails instead.
+# skip for a missing tool that install-deps.sh installs fails instead
+# (test/testdeps).
 test: deps-test fmt-check vet staticcheck
 	RDMAD_TEST_DEPS=1 $(GO) test -race -count=1 ./...
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 var (
@@ -67,14 +68,8 @@ func TestMisalignedFindsAShiftedRow(t *testing.T) {
 // (rdmactl's, busctl introspect's) is aligned once the fixture root is taken
 // out of the paths.
 func TestDemo(t *testing.T) {
-	for _, tool := range []string{"dbus-daemon", "busctl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("RDMAD_TEST_DEPS") != "" {
-				t.Fatalf("%s is missing although test/install-deps.sh ran", tool)
-			}
-			t.Skipf("%s not installed (test/install-deps.sh installs it)", tool)
-		}
-	}
+	testdeps.Tool(t, "dbus-daemon", "dbus-daemon")
+	testdeps.Tool(t, "busctl", "systemd")
 	repo := hosttest.RepoRoot()
 	bin := t.TempDir()
 	for _, cmd := range []string{"rdmad", "rdmactl"} {

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 // shippedUnits are the systemd units verified with systemd-analyze: ours and
@@ -25,15 +27,16 @@ var shippedUnits = []string{
 	"../test/e2e/guest/rdmad-e2e.service",
 }
 
+// requireTool is the path of a program the checks run: a bare `go test`
+// on a machine without systemd skips them; `make test` installs the tools
+// (test/install-deps.sh) and fails without them.
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		// `make test` installs the tools (test/install-deps.sh); a bare
-		// `go test` on a machine without systemd cannot run these checks.
-		t.Skipf("%s not installed: %v", name, err)
+	pkg := map[string]string{"strace": "strace", "dbus-daemon": "dbus-daemon", "make": "make"}[name]
+	if pkg == "" {
+		pkg = "systemd" // systemd-analyze, systemd-sysusers, systemd-tmpfiles
 	}
-	return p
+	return testdeps.Tool(t, name, pkg)
 }
 
 // TestSystemdAnalyzeVerify runs `systemd-analyze verify` on every unit and

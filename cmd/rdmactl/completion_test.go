@@ -13,6 +13,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/test/bustest"
 	"github.com/rdmad/rdmad/test/livetest"
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 // The bash completion rdmactl ships completes commands, and device names
@@ -22,7 +23,7 @@ func TestBashCompletion(t *testing.T) {
 	bash := requireShell(t, "bash")
 	const lib = "/usr/share/bash-completion/bash_completion"
 	if _, err := os.Stat(lib); err != nil {
-		missing(t, "bash-completion's "+lib)
+		testdeps.Missing(t, "bash-completion's "+lib, "bash-completion", nil)
 	}
 	addr := bustest.Start(t)
 	root, denv := livetest.DemoHost(t)
@@ -121,22 +122,9 @@ func fishQuote(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }
 
-// requireShell finds a program a completion test runs. A missing one skips
-// the test only where test/install-deps.sh has not run: `make test` runs
-// it and then sets RDMAD_TEST_DEPS=1, so in CI a missing shell fails.
+// requireShell finds a program a completion test runs (testdeps: a
+// missing one skips, or fails where test/install-deps.sh ran).
 func requireShell(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		missing(t, name)
-	}
-	return p
-}
-
-func missing(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("RDMAD_TEST_DEPS") != "" {
-		t.Fatalf("%s is missing although test/install-deps.sh ran (RDMAD_TEST_DEPS is set): it installs it", what)
-	}
-	t.Skipf("%s is missing (test/install-deps.sh test installs it; make test runs that)", what)
+	return testdeps.Tool(t, name, name) // bash, zsh and fish are their packages
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/test/bustest"
 	"github.com/rdmad/rdmad/test/livetest"
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 var bins livetest.Binaries
@@ -24,10 +25,7 @@ func TestMain(m *testing.M) { livetest.Main(m, &bins) }
 // makes it fail as ssh does when the host cannot be reached.
 func fakeSSH(t *testing.T, addr, exitWith string) (env []string, argsLog string) {
 	t.Helper()
-	bridge, err := exec.LookPath("systemd-stdio-bridge")
-	if err != nil {
-		t.Skip("systemd-stdio-bridge not installed (test/install-deps.sh installs systemd)")
-	}
+	bridge := testdeps.Tool(t, "systemd-stdio-bridge", "systemd")
 	dir := t.TempDir()
 	argsLog = filepath.Join(dir, "ssh.args")
 	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + argsLog + "\n"

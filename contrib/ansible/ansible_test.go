@@ -24,6 +24,7 @@ import (
 	"github.com/rdmad/rdmad/test/bustest"
 	"github.com/rdmad/rdmad/test/livetest"
 	"github.com/rdmad/rdmad/test/promtest"
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 var bins livetest.Binaries
@@ -40,10 +41,7 @@ var recapLine = regexp.MustCompile(`(?m)^localhost\s*:\s*ok=(\d+)\s+changed=(\d+
 // the recap, the output, and whether ansible-playbook succeeded.
 func playbook(t *testing.T, vars string, extra ...string) (recap, string, error) {
 	t.Helper()
-	ap, err := exec.LookPath("ansible-playbook")
-	if err != nil {
-		t.Skip("ansible-playbook not installed (test/install-deps.sh test installs ansible-core)")
-	}
+	ap := testdeps.Tool(t, "ansible-playbook", "ansible-core")
 	home := t.TempDir()
 	varsFile := filepath.Join(home, "vars.yml")
 	if err := os.WriteFile(varsFile, []byte(vars), 0o644); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/test/bustest"
 	"github.com/rdmad/rdmad/test/livetest"
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 // The parts of the API objects the checks read (validate.py has already
@@ -139,9 +140,7 @@ func TestMain(m *testing.M) { livetest.Main(m, &bins) }
 // load validates the manifests with validate.py and decodes what it prints.
 func load(t *testing.T, files ...string) []object {
 	t.Helper()
-	if err := exec.Command("/usr/bin/python3", "-c", "import kubernetes, yaml").Run(); err != nil {
-		t.Skipf("python3-kubernetes/python3-yaml not installed (test/install-deps.sh test installs them): %v", err)
-	}
+	testdeps.Python3(t, "python3-kubernetes and python3-yaml", "kubernetes", "yaml")
 	cmd := exec.Command("/usr/bin/python3", append([]string{"validate.py"}, files...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -159,6 +158,7 @@ func load(t *testing.T, files ...string) []object {
 // TestValidatorCatchesMistakes: validate.py refuses a misspelt field, a
 // wrong type and a missing required field (so its pass means something).
 func TestValidatorCatchesMistakes(t *testing.T) {
+	testdeps.Python3(t, "python3-kubernetes and python3-yaml", "kubernetes", "yaml")
 	good, err := os.ReadFile("daemonset.yaml")
 	if err != nil {
 		t.Fatal(err)

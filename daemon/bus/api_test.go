@@ -20,6 +20,7 @@ import (
 	"github.com/rdmad/rdmad/dbusapi/client"
 	"github.com/rdmad/rdmad/test/bustest"
 	"github.com/rdmad/rdmad/test/livetest"
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 const mlx5Config = `
@@ -504,9 +505,7 @@ func shellQuote(args []string) string {
 }
 
 func TestBusctlAndJSONStatus(t *testing.T) {
-	if _, err := exec.LookPath("busctl"); err != nil {
-		t.Skip("busctl not installed")
-	}
+	testdeps.Tool(t, "busctl", "systemd")
 	e := newEnv(t, "mlx5", mlx5Config)
 	out, err := exec.Command("busctl", "--address="+e.addr, "introspect", "org.rdmad1", "/org/rdmad1/devices/mlx5_5f0").CombinedOutput()
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
 	"github.com/rdmad/rdmad/test/bustest"
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 // SetQoSSettings over a real dbus-daemon: settings of several D-Bus types
@@ -123,12 +124,7 @@ func TestSetQoSSettingsOverTheBus(t *testing.T) {
 		t.Errorf("a refused argument wrote %q", k.Writes()[writes:])
 	}
 
-	if _, err := exec.LookPath("busctl"); err != nil {
-		if os.Getenv("RDMAD_TEST_DEPS") != "" {
-			t.Fatal("busctl is missing although test/install-deps.sh ran")
-		}
-		t.Skip("busctl not installed")
-	}
+	testdeps.Tool(t, "busctl", "systemd")
 	out, err := exec.Command("busctl", "--address="+addr, "call", dbusapi.BusName, "/org/rdmad1", dbusapi.ManagerIface, "SetQoSSettings",
 		"sua{sv}b", "mlx5_1", "1", "2", "cable_length", "q", "20", "pause", "b", "false", "false").CombinedOutput()
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 // inPrivateNetns runs f on a thread in a new network namespace holding a
@@ -85,13 +87,7 @@ func TestRealKernelVethHasNoPauseNorTunable(t *testing.T) {
 // (a features change: no virtual netdev has pause to change), from the
 // kernel, naming the netdev.
 func TestRealKernelMonitorGroup(t *testing.T) {
-	tool, err := exec.LookPath("ethtool")
-	if err != nil && os.Getenv("RDMAD_TEST_DEPS") != "" {
-		t.Fatal("ethtool(8) is missing although test/install-deps.sh ran (RDMAD_TEST_DEPS is set): it installs it")
-	}
-	if err != nil {
-		t.Skip("ethtool(8) is not installed")
-	}
+	tool := testdeps.Tool(t, "ethtool", "ethtool")
 	var got []Notification
 	var recvErr error
 	inPrivateNetns(t, func() {

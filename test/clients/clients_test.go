@@ -20,6 +20,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/test/bustest"
 	"github.com/rdmad/rdmad/test/livetest"
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 var bins livetest.Binaries
@@ -115,8 +116,9 @@ func removeDevice(t *testing.T, root, name string) {
 // change made with rdmactl, and InterfacesAdded/Removed when a device comes
 // and goes.
 func TestPythonWatchExample(t *testing.T) {
+	testdeps.Python3(t, "python3-gi (PyGObject)", "gi")
 	if err := exec.Command("/usr/bin/python3", "-c", "import gi; gi.require_version('Gio', '2.0'); from gi.repository import Gio").Run(); err != nil {
-		t.Skipf("PyGObject not installed (test/install-deps.sh test installs python3-gi): %v", err)
+		testdeps.Missing(t, "Gio 2.0 of PyGObject", "python3-gi", err)
 	}
 	addr := bustest.Start(t)
 	root, env := livetest.DemoHost(t)
@@ -190,11 +192,8 @@ func TestPythonWatchExample(t *testing.T) {
 // TestIntrospectionTools runs the gdbus and busctl commands that
 // docs/examples/README.md shows.
 func TestIntrospectionTools(t *testing.T) {
-	for _, tool := range []string{"gdbus", "busctl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (test/install-deps.sh test installs it)", tool)
-		}
-	}
+	testdeps.Tool(t, "gdbus", "libglib2.0-bin")
+	testdeps.Tool(t, "busctl", "systemd")
 	addr := bustest.Start(t)
 	root, env := livetest.DemoHost(t)
 	livetest.Start(t, bins, addr, root, env)

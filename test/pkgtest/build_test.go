@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 var repo = hosttest.RepoRoot()
@@ -76,12 +77,12 @@ func build(t *testing.T, version string) *packages {
 
 func requireTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		// `make test` installs every tool (test/install-deps.sh).
-		t.Skipf("%s not installed (test/install-deps.sh test installs it): %v", name, err)
+	// `make test` installs every tool (test/install-deps.sh).
+	pkg := map[string]string{"dpkg-deb": "dpkg", "rpmbuild": "rpm", "unshare": "util-linux", "dpkg-buildpackage": "dpkg-dev", "dh": "debhelper"}[name]
+	if pkg == "" {
+		pkg = name // lintian, rpm, mmdebstrap
 	}
-	return p
+	return testdeps.Tool(t, name, pkg)
 }
 
 // run runs a command and returns its combined output; a failure is fatal.

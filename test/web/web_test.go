@@ -35,6 +35,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/test/bustest"
 	"github.com/rdmad/rdmad/test/livetest"
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 var bins livetest.Binaries
@@ -54,17 +55,14 @@ const (
 // (test/install-deps.sh test installs them all).
 func need(t *testing.T) string {
 	t.Helper()
-	for _, p := range []string{cockpitWS, cockpitBridge} {
-		if _, err := os.Stat(p); err != nil {
-			t.Skipf("%s not installed (test/install-deps.sh test installs cockpit-ws and cockpit-bridge)", p)
-		}
-	}
+	testdeps.File(t, cockpitWS, "cockpit-ws")
+	testdeps.File(t, cockpitBridge, "cockpit-bridge")
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
-	t.Skip("chromium not installed (test/install-deps.sh test installs it)")
+	testdeps.Missing(t, "chromium", "chromium", nil)
 	return ""
 }
 
