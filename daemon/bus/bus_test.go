@@ -95,6 +95,13 @@ func startDaemonKernel(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Ke
 // k and the authorizer auth.
 func startDaemonAuth(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Kernel, auth bus.Authorizer) *daemon {
 	t.Helper()
+	return startDaemonAs(t, conn, h, k, auth, nil)
+}
+
+// startDaemonAs is startDaemonAuth with the bus seeing the service through
+// as (nil: the service itself, as compose.Bus wires it).
+func startDaemonAs(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Kernel, auth bus.Authorizer, as func(*service.Service) bus.Daemon) *daemon {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -105,7 +112,12 @@ func startDaemonAuth(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Kern
 	if err != nil {
 		t.Fatalf("service: %v", err)
 	}
-	srv, err := compose.Bus(conn, svc, auth, log)
+	var srv *bus.Server
+	if as == nil {
+		srv, err = compose.Bus(conn, svc, auth, log)
+	} else {
+		srv, err = bus.New(conn, svc.Reconciler(), as(svc), auth, log)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

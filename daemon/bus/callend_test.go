@@ -1,9 +1,6 @@
 package bus_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -88,33 +85,14 @@ func TestCallEndPublishesWithoutCallingTheService(t *testing.T) {
 	addr := privateBus(t, dir)
 	root := fixture(t, dir, "mlx5", mlx5Config)
 	h := host.New(root)
-	k := compose.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared),
-		Links: &linkstest.Netlink{Host: h, AddErr: syscall.EOPNOTSUPP}}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(k), Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
 	conn, err := dbusapi.Dial(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &callEndWatch{Service: svc}
-	srv, err := bus.New(conn, svc.Reconciler(), w, &bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.RequestName(dbusapi.BusName); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	d := &daemon{svc: svc, srv: srv, conn: conn, cancel: cancel, done: make(chan struct{})}
-	go func() { _ = svc.Run(ctx); close(d.done) }()
-	t.Cleanup(d.stop)
-	svc.Start()
-	if err := svc.Idle(ctx); err != nil {
-		t.Fatal(err)
-	}
+	var w *callEndWatch
+	startDaemonAs(t, conn, h, compose.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared),
+		Links: &linkstest.Netlink{Host: h, AddErr: syscall.EOPNOTSUPP}}, &bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second},
+		func(svc *service.Service) bus.Daemon { w = &callEndWatch{Service: svc}; return w })
 
 	c, err := client.Connect(addr)
 	if err != nil {
