@@ -63,6 +63,9 @@ func projectFiles(t *testing.T, root string) []string {
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
+		if rel == ".git" && !d.IsDir() {
+			return nil // a worktree's .git file names where its repository is
+		}
 		if d.IsDir() {
 			switch rel {
 			case ".git", "vendor", "bin", "dist", ".tools", "debian":

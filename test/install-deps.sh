@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a Debian machine, only when missing, so a
 # fresh machine passes `make test` and a prepared one does not touch apt.
-#   test/install-deps.sh test   dbus-daemon, dbus-broker (not on a host booted with systemd),
+#   test/install-deps.sh test   make, gcc (-race), dbus-daemon, dbus-broker (not on a host booted with systemd),
 #                               busctl/gdbus, systemd-analyze, iproute2, man tools,
 #                               ethtool, bash-completion, zsh and fish (rdmactl's completions, run in each),
 #                               packaging checks (lintian, rpm, mmdebstrap for the Debian root,
@@ -26,6 +26,8 @@ want_py() { # want_py MODULE PACKAGE
 
 case "${1:-test}" in
 test)
+	want make make
+	want gcc gcc # go test -race and go build -race need cgo
 	want dbus-daemon dbus-daemon
 	# dbus-broker (Fedora's and RHEL's system bus), run by the bus tests
 	# with a private configuration. Debian's package makes it the system bus

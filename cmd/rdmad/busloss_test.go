@@ -11,6 +11,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/test/bustest"
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 // The bus daemon goes away: rdmad says so at error priority and in
@@ -18,6 +19,7 @@ import (
 // and when a bus listens at the same address again it takes its name
 // back and serves its objects as before, with what changed meanwhile.
 func TestBusLostAndBack(t *testing.T) {
+	testdeps.Tool(t, "dbus-daemon", "dbus-daemon")
 	dir := bustest.PublicDir(t)
 	addr, stopBus, err := bustest.Run(dir)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
+	"github.com/rdmad/rdmad/test/testdeps"
 )
 
 // soakDuration is SOAK_DURATION (make soak: 30s), or a few seconds for
@@ -53,6 +54,13 @@ func raceRdmad(t *testing.T) string {
 	t.Helper()
 	if os.Getenv("RDMAD_TEST_BINDIR") != "" {
 		return rdmadBin
+	}
+	// -race builds with cgo: a C compiler (make test's own go test -race
+	// needs one too).
+	if out, err := exec.Command("go", "env", "CGO_ENABLED", "CC").Output(); err != nil || !strings.HasPrefix(string(out), "1\n") {
+		testdeps.Missing(t, "cgo (go build -race)", "gcc", fmt.Errorf("go env CGO_ENABLED CC: %q, %v", out, err))
+	} else if cc := strings.Fields(strings.TrimPrefix(string(out), "1\n")); len(cc) > 0 {
+		testdeps.Tool(t, cc[0], "gcc")
 	}
 	raceBinOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "rdmad-race-")

@@ -55,7 +55,7 @@ func build(t *testing.T, version string) *packages {
 		return p
 	}
 	dir := filepath.Join(workDir, version)
-	cmd := exec.Command("make", "-C", repo, "--no-print-directory", "package")
+	cmd := exec.Command(requireTool(t, "make"), "-C", repo, "--no-print-directory", "package")
 	cmd.Env = append(os.Environ(), "DIST="+dir, "PKG_VERSION="+version)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -80,7 +80,7 @@ func requireTool(t *testing.T, name string) string {
 	// `make test` installs every tool (test/install-deps.sh).
 	pkg := map[string]string{"dpkg-deb": "dpkg", "rpmbuild": "rpm", "unshare": "util-linux", "dpkg-buildpackage": "dpkg-dev", "dh": "debhelper"}[name]
 	if pkg == "" {
-		pkg = name // lintian, rpm, mmdebstrap
+		pkg = name // make (make test runs in it), lintian, rpm, mmdebstrap
 	}
 	return testdeps.Tool(t, name, pkg)
 }

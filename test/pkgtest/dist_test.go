@@ -29,7 +29,7 @@ var (
 
 func makeDist(t *testing.T, out string) (tarball string) {
 	t.Helper()
-	cmd := exec.Command("make", "-C", repo, "--no-print-directory", "dist")
+	cmd := exec.Command(requireTool(t, "make"), "-C", repo, "--no-print-directory", "dist")
 	cmd.Env = append(os.Environ(), "DIST="+out)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
@@ -46,6 +46,7 @@ func makeDist(t *testing.T, out string) (tarball string) {
 // the tarball.
 func getDist(t *testing.T) sourceDist {
 	t.Helper()
+	requireTool(t, "make")
 	distOnce.Do(func() { distErr = prepareDist() })
 	if distErr != "" {
 		t.Fatal(distErr)
