@@ -57,12 +57,16 @@ type ExpectRule struct {
 	// PCIe is the least link of the device's PCI function; nil: not
 	// declared.
 	PCIe *PCIeLink
+	// Count is how many devices (ports, with Port) at least match the
+	// selector; 0: not declared.
+	Count int
 }
 
 // Exact reports whether the rule names one device: by exact name, node
 // GUID or a PCI address without glob characters. Such a rule that matches
-// nothing is a warning (a typo, a device gone); a glob or driver rule may
-// rightly match nothing on a host of a fleet.
+// nothing fails (a device gone, a PCIe link that did not train); a glob or
+// driver rule without count may rightly match nothing on a host of a
+// fleet.
 func (r ExpectRule) Exact() bool {
 	return (!r.Device.Empty() && !r.Device.Pattern) || r.GUID != "" ||
 		(r.PCI != "" && !strings.ContainsAny(r.PCI, "*?["))
@@ -79,6 +83,30 @@ type Expectation struct {
 	WidthSource Position
 	PCIe        *PCIeLink
 	PCIeSource  Position
+}
+
+// RequiresPresence reports whether the rule fails when it matches fewer
+// devices (or ports) than it expects: it declares a count, or it names one
+// device and expects more of it than an unused port (state = "down" alone
+// needs no device: the port is unused by design).
+func (r ExpectRule) RequiresPresence() bool {
+	if r.Count > 0 {
+		return true
+	}
+	downOnly := r.State == ExpectDown && r.Rate == 0 && r.Width == 0 && r.PCIe == nil
+	return r.Exact() && !downOnly
+}
+
+// Least is how many devices (ports, with Port) the rule needs: its count,
+// else one for a rule that requires presence.
+func (r ExpectRule) Least() int {
+	if r.Count > 0 {
+		return r.Count
+	}
+	if r.RequiresPresence() {
+		return 1
+	}
+	return 0
 }
 
 // Empty reports whether no rule declares anything for the port.
@@ -430,6 +458,10 @@ func (d *decoder) expectPCIe(dst **PCIeLink) field {
 	}}
 }
 
+// maxExpectCount bounds [[expect]] count: more RDMA devices than a host
+// can hold (SR-IOV: 1,024 virtual functions a device at most) is a typo.
+const maxExpectCount = 65536
+
 func (d *decoder) expect(p string, m map[string]any) (ExpectRule, bool) {
 	before := len(d.errs)
 	r := ExpectRule{Source: d.pos(p)}
@@ -439,6 +471,7 @@ func (d *decoder) expect(p string, m map[string]any) (ExpectRule, bool) {
 		d.expectRate(&r.Rate),
 		d.expectWidth(&r.Width),
 		d.expectPCIe(&r.PCIe),
+		d.intKey("count", 1, maxExpectCount, &r.Count),
 	)
 	d.table(p, m, "[[expect]]", fields)
 	if len(d.errs) > before {
@@ -447,8 +480,8 @@ func (d *decoder) expect(p string, m map[string]any) (ExpectRule, bool) {
 	if r.Selector == (Selector{}) {
 		d.failf(p, "no device selector: set at least one of %s (device = \"*\" selects every device)", selectorKeys)
 	}
-	if r.State == "" && r.Rate == 0 && r.Width == 0 && r.PCIe == nil {
-		d.failf(p, "expects nothing: set state, rate, width, pcie or several")
+	if r.State == "" && r.Rate == 0 && r.Width == 0 && r.PCIe == nil && r.Count == 0 {
+		d.failf(p, "expects nothing: set state, rate, width, pcie, count or several")
 	}
 	if r.State == ExpectDown && (r.Rate != 0 || r.Width != 0) {
 		d.failf(p, "state = \"down\" judges nothing about the port: drop rate and width, or expect state = \"up\"")

@@ -18,7 +18,9 @@ func TestHealthTablesRejectBadInput(t *testing.T) {
 		want []string
 	}{
 		{"expect without selector", "[[expect]]\nport = 2\nstate = \"down\"\n", 1, []string{"expect[0]: no device selector"}},
-		{"expect nothing", "# x\n[[expect]]\ndevice = \"mlx5_0\"\nport = 2\n", 2, []string{"expect[0]: expects nothing", "state, rate, width, pcie"}},
+		{"expect nothing", "# x\n[[expect]]\ndevice = \"mlx5_0\"\nport = 2\n", 2, []string{"expect[0]: expects nothing", "state, rate, width, pcie, count"}},
+		{"expect count zero", "[[expect]]\ndriver = \"mlx5_core\"\ncount = 0\n", 3, []string{"expect[0].count", "0 is out of range"}},
+		{"expect count string", "[[expect]]\ndriver = \"mlx5_core\"\ncount = \"2\"\n", 3, []string{"expect[0].count", "must be an integer"}},
 		{"expect bad state", "[[expect]]\ndevice = \"mlx5_0\"\nstate = \"active\"\n", 3, []string{"expect[0].state", `"active" is not a port state`, `"up"`, `"down"`}},
 		{"expect rate string", "[[expect]]\ndriver = \"mlx5_core\"\nrate = \"200G\"\n", 3, []string{"expect[0].rate", "must be a rate in Gb/s", `a string ("200G")`}},
 		{"expect rate zero", "[[expect]]\ndriver = \"mlx5_core\"\n\nrate = 0\n", 4, []string{"expect[0].rate", "out of range"}},
@@ -109,6 +111,31 @@ rate = 12.5
 		}
 		if p.Expect[0].Exact() != want {
 			t.Errorf("%s: Exact = %v", sel, !want)
+		}
+	}
+}
+
+// A rule requires its devices when it counts them or names one device;
+// a glob or driver rule without count, and an exact rule that only says a
+// port is unused, match nothing by design.
+func TestExpectRequiresPresence(t *testing.T) {
+	for rule, least := range map[string]int{
+		"device = \"mlx5_0\"\nstate = \"up\"":                      1,
+		"pci = \"0000:3b:00.1\"\nrate = 100":                       1,
+		"guid = \"b859:9f03:00d4:2e7a\"\npcie = \"8 GT/s x8\"":     1,
+		"device = \"mlx5_1\"\nport = 2\nstate = \"down\"":          0,
+		"device = \"mlx5_1\"\nstate = \"down\"\ncount = 1":         1,
+		"driver = \"mlx5_core\"\nstate = \"up\"":                   0,
+		"driver = \"mlx5_core\"\ncount = 2":                        2,
+		"device = \"mlx5_*\"\nport = 1\ncount = 4\nstate = \"up\"": 4,
+	} {
+		p, err := Parse("f.toml", []byte("[[expect]]\n"+rule+"\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", rule, err)
+		}
+		r := p.Expect[0]
+		if r.Least() != least || r.RequiresPresence() != (least > 0) {
+			t.Errorf("%q: Least %d RequiresPresence %v, want %d", rule, r.Least(), r.RequiresPresence(), least)
 		}
 	}
 }

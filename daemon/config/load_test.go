@@ -86,7 +86,7 @@ func TestShippedExamplesAreValid(t *testing.T) {
 	if dcbx, _ := QoSDCBX.In(p.QoS[1].LosslessRule); !cable || !pause || !ecn || dcbx != DCBXHost {
 		t.Errorf("examples: the lossless profile is not all there: %+v, roce %+v", p.QoS, p.RoCE)
 	}
-	if len(p.Expect) != 2 || len(p.Doctor.Ignore) != 2 || p.Doctor.Counters.Threshold("symbol_error").Source.Line == 0 || len(p.MemlockCheckUnits.Names) != 1 {
+	if len(p.Expect) != 3 || p.Expect[2].Count != 2 || len(p.Doctor.Ignore) != 2 || p.Doctor.Counters.Threshold("symbol_error").Source.Line == 0 || len(p.MemlockCheckUnits.Names) != 1 {
 		t.Errorf("examples: %d expect, %d ignore, thresholds %v, check_units %v", len(p.Expect), len(p.Doctor.Ignore), p.Doctor.Counters.Thresholds, p.MemlockCheckUnits)
 	}
 }
