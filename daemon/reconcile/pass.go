@@ -59,6 +59,7 @@ func (s Scope) recheckOnly() bool {
 type Change struct {
 	Full    bool     // every device was looked at
 	Updated []string // devices added or updated, sorted
+	Added   []string // of Updated, the devices new to the state, sorted
 	Removed []string // devices gone, sorted
 }
 
@@ -107,7 +108,8 @@ func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) 
 		r.log.Debug("rechecked: as before", "devices", len(res.working), "took", rep.Finished.Sub(rep.Started))
 		return rep
 	}
-	change := r.commit(res)
+	change, gone := r.commit(res)
+	r.logDepartures(gone)
 	r.logReport(rep)
 	r.notify(change)
 	return rep

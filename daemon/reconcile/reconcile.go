@@ -71,6 +71,9 @@ type Reconciler struct {
 	drift     *drift
 	found     *Found
 	listeners []func(Change)
+	// departed are the devices gone since rdmad started, by identity
+	// (DeviceIdentity); under stateMu.
+	departed map[string]Departed
 }
 
 // New returns a Reconciler that knows no device yet. It panics when two

@@ -200,6 +200,9 @@ type State struct {
 	// way. A removed declaration then puts back only what this rdmad
 	// found since it started.
 	FoundError error
+	// Departed are the devices rdmad saw since it started that are gone,
+	// oldest first.
+	Departed []Departed
 }
 
 // Device returns the named device state, or nil.

@@ -8,14 +8,17 @@ import (
 	"github.com/rdmad/rdmad/daemon/host"
 )
 
-// commit puts a pass's observations, records and results into the state.
-func (r *Reconciler) commit(res *passResult) Change {
+// commit puts a pass's observations, records and results into the state,
+// and returns what changed and which devices went.
+func (r *Reconciler) commit(res *passResult) (Change, []departure) {
 	r.stateMu.Lock()
 	defer r.stateMu.Unlock()
 	ch := Change{Full: res.full}
 	added := false
+	var removed []host.Device
 	for n := range res.gone {
-		if _, ok := r.devices[n]; ok {
+		if ds, ok := r.devices[n]; ok {
+			removed = append(removed, ds.Device)
 			delete(r.devices, n)
 			ch.Removed = append(ch.Removed, n)
 		}
@@ -24,6 +27,7 @@ func (r *Reconciler) commit(res *passResult) Change {
 	for n, d := range res.working {
 		if _, ok := r.devices[n]; !ok {
 			added = true
+			ch.Added = append(ch.Added, n)
 		}
 		recs := append(res.recs[n], hostOnPorts[n]...)
 		if prev, ok := r.devices[n]; ok && res.recheck[n] {
@@ -39,6 +43,7 @@ func (r *Reconciler) commit(res *passResult) Change {
 			ds = &DeviceState{Device: host.Device{Name: n}}
 			r.devices[n] = ds
 			added = true
+			ch.Added = append(ch.Added, n)
 		} else {
 			c := *ds
 			ds = &c
@@ -65,9 +70,11 @@ func (r *Reconciler) commit(res *passResult) Change {
 	}
 	r.hostActs, r.hostRecs = res.hostActs, res.hostRecs
 	r.last = res.at
+	gone := r.noteDepartures(removed, res, res.at)
 	sort.Strings(ch.Updated)
+	sort.Strings(ch.Added)
 	sort.Strings(ch.Removed)
-	return ch
+	return ch, gone
 }
 
 // TargetOf returns the identity a selector matches for a device.
@@ -165,6 +172,7 @@ func (r *Reconciler) Snapshot() State {
 		st.Unrestored = r.found.Unrestored()
 		st.FoundError = r.found.Problem()
 	}
+	st.Departed = r.departedSorted()
 	return st
 }
 
