@@ -40,6 +40,25 @@ func TestCheckRdmad(t *testing.T) {
 	_ = exec.Command(bins.Rdmactl, "--bus", addr, "reload").Run()
 	harness(t, rdmactl, "check_rdmad: rdmad: port-rate-low rxe0/1: rxe0/1 runs at 10 Gb/s")
 
+	// A lost adapter: the rule that names it by PCI address fails.
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-expect.toml", "[[expect]]\npci = \"0000:3b:00.1\"\nstate = \"up\"\n")
+	_ = exec.Command(bins.Rdmactl, "--bus", addr, "reload").Run()
+	harness(t, rdmactl, "pass")
+	link := filepath.Join(root, "sys/class/infiniband/mlx5_1")
+	target, err := os.Readlink(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	_ = exec.Command(bins.Rdmactl, "--bus", addr, "reconcile").Run()
+	harness(t, rdmactl, `check_rdmad: rdmad: expect-missing mlx5_1: the [[expect]] rule at `)
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	_ = exec.Command(bins.Rdmactl, "--bus", addr, "reconcile").Run()
+
 	// verify's first failing step (no RDMA tool installed here).
 	if err := os.Remove(filepath.Join(root, "etc/rdma/rdmad.d/50-expect.toml")); err != nil {
 		t.Fatal(err)

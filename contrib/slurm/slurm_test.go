@@ -153,6 +153,42 @@ func TestHealthCheckDrainsAndResumes(t *testing.T) {
 	}
 }
 
+// A lost adapter drains the node: the [[expect]] rule that names mlx5_1
+// by PCI address fails expect-missing once it is gone, and the node is
+// resumed when it is back.
+func TestHealthCheckDrainsALostAdapter(t *testing.T) {
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-expect.toml", "[[expect]]\npci = \"0000:3b:00.1\"\nstate = \"up\"\n")
+	livetest.Start(t, bins, addr, root, env)
+	s := newSlurm(t, bins.Rdmactl+" --bus "+addr)
+	s.run()
+	if st, r := s.node(); st != "IDLE" || r != "" {
+		t.Fatalf("with the adapter: %s %q\n%s", st, r, s.calls())
+	}
+	link := filepath.Join(root, "sys/class/infiniband/mlx5_1")
+	target, err := os.Readlink(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	_ = exec.Command(bins.Rdmactl, "--bus", addr, "reconcile").Run()
+	s.run()
+	if st, r := s.node(); st != "IDLE+DRAIN" || r != "rdmad: expect-missing mlx5_1" {
+		t.Fatalf("without the adapter: %s %q\n%s", st, r, s.calls())
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	_ = exec.Command(bins.Rdmactl, "--bus", addr, "reconcile").Run()
+	s.run()
+	if st, r := s.node(); st != "IDLE" || r != "" {
+		t.Errorf("with the adapter back: %s %q\n%s", st, r, s.calls())
+	}
+}
+
 func reload(t *testing.T, addr string) {
 	t.Helper()
 	// reload exits 1 when a pass fails; the policy is in force either way.

@@ -11,7 +11,8 @@ import (
 )
 
 // What [[expect]] declares, judged: the speed of each port that is up,
-// the PCIe link of each function, and rules that select nothing.
+// the PCIe link of each function; expect_missing.go judges the devices
+// the rules require.
 
 // parseRate reads sysfs ports/N/rate, "100 Gb/sec (4X EDR)": the rate in
 // Gb/s and the width in lanes (0 when it does not say).
@@ -161,43 +162,6 @@ func (d *diag) checkPCIe() {
 		default:
 			d.ok("pcie-link", s, fmt.Sprintf("%s: PCIe link %s, the most the device can do", where, cur))
 		}
-	}
-}
-
-// checkExpectRules: every [[expect]] rule selects a port of a present
-// device. One that names a device exactly (name, GUID, PCI address) and
-// selects nothing is a warning: a typo, a device gone. A glob or driver
-// rule may rightly select nothing on one host of a fleet: that is ok.
-func (d *diag) checkExpectRules() {
-	if len(d.pol.Expect) == 0 {
-		return
-	}
-	unmatched := 0
-	for _, r := range d.pol.Expect {
-		found := false
-		for i := range d.devs {
-			dev := &d.devs[i]
-			if !r.Selector.Matches(roceTarget(dev)) {
-				continue
-			}
-			for j := range dev.Ports {
-				found = found || r.Port == 0 || dev.Ports[j].Number == r.Port
-			}
-		}
-		if found {
-			continue
-		}
-		unmatched++
-		text := fmt.Sprintf("the [[expect]] rule at %s (%s) matches nothing on this host", r.Source, selectorText(r.Selector, r.Port))
-		if r.Exact() {
-			d.warn("expect-unmatched", hostSubject, text+": it names one device, which is not here",
-				fmt.Sprintf("compare the rule at %s with the names, GUIDs, PCI addresses and ports rdmactl status shows; delete it if the device is gone for good", r.Source))
-		} else {
-			d.ok("expect-unmatched", hostSubject, text)
-		}
-	}
-	if unmatched == 0 {
-		d.ok("expect-rules-matched", hostSubject, fmt.Sprintf("every [[expect]] rule (%d) selects a port of a present device", len(d.pol.Expect)))
 	}
 }
 

@@ -15,6 +15,10 @@ const (
 	SeverityIgnored Severity = "ignored"
 )
 
+// IDExpectMissing is the finding of an [[expect]] rule whose devices are
+// not all here; the metrics count it (rdmad_expect_missing).
+const IDExpectMissing = "expect-missing"
+
 // Scope says what decides a finding: ScopePolicy for the configuration
 // and the settings it declares (what a rollout gate needs), ScopeHost for
 // what only the host's hardware and user space decide.

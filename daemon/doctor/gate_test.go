@@ -1,17 +1,24 @@
 package doctor_test
 
 import (
+	"context"
+	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/bus"
+	"github.com/rdmad/rdmad/daemon/compose"
+	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
@@ -97,9 +104,10 @@ func TestPCIeLink(t *testing.T) {
 	}
 }
 
-// A rule that names one device and matches nothing is a warning; a glob
-// or driver rule that matches nothing is ok: one fleet-wide policy raises
-// no standing warning.
+// A rule that names one device that is not here fails expect-missing; a
+// glob or driver rule without count, and a rule that only declares a port
+// unused, match nothing by design: ok expect-unmatched, so one fleet-wide
+// policy raises no standing finding.
 func TestExpectRulesThatMatchNothing(t *testing.T) {
 	root := hosttest.Copy(t, "mlx5")
 	pol := parsePolicy(t, `[[expect]]
@@ -118,24 +126,95 @@ state = "down"
 [[expect]]
 device = "mlx5_*"
 rate = 25
+
+[[expect]]
+device = "mlx5_0"
+port = 2
+rate = 25
 `)
 	fs := diagnose(t, root, withPolicy(pol))
 	var got []string
 	for _, f := range fs {
-		if f.ID == "expect-unmatched" {
-			got = append(got, string(f.Severity)+" "+f.Finding)
+		if strings.HasPrefix(f.ID, "expect-") {
+			got = append(got, string(f.Severity)+" "+f.ID+" "+f.Subject.String()+": "+f.Finding)
 		}
 	}
 	want := []string{
-		`warn the [[expect]] rule at /etc/rdma/rdmad.toml:1 (device="mlx5_9") matches nothing on this host: it names one device, which is not here`,
-		`ok the [[expect]] rule at /etc/rdma/rdmad.toml:5 (driver="mlx4_core") matches nothing on this host`,
-		`warn the [[expect]] rule at /etc/rdma/rdmad.toml:9 (device="mlx5_0" port 2) matches nothing on this host: it names one device, which is not here`,
+		`fail expect-missing mlx5_9: the [[expect]] rule at /etc/rdma/rdmad.toml:1 (device="mlx5_9") expects the device it names (up), which is not here; rdmad has not seen it since it started`,
+		`ok expect-unmatched host: the [[expect]] rule at /etc/rdma/rdmad.toml:5 (driver="mlx4_core") matches nothing on this host; it requires no device: a glob or driver rule without count`,
+		`ok expect-unmatched host: the [[expect]] rule at /etc/rdma/rdmad.toml:9 (device="mlx5_0" port 2) matches nothing on this host; it requires no device: it only declares a port unused`,
+		`fail expect-missing mlx5_0: the [[expect]] rule at /etc/rdma/rdmad.toml:18 (device="mlx5_0" port 2) expects port 2 (at least 25 Gb/s), which mlx5_0 does not have`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("expect-unmatched:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("expect findings:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	pol = parsePolicy(t, "[[expect]]\ndriver = \"mlx5_core\"\nstate = \"up\"\n")
-	mustFix(t, diagnose(t, root, withPolicy(pol)), "expect-rules-matched", "host", doctor.SeverityOK, "every [[expect]] rule (1)", "")
+	mustFix(t, fs, "expect-missing", "mlx5_9", doctor.SeverityFail, "", "journalctl -k")
+	pol = parsePolicy(t, "[[expect]]\ndriver = \"mlx5_core\"\nstate = \"up\"\n\n[[expect]]\ndriver = \"mlx5_core\"\ncount = 2\n")
+	mustFix(t, diagnose(t, root, withPolicy(pol)), "expect-rules-matched", "host", doctor.SeverityOK, "every device the [[expect]] rules (2) require is here", "")
+}
+
+// A host that lost an adapter fails the gate: the rule that names it by
+// PCI address, and a count no longer met, each fail expect-missing, a
+// hardware finding (not in the policy scope), naming what rdmad saw go:
+// its name, PCI address and driver.
+func TestLostAdapterFailsExpectMissing(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	pol := parsePolicy(t, `[[expect]]
+pci = "0000:3b:00.1"
+state = "up"
+
+[[expect]]
+driver = "mlx5_core"
+port = 1
+count = 2
+`)
+	h := host.New(root)
+	p := compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: noNetlink{}})(h, true, func() {})
+	r := reconcile.New(reconcile.Options{Host: h, Log: slog.New(slog.DiscardHandler), Early: p.Early, HostParts: p.Host, DeviceParts: p.Device, Detail: host.DetailFull})
+	r.Pass(context.Background(), pol, reconcile.Scope{Full: true})
+	st := r.Snapshot()
+	fs := diagnose(t, root, withPolicy(pol), func(in *doctor.Input) { in.State, in.Checks = &st, r.Checkers() })
+	if f := missing(fs); len(f) != 0 {
+		t.Fatalf("both adapters here: %v", f)
+	}
+
+	if err := os.Remove(filepath.Join(root, host.ClassInfiniband, "mlx5_1")); err != nil {
+		t.Fatal(err)
+	}
+	r.Pass(context.Background(), pol, reconcile.Scope{Full: true})
+	st = r.Snapshot()
+	fs = diagnose(t, root, withPolicy(pol), func(in *doctor.Input) { in.State, in.Checks = &st, r.Checkers() })
+	gone := st.Departed[0].Gone.UTC().Format(time.RFC3339)
+	f := mustFix(t, fs, "expect-missing", "mlx5_1", doctor.SeverityFail,
+		`the [[expect]] rule at /etc/rdma/rdmad.toml:1 (pci="0000:3b:00.1") expects the device it names (up), which is not here; rdmad saw mlx5_1 (PCI 0000:3b:00.1, driver mlx5_core) go at `+gone,
+		"lspci -vv -s 0000:3b:00.1")
+	if f.Scope != doctor.ScopeHost {
+		t.Errorf("expect-missing is in scope %s; the Kubernetes rollout gate (--scope policy) must not stop at a dead NIC", f.Scope)
+	}
+	mustFix(t, fs, "expect-missing", "mlx5_1", doctor.SeverityFail, "", "change the rule at /etc/rdma/rdmad.toml:1")
+	got := missing(fs)
+	want := []string{
+		`mlx5_1: the [[expect]] rule at /etc/rdma/rdmad.toml:1 (pci="0000:3b:00.1") expects the device it names (up), which is not here; rdmad saw mlx5_1 (PCI 0000:3b:00.1, driver mlx5_core) go at ` + gone,
+		`mlx5_1: the [[expect]] rule at /etc/rdma/rdmad.toml:5 (driver="mlx5_core" port 1) expects at least 2 ports, 1 here; rdmad saw mlx5_1 (PCI 0000:3b:00.1, driver mlx5_core) go at ` + gone,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("expect-missing:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Ignored, it stays visible but fails nothing.
+	pol.Doctor.Ignore = []config.IgnoreRule{{Pattern: "expect-missing:mlx5_1", Source: config.Position{File: "/etc/rdma/rdmad.toml", Line: 20}}}
+	fs = diagnose(t, root, withPolicy(pol), func(in *doctor.Input) { in.State, in.Checks = &st, r.Checkers() })
+	mustFix(t, fs, "expect-missing", "mlx5_1", doctor.SeverityIgnored, "", "")
+}
+
+// missing lists the expect-missing findings that fail as "subject: finding".
+func missing(fs []doctor.Finding) []string {
+	var out []string
+	for _, f := range fs {
+		if f.ID == "expect-missing" && f.Severity == doctor.SeverityFail {
+			out = append(out, f.Subject.String()+": "+f.Finding)
+		}
+	}
+	return out
 }
 
 // An InfiniBand port with link but no subnet manager is a warning for two
