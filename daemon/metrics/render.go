@@ -63,15 +63,16 @@ func devFamilies(settings []*reconcile.Setting) []devFamily {
 // each pass over it so that a pass over one device does not render the
 // others again.
 type deviceMetrics struct {
-	fam   [][]byte  // samples per family, as devFamilies orders them
-	ports []portKey // one per port
+	fam    [][]byte  // samples per family, as devFamilies orders them
+	ports  []portKey // one per port
+	driver string    // the rdmad_devices_by_driver label, escaped
 }
 
 // portKey is the rdmad_ports labels of one port, escaped.
 type portKey struct{ transport, state string }
 
 func buildDevice(ds *reconcile.DeviceState, fams []devFamily) *deviceMetrics {
-	dm := &deviceMetrics{ports: make([]portKey, 0, len(ds.Ports)), fam: make([][]byte, len(fams))}
+	dm := &deviceMetrics{ports: make([]portKey, 0, len(ds.Ports)), fam: make([][]byte, len(fams)), driver: labelValue(ds.Driver)}
 	b := make([]bytes.Buffer, len(fams))
 	gauge := map[*reconcile.Setting]int{}
 	for f, fam := range fams {
@@ -276,13 +277,20 @@ func render(b *bytes.Buffer, s *snapshot) {
 	sample(b, "rdmad_devices", strconv.Itoa(len(s.sum.Devices)))
 
 	counts := map[portKey]int{}
+	drivers := map[string]int{}
 	for _, n := range s.sum.Devices {
 		if dm := s.devices[n]; dm != nil {
 			for _, k := range dm.ports {
 				counts[k]++
 			}
+			drivers[dm.driver]++
 		}
 	}
+	family(b, "rdmad_devices_by_driver", "RDMA devices present by kernel driver (mlx5_core, rdma_rxe...; \"\" when the device names none).")
+	for _, d := range sortedKeys(drivers) {
+		b.WriteString(`rdmad_devices_by_driver{driver="` + d + `"} ` + strconv.Itoa(drivers[d]) + "\n")
+	}
+
 	keys := make([]portKey, 0, len(counts))
 	for k := range counts {
 		keys = append(keys, k)
@@ -329,14 +337,25 @@ func render(b *bytes.Buffer, s *snapshot) {
 	if s.findings != nil {
 		b.Write(s.findings)
 	} else {
-		renderFindingFamilies(b, nil, nil)
+		renderFindingFamilies(b, nil, nil, 0)
 	}
+}
+
+// sortedKeys lists a count's keys in order.
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Doctor's findings (rdmactl doctor, org.rdmad1.Manager.Diagnose).
 const (
 	findingsHelp = "Doctor's findings by severity (ok, warn, fail; ignored ones are not counted), as rdmactl doctor shows them; computed off the pass, after full passes and at least every minute."
 	findingHelp  = "1 for each standing warn, fail or ignored ([doctor] ignore) finding of doctor, by id, subject (as rdmactl doctor names it) and severity."
+	missingHelp  = "[[expect]] rules not met because devices are missing: a rule that names a device that is not here, or whose count is short (doctor's expect-missing; ignored ones are not counted); computed with doctor's findings."
 )
 
 // severities are the rdmad_doctor_findings series, always all present. An
@@ -352,8 +371,12 @@ func renderFindings(fs []doctor.Finding) []byte {
 	counts := map[doctor.Severity]int{}
 	seen := map[string]bool{}
 	var lines []string
+	missing := 0
 	for _, f := range fs {
 		counts[f.Severity]++
+		if f.ID == doctor.IDExpectMissing && f.Severity == doctor.SeverityFail {
+			missing++
+		}
 		if f.Severity == doctor.SeverityOK {
 			continue
 		}
@@ -366,11 +389,13 @@ func renderFindings(fs []doctor.Finding) []byte {
 	}
 	sort.Strings(lines)
 	var b bytes.Buffer
-	renderFindingFamilies(&b, counts, lines)
+	renderFindingFamilies(&b, counts, lines, missing)
 	return b.Bytes()
 }
 
-func renderFindingFamilies(b *bytes.Buffer, counts map[doctor.Severity]int, lines []string) {
+// renderFindingFamilies writes doctor's families; counts nil: doctor has
+// not run yet, the families have no samples.
+func renderFindingFamilies(b *bytes.Buffer, counts map[doctor.Severity]int, lines []string, missing int) {
 	family(b, "rdmad_doctor_findings", findingsHelp)
 	if counts != nil {
 		for _, sev := range severities {
@@ -380,6 +405,10 @@ func renderFindingFamilies(b *bytes.Buffer, counts map[doctor.Severity]int, line
 	family(b, "rdmad_doctor_finding", findingHelp)
 	for _, l := range lines {
 		b.WriteString(l)
+	}
+	family(b, "rdmad_expect_missing", missingHelp)
+	if counts != nil {
+		sample(b, "rdmad_expect_missing", strconv.Itoa(missing))
 	}
 }
 

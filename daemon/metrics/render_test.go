@@ -119,7 +119,7 @@ func TestRenderEscapesLabelValues(t *testing.T) {
 }
 
 func TestRenderHostFacts(t *testing.T) {
-	ds0 := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 106)}}
+	ds0 := reconcile.DeviceState{Device: host.Device{Name: "mlx5_0", Driver: "mlx5_core"}, Ports: []reconcile.PortState{rocePort("RoCE v2", 106)}}
 	ib := reconcile.DeviceState{Device: host.Device{Name: "mlx4_0"}, Ports: []reconcile.PortState{
 		{Port: host.Port{Number: 1, State: "ACTIVE"}, Transport: host.TransportInfiniBand},
 		{Port: host.Port{Number: 2, State: "DOWN"}, Transport: host.TransportInfiniBand},
@@ -142,9 +142,9 @@ func TestRenderHostFacts(t *testing.T) {
 	Promtool(t, b.Bytes())
 
 	want := []string{"rdmad_build_info", "rdmad_heartbeat_timestamp_seconds", "rdmad_last_reconcile_timestamp_seconds",
-		"rdmad_config_error", "rdmad_policy_in_force", "rdmad_last_good_save_failed", "rdmad_devices", "rdmad_ports", "rdmad_failures", "rdmad_port_drift",
+		"rdmad_config_error", "rdmad_policy_in_force", "rdmad_last_good_save_failed", "rdmad_devices", "rdmad_devices_by_driver", "rdmad_ports", "rdmad_failures", "rdmad_port_drift",
 		"rdmad_port_roce_mode_info", "rdmad_port_roce_tos", "rdmad_drift_corrected_total", "rdmad_last_verify_timestamp_seconds",
-		"rdmad_doctor_findings", "rdmad_doctor_finding"}
+		"rdmad_doctor_findings", "rdmad_doctor_finding", "rdmad_expect_missing"}
 	if len(fams) != len(want) {
 		t.Errorf("families = %d, want %d", len(fams), len(want))
 	}
@@ -155,6 +155,13 @@ func TestRenderHostFacts(t *testing.T) {
 	}
 	mustValue(t, fams, 1, "rdmad_config_error")
 	mustValue(t, fams, 3, "rdmad_devices")
+	// By driver, the devices rendered (not new0 yet, not gone0 any more);
+	// mlx4_0 names none.
+	mustValue(t, fams, 1, "rdmad_devices_by_driver", "driver=mlx5_core")
+	mustValue(t, fams, 1, "rdmad_devices_by_driver", "driver=")
+	if n := len(fams["rdmad_devices_by_driver"].Metric); n != 2 {
+		t.Errorf("%d rdmad_devices_by_driver series, want 2", n)
+	}
 	mustValue(t, fams, 0, "rdmad_last_reconcile_timestamp_seconds") // no pass yet
 	mustValue(t, fams, 1, "rdmad_build_info", "version=dev", "revision=", "goversion="+runtime.Version())
 	mustValue(t, fams, 1, "rdmad_ports", "transport=roce", "state=ACTIVE")
@@ -189,6 +196,10 @@ var sampleFindings = []doctor.Finding{
 	{ID: "roce-mode", Subject: reconcile.PortSubject("q\"uo\\te\n\xff", 2), Severity: doctor.SeverityFail},
 	{ID: "port-no-sm", Subject: reconcile.PortSubject("mlx4_0", 1), Severity: doctor.SeverityIgnored,
 		IgnoredSeverity: doctor.SeverityFail, IgnoredBy: "/etc/rdma/rdmad.toml:3"},
+	{ID: doctor.IDExpectMissing, Subject: reconcile.DeviceSubject("mlx5_1"), Severity: doctor.SeverityFail},
+	{ID: doctor.IDExpectMissing, Subject: reconcile.HostSubject(), Severity: doctor.SeverityFail},
+	{ID: doctor.IDExpectMissing, Subject: reconcile.DeviceSubject("mlx5_3"), Severity: doctor.SeverityIgnored,
+		IgnoredSeverity: doctor.SeverityFail, IgnoredBy: "/etc/rdma/rdmad.toml:4"},
 }
 
 // Doctor's findings: counts of every severity (a duplicate counted, as
@@ -201,14 +212,16 @@ func TestRenderFindings(t *testing.T) {
 	Promtool(t, b.Bytes())
 	mustValue(t, fams, 2, "rdmad_doctor_findings", "severity=ok")
 	mustValue(t, fams, 3, "rdmad_doctor_findings", "severity=warn")
-	mustValue(t, fams, 1, "rdmad_doctor_findings", "severity=fail")
+	mustValue(t, fams, 3, "rdmad_doctor_findings", "severity=fail")
 	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=port-down", "subject=mlx5_1/1", "severity=warn")
+	// Two rules short of their devices; the ignored one is not counted.
+	mustValue(t, fams, 2, "rdmad_expect_missing")
 	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=coexist-mlx4-conf", "subject=host", "severity=warn")
 	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=roce-mode", "subject="+dbusapi.Escape("q\"uo\\te\n\xff/2"), "severity=fail")
 	// An ignored finding: its own series, counted under no severity.
 	mustValue(t, fams, 1, "rdmad_doctor_finding", "id=port-no-sm", "subject=mlx4_0/1", "severity=ignored")
-	if n := len(fams["rdmad_doctor_finding"].Metric); n != 4 {
-		t.Errorf("%d rdmad_doctor_finding series, want 4 (no ok finding, the duplicate once, the ignored one)", n)
+	if n := len(fams["rdmad_doctor_finding"].Metric); n != 7 {
+		t.Errorf("%d rdmad_doctor_finding series, want 7 (no ok finding, the duplicate once, the ignored ones)", n)
 	}
 	if n := len(fams["rdmad_doctor_findings"].Metric); n != 3 || bytes.Contains(b.Bytes(), []byte(`rdmad_doctor_findings{severity="ignored"}`)) {
 		t.Errorf("rdmad_doctor_findings has %d series, want ok, warn and fail only:\n%s", n, b.Bytes())
@@ -227,6 +240,7 @@ func TestRenderFindings(t *testing.T) {
 	for _, sev := range []string{"ok", "warn", "fail"} {
 		mustValue(t, fams, 0, "rdmad_doctor_findings", "severity="+sev)
 	}
+	mustValue(t, fams, 0, "rdmad_expect_missing")
 }
 
 // The kernel's RoCE values are published for RoCE ports whose values were

@@ -183,6 +183,12 @@ func (t *Textfile) Changed(ch reconcile.Change) {
 			t.dirty[n] = struct{}{}
 		}
 	}
+	// A device that came or went changes what [[expect]] finds
+	// (rdmad_expect_missing): doctor runs at the next write, not a
+	// minute later.
+	if len(ch.Added) > 0 || len(ch.Removed) > 0 {
+		t.findingsDue = true
+	}
 	t.mu.Unlock()
 	t.signal()
 }

@@ -487,11 +487,26 @@ func TestTextfileFindingsOffThePass(t *testing.T) {
 		t.Errorf("doctor ran %d times after a full pass, want 3", runs)
 	}
 
+	// A device that goes, or comes, changes what [[expect]] finds
+	// (rdmad_expect_missing): doctor runs at the next write.
+	clock.add(time.Second)
+	tf.Changed(reconcile.Change{Removed: []string{"mlx5_1"}})
+	tf.flush()
+	if runs != 4 {
+		t.Errorf("doctor ran %d times after a device went, want 4", runs)
+	}
+	clock.add(time.Second)
+	tf.Changed(reconcile.Change{Updated: []string{"mlx5_1"}, Added: []string{"mlx5_1"}})
+	tf.flush()
+	if runs != 5 {
+		t.Errorf("doctor ran %d times after a device came, want 5", runs)
+	}
+
 	// Metrics off: doctor is not run for nothing.
 	tf.SetPath("")
 	clock.add(time.Hour)
 	tf.flush()
-	if runs != 3 {
+	if runs != 5 {
 		t.Errorf("doctor ran with metrics off (%d runs)", runs)
 	}
 }
