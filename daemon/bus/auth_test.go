@@ -146,10 +146,10 @@ var authCalls = []authCall{
 	}},
 	{method: "SetRoCE", args: argsOf(argS("mlx5_0"), argU(1), argS("v1"), argI(7), argB(false)), action: bus.ActionSetRoCE},
 	{method: "SetRoCE", args: argsOf(argS("mlx5_0"), argU(1), argS("v1"), argI(7), argB(true)), persist: true, action: bus.ActionSetRoCE},
-	{method: "SetQoS", args: argsOf(argS("mlx5_0"), argU(1), argS("dscp"), argY([]byte{3}), argB(false)), action: bus.ActionSetRoCE},
-	{method: "SetQoS", args: argsOf(argS("mlx5_0"), argU(1), argS("dscp"), argY([]byte{3}), argB(true)), persist: true, action: bus.ActionSetRoCE},
-	{method: "SetQoSSettings", args: argsOf(argS("mlx5_0"), argU(1), argSV(map[string][]byte{"pfc": {3}}), argB(false)), action: bus.ActionSetRoCE},
-	{method: "SetQoSSettings", args: argsOf(argS("mlx5_0"), argU(1), argSV(map[string][]byte{"pfc": {3}}), argB(true)), persist: true, action: bus.ActionSetRoCE},
+	{method: "SetQoS", args: argsOf(argS("mlx5_0"), argU(1), argS("dscp"), argY([]byte{3}), argB(false)), action: bus.ActionSetQoS},
+	{method: "SetQoS", args: argsOf(argS("mlx5_0"), argU(1), argS("dscp"), argY([]byte{3}), argB(true)), persist: true, action: bus.ActionSetQoS},
+	{method: "SetQoSSettings", args: argsOf(argS("mlx5_0"), argU(1), argSV(map[string][]byte{"pfc": {3}}), argB(false)), action: bus.ActionSetQoS},
+	{method: "SetQoSSettings", args: argsOf(argS("mlx5_0"), argU(1), argSV(map[string][]byte{"pfc": {3}}), argB(true)), persist: true, action: bus.ActionSetQoS},
 	{method: "AddLink", args: argsOf(argS("siw9"), argS("siw"), argS("ens1f0np0"), argB(false)), action: bus.ActionManageLinks},
 	{method: "AddLink", args: argsOf(argS("siw9"), argS("siw"), argS("ens1f0np0"), argB(true)), persist: true, action: bus.ActionManageLinks},
 	{method: "DeleteLink", args: argsOf(argS("rxe0"), argB(false)), action: bus.ActionManageLinks},
@@ -162,7 +162,7 @@ var authCalls = []authCall{
 		}
 	}},
 	{method: "Withdraw", args: argsOf(argS("roce"), argS("mlx5_1"), argU(1), argB(true)), persist: true, action: bus.ActionSetRoCE},
-	{method: "Withdraw", args: argsOf(argS("qos"), argS("mlx5_0"), argU(0), argB(false)), action: bus.ActionSetRoCE, setup: func(t *testing.T, e *authEnv) {
+	{method: "Withdraw", args: argsOf(argS("qos"), argS("mlx5_0"), argU(0), argB(false)), action: bus.ActionSetQoS, setup: func(t *testing.T, e *authEnv) {
 		if err := e.root0.SetQoS(t.Context(), "mlx5_0", 1, "dscp", nil, true, false); err != nil {
 			t.Fatal(err)
 		}

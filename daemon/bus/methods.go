@@ -14,9 +14,13 @@ import (
 // Polkit action ids (units/org.rdmad1.policy): one per kind of change,
 // and one more that every persisted change also needs.
 const (
-	ActionReconcile   = "org.rdmad1.reconcile"
-	ActionReload      = "org.rdmad1.reload"
-	ActionSetRoCE     = "org.rdmad1.set-roce"
+	ActionReconcile = "org.rdmad1.reconcile"
+	ActionReload    = "org.rdmad1.reload"
+	ActionSetRoCE   = "org.rdmad1.set-roce"
+	// ActionSetQoS guards the lossless RoCE settings of a port (DCB,
+	// ethtool, OFED's ECN): a site can let its network team change DCB
+	// but not the RoCE modes, or the reverse.
+	ActionSetQoS      = "org.rdmad1.set-qos"
 	ActionManageLinks = "org.rdmad1.manage-links"
 	ActionSetNetns    = "org.rdmad1.set-netns"
 	// ActionSetPersistent is asked after the method's own action for a
@@ -72,7 +76,7 @@ func (m Method) actions(kind string, persist bool) []string {
 // withdrawActions is Withdraw's KindActions.
 var withdrawActions = map[string]string{
 	"roce":  ActionSetRoCE,
-	"qos":   ActionSetRoCE,
+	"qos":   ActionSetQoS,
 	"link":  ActionManageLinks,
 	"netns": ActionSetNetns,
 }
@@ -95,10 +99,9 @@ func (m *manager) table() []entry {
 		{Method{Name: "Reconcile", Action: ActionReconcile}, m.Reconcile},
 		{Method{Name: "Reload", Action: ActionReload}, m.Reload},
 		{Method{Name: "SetRoCE", Action: ActionSetRoCE, Declares: true, Persists: true}, m.SetRoCE},
-		// SetQoS sets the RoCE traffic of a port, as SetRoCE does.
-		{Method{Name: "SetQoS", Action: ActionSetRoCE, Declares: true, Persists: true}, m.SetQoS},
+		{Method{Name: "SetQoS", Action: ActionSetQoS, Declares: true, Persists: true}, m.SetQoS},
 		// SetQoSSettings declares the rest of a port's lossless profile.
-		{Method{Name: "SetQoSSettings", Action: ActionSetRoCE, Declares: true, Persists: true}, m.SetQoSSettings},
+		{Method{Name: "SetQoSSettings", Action: ActionSetQoS, Declares: true, Persists: true}, m.SetQoSSettings},
 		{Method{Name: "AddLink", Action: ActionManageLinks, Declares: true, Persists: true}, m.AddLink},
 		{Method{Name: "DeleteLink", Action: ActionManageLinks, Declares: true, Persists: true}, m.DeleteLink},
 		{Method{Name: "SetNetnsMode", Action: ActionSetNetns, Declares: true, Persists: true}, m.SetNetnsMode},
