@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -69,7 +70,9 @@ type fileDecl struct {
 	netns struct {
 		mode setting[NetnsMode]
 	}
-	metrics struct {
+	// netnsNote is who set [netns] in rdmad's drop-in (note.go).
+	netnsNote Note
+	metrics   struct {
 		textfile setting[string]
 	}
 	api   apiDecl
@@ -113,6 +116,9 @@ func parseFile(name string, data []byte) (*fileDecl, error) {
 			return d.errs[i].(*Error).Pos.Line < d.errs[j].(*Error).Pos.Line
 		})
 		return nil, errors.Join(firstErrors(name, d.errs)...)
+	}
+	if filepath.Base(name) == PersistedName {
+		readNotes(decl, data)
 	}
 	return decl, nil
 }

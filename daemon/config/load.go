@@ -142,6 +142,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 	)
 	p := &Policy{Files: []string{}}
 	var netnsDecls []Position
+	var netnsNote Note
 	for _, d := range decls {
 		p.Files = append(p.Files, d.file)
 		modEnable.override(d.modules.enable)
@@ -158,6 +159,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 		netnsMode.override(d.netns.mode)
 		if d.netns.mode.Set {
 			netnsDecls = append(netnsDecls, d.netns.mode.Pos)
+			netnsNote = d.netnsNote
 		}
 		textfile.override(d.metrics.textfile)
 		p.RoCE = append(p.RoCE, d.roce...)
@@ -172,7 +174,7 @@ func merge(decls []*fileDecl) (*Policy, error) {
 		}
 	}
 	p.Modules = Modules{Enable: modEnable.or(true), Directory: modDir.or(DefaultModulesDirectory)}
-	p.Netns = Netns{Mode: netnsMode.Value, Source: netnsMode.Pos}
+	p.Netns = Netns{Mode: netnsMode.Value, Source: netnsMode.Pos, Note: netnsNote}
 	p.NetnsDeclarations = netnsDecls
 	p.Metrics = Metrics{Textfile: textfile.Value}
 	p.Doctor = mergeDoctor(decls)

@@ -23,6 +23,9 @@ type Persisted struct {
 	QoS   []QoSRule
 	Links []Link
 	Netns NetnsMode // NetnsUnmanaged: not persisted
+	// NetnsNote is who persisted Netns, and when; each rule and link
+	// carries its own Note. Render writes a note above its entry.
+	NetnsNote Note
 }
 
 // PersistedPath is the path of rdmad's drop-in in dropinDir.
@@ -58,7 +61,7 @@ func parsePersisted(name string, data []byte) (Persisted, error) {
 				Msg: "rdmad does not persist this table; move it to another drop-in, rdmad rewrites this file"}
 		}
 	}
-	return Persisted{RoCE: decl.roce, QoS: decl.qos, Links: decl.links, Netns: decl.netns.mode.Value}, nil
+	return Persisted{RoCE: decl.roce, QoS: decl.qos, Links: decl.links, Netns: decl.netns.mode.Value, NetnsNote: decl.netnsNote}, nil
 }
 
 // Empty reports whether nothing is persisted.
@@ -72,11 +75,15 @@ func (p Persisted) Render() []byte {
 	var b bytes.Buffer
 	b.WriteString(PersistedHeader)
 	if p.Netns != NetnsUnmanaged {
-		b.WriteString("\n[netns]\n")
+		b.WriteString("\n")
+		writeNote(&b, p.NetnsNote)
+		b.WriteString("[netns]\n")
 		writeKey(&b, "mode", string(p.Netns))
 	}
 	for _, r := range p.RoCE {
-		b.WriteString("\n[[roce]]\n")
+		b.WriteString("\n")
+		writeNote(&b, r.Note)
+		b.WriteString("[[roce]]\n")
 		writeSelector(&b, r.Selector)
 		if r.Port != 0 {
 			fmt.Fprintf(&b, "port = %d\n", r.Port)
@@ -92,7 +99,9 @@ func (p Persisted) Render() []byte {
 		}
 	}
 	for _, r := range p.QoS {
-		b.WriteString("\n[[qos]]\n")
+		b.WriteString("\n")
+		writeNote(&b, r.Note)
+		b.WriteString("[[qos]]\n")
 		writeSelector(&b, r.Selector)
 		if r.Port != 0 {
 			fmt.Fprintf(&b, "port = %d\n", r.Port)
@@ -123,12 +132,21 @@ func (p Persisted) Render() []byte {
 		r.LosslessRule.render(&b)
 	}
 	for _, l := range p.Links {
-		b.WriteString("\n[[link]]\n")
+		b.WriteString("\n")
+		writeNote(&b, l.Note)
+		b.WriteString("[[link]]\n")
 		writeKey(&b, "name", l.Name)
 		writeKey(&b, "type", string(l.Type))
 		writeKey(&b, "netdev", l.Netdev)
 	}
 	return b.Bytes()
+}
+
+// writeNote writes who set the entry that follows, and when.
+func writeNote(b *bytes.Buffer, n Note) {
+	if !n.Empty() {
+		b.WriteString(n.comment())
+	}
 }
 
 func writeSelector(b *bytes.Buffer, s Selector) {

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func intp(n int) *int { return &n }
@@ -195,5 +196,68 @@ func TestPersistedValidateRefusesNamesTOMLCannotHold(t *testing.T) {
 	ok := Persisted{Links: []Link{{Name: "rxé0", Type: LinkRXE, Netdev: "eth0"}}}
 	if err := ok.Validate(); err != nil {
 		t.Errorf("Validate(UTF-8 name) = %v", err)
+	}
+}
+
+// Who set each entry of rdmad's drop-in, and when, is the comment line
+// above it, read back when the file loads (LoadPersisted and Load): a
+// rewrite keeps the notes of the entries it does not change.
+func TestPersistedNotes(t *testing.T) {
+	at := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
+	root := Note{By: "root (uid 0), pid 4242 busctl, session-3.scope", At: at}
+	alice := Note{By: "alice (uid 1000), pid 77 rdmactl\nmode = \"v1\"", At: at.Add(time.Hour)}
+	p := samplePersisted()
+	p.NetnsNote = root
+	p.RoCE[0].Note = root
+	p.RoCE[2].Note = alice
+	p.Links[1].Note = root
+	p.SetQoS(Selector{Device: Exact("mlx5_0")}, 1, TrustDSCP, []uint8{3}, true)
+	p.QoS[0].Note = alice
+	text := string(p.Render())
+	for _, want := range []string{
+		"\n# set by root (uid 0), pid 4242 busctl, session-3.scope, at 2026-03-01T08:00:00Z\n[netns]\n",
+		"\n# set by root (uid 0), pid 4242 busctl, session-3.scope, at 2026-03-01T08:00:00Z\n[[roce]]\ndevice = \"mlx5_0\"\n",
+		"\n# set by alice (uid 1000), pid 77 rdmactl?mode = \"v1\", at 2026-03-01T09:00:00Z\n[[roce]]\ndevice = \"mlx5_1\"\n",
+		"\n[[roce]]\ndevice = \"weird\\\\*\\\\[dev\\\\]\"\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("rendered drop-in lacks %q:\n%s", want, text)
+		}
+	}
+	dir := t.TempDir()
+	writePersisted(t, dir, p)
+	got, err := LoadPersisted(files, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice.By = strings.ReplaceAll(alice.By, "\n", "?")
+	if got.NetnsNote != root || got.RoCE[0].Note != root || !got.RoCE[1].Note.Empty() || got.RoCE[2].Note != alice ||
+		!got.Links[0].Note.Empty() || got.Links[1].Note != root || got.QoS[0].Note != alice {
+		t.Errorf("notes read back: netns %+v roce %+v %+v %+v links %+v %+v qos %+v", got.NetnsNote, got.RoCE[0].Note, got.RoCE[1].Note, got.RoCE[2].Note, got.Links[0].Note, got.Links[1].Note, got.QoS[0].Note)
+	}
+	if string(got.Render()) != text {
+		t.Errorf("a rewrite of what was read changes the file:\n%s\nwas\n%s", got.Render(), text)
+	}
+	// Load carries them into the policy, for what rdmactl status shows.
+	r := t.TempDir()
+	writePersisted(t, filepath.Join(r, DropInDir), p)
+	pol, err := load(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol.Netns.Note != root || pol.RoCE[2].Note != alice || pol.QoS[0].Note != alice {
+		t.Errorf("policy notes: netns %+v roce %+v qos %+v", pol.Netns.Note, pol.RoCE[2].Note, pol.QoS[0].Note)
+	}
+	// An administrator's file keeps no notes: a comment there is theirs.
+	main := filepath.Join(r, MainFile)
+	if err := os.WriteFile(main, []byte("# set by mallory, at 2026-03-01T08:00:00Z\n[[roce]]\ndevice = \"x\"\ntos = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pol, err = load(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pol.RoCE[0].Note.Empty() {
+		t.Errorf("a note read from %s: %+v", main, pol.RoCE[0].Note)
 	}
 }

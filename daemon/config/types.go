@@ -162,6 +162,9 @@ type Netns struct {
 	// file). When set, it is switched in the running kernel instead of
 	// Mode, and it is never written for the next boot.
 	Runtime NetnsMode
+	// Note is who set Mode over D-Bus (rdmad's drop-in declares it), and
+	// RuntimeNote who set Runtime.
+	Note, RuntimeNote Note
 }
 
 // InForce is the mode the running kernel is kept in: the runtime one (set
@@ -320,6 +323,8 @@ func (s Selector) String() string {
 // RoCERule is one [[roce]] entry.
 type RoCERule struct {
 	Source Position
+	// Note is who declared it over D-Bus and when (rdmad's own rules).
+	Note Note
 	Selector
 	Port int      // 0: every port of the device
 	Mode RoCEMode // "": not declared by this rule
@@ -362,6 +367,7 @@ const (
 // Link is one [[link]] entry: a soft RDMA device kept in existence.
 type Link struct {
 	Source Position
+	Note   Note // who declared it over D-Bus and when (rdmad's own links)
 	Name   string
 	Type   LinkType
 	Netdev string
@@ -402,6 +408,8 @@ const (
 // selected Ethernet port.
 type QoSRule struct {
 	Source Position
+	// Note is who declared it over D-Bus and when (rdmad's own rules).
+	Note Note
 	Selector
 	Port  int      // 0: every port
 	Trust QoSTrust // "": not declared by this rule
