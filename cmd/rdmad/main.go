@@ -20,6 +20,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/coreos/go-systemd/v22/journal"
 
+	"github.com/rdmad/rdmad/daemon/audit"
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/events"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -65,7 +66,7 @@ func run() int {
 	// A log or report written to a closed pipe (journald restarted, a
 	// reader gone) must not kill rdmad: the write fails and is dropped.
 	signal.Ignore(syscall.SIGPIPE)
-	log := newLogger(os.Stderr, *verbose, *once)
+	log := newLogger(os.Stderr, *verbose, *once, host.New(*root).Path(journalSocket))
 	slog.SetDefault(log)
 
 	// Signals are caught before anything else: SIGHUP's default action
@@ -162,7 +163,8 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 				svc.Shutdown(service.DefaultShutdownGrace)
 				return
 			case <-hup:
-				_ = svc.Reload() // errors are logged and published by Reload
+				// systemctl reload: logged with its caller, as a call is.
+				_ = svc.ReloadFor(audit.Signal("SIGHUP")) // errors are logged and published by Reload
 			}
 		}
 	}()
@@ -325,12 +327,14 @@ func waitShutdown(ran <-chan struct{}, log *slog.Logger) {
 
 // newLogger logs to w (stderr). Under systemd (JOURNAL_STREAM names
 // stderr) every line starts with its sd-daemon priority prefix (<3> error,
-// <4> warning, <6> info, <7> debug), which journald turns into the entry's
-// priority, so `journalctl -p err` shows rdmad's errors; the journal adds
-// timestamps, so they are left out there. Elsewhere lines are slog's text.
-// With --once the printed report is the output, so per-action logs are
-// shown only with --verbose.
-func newLogger(w io.Writer, verbose, once bool) *slog.Logger {
+// <4> warning, <5> notice, <6> info, <7> debug), which journald turns into
+// the entry's priority, so `journalctl -p err` shows rdmad's errors; the
+// journal adds timestamps, so they are left out there; and the lines that
+// name a caller go to journald's native socket (journalSock, under the host
+// root) with fields of their own. Elsewhere lines are slog's text, the
+// caller's keys as key=value. With --once the printed report is the
+// output, so per-action logs are shown only with --verbose.
+func newLogger(w io.Writer, verbose, once bool, journalSock string) *slog.Logger {
 	level := slog.LevelInfo
 	switch {
 	case verbose:
@@ -338,15 +342,15 @@ func newLogger(w io.Writer, verbose, once bool) *slog.Logger {
 	case once:
 		level = slog.LevelError + 4
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	if journalStream, _ := journal.StderrIsJournalStream(); journalStream {
-		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
+	journalStream, _ := journal.StderrIsJournalStream()
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) == 0 && a.Key == slog.TimeKey && journalStream {
+			return slog.Attr{}
 		}
-		return slog.New(newPriorityHandler(w, opts))
+		return audit.NameLevel(groups, a)
+	}}
+	if journalStream {
+		return slog.New(newPriorityHandler(w, opts, journalSock))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -81,6 +81,7 @@ func newAuthEnv(t *testing.T, start func(testing.TB) string, auth func(*dbus.Con
 	e := &authEnv{addr: start(t)}
 	e.root = fixture(t, dir, "mlx5", authConfig)
 	hosttest.Write(t, e.root, filepath.Join(config.DropInDir, config.PersistedName), authDropIn)
+	hosttest.Write(t, e.root, "etc/passwd", "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
 	h := host.New(e.root)
 	e.dcb = dcbtest.New()
 	e.dcb.Add("ens1f0np0")
@@ -221,6 +222,7 @@ func TestMutatingMethodsAuthorization(t *testing.T) {
 				c.setup(t, e)
 			}
 			before := e.state(t)
+			setupAudits := len(e.d.audits()) // the setup's own calls, made as root
 			want := c.actions()
 			type scenario struct {
 				name        string
@@ -268,6 +270,9 @@ func TestMutatingMethodsAuthorization(t *testing.T) {
 				if after := e.state(t); after != before {
 					t.Errorf("%s: the refused call changed the host:\n%s", sc.name, diffLines(before, after))
 				}
+				if a := e.d.audits()[setupAudits:]; len(a) != 0 {
+					t.Errorf("%s: a refused call has an audit line: %q", sc.name, a)
+				}
 			}
 			if !started {
 				e.polkit.start(t)
@@ -286,6 +291,22 @@ func TestMutatingMethodsAuthorization(t *testing.T) {
 			}
 			if e.state(t) == before {
 				t.Errorf("the authorized call changed nothing: the refusals above prove nothing")
+			}
+			// Accepted: one audit line naming the caller as the bus
+			// authenticated it and its process, the method and its
+			// arguments.
+			a := e.d.audits()[setupAudits:]
+			if len(a) != 1 {
+				t.Fatalf("%d audit lines for one accepted call: %q", len(a), a)
+			}
+			line := []string{"level=NOTICE", " caller=:", " uid=65534 user=nobody pid=", " comm=caller ", " method=" + c.method}
+			if len(c.args) > 0 {
+				line = append(line, " method="+c.method+" args=")
+			}
+			for _, w := range line {
+				if !strings.Contains(a[0], w) {
+					t.Errorf("audit line lacks %q: %s", w, a[0])
+				}
 			}
 		})
 	}

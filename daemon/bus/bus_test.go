@@ -13,6 +13,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/rdmad/rdmad/daemon/audit"
 	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
@@ -24,6 +25,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/test/bustest"
+	"github.com/rdmad/rdmad/test/livetest"
 )
 
 // privateBus starts a real dbus-daemon with its socket in dir.
@@ -53,6 +55,18 @@ type daemon struct {
 	conn   *dbus.Conn
 	cancel context.CancelFunc
 	done   chan struct{}
+	logs   *livetest.SyncBuffer // what rdmad logged (notice and above)
+}
+
+// audits are the audit lines rdmad logged: one per accepted call.
+func (d *daemon) audits() []string {
+	var out []string
+	for _, l := range strings.Split(d.logs.String(), "\n") {
+		if strings.Contains(l, `msg="call accepted"`) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func startDaemon(t *testing.T, addr, root string) *daemon {
@@ -102,10 +116,13 @@ func startDaemonAuth(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Kern
 // as (nil: the service itself, as compose.Bus wires it).
 func startDaemonAs(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Kernel, auth bus.Authorizer, as func(*service.Service) bus.Daemon) *daemon {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &livetest.SyncBuffer{}
+	var w io.Writer = logs
+	level := audit.LevelNotice
 	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		w, level = io.MultiWriter(logs, os.Stderr), slog.LevelDebug
 	}
+	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: audit.NameLevel}))
 	// modprobe is the test stand-in (the real one is tested against a
 	// script in PATH, and for real in the VM test).
 	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(k), Log: log})
@@ -125,7 +142,7 @@ func startDaemonAs(t *testing.T, conn *dbus.Conn, h *host.Host, k compose.Kernel
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &daemon{svc: svc, srv: srv, conn: conn, cancel: cancel, done: make(chan struct{})}
+	d := &daemon{svc: svc, srv: srv, conn: conn, cancel: cancel, done: make(chan struct{}), logs: logs}
 	go func() { _ = svc.Run(ctx); close(d.done) }()
 	svc.Start()
 	if err := svc.Idle(ctx); err != nil {

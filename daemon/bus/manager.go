@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -50,20 +49,22 @@ func busError(err error) *dbus.Error {
 }
 
 func (m *manager) Reconcile(msg dbus.Message) (uint32, uint32, string, *dbus.Error) {
-	if e := m.admit(msg, "Reconcile", call{}); e != nil {
+	ctx, e := m.admit(msg, "Reconcile", call{})
+	if e != nil {
 		return 0, 0, "", e
 	}
-	rep := m.s.svc.ReconcileNow(context.Background())
+	rep := m.s.svc.ReconcileNow(ctx)
 	m.s.flushForReply()
 	return uint32(rep.Count(reconcile.Changed)), uint32(rep.Count(reconcile.Failed)),
 		dbusapi.Escape(reconcile.Summarize(rep.Failures())), nil
 }
 
 func (m *manager) Reload(msg dbus.Message) (string, *dbus.Error) {
-	if e := m.admit(msg, "Reload", call{}); e != nil {
+	ctx, e := m.admit(msg, "Reload", call{})
+	if e != nil {
 		return "", e
 	}
-	rep, err := m.s.svc.ReloadNow(context.Background())
+	rep, err := m.s.svc.ReloadNow(ctx)
 	m.s.flushForReply()
 	if err != nil {
 		return "", busError(err)
@@ -75,15 +76,16 @@ func (m *manager) SetRoCE(msg dbus.Message, device string, port uint32, mode str
 	// Device names are published escaped (a byte D-Bus cannot carry is
 	// \xNN), so that is the form a client has to name them by.
 	c := service.RoCEChange{Device: dbusapi.Unescape(device), Port: int(port), Mode: config.RoCEMode(mode), TOS: int(tos), Persist: persist}
-	if e := m.admit(msg, "SetRoCE", call{persist: persist, check: func() error {
+	ctx, e := m.admit(msg, "SetRoCE", call{persist: persist, check: func() error {
 		if err := portArg(port); err != nil {
 			return err
 		}
 		return m.s.svc.CheckSetRoCE(c)
-	}}); e != nil {
+	}})
+	if e != nil {
 		return e
 	}
-	err := m.s.svc.SetRoCE(context.Background(), c)
+	err := m.s.svc.SetRoCE(ctx, c)
 	m.s.flushForReply()
 	return busError(err)
 }
@@ -102,15 +104,16 @@ func (m *manager) SetQoS(msg dbus.Message, device string, port uint32, trust str
 	if len(pfc) != 1 || pfc[0] != dbusapi.QoSKeepPFC {
 		c.PFC, c.HasPFC = append([]uint8{}, pfc...), true
 	}
-	if e := m.admit(msg, "SetQoS", call{persist: persist, check: func() error {
+	ctx, e := m.admit(msg, "SetQoS", call{persist: persist, check: func() error {
 		if err := portArg(port); err != nil {
 			return err
 		}
 		return m.s.svc.CheckSetQoS(c)
-	}}); e != nil {
+	}})
+	if e != nil {
 		return e
 	}
-	err := m.s.svc.SetQoS(context.Background(), c)
+	err := m.s.svc.SetQoS(ctx, c)
 	m.s.flushForReply()
 	return busError(err)
 }
@@ -121,10 +124,11 @@ func (m *manager) AddLink(msg dbus.Message, name, typ, netdev string, persist bo
 	// service validates the unescaped names (InvalidArgs naming the
 	// argument), so an escape cannot smuggle in a '/' or a NUL.
 	l := config.Link{Name: dbusapi.Unescape(name), Type: config.LinkType(typ), Netdev: dbusapi.Unescape(netdev)}
-	if e := m.admit(msg, "AddLink", call{persist: persist, check: func() error { return m.s.svc.CheckAddLink(l, persist) }}); e != nil {
+	ctx, e := m.admit(msg, "AddLink", call{persist: persist, check: func() error { return m.s.svc.CheckAddLink(l, persist) }})
+	if e != nil {
 		return e
 	}
-	err := m.s.svc.AddLink(context.Background(), l, persist)
+	err := m.s.svc.AddLink(ctx, l, persist)
 	m.s.flushForReply()
 	return busError(err)
 }
@@ -132,20 +136,22 @@ func (m *manager) AddLink(msg dbus.Message, name, typ, netdev string, persist bo
 func (m *manager) DeleteLink(msg dbus.Message, name string, persist bool) *dbus.Error {
 	// As Manager.Links spells it (AddLink).
 	name = dbusapi.Unescape(name)
-	if e := m.admit(msg, "DeleteLink", call{persist: persist, check: func() error { return m.s.svc.CheckDeleteLink(name, persist) }}); e != nil {
+	ctx, e := m.admit(msg, "DeleteLink", call{persist: persist, check: func() error { return m.s.svc.CheckDeleteLink(name, persist) }})
+	if e != nil {
 		return e
 	}
-	err := m.s.svc.DeleteLink(context.Background(), name, persist)
+	err := m.s.svc.DeleteLink(ctx, name, persist)
 	m.s.flushForReply()
 	return busError(err)
 }
 
 func (m *manager) SetNetnsMode(msg dbus.Message, mode string, persist bool) *dbus.Error {
 	nm := config.NetnsMode(mode)
-	if e := m.admit(msg, "SetNetnsMode", call{persist: persist, check: func() error { return m.s.svc.CheckSetNetnsMode(nm, persist) }}); e != nil {
+	ctx, e := m.admit(msg, "SetNetnsMode", call{persist: persist, check: func() error { return m.s.svc.CheckSetNetnsMode(nm, persist) }})
+	if e != nil {
 		return e
 	}
-	err := m.s.svc.SetNetnsMode(context.Background(), nm, persist)
+	err := m.s.svc.SetNetnsMode(ctx, nm, persist)
 	m.s.flushForReply()
 	return busError(err)
 }
@@ -154,21 +160,23 @@ func (m *manager) SetNetnsMode(msg dbus.Message, mode string, persist bool) *dbu
 // again; [api] changes never refuses it.
 func (m *manager) Withdraw(msg dbus.Message, kind, device string, port uint32, persist bool) *dbus.Error {
 	w := service.Withdrawal{Kind: service.WithdrawKind(kind), Name: dbusapi.Unescape(device), Port: int(port), Persist: persist}
-	if e := m.admit(msg, "Withdraw", call{kind: kind, persist: persist, check: func() error {
+	ctx, e := m.admit(msg, "Withdraw", call{kind: kind, persist: persist, check: func() error {
 		if err := portArg(port); err != nil {
 			return err
 		}
 		return m.s.svc.CheckWithdraw(w)
-	}}); e != nil {
+	}})
+	if e != nil {
 		return e
 	}
-	err := m.s.svc.Withdraw(context.Background(), w)
+	err := m.s.svc.Withdraw(ctx, w)
 	m.s.flushForReply()
 	return busError(err)
 }
 
 func (m *manager) Describe(msg dbus.Message) (string, *dbus.Error) {
-	if e := m.admit(msg, "Describe", call{}); e != nil {
+	_, e := m.admit(msg, "Describe", call{})
+	if e != nil {
 		return "", e
 	}
 	release, e := m.s.enterReport("Describe")

@@ -183,8 +183,10 @@ type call struct {
 //     local limit is never reported as a denial);
 //  5. polkit (AccessDenied).
 //
-// Steps 3 to 5 are the Authorizer's.
-func (m *manager) admit(msg dbus.Message, name string, c call) *dbus.Error {
+// Steps 3 to 5 are the Authorizer's. An accepted mutating call is logged
+// once, at notice level, with its caller (caller.go), and runs in the
+// context admit returns, which names that caller to what the call causes.
+func (m *manager) admit(msg dbus.Message, name string, c call) (context.Context, *dbus.Error) {
 	got := ""
 	if v, ok := msg.Headers[dbus.FieldSignature]; ok {
 		if sig, ok := v.Value().(dbus.Signature); ok {
@@ -192,21 +194,21 @@ func (m *manager) admit(msg dbus.Message, name string, c call) *dbus.Error {
 		}
 	}
 	if want := inSignatures[name]; got != want {
-		return dbus.NewError(dbusapi.ErrInvalidArgs, []any{fmt.Sprintf("%s takes arguments (%s), the call has (%s)", name, want, got)})
+		return nil, dbus.NewError(dbusapi.ErrInvalidArgs, []any{fmt.Sprintf("%s takes arguments (%s), the call has (%s)", name, want, got)})
 	}
 	if c.check != nil {
 		if err := c.check(); err != nil {
-			return busError(err)
+			return nil, busError(err)
 		}
 	}
 	meth := m.method(name)
 	if !meth.Mutating() {
-		return nil
+		return context.Background(), nil
 	}
 	if meth.Declares {
 		if err := m.s.svc.CheckAPI(c.persist); err != nil {
 			m.s.log.Info("call refused by [api] changes", "method", name, "err", err)
-			return busError(err)
+			return nil, busError(err)
 		}
 	}
 	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
@@ -215,9 +217,9 @@ func (m *manager) admit(msg dbus.Message, name string, c call) *dbus.Error {
 	if err := m.s.auth.Authorize(context.Background(), sender, actions, interactive); err != nil {
 		m.s.log.Info("call refused", "sender", sender, "method", name, "actions", actions, "err", err)
 		if errors.Is(err, ErrBusy) {
-			return busy(dbusapi.Escape(err.Error()))
+			return nil, busy(dbusapi.Escape(err.Error()))
 		}
-		return dbus.NewError(dbusapi.ErrAccessDenied, []any{dbusapi.Escape(err.Error())})
+		return nil, dbus.NewError(dbusapi.ErrAccessDenied, []any{dbusapi.Escape(err.Error())})
 	}
-	return nil
+	return m.s.audit(msg, name), nil
 }

@@ -34,7 +34,8 @@ const planTimeout = 20 * time.Second
 // and opens no path the caller gives.
 func (m *manager) Plan(msg dbus.Message, candidate []byte, as string) (string, *dbus.Error) {
 	check := func() error { return m.s.svc.CheckPlan(candidate, as) }
-	if e := m.admit(msg, "Plan", call{check: check}); e != nil {
+	_, e := m.admit(msg, "Plan", call{check: check})
+	if e != nil {
 		return "", e
 	}
 	select {

@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -18,7 +17,7 @@ import (
 // validated by the files' own decoders before anything is touched.
 func (m *manager) SetQoSSettings(msg dbus.Message, device string, port uint32, settings map[string]dbus.Variant, persist bool) *dbus.Error {
 	c := service.QoSSettingsChange{Device: dbusapi.Unescape(device), Port: int(port), Persist: persist}
-	if e := m.admit(msg, "SetQoSSettings", call{persist: persist, check: func() error {
+	ctx, e := m.admit(msg, "SetQoSSettings", call{persist: persist, check: func() error {
 		if err := portArg(port); err != nil {
 			return err
 		}
@@ -28,10 +27,11 @@ func (m *manager) SetQoSSettings(msg dbus.Message, device string, port uint32, s
 		}
 		c.Settings = rule
 		return m.s.svc.CheckSetQoSSettings(c)
-	}}); e != nil {
+	}})
+	if e != nil {
 		return e
 	}
-	err := m.s.svc.SetQoSSettings(context.Background(), c)
+	err := m.s.svc.SetQoSSettings(ctx, c)
 	m.s.flushForReply()
 	return busError(err)
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/rdmad/rdmad/daemon/audit"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/dbusapi"
 )
@@ -82,6 +83,9 @@ type Server struct {
 	// (on a host with a thousand devices, thousands of InterfacesAdded).
 	named bool
 
+	// proc reads a caller's process for the audit line (caller.go).
+	proc audit.Proc
+
 	reclaim reclaimer                  // returns a big reply's garbage to the system
 	reports atomic.Pointer[reportGate] // Describe and Diagnose (reports.go)
 	plans   chan struct{}              // Plan's slots (plan.go)
@@ -99,7 +103,7 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 		wake: make(chan struct{}, 1), emitWake: make(chan struct{}, 1), stop: make(chan struct{}),
 		objects: map[dbus.ObjectPath]*object{}, children: map[dbus.ObjectPath]map[string]int{},
 		ports: map[string][]dbus.ObjectPath{}, unsent: map[dbus.ObjectPath]struct{}{},
-		plans: make(chan struct{}, planSlots)}
+		plans: make(chan struct{}, planSlots), proc: audit.Proc{Dir: "/proc"}}
 	s.reports.Store(newReportGate(reportSlots, reportWaiters, reportWait))
 	s.reclaim.delay = reclaimDelay
 	if err := s.export(conn); err != nil {

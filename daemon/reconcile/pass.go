@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmad/rdmad/daemon/audit"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 )
@@ -110,7 +111,7 @@ func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) 
 	}
 	change, gone := r.commit(res)
 	r.logDepartures(gone)
-	r.logReport(rep)
+	r.logReport(ctx, rep)
 	r.notify(change)
 	return rep
 }
@@ -555,13 +556,16 @@ func sortedNames[V any](m map[string]V) []string {
 	return out
 }
 
-func (r *Reconciler) logReport(rep Report) {
+// logReport logs what the pass changed and what failed; a pass a call
+// ran names the call's caller on each line (audit.Attrs).
+func (r *Reconciler) logReport(ctx context.Context, rep Report) {
+	caller := audit.Attrs(ctx)
 	for _, a := range rep.Actions {
 		switch a.Status {
 		case Changed:
-			r.log.Info("applied", "subject", a.Subject.String(), "what", string(a.Kind), "from", a.From, "to", a.To, "source", a.Source)
+			r.log.Info("applied", append([]any{"subject", a.Subject.String(), "what", string(a.Kind), "from", a.From, "to", a.To, "source", a.Source}, caller...)...)
 		case Failed:
-			r.log.Error("failed", "subject", a.Subject.String(), "what", string(a.Kind), "value", a.To, "source", a.Source, "err", a.Err)
+			r.log.Error("failed", append([]any{"subject", a.Subject.String(), "what", string(a.Kind), "value", a.To, "source", a.Source, "err", a.Err}, caller...)...)
 		}
 	}
 	r.log.Debug("reconciled", "full", rep.Scope.Full, "read", rep.Read, "changed", rep.Count(Changed),

@@ -69,13 +69,18 @@ func (s *Service) commit(ctx context.Context, persist bool, c change) error {
 		// succeeded (or, withdrawn, the files as they were again).
 		s.beginTentative()
 		defer s.endTentative()
-		u, err := s.persistDropIn(c.persist, c.forget)
+		u, err := s.persistDropIn(c.persist, c.forget, s.noteOf(ctx))
 		if err != nil {
 			return err
 		}
 		undo = u
 	} else {
-		prev := s.changeOverlay(c.runtime)
+		note := s.noteOf(ctx)
+		prev := s.changeOverlay(func(o *Overlay) {
+			before := o.clone()
+			c.runtime(o)
+			noteOverlay(before, o, note)
+		})
 		undo = func() error {
 			s.changeOverlay(func(o *Overlay) { *o = prev })
 			return nil
@@ -127,12 +132,12 @@ func (s *Service) putBack(ctx context.Context, changed []reconcile.Action) ([]re
 	return done, errors.Join(errs...)
 }
 
-// persistDropIn edits rdmad's drop-in, drops what the overlay said about
-// the same setting (the persisted value must be the one in force) and
-// reloads the policy (without a pass: the caller runs the one pass). It
-// returns how to undo all three; on a reload error it has undone them
-// already.
-func (s *Service) persistDropIn(edit func(*config.Persisted), forget func(*Overlay)) (undo func() error, err error) {
+// persistDropIn edits rdmad's drop-in, the entries the edit changes noted
+// with note (who and when), drops what the overlay said about the same
+// setting (the persisted value must be the one in force) and reloads the
+// policy (without a pass: the caller runs the one pass). It returns how to
+// undo all three; on a reload error it has undone them already.
+func (s *Service) persistDropIn(edit func(*config.Persisted), forget func(*Overlay), note config.Note) (undo func() error, err error) {
 	dir := s.DropInDir()
 	file := config.PersistedPath(dir)
 	old, err := config.LoadPersisted(s.files(), dir)
@@ -143,9 +148,10 @@ func (s *Service) persistDropIn(edit func(*config.Persisted), forget func(*Overl
 		RoCE:  append([]config.RoCERule(nil), old.RoCE...),
 		QoS:   append([]config.QoSRule(nil), old.QoS...),
 		Links: append([]config.Link(nil), old.Links...),
-		Netns: old.Netns,
+		Netns: old.Netns, NetnsNote: old.NetnsNote,
 	}
 	edit(&next)
+	notePersisted(old, &next, note)
 	if err := writePersisted(file, next); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,9 @@ type Overlay struct {
 	Links        []config.Link     // added at runtime; replace a declared link of the same name
 	DeletedLinks []string          // declared links removed at runtime
 	Netns        config.NetnsMode  // NetnsUnmanaged: no runtime override
+	// NetnsNote is who set Netns, and when; each rule and link carries
+	// its own Note.
+	NetnsNote config.Note
 }
 
 // DefaultMaxRuntimeEntries bounds the runtime overlay: RoCE rules and
@@ -33,7 +36,7 @@ func (o Overlay) Empty() bool {
 }
 
 func (o Overlay) clone() Overlay {
-	c := Overlay{Netns: o.Netns}
+	c := Overlay{Netns: o.Netns, NetnsNote: o.NetnsNote}
 	c.RoCE = slices.Clone(o.RoCE)
 	c.QoS = slices.Clone(o.QoS)
 	c.Links = slices.Clone(o.Links)
@@ -71,7 +74,7 @@ func (o Overlay) Apply(base *config.Policy) *config.Policy {
 	// The runtime mode is kept apart from the files' one: it is switched in
 	// the kernel, but only the declared mode goes to modprobe.d for the
 	// next boot.
-	p.Netns.Runtime = o.Netns
+	p.Netns.Runtime, p.Netns.RuntimeNote = o.Netns, o.NetnsNote
 	return &p
 }
 

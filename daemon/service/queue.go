@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/rdmad/rdmad/daemon/audit"
 )
 
 // Work is what the queue hands to a pass: what to look at again, gathered
@@ -28,6 +30,9 @@ type Work struct {
 	// run in every pass; this marks the pass a recheck).
 	RecheckHost bool
 	Verify      bool // the periodic read-back
+	// Cause is who asked for the work (a reload by signal), named on the
+	// log lines of its pass; nil: events asked. The first cause stays.
+	Cause *audit.Caller
 }
 
 // Empty reports whether w asks only for the host-wide parts.
@@ -78,10 +83,16 @@ func (q *Queue) add(edit func(w *Work)) {
 }
 
 // All asks for a full pass; forced for one asked for explicitly.
-func (q *Queue) All(forced bool) {
+func (q *Queue) All(forced bool) { q.AllFor(forced, nil) }
+
+// AllFor is All asked by cause (nil: by an event).
+func (q *Queue) AllFor(forced bool, cause *audit.Caller) {
 	q.add(func(w *Work) {
 		w.Full = true
 		w.Forced = w.Forced || forced
+		if w.Cause == nil {
+			w.Cause = cause
+		}
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmad/rdmad/daemon/audit"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/health"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -170,14 +171,23 @@ func (s *Service) ConfigError() error {
 // force and the error is kept for ConfigError; on success a full pass is
 // queued when the policy changed (rdmad's own drop-in writes come back
 // through the file watcher unchanged).
-func (s *Service) Reload() error {
+func (s *Service) Reload() error { return s.reloadFor(nil) }
+
+// ReloadFor is Reload asked by c (systemctl reload: a SIGHUP), logged once
+// at notice level with c; the pass it queues names c on its lines.
+func (s *Service) ReloadFor(c audit.Caller) error {
+	s.log.Log(context.Background(), audit.LevelNotice, "reload asked", append(c.Attrs(), audit.KeyMethod, "Reload")...)
+	return s.reloadFor(&c)
+}
+
+func (s *Service) reloadFor(cause *audit.Caller) error {
 	changed, err := s.reload()
 	if err != nil {
 		return err
 	}
 	if changed {
 		s.preload()
-		s.queue.All(true)
+		s.queue.AllFor(true, cause)
 	}
 	return nil
 }
@@ -322,6 +332,9 @@ func (s *Service) preload() {
 func (s *Service) Idle(ctx context.Context) error { return s.queue.Idle(ctx) }
 
 func (s *Service) runWork(ctx context.Context, w Work) {
+	if w.Cause != nil {
+		ctx = audit.With(ctx, *w.Cause)
+	}
 	scope := reconcile.Scope{Full: w.Full, Forced: w.Forced, Devices: w.Devices, Recheck: w.Recheck, RecheckHost: w.RecheckHost, Verify: w.Verify || w.Full}
 	for _, nd := range w.Netdevs {
 		for _, d := range s.rec.DevicesOnNetdev(nd) {
