@@ -298,6 +298,25 @@ type Description struct {
 	Devices []Device      `json:"devices"`
 	Runtime *RuntimeState `json:"runtime,omitempty"`
 	Actions []Action      `json:"actions"`
+	// Changes are the declarations in force made over D-Bus, at runtime
+	// or persisted in rdmad's drop-in, with who made each and when.
+	Changes []Change `json:"changes"`
+}
+
+// Change is one declaration in force made over D-Bus (rdmactl, Cockpit,
+// busctl): a runtime one or an entry of rdmad's drop-in.
+type Change struct {
+	Kind   string `json:"kind"`   // "roce", "qos", "link", "netns"
+	Target string `json:"target"` // "mlx5_0/1", "mlx5_0" (every port), a link's name; "" for netns
+	// Values is what it declares, keys and values as rdmad.toml writes
+	// them: `mode = "v2", tos = 106`.
+	Values string `json:"values"`
+	Source string `json:"source"` // "runtime", or rdmad's drop-in's file:line
+	// By is who made it ("root (uid 0), pid 4242 busctl,
+	// session-3.scope"), At when (µs since the epoch); "" and 0 when
+	// rdmad does not know (an entry written before rdmad kept it).
+	By string `json:"by"`
+	At uint64 `json:"at_usec"`
 }
 
 // RuntimeState is the runtime overlay in Describe.

@@ -275,10 +275,12 @@ func (s *Server) describe() ([]byte, error) {
 	for _, a := range st.Actions() {
 		d.Actions = append(d.Actions, actionModel(a))
 	}
+	d.Changes = changesModel(pol)
 	// The Manager and devices come escaped from managerModel and
 	// deviceModel, as the properties do; escaping them again would turn
 	// "\xff" into "\\xff", a name that names nothing.
 	dbusapi.EscapeStrings(d.Runtime)
 	dbusapi.EscapeStrings(&d.Actions)
+	dbusapi.EscapeStrings(&d.Changes)
 	return json.MarshalIndent(d, "", "  ")
 }

@@ -24,6 +24,7 @@ type fakeRdmad struct {
 	manager  dbusapi.Manager
 	devices  []dbusapi.Device // with their ports
 	actions  []dbusapi.Action
+	changes  []dbusapi.Change // Describe's changes over D-Bus
 	findings []dbusapi.Finding
 	reload   string
 	failed   uint32
@@ -55,7 +56,7 @@ type fakeManager struct{ f *fakeRdmad }
 func (m fakeManager) Describe() (string, *dbus.Error) {
 	m.f.wait()
 	d := dbusapi.Description{Manager: m.f.manager, Devices: m.f.devices, Actions: m.f.actions,
-		Runtime: &dbusapi.RuntimeState{NetnsMode: m.f.manager.NetnsMode}}
+		Runtime: &dbusapi.RuntimeState{NetnsMode: m.f.manager.NetnsMode}, Changes: append([]dbusapi.Change{}, m.f.changes...)}
 	b, err := json.MarshalIndent(d, "", "  ")
 	if err != nil {
 		return "", dbus.MakeFailedError(err)
@@ -246,6 +247,12 @@ func fixture() *fakeRdmad {
 		actions: []dbusapi.Action{
 			{Subject: dbusapi.Subject{Kind: "port", Device: "mlx5_0", Port: 1}, Kind: "roce tos", From: "0", To: "106", Status: "changed", Source: "/etc/rdma/rdmad.d/50-roce.toml:3"},
 			{Subject: dbusapi.Subject{Kind: "link", Link: "rxe1"}, Kind: "soft link", To: "rxe on eth2", Status: "failed", Error: "eth2: no such network interface"},
+		},
+		changes: []dbusapi.Change{
+			{Kind: "roce", Target: "mlx5_0/1", Values: `mode = "v2"`, Source: "/etc/rdma/rdmad.d/zz-rdmad-persist.toml:4",
+				By: "alice (uid 1000), pid 4242 rdmactl, session-3.scope", At: fixtureReconcile - 3600e6},
+			{Kind: "qos", Target: "mlx5_0", Values: "pfc = [3], cable_length = 10", Source: "/etc/rdma/rdmad.d/zz-rdmad-persist.toml:9"},
+			{Kind: "link", Target: "rxe1", Values: `type = "rxe", netdev = "eth2"`, Source: "runtime", By: "root (uid 0), pid 77 busctl", At: fixtureReconcile - 60e6},
 		},
 		findings: []dbusapi.Finding{
 			{ID: "port-active", Subject: dbusapi.Subject{Kind: "port", Device: "mlx5_0", Port: 1}, Severity: dbusapi.SeverityOK, Finding: "mlx5_0/1: ACTIVE, LinkUp"},

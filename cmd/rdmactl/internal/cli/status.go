@@ -20,8 +20,10 @@ func statusCommand(e *env) *cobra.Command {
 		Short: "Devices, ports, the last reconcile and problems",
 		Long: `Devices and ports, the last reconcile and its result, the configuration
 error if the files do not load, which policy is in force (the files, the last
-good configuration, or nothing), and the ports whose policy failed. As JSON
-it prints the document of org.rdmad1.Manager.Describe.`,
+good configuration, or nothing), the ports whose policy failed, and what was
+changed over D-Bus (rdmactl, Cockpit) rather than by the files, with who made
+each change and when. As JSON it prints the document of
+org.rdmad1.Manager.Describe.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return e.status(cmd) },
 	}
 }
@@ -92,6 +94,9 @@ func (e *env) status(*cobra.Command) error {
 	if drift := driftLines(d.Devices); len(drift) > 0 {
 		fmt.Fprintf(w, "\nsettings that do not hold:\n  %s\n", strings.Join(drift, "\n  "))
 	}
+	if changes := e.changeLines(d.Changes); len(changes) > 0 {
+		fmt.Fprintf(w, "\nchanged over D-Bus (rdmactl, Cockpit), not by the site's files:\n  %s\n", strings.Join(changes, "\n  "))
+	}
 	for _, dev := range d.Devices {
 		if dev.Error != "" {
 			fmt.Fprintf(w, "device %s: %s\n", dev.Name, dev.Error)
@@ -122,6 +127,32 @@ func (e *env) inForceText(m dbusapi.Manager) string {
 		return ""
 	}
 	return m.PolicyInForce
+}
+
+// changeLines lists the declarations made over D-Bus, runtime and
+// persisted, each with who made it and when.
+func (e *env) changeLines(cs []dbusapi.Change) []string {
+	var out []string
+	for _, c := range cs {
+		what := c.Kind
+		if c.Target != "" {
+			what = c.Target + " " + c.Kind
+		}
+		where := "runtime, until rdmad stops"
+		if c.Source != "runtime" {
+			where = "persisted at " + c.Source
+		}
+		by := "by a caller rdmad did not record"
+		if c.By != "" {
+			by = "by " + c.By
+		}
+		when := ""
+		if c.At != 0 {
+			when = ", " + e.timestamp(c.At)
+		}
+		out = append(out, fmt.Sprintf("%s: %s (%s), %s%s", what, c.Values, where, by, when))
+	}
+	return out
 }
 
 // driftLines lists every declared setting that does not hold, as its part
