@@ -149,6 +149,9 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 		return err
 	}
 	defer link.Stop()
+	if link != nil {
+		compose.CountRefused(link.srv, textfile)
+	}
 	// On the way out, changes are refused from now on and the one under
 	// way (a persisted write) finishes first, bounded (runs before stopBus).
 	defer svc.Shutdown(service.DefaultShutdownGrace)

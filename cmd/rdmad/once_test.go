@@ -17,6 +17,9 @@ import (
 var rdmadBin, rdmactlBin string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(callerEnv); spec != "" {
+		os.Exit(runCaller(spec))
+	}
 	// RDMAD_TEST_BINDIR runs these tests against rdmad and rdmactl built
 	// elsewhere (an installed package, an older commit) instead of this tree.
 	if dir := os.Getenv("RDMAD_TEST_BINDIR"); dir != "" {

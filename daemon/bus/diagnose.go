@@ -16,7 +16,7 @@ func (m *manager) Diagnose(msg dbus.Message) (string, *dbus.Error) {
 	if e != nil {
 		return "", e
 	}
-	release, e := m.s.enterReport("Diagnose")
+	release, e := m.s.enterReport(msg, "Diagnose")
 	if e != nil {
 		return "", e
 	}

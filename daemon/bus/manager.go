@@ -179,7 +179,7 @@ func (m *manager) Describe(msg dbus.Message) (string, *dbus.Error) {
 	if e != nil {
 		return "", e
 	}
-	release, e := m.s.enterReport("Describe")
+	release, e := m.s.enterReport(msg, "Describe")
 	if e != nil {
 		return "", e
 	}

@@ -207,7 +207,7 @@ func (m *manager) admit(msg dbus.Message, name string, c call) (context.Context,
 	}
 	if meth.Declares {
 		if err := m.s.svc.CheckAPI(c.persist); err != nil {
-			m.s.log.Info("call refused by [api] changes", "method", name, "err", err)
+			m.s.refuse(msg, name, ReasonNotAllowed, "call refused by [api] changes", "err", err)
 			return nil, busError(err)
 		}
 	}
@@ -215,10 +215,11 @@ func (m *manager) admit(msg dbus.Message, name string, c call) (context.Context,
 	interactive := msg.Flags&dbus.FlagAllowInteractiveAuthorization != 0
 	actions := meth.actions(c.kind, c.persist && meth.Persists)
 	if err := m.s.auth.Authorize(context.Background(), sender, actions, interactive); err != nil {
-		m.s.log.Info("call refused", "sender", sender, "method", name, "actions", actions, "err", err)
 		if errors.Is(err, ErrBusy) {
+			m.s.refuse(msg, name, ReasonBusy, "call refused", "actions", actions, "err", err)
 			return nil, busy(dbusapi.Escape(err.Error()))
 		}
+		m.s.refuse(msg, name, ReasonDenied, "call refused", "actions", actions, "err", err)
 		return nil, dbus.NewError(dbusapi.ErrAccessDenied, []any{dbusapi.Escape(err.Error())})
 	}
 	return m.s.audit(msg, name), nil

@@ -72,12 +72,12 @@ func (g *reportGate) enter(method string) (release func(), _ *dbus.Error) {
 // waitingCalls is how many calls wait for a slot (tests).
 func (g *reportGate) waitingCalls() int { return int(g.waiting.Load()) }
 
-// enterReport takes a report slot for method on s's gate; the test hook
-// runs while the slot is held.
-func (s *Server) enterReport(method string) (release func(), _ *dbus.Error) {
+// enterReport takes a report slot for msg's call of method on s's gate;
+// the test hook runs while the slot is held.
+func (s *Server) enterReport(msg dbus.Message, method string) (release func(), _ *dbus.Error) {
 	leave, e := s.reports.Load().enter(method)
 	if e != nil {
-		s.log.Debug("report call refused", "method", method, "err", e.Body[0])
+		s.refuse(msg, method, ReasonBusy, "report call refused", "err", e.Body[0])
 		return nil, e
 	}
 	if h := s.hook(); h != nil && h.inReport != nil {

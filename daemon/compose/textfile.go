@@ -3,6 +3,7 @@ package compose
 import (
 	"log/slog"
 
+	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/metrics"
 	"github.com/rdmad/rdmad/daemon/service"
@@ -35,4 +36,17 @@ func Textfile(s *service.Service, log *slog.Logger) *metrics.Textfile {
 	s.OnHealthChange(tf.FindingsChanged)
 	follow()
 	return tf
+}
+
+// CountRefused has the textfile tf count the calls the bus server srv
+// refuses (rdmad_refused_calls_total), and write again when one is.
+func CountRefused(srv *bus.Server, tf *metrics.Textfile) {
+	tf.SetRefusedCalls(func() []metrics.CallCount {
+		var out []metrics.CallCount
+		for _, c := range srv.RefusedCalls() {
+			out = append(out, metrics.CallCount{Method: c.Method, Reason: c.Reason, Calls: c.Calls})
+		}
+		return out
+	})
+	srv.OnRefused(tf.CallRefused)
 }

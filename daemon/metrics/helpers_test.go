@@ -72,6 +72,9 @@ func Sample(fams map[string]*dto.MetricFamily, name string, labels ...string) (f
 			got[lp.GetName()] = lp.GetValue()
 		}
 		if reflect.DeepEqual(got, want) {
+			if m.Counter != nil {
+				return m.GetCounter().GetValue(), true
+			}
 			return m.GetGauge().GetValue(), true
 		}
 	}

@@ -228,6 +228,8 @@ type snapshot struct {
 	// findings is doctor's last run rendered (renderFindings), nil before
 	// the first: the families are then written without samples.
 	findings []byte
+	// refused are the D-Bus calls refused, by method and reason.
+	refused []CallCount
 }
 
 // subjectKinds are the rdmad_failures series, always all present so that
@@ -331,6 +333,10 @@ func render(b *bytes.Buffer, s *snapshot) {
 	for _, st := range s.settings {
 		b.WriteString(`rdmad_drift_corrected_total{setting="` + labelValue(st.Name) + `"} ` + strconv.FormatUint(s.sum.Corrected[st.Name], 10) + "\n")
 	}
+	b.WriteString("# HELP rdmad_refused_calls_total " + refusedHelp + "\n# TYPE rdmad_refused_calls_total counter\n")
+	for _, c := range s.refused {
+		b.WriteString(`rdmad_refused_calls_total{method="` + labelValue(c.Method) + `",reason="` + labelValue(c.Reason) + `"} ` + strconv.FormatUint(c.Calls, 10) + "\n")
+	}
 	family(b, "rdmad_last_verify_timestamp_seconds", "When rdmad last read every declared setting back (the [drift] verify_interval read-back, or a full pass), Unix time; 0 before the first.")
 	sample(b, "rdmad_last_verify_timestamp_seconds", seconds(s.sum.LastVerify))
 
@@ -350,6 +356,11 @@ func sortedKeys(m map[string]int) []string {
 	sort.Strings(out)
 	return out
 }
+
+// refusedHelp says what rdmad_refused_calls_total counts. Only the first
+// few refused calls of each caller within 10 s are logged one by one: the
+// counter is where all of them are.
+const refusedHelp = "D-Bus calls rdmad refused since it started, by method and reason: not-allowed ([api] changes), denied (polkit, or no polkit), busy (a local bound: outstanding polkit checks, plans, reports); a series appears with its first refusal."
 
 // Doctor's findings (rdmactl doctor, org.rdmad1.Manager.Diagnose).
 const (
@@ -413,7 +424,8 @@ func renderFindingFamilies(b *bytes.Buffer, counts map[doctor.Severity]int, line
 }
 
 // family writes the HELP and TYPE lines of a gauge; every rdmad metric is
-// one but rdmad_drift_corrected_total, a counter since rdmad started.
+// one but rdmad_drift_corrected_total and rdmad_refused_calls_total,
+// counters since rdmad started.
 func family(b *bytes.Buffer, name, help string) {
 	b.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n")
 }

@@ -298,7 +298,8 @@ func TestDocumentedExampleMatchesRender(t *testing.T) {
 	var b bytes.Buffer
 	hostRecs := []reconcile.Record{{Subject: reconcile.LinkSubject("rxe0"), Setting: roce.TOS.Setting(), Declared: roce.TOSValue(1), State: reconcile.Holds}}
 	render(&b, &snapshot{families: qosFams, settings: qosSettings, sum: reconcile.Summary{Devices: []string{"mlx5_0"}, HostRecords: hostRecs}, now: time.Now(),
-		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds, qosFams)}, findings: renderFindings(sampleFindings), bus: busOn})
+		devices: map[string]*deviceMetrics{"mlx5_0": buildDevice(&ds, qosFams)}, findings: renderFindings(sampleFindings), bus: busOn,
+		refused: []CallCount{{Method: "SetRoCE", Reason: "denied", Calls: 3}}})
 	real := ParseText(t, b.Bytes())
 	Promtool(t, []byte(block))
 	if len(documented) != len(real) {
@@ -434,4 +435,24 @@ func TestRenderDBusConnected(t *testing.T) {
 			t.Errorf("bus %d: sample %q, want %q", c.bus, got, c.want)
 		}
 	}
+}
+
+// rdmad_refused_calls_total: a counter with one series per method and
+// reason the bus refused, and the family without samples before the first.
+func TestRenderRefusedCalls(t *testing.T) {
+	var b bytes.Buffer
+	render(&b, &snapshot{families: roceFams, settings: roceSettings, now: time.Now()})
+	if !strings.Contains(b.String(), "\n# TYPE rdmad_refused_calls_total counter\n# HELP") {
+		t.Fatalf("before any refusal, the family is not written alone:\n%s", b.String())
+	}
+	b.Reset()
+	render(&b, &snapshot{families: roceFams, settings: roceSettings, now: time.Now(),
+		refused: []CallCount{{Method: "Plan", Reason: "busy", Calls: 3}, {Method: "SetRoCE", Reason: "denied", Calls: 5000}}})
+	fams := ParseText(t, b.Bytes())
+	Promtool(t, b.Bytes())
+	if f := fams["rdmad_refused_calls_total"]; f.GetType().String() != "COUNTER" {
+		t.Errorf("rdmad_refused_calls_total is a %s", f.GetType())
+	}
+	mustValue(t, fams, 5000, "rdmad_refused_calls_total", "method=SetRoCE", "reason=denied")
+	mustValue(t, fams, 3, "rdmad_refused_calls_total", "method=Plan", "reason=busy")
 }

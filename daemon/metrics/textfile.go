@@ -89,6 +89,9 @@ type Textfile struct {
 
 	families []devFamily
 	settings []*reconcile.Setting
+	// refused counts the D-Bus calls refused (SetRefusedCalls); nil
+	// before the bus is up.
+	refused func() []CallCount
 
 	// bus is rdmad_dbus_connected: busUnknown until BusConnected is
 	// called (rdmad --bus none, tests), then busOff or busOn.
@@ -193,6 +196,26 @@ func (t *Textfile) Changed(ch reconcile.Change) {
 	t.signal()
 }
 
+// CallCount is how many calls of a D-Bus method were refused for a reason
+// since rdmad started: rdmad_refused_calls_total.
+type CallCount struct {
+	Method, Reason string
+	Calls          uint64
+}
+
+// SetRefusedCalls has the file count the refused D-Bus calls fn lists
+// (the bus, once it is up).
+func (t *Textfile) SetRefusedCalls(fn func() []CallCount) {
+	t.mu.Lock()
+	t.refused = fn
+	t.mu.Unlock()
+	t.signal()
+}
+
+// CallRefused asks for a write: the counts of refused calls moved. Like
+// every change it is written at most once per minimum interval.
+func (t *Textfile) CallRefused() { t.signal() }
+
 // FindingsChanged asks for doctor's findings to be run again at the next
 // write: what they read changed without a pass (the error counters and
 // link history of daemon/health).
@@ -265,7 +288,7 @@ func (t *Textfile) updateFindings(due bool) {
 // is being kept (and needs its heartbeat).
 func (t *Textfile) flush() bool {
 	t.mu.Lock()
-	path, seen, full, findingsDue := t.path, t.seen, t.full, t.findingsDue
+	path, seen, full, findingsDue, refused := t.path, t.seen, t.full, t.findingsDue, t.refused
 	var dirty []string
 	if path != "" && seen {
 		for n := range t.dirty {
@@ -296,7 +319,11 @@ func (t *Textfile) flush() bool {
 	sum := t.src.Summary()
 	t.update(sum.Devices, full, dirty)
 	t.updateFindings(findingsDue)
-	if err := t.write(path, sum); err != nil {
+	var calls []CallCount
+	if refused != nil {
+		calls = refused()
+	}
+	if err := t.write(path, sum, calls); err != nil {
 		if msg := err.Error(); msg != t.lastErr {
 			t.log.Error("metrics: cannot write the textfile; retrying after the next pass or heartbeat", "err", err)
 			t.lastErr = msg
@@ -341,7 +368,7 @@ func (t *Textfile) update(names []string, full bool, dirty []string) {
 // before every replace through the directory's descriptor (host.WriteFile):
 // the directory may be swapped for a symlink after the first write, which
 // is refused, not followed.
-func (t *Textfile) write(path string, sum reconcile.Summary) error {
+func (t *Textfile) write(path string, sum reconcile.Summary, refused []CallCount) error {
 	t.buf.Reset()
 	render(&t.buf, &snapshot{
 		sum:         sum,
@@ -353,6 +380,7 @@ func (t *Textfile) write(path string, sum reconcile.Summary) error {
 		inForce:     t.inForce(),
 		now:         t.now(),
 		findings:    t.findings,
+		refused:     refused,
 	})
 	if _, err := host.WriteFile(path, t.buf.Bytes(), 0o644, textfileOptions); err != nil {
 		switch {
