@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,11 +18,50 @@ import (
 
 // planSlots bounds the plans worked out at once. Plan is open to every
 // local user and reads every device (on a host with a thousand, as much
-// as a full pass): a third caller is told Busy at once rather than queued.
-// A slot is held by the plan's work, not by the call: a plan whose read
-// does not answer keeps it after its call failed, until the read returns,
-// so reads that hang never pile up beyond planSlots.
-const planSlots = 2
+// as a full pass, on one CPU). A uid other than root has one plan at a
+// time, however many connections it opens, and such uids hold at most
+// planSlots-1 in all: one slot is always root's, so one user can never
+// make another Busy, nor keep root's (Ansible's check mode) from planning;
+// others are Busy only once planSlots-1 distinct users plan at once. A
+// call that finds no slot is told Busy at once rather than queued. A slot
+// is held by the plan's work, not by the call: a plan whose read does not
+// answer keeps it after its call failed, until the read returns, so reads
+// that hang never pile up beyond planSlots.
+const planSlots = 4
+
+// planGate hands out Plan's slots.
+type planGate struct {
+	mu    sync.Mutex
+	byUID map[uint32]int // plans under way by uid
+	taken int
+}
+
+// take takes a slot for a plan of uid, or says why none is free.
+func (g *planGate) take(uid uint32) (release func(), _ error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.taken >= planSlots:
+		return nil, fmt.Errorf("Plan: %d plans are being worked out (or their reads have not returned); try again later", g.taken)
+	case uid != 0 && g.byUID[uid] > 0:
+		return nil, fmt.Errorf("Plan: uid %d has a plan being worked out already (or its read has not returned), and a user has one at a time; try again once it is answered", uid)
+	case uid != 0 && g.taken-g.byUID[0] >= planSlots-1:
+		return nil, fmt.Errorf("Plan: %d users have plans being worked out, the most at once (one more is kept for root); try again later", planSlots-1)
+	}
+	if g.byUID == nil {
+		g.byUID = map[uint32]int{}
+	}
+	g.byUID[uid]++
+	g.taken++
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.byUID[uid]--; g.byUID[uid] <= 0 {
+			delete(g.byUID, uid)
+		}
+		g.taken--
+	}, nil
+}
 
 // planTimeout bounds a plan's call. A plan reads what a full pass reads
 // (0.2 to 0.5 s at 1,024 devices, docs/performance.md): only a kernel read that
@@ -38,10 +78,15 @@ func (m *manager) Plan(msg dbus.Message, candidate []byte, as string) (string, *
 	if e != nil {
 		return "", e
 	}
-	select {
-	case m.s.plans <- struct{}{}:
-	default:
-		return "", busy(fmt.Sprintf("Plan: %d plans are being worked out (or their reads have not returned); try again later", planSlots))
+	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
+	var uid uint32
+	if err := m.s.conn.Load().BusObject().Call("org.freedesktop.DBus.GetConnectionUnixUser", 0, sender).Store(&uid); err != nil {
+		return "", dbus.NewError(dbusapi.ErrFailed, []any{dbusapi.Escape(fmt.Sprintf("Plan: cannot identify caller %s: %v", sender, err))})
+	}
+	release, err := m.s.plans.take(uid)
+	if err != nil {
+		m.s.refuse(msg, "Plan", ReasonBusy, "call refused", "err", err)
+		return "", busy(err.Error())
 	}
 	timeout := planTimeout
 	h := m.s.hook()
@@ -57,7 +102,7 @@ func (m *manager) Plan(msg dbus.Message, candidate []byte, as string) (string, *
 	}
 	done := make(chan planned, 1)
 	go func() {
-		defer func() { <-m.s.plans }()
+		defer release()
 		if h != nil && h.inPlan != nil {
 			h.inPlan()
 		}

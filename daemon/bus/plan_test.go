@@ -132,9 +132,9 @@ func TestPlanRefusesHostileCandidates(t *testing.T) {
 	}
 }
 
-// At most bus.PlanSlots plans run at once; the next one is Busy at once
-// (not queued), rdmactl says so and exits 1, and plans work again once
-// the others end.
+// At most bus.PlanSlots plans run at once (root may take every slot);
+// the next one is Busy at once (not queued), rdmactl says so and exits 1,
+// and plans work again once the others end.
 func TestPlanBusyBeyondTwo(t *testing.T) {
 	e := newEnv(t, "mlx5", planConfig)
 	entered := make(chan struct{}, bus.PlanSlots)
@@ -189,6 +189,72 @@ func TestPlanBusyBeyondTwo(t *testing.T) {
 	e.d.srv.InPlanForTest(nil)
 	if code, out, errOut := rdmactl(t, e.addr, "plan"); code != 0 {
 		t.Errorf("plan after the others: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// Plan's slots are per user: a uid other than root has one plan at a
+// time, however many connections it uses, and one slot is always root's.
+// One user holding plans makes nobody else Busy; only when the users
+// beside root hold every other slot is a further user Busy, and root
+// still plans. Each refused plan is counted as busy.
+func TestPlanSlotsPerUser(t *testing.T) {
+	e := newEnv(t, "mlx5", planConfig)
+	// Users of Debian's base-passwd: the bus daemon refuses a uid
+	// without a passwd entry.
+	users := []uint32{nobody, 1, 2}
+	if len(users) != bus.PlanSlots-1 {
+		t.Fatalf("the test holds %d users' plans; rdmad keeps %d for users beside root", len(users), bus.PlanSlots-1)
+	}
+	entered := make(chan struct{}, len(users))
+	release := make(chan struct{})
+	var held atomic.Int32
+	e.d.srv.InPlanForTest(func() {
+		if held.Add(1) > int32(len(users)) {
+			return // later plans run through
+		}
+		entered <- struct{}{}
+		<-release
+	})
+	var released sync.Once
+	defer released.Do(func() { close(release) })
+	plan := callerSpec{Addr: e.addr, Method: "Plan", Args: argsOf(argY(nil), argS(""))}
+	var waits []func() []callResult
+	for i, uid := range users {
+		waits = append(waits, startCaller(t, uid, plan))
+		select {
+		case <-entered:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the plan of uid %d never started: %+v", uid, waits[len(waits)-1]())
+		}
+		if i > 0 {
+			continue
+		}
+		// The first user again, on another connection: Busy at once,
+		// and another user is not.
+		if res := callAs(t, e.addr, uid, false, "Plan", argY(nil), argS("")); res.Name != dbusapi.ErrBusy || !strings.Contains(res.Message, "a user has one at a time") {
+			t.Errorf("a second plan of uid %d: %+v, want Busy", uid, res)
+		}
+	}
+	if res := callAs(t, e.addr, 3, false, "Plan", argY(nil), argS("")); res.Name != dbusapi.ErrBusy || !strings.Contains(res.Message, "one more is kept for root") {
+		t.Errorf("a fourth user's plan while three users plan: %+v, want Busy", res)
+	}
+	if code, out, errOut := rdmactl(t, e.addr, "plan"); code != 0 {
+		t.Errorf("root's plan while %d users plan: exit %d\n%s%s", len(users), code, out, errOut)
+	}
+	released.Do(func() { close(release) })
+	for i, wait := range waits {
+		if res := wait(); len(res) != 1 || res[0].Name != "" {
+			t.Errorf("the plan of uid %d: %+v", users[i], res)
+		}
+	}
+	var busy uint64
+	for _, c := range e.d.srv.RefusedCalls() {
+		if c.Method == "Plan" && c.Reason == bus.ReasonBusy {
+			busy = c.Calls
+		}
+	}
+	if busy != 2 {
+		t.Errorf("%d refused plans counted busy, want 2: %+v", busy, e.d.srv.RefusedCalls())
 	}
 }
 

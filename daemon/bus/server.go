@@ -88,7 +88,7 @@ type Server struct {
 
 	reclaim reclaimer                  // returns a big reply's garbage to the system
 	reports atomic.Pointer[reportGate] // Describe and Diagnose (reports.go)
-	plans   chan struct{}              // Plan's slots (plan.go)
+	plans   planGate                   // Plan's slots (plan.go)
 	refused *refusedLog                // refused calls, counted and logged at a bounded rate (refused.go)
 }
 
@@ -104,7 +104,7 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 		wake: make(chan struct{}, 1), emitWake: make(chan struct{}, 1), stop: make(chan struct{}),
 		objects: map[dbus.ObjectPath]*object{}, children: map[dbus.ObjectPath]map[string]int{},
 		ports: map[string][]dbus.ObjectPath{}, unsent: map[dbus.ObjectPath]struct{}{},
-		plans: make(chan struct{}, planSlots), proc: audit.Proc{Dir: "/proc"},
+		proc:    audit.Proc{Dir: "/proc"},
 		refused: newRefusedLog(log)}
 	s.reports.Store(newReportGate(reportSlots, reportWaiters, reportWait))
 	s.reclaim.delay = reclaimDelay

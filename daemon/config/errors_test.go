@@ -39,6 +39,8 @@ func TestParseRejectsBadInput(t *testing.T) {
 		{"roce without selector", "# c\n[[roce]]\nport = 1\nmode = \"v2\"\n", 2, []string{"roce[0]: no device selector", "device ="}},
 		{"roce sets nothing", "[[roce]]\ndevice = \"mlx5_0\"\nport = 1\n", 1, []string{"roce[0]: sets nothing", "mode, tos"}},
 		{"bad glob", "[[roce]]\nmode = \"v2\"\ndevice = \"mlx5_[\"\n", 3, []string{"roce[0].device", "not a valid glob"}},
+		{"glob too long", "[[roce]]\nmode = \"v2\"\ndevice = \"mlx5_*" + strings.Repeat("?", MaxGlob) + "\"\n", 3, []string{"roce[0].device", "262 bytes; a pattern has at most 256"}},
+		{"netdev glob too long", "[[qos]]\npfc = [3]\nnetdev = \"" + strings.Repeat("*", MaxGlob+1) + "\"\n", 3, []string{"qos[0].netdev", "257 bytes"}},
 		{"bad guid", "[[roce]]\nguid = \"0002:c903:0031\"\nmode = \"v2\"\n", 2, []string{"roce[0].guid", "not a node GUID"}},
 		{"bad guid digit", "[[roce]]\nguid = \"0x0002c90300317c5z\"\nmode = \"v2\"\n", 2, []string{"roce[0].guid", "not a hex digit"}},
 		{"bad pci", "[[vpi]]\npci = \"slot 3\"\ntype = \"eth\"\n", 2, []string{"vpi[0].pci", "not a PCI address"}},

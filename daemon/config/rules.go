@@ -117,6 +117,33 @@ func ForgetRule[R PortRule[R]](rules []R, r R, ports []int) []R {
 	return out
 }
 
+// Globbing reports whether matching the selector runs a pattern match (a
+// device glob, a PCI address, a netdev), not only comparisons of names.
+func (s Selector) Globbing() bool { return s.Device.Pattern || s.PCI != "" || s.Netdev != "" }
+
+// GlobRules counts the per-port rules ([[roce]], [[qos]], [[vpi]]) whose
+// selector matches by pattern: every port of a pass matches each of them
+// against its device, at a cost that grows with the pattern.
+func (p *Policy) GlobRules() int {
+	n := 0
+	for _, r := range p.RoCE {
+		if r.Selector.Globbing() {
+			n++
+		}
+	}
+	for _, r := range p.QoS {
+		if r.Selector.Globbing() {
+			n++
+		}
+	}
+	for _, r := range p.VPI {
+		if r.Selector.Globbing() {
+			n++
+		}
+	}
+	return n
+}
+
 // RoCEFor resolves the declared RoCE settings of one port.
 func (p *Policy) RoCEFor(t Target, port int) RoCEDesired {
 	return resolve[RoCERule, RoCEDesired](p.RoCE, t, port)

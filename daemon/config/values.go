@@ -92,10 +92,20 @@ func (l Limit) above(m Limit) bool {
 	return l.Bytes > m.Bytes
 }
 
+// MaxGlob bounds a selector's pattern (device, pci, netdev). The names it
+// matches are short (an RDMA device's at most 64 bytes, a netdev's 15),
+// and matching a pattern costs up to its length at every position of a
+// name: unbounded, one rule could cost seconds at every port of a large
+// host (org.rdmad1.Manager.Plan takes candidates from any local user).
+const MaxGlob = 256
+
 // validGlob checks a path.Match pattern for one name (no '/').
 func validGlob(pattern string) error {
 	if pattern == "" {
 		return errors.New("must not be empty")
+	}
+	if len(pattern) > MaxGlob {
+		return fmt.Errorf("%d bytes; a pattern has at most %d (the names it matches have at most 64)", len(pattern), MaxGlob)
 	}
 	if strings.Contains(pattern, "/") {
 		return fmt.Errorf("%q contains '/', which no device or interface name has", pattern)

@@ -193,7 +193,18 @@ func sameRecord(a, b Record) bool {
 // contest rule is touched. A pass's writes may land while it reads: a
 // plan says what the kernel held when it read.
 func (r *Reconciler) Observe(ctx context.Context, pol *config.Policy, step func(string)) State {
-	_, res := r.pass(ctx, pol, Scope{Full: true}, readOnly{step: step})
+	return r.observe(ctx, pol, readOnly{step: step})
+}
+
+// ObserveSerially is Observe one device at a time, on one goroutine: a
+// plan (org.rdmad1.Manager.Plan, which any local user may ask for) takes
+// at most one CPU, so the passes and calls beside it keep theirs.
+func (r *Reconciler) ObserveSerially(ctx context.Context, pol *config.Policy, step func(string)) State {
+	return r.observe(ctx, pol, readOnly{step: step, serial: true})
+}
+
+func (r *Reconciler) observe(ctx context.Context, pol *config.Policy, g readOnly) State {
+	_, res := r.pass(ctx, pol, Scope{Full: true}, g)
 	st := State{LastReconcile: res.at, HostActions: res.hostActs, HostRecords: res.hostRecs, Modules: res.modules}
 	hostOnPorts := portRecords(res.hostRecs)
 	for _, n := range sortedNames(res.working) {
@@ -203,8 +214,12 @@ func (r *Reconciler) Observe(ctx context.Context, pol *config.Policy, step func(
 }
 
 // readOnly is the guard of Observe: nothing is written. step, when not
-// nil, is told the steps of the pass.
-type readOnly struct{ step func(string) }
+// nil, is told the steps of the pass; serial reads and judges one device
+// at a time.
+type readOnly struct {
+	step   func(string)
+	serial bool
+}
 
 // ErrReadOnly is why a setting was not written in a pass that only reads
 // (Observe).
@@ -273,7 +288,7 @@ func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, 
 		sort.Strings(names)
 	}
 	stepTo(g, "read the RDMA devices (%d)", len(names))
-	reads := r.read(ctx, names, toRead, scope.Full, r.detailFor(pol))
+	reads := r.read(ctx, r.workersFor(g), names, toRead, scope.Full, r.detailFor(pol))
 	rep.Read = len(reads)
 	for _, rd := range reads {
 		switch {
@@ -394,9 +409,9 @@ type readResult struct {
 
 // read reads the named devices in parallel. A device with a port list and
 // a cached copy has only those ports read again.
-func (r *Reconciler) read(ctx context.Context, names []string, ports map[string][]int, full bool, detail host.Detail) []readResult {
+func (r *Reconciler) read(ctx context.Context, workers int, names []string, ports map[string][]int, full bool, detail host.Detail) []readResult {
 	out := make([]readResult, len(names))
-	r.forEach(ctx, len(names), func(i int) {
+	forEach(ctx, workers, len(names), func(i int) {
 		n := names[i]
 		out[i].name = n
 		if pl := ports[n]; !full && pl != nil {
@@ -474,7 +489,7 @@ func (r *Reconciler) applyDevices(ctx context.Context, pol *config.Policy, worki
 	names := sortedNames(working)
 	runs := make([]*DeviceRun, len(names))
 	publish := r.detail&host.ReadPublished != 0
-	r.forEach(ctx, len(names), func(i int) {
+	forEach(ctx, r.workersFor(g), len(names), func(i int) {
 		// A recheck reads only what the policy declares.
 		dev := working[names[i]]
 		run := &DeviceRun{Policy: pol, Device: dev, Publish: publish && !recheck[names[i]], run: g}
@@ -519,10 +534,18 @@ func (r *Reconciler) mayHaveVanished(acts []Action) bool {
 	return false
 }
 
-// forEach calls fn(0..n-1) on up to r.workers goroutines, which take
+// workersFor is how many devices a pass under g reads and judges at once.
+func (r *Reconciler) workersFor(g Run) int {
+	if ro, ok := g.(readOnly); ok && ro.serial {
+		return 1
+	}
+	return r.workers
+}
+
+// forEach calls fn(0..n-1) on up to workers goroutines, which take
 // indexes from a shared counter; it stops handing out work when ctx ends.
-func (r *Reconciler) forEach(ctx context.Context, n int, fn func(i int)) {
-	workers := min(r.workers, n)
+func forEach(ctx context.Context, workers, n int, fn func(i int)) {
+	workers = min(workers, n)
 	if workers <= 1 {
 		for i := 0; i < n && ctx.Err() == nil; i++ {
 			fn(i)

@@ -15,7 +15,7 @@ func (r *Reconciler) RefreshPortStates(ctx context.Context, keep func(d *host.De
 	known := r.knownDevices()
 	changed := make([]bool, len(known))
 	fresh := make([]host.Device, len(known))
-	r.forEach(ctx, len(known), func(i int) {
+	forEach(ctx, r.workers, len(known), func(i int) {
 		d := known[i].Clone()
 		for j := range d.Ports {
 			if keep(&d, &d.Ports[j]) && r.host.RefreshPortState(d.Name, &d.Ports[j]) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
@@ -250,5 +252,44 @@ func TestPlansBesidePasses(t *testing.T) {
 				t.Fatalf("plan without %s", name)
 			}
 		}
+	}
+}
+
+// A plan's pattern matches are bounded: rules whose selector has a
+// pattern times the ports of the host at most service.MaxPlanGlobMatches,
+// else the candidate is refused before any device is read. Rules that name
+// devices exactly are not counted.
+func TestPlanBoundsItsPatternMatches(t *testing.T) {
+	root := t.TempDir()
+	const devices = 64 // 128 ports
+	if err := hosttest.Synth(root, devices); err != nil {
+		t.Fatal(err)
+	}
+	hosttest.Write(t, root, "etc/rdma/rdmad.toml", "[modules]\nenable = false\n")
+	svc, err := service.New(service.Options{Host: host.New(root), Parts: compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}}), Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.ReconcileNow(context.Background())
+	rules := func(n int, device func(i int) string) []byte {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "[[roce]]\ndevice = %q\ntos = %d\n", device(i), i%256)
+		}
+		return []byte(b.String())
+	}
+	glob := func(int) string { return "mlx5_*" }
+	most := service.MaxPlanGlobMatches / (2 * devices)
+	_, err = svc.Plan(context.Background(), rules(most+1, glob), "50-x.toml", nil)
+	var ae *service.ArgError
+	if !errors.As(err, &ae) || ae.Arg != "candidate" || !strings.Contains(err.Error(), fmt.Sprintf("%d rules with a pattern", most+1)) {
+		t.Errorf("a plan of %d glob rules on %d ports: %v, want an ArgError on candidate", most+1, 2*devices, err)
+	}
+	if p, err := svc.Plan(context.Background(), rules(most, glob), "50-x.toml", nil); err != nil || p.Err != nil || len(p.Records) != 2*devices {
+		t.Errorf("a plan of %d glob rules: %v, %v, %d records", most, err, p.Err, len(p.Records))
+	}
+	exact := func(i int) string { return fmt.Sprintf("mlx5_%d", i%devices) }
+	if p, err := svc.Plan(context.Background(), rules(2*most, exact), "50-x.toml", nil); err != nil || p.Err != nil {
+		t.Errorf("a plan of %d rules naming devices exactly: %v, %v", 2*most, err, p.Err)
 	}
 }

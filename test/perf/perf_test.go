@@ -37,6 +37,9 @@ func newService(b *testing.B, h *Host, oneShot bool) *service.Service {
 var hosts = map[int]*Host{}
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(plannerEnv); spec != "" {
+		os.Exit(runPlanner(spec))
+	}
 	code := m.Run()
 	for _, h := range hosts {
 		h.Remove()
