@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -244,5 +245,113 @@ func TestRecheckAsBeforeIsSilent(t *testing.T) {
 	e.recheck() // reported again, as before
 	if changes != 1 {
 		t.Errorf("the same report notified again: %d", changes)
+	}
+}
+
+// contestedAfter rechecks the TOS once a second, calling between before
+// each, until no write is made any more, and returns the writes made.
+func (e *driftEnv) writesUntilContested(t *testing.T, between func(i int)) int {
+	t.Helper()
+	start := e.k.WriteCount()
+	for i := 0; i < 4*reconcile.ContestCorrections; i++ {
+		e.now = e.now.Add(time.Second)
+		between(i)
+		e.recheck()
+	}
+	if r := e.record(t); r.State != reconcile.Contested {
+		t.Fatalf("after %d rechecks of a fight the TOS is %s, not contested: %+v", 4*reconcile.ContestCorrections, r.State, r)
+	}
+	return e.k.WriteCount() - start
+}
+
+// Every correction write counts toward the contest, whatever the read
+// before it: a read that fails in between (the other manager truncates
+// the file as it writes) does not start the count again.
+func TestContestCountsWritesAfterAFailedRead(t *testing.T) {
+	e := newDriftEnv(t, config.DriftCorrect)
+	writes := e.writesUntilContested(t, func(i int) {
+		if i%2 == 0 {
+			e.k.FailReads(tosAttr, syscall.EIO)
+			return
+		}
+		e.k.FailReads(tosAttr, 0)
+		e.tamper(t, "0")
+	})
+	if writes != reconcile.ContestCorrections {
+		t.Errorf("%d writes before the back-off, want %d", writes, reconcile.ContestCorrections)
+	}
+}
+
+// A correction the other manager undoes at once (the read-back shows its
+// value) counts as one too, and so does every write after it.
+func TestContestCountsWritesReadBackOtherwise(t *testing.T) {
+	e := newDriftEnv(t, config.DriftCorrect)
+	e.tamper(t, "0")
+	e.k.Ignore(tosAttr, "106") // taken, then the other manager's 0 is there again
+	writes := e.writesUntilContested(t, func(int) {})
+	if writes != reconcile.ContestCorrections {
+		t.Errorf("%d writes before the back-off, want %d", writes, reconcile.ContestCorrections)
+	}
+	if n := e.r.Corrected()["roce_tos"]; n != 0 {
+		t.Errorf("%d corrections counted as put back; none held", n)
+	}
+}
+
+// A setting in its back-off is read at most once a second, however many
+// events ask: its record stays contested with the value last read.
+func TestContestedSettingIsReadAtMostOnceASecond(t *testing.T) {
+	e := newDriftEnv(t, config.DriftCorrect)
+	e.writesUntilContested(t, func(int) { e.tamper(t, "0") })
+	e.tamper(t, "7")
+	before := e.io.reads.Load()
+	for range 100 {
+		e.recheck()
+	}
+	if n := e.io.reads.Load() - before; n != 0 {
+		t.Errorf("100 rechecks within a second of the last read read the TOS %d times", n)
+	}
+	if r := e.record(t); r.State != reconcile.Contested {
+		t.Errorf("record during the back-off: %+v", r)
+	}
+	e.now = e.now.Add(reconcile.ContestReadInterval)
+	for range 100 {
+		e.recheck()
+	}
+	if n := e.io.reads.Load() - before; n != 1 {
+		t.Errorf("100 rechecks a second later read the TOS %d times, want 1", n)
+	}
+	if r := e.record(t); r.State != reconcile.Contested || reconcile.Text(r.Observed) != "7" {
+		t.Errorf("record after a read in the back-off: %s %v", r.State, r.Observed)
+	}
+	// A forced pass reads and applies the policy at once.
+	e.r.Pass(context.Background(), e.pol, reconcile.Scope{Full: true, Forced: true})
+	if got := hosttest.Read(t, e.root, tosAttr); got != "106" {
+		t.Errorf("a forced pass in the back-off left TOS %s", got)
+	}
+}
+
+// A failure repeated on every event (a read that fails one way, then
+// another, while another manager rewrites the file) is logged in full 5
+// times a window, then summed up in one line with the count when the
+// window ends; the next window logs in full again.
+func TestRepeatedFailuresAreLoggedAtABoundedRate(t *testing.T) {
+	e := newDriftEnv(t, config.DriftCorrect)
+	end := e.r.EndFailureWindowsForTest()
+	for i := range 1000 {
+		e.k.FailReads(tosAttr, []syscall.Errno{syscall.EIO, syscall.EAGAIN}[i%2])
+		e.recheck()
+	}
+	if n := strings.Count(e.log.String(), "msg=failed "); n != 5 {
+		t.Errorf("%d failed lines for 1,000 failed reads within a window, want 5", n)
+	}
+	end()
+	e.k.FailReads(tosAttr, syscall.EIO)
+	logged := e.log.String()
+	if !strings.Contains(logged, `level=ERROR msg="failed again, more often than logged" subject=mlx5_0/1 what="roce tos" times=995 within=10s`) {
+		t.Errorf("no summary of the 995 failures not logged:\n%s", logged)
+	}
+	e.recheck()
+	if n := strings.Count(e.log.String(), "msg=failed "); n != 6 {
+		t.Errorf("the next window logs in full again: %d failed lines", n)
 	}
 }

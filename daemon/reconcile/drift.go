@@ -37,6 +37,11 @@ const (
 	ContestWindow      = time.Minute
 	ContestBackoff     = time.Minute
 	ContestMaxBackoff  = time.Hour
+	// ContestReadInterval is how often a setting in a back-off is read
+	// again (its record shows the kernel's value at most that old): the
+	// other manager may write it thousands of times a second, each write
+	// an event.
+	ContestReadInterval = time.Second
 	// contestForget is how long after a back-off without a correction a
 	// setting starts again from the first back-off.
 	contestForget = 10 * ContestWindow
@@ -54,6 +59,7 @@ type contest struct {
 	until       time.Time      // no correction before then
 	backoff     time.Duration  // the next back-off
 	count       int            // corrections while the setting was last contested
+	readAt      time.Time      // the last read during the back-off
 }
 
 type correctionAt struct {
@@ -106,14 +112,28 @@ func (r *Reconciler) guard(pol *config.Policy, scope Scope) *driftGuard {
 	return g
 }
 
+// applying reports whether the pass applies the policy to s whatever its
+// last record said (a forced pass, an arrival).
+func (g *driftGuard) applying(s Subject) bool {
+	return g.forced || (s.Kind == SubjectPort && g.arrived[s.Device])
+}
+
+// contestError is why a contested setting is left alone until until.
+func contestError(n int, until time.Time) error {
+	return fmt.Errorf("another manager keeps changing it: rdmad corrected it %d times within %s and stops correcting it until %s", n, ContestWindow, until.Format(time.TimeOnly))
+}
+
 // Hold implements Run.
 func (g *driftGuard) Hold(s Subject, st *Setting, want Value, src config.Position) (RecordState, error) {
-	if g.forced || (s.Kind == SubjectPort && g.arrived[s.Device]) || !g.r.heldBefore(s, st, want, src) {
+	if g.applying(s) {
 		return Differs, nil // the policy is being applied, not corrected
+	}
+	if _, held := g.r.heldBefore(s, st, want, src); !held {
+		return Differs, nil
 	}
 	key := driftKey{s, st.Name}
 	if until, n, contested := g.r.contested(key, g.now); contested {
-		return Contested, fmt.Errorf("another manager keeps changing it: rdmad corrected it %d times within %s and stops correcting it until %s", n, ContestWindow, until.Format(time.TimeOnly))
+		return Contested, contestError(n, until)
 	}
 	if g.report {
 		return Differs, ErrDriftReported
@@ -127,19 +147,68 @@ func (g *driftGuard) Hold(s Subject, st *Setting, want Value, src config.Positio
 // ReadOnly implements Run.
 func (*driftGuard) ReadOnly() bool { return false }
 
-// heldBefore reports whether the last record of setting st on s held the
-// same declaration (or reported it differing, or contested): a value that
-// differs now changed behind rdmad's back.
-func (r *Reconciler) heldBefore(s Subject, st *Setting, want Value, src config.Position) bool {
+// Backoff implements BackoffRun: a setting in a contest's back-off, under
+// the declaration it was contested with, is read at most once every
+// ContestReadInterval; in between its last record stands (contested, or
+// holding when the last read found the declared value). A forced pass and
+// an arrival read it.
+func (g *driftGuard) Backoff(s Subject, st *Setting, want Value, src config.Position) (Record, bool) {
+	if g.applying(s) {
+		return Record{}, false
+	}
+	until, n, skip := g.r.skipRead(driftKey{s, st.Name}, g.now)
+	if !skip {
+		return Record{}, false
+	}
+	prev, held := g.r.heldBefore(s, st, want, src)
+	if !held {
+		return Record{}, false
+	}
+	if prev.State != Holds {
+		prev.State, prev.Why = Contested, contestError(n, until)
+	}
+	return prev, true
+}
+
+// skipRead says whether key is in a back-off and was read less than
+// ContestReadInterval ago; when it is in a back-off and may be read, the
+// read is noted.
+func (r *Reconciler) skipRead(key driftKey, now time.Time) (until time.Time, n int, skip bool) {
+	r.drift.mu.Lock()
+	defer r.drift.mu.Unlock()
+	c := r.drift.contests[key]
+	if c == nil || !now.Before(c.until) {
+		return time.Time{}, 0, false
+	}
+	if !c.readAt.IsZero() && now.Sub(c.readAt) < ContestReadInterval {
+		return c.until, c.count, true
+	}
+	c.readAt = now
+	return time.Time{}, 0, false
+}
+
+// heldBefore reports whether the last record of setting st on s had the
+// same declaration and was judged against it: it held, differed (reported,
+// or contested), could not be read, or was written and read back as
+// another value. A value that differs now changed behind rdmad's back,
+// and writing it back is a correction, whatever the last read gave: a
+// manager fighting rdmad makes reads and read-backs fail or differ too,
+// and a correction not counted then let a fight run 10 to 21 writes
+// before backing off, and on through the back-off. A write the kernel
+// refused, or a setting that did not apply, is the policy not yet applied.
+func (r *Reconciler) heldBefore(s Subject, st *Setting, want Value, src config.Position) (Record, bool) {
 	prev, ok := r.previous(s, st)
 	if !ok || prev.Source != src || !reflect.DeepEqual(prev.Declared, want) {
-		return false
+		return prev, false
 	}
-	switch prev.State {
-	case Holds, Differs, Contested:
-		return true
+	var notKept *NotKeptError
+	switch {
+	case prev.State == Holds, prev.State == Differs, prev.State == Contested, prev.State == Unknown:
+		return prev, true
+	case prev.State == Refused && errors.As(prev.Why, &notKept):
+		return prev, true
 	}
-	return false
+	return prev, false
 }
 
 // previous is the stored record of setting st on s.
@@ -191,16 +260,20 @@ func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) {
 	r.drift.mu.Lock()
 	defer r.drift.mu.Unlock()
 	for _, a := range acts {
-		if a.Status != Changed || a.Setting == nil {
+		if (a.Status != Changed && a.Status != Failed) || a.Setting == nil {
 			continue
 		}
 		key := driftKey{a.Subject, a.Setting.Name}
 		if !g.pending[key] {
 			continue
 		}
-		r.drift.corrected[a.Setting.Name]++
-		r.log.Warn("corrected a setting changed behind rdmad's back", "subject", a.Subject.String(), "setting", a.Setting.Name,
-			"found", a.From, "restored", a.To, "source", a.Source)
+		// Every write the guard let through counts toward the contest,
+		// whether it held or not; one that held is a correction.
+		if a.Status == Changed {
+			r.drift.corrected[a.Setting.Name]++
+			r.log.Warn("corrected a setting changed behind rdmad's back", "subject", a.Subject.String(), "setting", a.Setting.Name,
+				"found", a.From, "restored", a.To, "source", a.Source)
+		}
 		c := r.drift.contests[key]
 		if c == nil {
 			c = &contest{backoff: ContestBackoff}
@@ -221,7 +294,7 @@ func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) {
 			total += x.cost
 		}
 		if total >= ContestCorrections {
-			c.until, c.count = g.now.Add(c.backoff), len(c.corrections)
+			c.until, c.count, c.readAt = g.now.Add(c.backoff), len(c.corrections), g.now
 			r.log.Warn("another manager keeps changing a setting: rdmad stops correcting it for a while", "subject", a.Subject.String(),
 				"setting", a.Setting.Name, "corrections", len(c.corrections), "within", ContestWindow, "until", c.until)
 			c.backoff = min(2*c.backoff, ContestMaxBackoff)
@@ -284,6 +357,29 @@ func (r *Reconciler) NextRetry() Retry {
 	}
 	slices.Sort(next.Devices)
 	return next
+}
+
+// BackedOff is what has a setting in a contest's back-off now: devices
+// (sorted), and whether a host-wide setting does. The service stops
+// watching their directories meanwhile (the other manager may write
+// thousands of times a second, each write an event) and reads them again
+// every ContestReadInterval instead.
+func (r *Reconciler) BackedOff() (devices []string, host bool) {
+	r.drift.mu.Lock()
+	defer r.drift.mu.Unlock()
+	now := r.drift.now()
+	for key, c := range r.drift.contests {
+		if !now.Before(c.until) {
+			continue
+		}
+		if d := key.subject.Device; d == "" {
+			host = true
+		} else if !slices.Contains(devices, d) {
+			devices = append(devices, d)
+		}
+	}
+	slices.Sort(devices)
+	return devices, host
 }
 
 // LastVerify is when the last verify read-back ended (zero: never).

@@ -58,6 +58,14 @@ func (p *Pass) Hold(s Subject, st *Setting, want Value, src config.Position) (Re
 // ReadOnly implements Run.
 func (p *Pass) ReadOnly() bool { return p.run != nil && p.run.ReadOnly() }
 
+// Backoff implements BackoffRun.
+func (p *Pass) Backoff(s Subject, st *Setting, want Value, src config.Position) (Record, bool) {
+	if br, ok := p.run.(BackoffRun); ok {
+		return br.Backoff(s, st, want, src)
+	}
+	return Record{}, false
+}
+
 // Result is what a host part did and the facts it established.
 type Result struct {
 	Actions []Action
@@ -123,6 +131,14 @@ func (r *DeviceRun) Hold(s Subject, st *Setting, want Value, src config.Position
 
 // ReadOnly implements Run.
 func (r *DeviceRun) ReadOnly() bool { return r.run != nil && r.run.ReadOnly() }
+
+// Backoff implements BackoffRun.
+func (r *DeviceRun) Backoff(s Subject, st *Setting, want Value, src config.Position) (Record, bool) {
+	if br, ok := r.run.(BackoffRun); ok {
+		return br.Backoff(s, st, want, src)
+	}
+	return Record{}, false
+}
 
 // Add records an action and the record it leaves.
 func (r *DeviceRun) Add(a Action, rec Record) {

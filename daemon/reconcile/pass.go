@@ -588,7 +588,7 @@ func (r *Reconciler) logReport(ctx context.Context, rep Report) {
 		case Changed:
 			r.log.Info("applied", append([]any{"subject", a.Subject.String(), "what", string(a.Kind), "from", a.From, "to", a.To, "source", a.Source}, caller...)...)
 		case Failed:
-			r.log.Error("failed", append([]any{"subject", a.Subject.String(), "what", string(a.Kind), "value", a.To, "source", a.Source, "err", a.Err}, caller...)...)
+			r.logFailure(a, caller)
 		}
 	}
 	r.log.Debug("reconciled", "full", rep.Scope.Full, "read", rep.Read, "changed", rep.Count(Changed),

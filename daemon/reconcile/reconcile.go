@@ -69,6 +69,7 @@ type Reconciler struct {
 	hostRecs  []Record
 	last      time.Time
 	drift     *drift
+	failures  *failureWindows // the failed lines of each subject and kind (failures.go)
 	found     *Found
 	listeners []func(Change)
 	// departed are the devices gone since rdmad started, by identity
@@ -89,7 +90,7 @@ func New(o Options) *Reconciler {
 		host: o.Host, log: o.Log,
 		early: o.Early, hostParts: o.HostParts, deviceParts: o.DeviceParts,
 		detail: o.Detail, workers: o.Workers, owners: map[Kind]Part{},
-		devices: map[string]*DeviceState{}, failing: map[string]bool{}, drift: newDrift(), found: o.Found,
+		devices: map[string]*DeviceState{}, failing: map[string]bool{}, drift: newDrift(), found: o.Found, failures: newFailureWindows(),
 	}
 	if o.Now != nil {
 		r.drift.now = o.Now

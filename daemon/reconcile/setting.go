@@ -274,6 +274,15 @@ type Run interface {
 	ReadOnly() bool
 }
 
+// BackoffRun is a Run that holds back reads too: a setting in a contest's
+// back-off is not read again until the back-off ends (another manager
+// writing it thousands of times a second made rdmad read it after every
+// write). Backoff returns the setting's last record, which stands.
+type BackoffRun interface {
+	Run
+	Backoff(subject Subject, s *Setting, want Value, src config.Position) (Record, bool)
+}
+
 // Converge is one declared setting of one subject that a part brings to
 // its declared value: read, compare, write if it may, read back.
 type Converge[V Value] struct {
@@ -307,6 +316,19 @@ func (h Handle[V]) Converge(run Run, c Converge[V]) (Action, Record) {
 	holds := c.Holds
 	if holds == nil {
 		holds = func(a, b V) bool { return reflect.DeepEqual(a, b) }
+	}
+	if br, ok := run.(BackoffRun); ok && c.Hold == nil {
+		if last, held := br.Backoff(c.Subject, h.s, c.Want, c.Source); held {
+			act.Status, act.Err = Held, last.Why
+			if last.State == Holds {
+				act.Status = Unchanged
+			}
+			if last.Observed != nil {
+				act.From = last.Observed.String()
+			}
+			rec.State, rec.Why, rec.Observed = last.State, last.Why, last.Observed
+			return act, rec
+		}
 	}
 	have, err := c.Read()
 	if err != nil {
@@ -345,7 +367,7 @@ func (h Handle[V]) Converge(run Run, c Converge[V]) (Action, Record) {
 	}
 	rec.Observed = got
 	if !holds(got, c.Want) {
-		err := fmt.Errorf("%s: wrote %s %s but the kernel kept %s", c.Subject, h.s.Title, c.Want, got)
+		err := &NotKeptError{fmt.Sprintf("%s: wrote %s %s but the kernel kept %s", c.Subject, h.s.Title, c.Want, got)}
 		act.Status, act.Err = Failed, err
 		rec.State, rec.Why = Refused, err
 		return act, rec
@@ -353,6 +375,13 @@ func (h Handle[V]) Converge(run Run, c Converge[V]) (Action, Record) {
 	act.Status, rec.State = Changed, Holds
 	return act, rec
 }
+
+// NotKeptError is a write the kernel took but whose read-back shows
+// another value: the driver kept its own, or another process wrote in
+// between (a fight over the setting, which the contest rule counts).
+type NotKeptError struct{ msg string }
+
+func (e *NotKeptError) Error() string { return e.msg }
 
 // Refuse records a declared setting the part could not even try to set
 // (the device's configfs directory cannot be made, the port has no

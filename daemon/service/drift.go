@@ -96,6 +96,20 @@ func (s *Service) syncWatches(ctx context.Context) {
 			}
 		}
 		host := s.watchedBy(nil, sum.HostRecords)
+		// What is in a contest's back-off is not watched: the other
+		// manager may write thousands of times a second, and every write
+		// would be an event to read. The verify loop reads it again every
+		// reconcile.ContestReadInterval instead, and the pass that ends
+		// the back-off (its record changes) has it watched again.
+		backedOff, hostBackedOff := s.rec.BackedOff()
+		for _, n := range backedOff {
+			if _, ok := next[n]; ok {
+				next[n] = nil
+			}
+		}
+		if hostBackedOff {
+			host = nil
+		}
 		w.mu.Lock()
 		if all {
 			w.byDevice = map[string][]string{}
@@ -108,6 +122,11 @@ func (s *Service) syncWatches(ctx context.Context) {
 			}
 		}
 		w.host = host
+		for _, n := range backedOff {
+			if _, ok := w.byDevice[n]; ok && !slices.Contains(names, n) {
+				delete(w.byDevice, n) // not read again in this sync
+			}
+		}
 		union := slices.Clone(host)
 		w.byDir, w.hostDir = map[string][]string{}, make(map[string]bool, len(host))
 		for _, d := range host {
@@ -157,12 +176,15 @@ func (s *Service) DirChanged(dir string) {
 }
 
 // verify runs the read-back every [drift] verify_interval of the policy
-// in force (0: never), and reads the contested settings again when their
-// back-off ends, until ctx ends. A policy change wakes it to read the
-// interval again (the count runs on from the last read-back); a pass
-// while a back-off runs wakes it to read NextRetry again (wakeForRetry).
+// in force (0: never), reads what is in a contest's back-off every
+// reconcile.ContestReadInterval (its directories are not watched then),
+// and reads the contested settings again when their back-off ends, until
+// ctx ends. A policy change wakes it to read the interval again (the
+// count runs on from the last read-back); a pass while a back-off runs
+// wakes it to read NextRetry again (wakeForRetry).
 func (s *Service) verify(ctx context.Context) {
 	last := s.now()
+	var polled time.Time
 	for {
 		var timer <-chan time.Time
 		var wait time.Duration = -1
@@ -174,6 +196,13 @@ func (s *Service) verify(ctx context.Context) {
 		s.retryAt.Store(unixNano(retry.At))
 		if !retry.At.IsZero() && (wait < 0 || retry.At.Sub(s.now()) < wait) {
 			wait = retry.At.Sub(s.now())
+		}
+		backedOff, hostBackedOff := s.rec.BackedOff()
+		poll := len(backedOff) > 0 || hostBackedOff
+		if poll {
+			if w := max(time.Until(polled.Add(reconcile.ContestReadInterval)), 0); wait < 0 || w < wait {
+				wait = w
+			}
 		}
 		var t *time.Timer
 		if wait >= 0 {
@@ -194,6 +223,15 @@ func (s *Service) verify(ctx context.Context) {
 		case <-timer:
 		}
 		now := s.now()
+		if poll && !time.Now().Before(polled.Add(reconcile.ContestReadInterval)) {
+			polled = time.Now()
+			if len(backedOff) > 0 {
+				s.queue.Recheck(backedOff, false)
+			}
+			if hostBackedOff {
+				s.queue.RecheckHost()
+			}
+		}
 		if iv := s.PolicyInForce().Drift.VerifyInterval; iv > 0 && !now.Before(last.Add(iv)) {
 			last = now
 			s.queue.Recheck(s.rec.Summary().Devices, true)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -456,8 +457,11 @@ func TestContestedSettingBacksOff(t *testing.T) {
 	if got := hosttest.Read(t, r.root, tosFile); got != "32" {
 		t.Errorf("written during the back-off: %s", got)
 	}
+	// Read again within reconcile.ContestReadInterval: the record shows
+	// the other manager's value.
+	waitUntil(t, "the contested record showing 32", func() bool { return reconcile.Text(r.portRecord(t, roce.TOS.Setting()).Observed) == "32" })
 	rec := r.portRecord(t, roce.TOS.Setting())
-	if rec.Why == nil || !strings.Contains(rec.Why.Error(), "another manager keeps changing it") || rec.Observed.String() != "32" {
+	if rec.Why == nil || !strings.Contains(rec.Why.Error(), "another manager keeps changing it") || rec.State != reconcile.Contested {
 		t.Errorf("contested record %+v", rec)
 	}
 	if got := r.svc.Reconciler().Corrected()[roce.TOS.Setting().Name]; got != reconcile.ContestCorrections {
@@ -542,4 +546,45 @@ func TestMLX5PFCCorrectionCountsTwice(t *testing.T) {
 	if got := r.svc.Reconciler().Corrected()[qos.PFC.Setting().Name]; got != 3 {
 		t.Errorf("corrected %d", got)
 	}
+}
+
+// A setting in its back-off costs no event: its port directory is not
+// watched while the back-off runs, so another manager writing it
+// thousands of times a second wakes nothing; rdmad reads it once every
+// reconcile.ContestReadInterval instead (its record shows the value), and
+// watches the directory again once the back-off ended.
+func TestContestedSettingIsReadOnASecondsClockNotPerEvent(t *testing.T) {
+	var ahead atomic.Int64 // how far the contest clock runs ahead of the wall clock
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	r := newDriftRigAt(t, driftCfg(config.DriftCorrect, "[[roce]]\ndevice = \"mlx5_0\"\ntos = 106\n"), now)
+	tosFile := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")
+	portDir := r.h.Path(host.ConfigfsPortPath("mlx5_0", 1))
+	r.watching(t, host.ConfigfsPortPath("mlx5_0", 1))
+	for range reconcile.ContestCorrections {
+		hosttest.Write(t, r.root, tosFile, "0\n")
+		waitUntil(t, "correction", func() bool { return hosttest.Read(t, r.root, tosFile) == "106" })
+		r.settled(t)
+	}
+	hosttest.Write(t, r.root, tosFile, "32\n")
+	waitUntil(t, "contested", func() bool { return r.portRecord(t, roce.TOS.Setting()).State == reconcile.Contested })
+	waitUntil(t, "the port directory no longer watched", func() bool { return !slices.Contains(r.dirs.Watched(), portDir) })
+	var passes atomic.Int32
+	r.svc.OnPassDone(func() { passes.Add(1) })
+	start := time.Now()
+	for i := 0; time.Since(start) < 2500*time.Millisecond; i++ {
+		hosttest.Write(t, r.root, tosFile, strconv.Itoa(i%200)+"\n")
+	}
+	took := time.Since(start)
+	if n, most := passes.Load(), int32(took/reconcile.ContestReadInterval)+2; n > most {
+		t.Errorf("%d passes in %s of another manager's writes during the back-off, want at most %d", n, took.Round(time.Millisecond), most)
+	}
+	hosttest.Write(t, r.root, tosFile, "77\n")
+	waitUntil(t, "the value read within a second", func() bool {
+		rec := r.portRecord(t, roce.TOS.Setting())
+		return rec.State == reconcile.Contested && reconcile.Text(rec.Observed) == "77"
+	})
+	// The back-off ends: put back, and watched again.
+	ahead.Store(int64(reconcile.ContestBackoff))
+	waitUntilWithin(t, 20*time.Second, "the TOS put back after the back-off", func() bool { return hosttest.Read(t, r.root, tosFile) == "106" })
+	waitUntil(t, "the port directory watched again", func() bool { return slices.Contains(r.dirs.Watched(), portDir) })
 }
