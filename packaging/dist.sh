@@ -20,7 +20,10 @@
 #
 # Environment: VERSION, REVISION (from the Makefile), GO, DIST (default dist),
 # SOURCE_DATE_EPOCH (default: the commit's time; every file gets it, so the
-# same commit gives the same tarball), PKG_MAINTAINER.
+# same commit gives the same tarball), PKG_MAINTAINER. Owners, times and
+# modes are normalised (modes to go-w,a+rX: 0644, and 0755 for directories
+# and what is executable), so the tarball's bytes do not depend on the
+# umask the clone was made or built under.
 # go mod vendor needs the modules: in the Go module cache, or from the proxy.
 set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -73,7 +76,7 @@ cp "$src/packaging/rpm/rdmad.spec" "$src/rdmad.spec"
 
 out=$dist/$name.tar.gz
 rm -f "$out" "$dist/$name.cdx.json"
-tar -C "$stage" --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
+tar -C "$stage" --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner --mode=go-w,a+rX \
 	--format=posix --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
 	-cf - "$name" | gzip -9n >"$out"
 cp "$src/rdmad.cdx.json" "$dist/$name.cdx.json"

@@ -462,3 +462,37 @@ func TestDistSBOM(t *testing.T) {
 		}
 	}
 }
+
+// TestDistSameFromAnyClone: two clones of the commit, one made and built
+// under umask 022, the other under 002 (Debian's and Fedora's default for
+// user-private groups), give the same tarball, byte for byte: the modes
+// of the files, of the directories and of what go mod vendor writes are
+// normalised, as owners and times are.
+func TestDistSameFromAnyClone(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	sums := map[string]string{}
+	for _, umask := range []string{"022", "002"} {
+		dir := t.TempDir()
+		clone := filepath.Join(dir, "rdmad")
+		script := `umask ` + umask + ` && git clone --quiet --no-hardlinks "$REPO" "$CLONE" && make -C "$CLONE" --no-print-directory dist DIST="$OUT" >/dev/null && sha256sum "$OUT"/rdmad-*.tar.gz`
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Env = append(os.Environ(), "REPO="+repo, "CLONE="+clone, "OUT="+filepath.Join(dir, "dist"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("clone and make dist under umask %s: %v\n%s", umask, err, out)
+		}
+		sum, _, _ := strings.Cut(string(out), " ")
+		sums[umask] = sum
+		if umask == "002" {
+			// The clone's files are group-writable, as that umask makes them.
+			if fi, err := os.Stat(filepath.Join(clone, "Makefile")); err != nil || fi.Mode().Perm()&0o020 == 0 {
+				t.Fatalf("the clone under umask 002 is not group-writable: %v %v", fi.Mode(), err)
+			}
+		}
+	}
+	if sums["022"] != sums["002"] {
+		t.Errorf("make dist from a clone under umask 022 gave sha256 %s, under 002 %s", sums["022"], sums["002"])
+	}
+}
