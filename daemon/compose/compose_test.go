@@ -140,3 +140,23 @@ func TestEventsUnderARootFollowNoKernelOfThisMachine(t *testing.T) {
 		t.Errorf("event sources under --root %s: %v, want %v", root, names, want)
 	}
 }
+
+// Every setting of rdmad's parts says which of its values found.json may
+// hold (reconcile.Setting.Valid): rdmad writes them back to the kernel and
+// to limits.d and modprobe.d when a declaration goes.
+func TestEverySettingChecksWhatFoundHolds(t *testing.T) {
+	root := t.TempDir()
+	h := host.New(root)
+	build := compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}, Links: &linkstest.Netlink{Host: h}, Netns: netnstest.New(config.NetnsShared), DCB: dcbtest.New().Kernel()})
+	p := build(h, false, func() {})
+	r := reconcile.New(reconcile.Options{Host: h, Early: p.Early, HostParts: p.Host, DeviceParts: p.Device})
+	settings := r.Settings()
+	if len(settings) == 0 {
+		t.Fatal("no settings")
+	}
+	for _, st := range settings {
+		if st.Valid == nil {
+			t.Errorf("setting %s has no rule for what found.json holds (Valid)", st.Name)
+		}
+	}
+}

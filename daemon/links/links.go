@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/config/value"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
@@ -140,7 +141,19 @@ func remove(ctx context.Context, nl Netlink, h *host.Host, name string) (SoftLin
 }
 
 // Link is a declared soft link kept in existence, on its link subject.
-var Link = reconcile.NewSetting[Value](reconcile.Setting{Name: "soft_link", Kind: "soft link", Key: config.KeyLink, Title: "soft link"})
+var Link = reconcile.NewSetting[Value](reconcile.Setting{Name: "soft_link", Kind: "soft link", Key: config.KeyLink, Title: "soft link",
+	Valid: reconcile.ValueRule(func(v Value) error {
+		if !v.Exists {
+			return nil
+		}
+		if err := value.LinkType(string(v.Type)); err != nil {
+			return err
+		}
+		if v.Netdev == "" {
+			return nil // the kernel did not say
+		}
+		return value.NetdevName(v.Netdev)
+	})})
 
 // Kinds of the actions on links.
 const (

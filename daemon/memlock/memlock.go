@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -49,10 +50,74 @@ func RenderSystemd(m *config.Memlock) []byte {
 // The part's settings, one per file: their values are the files' content.
 var (
 	Limits = reconcile.NewSetting[host.FileSnapshot](reconcile.Setting{
-		Name: "memlock_limits", Kind: "memlock limits.d", Key: config.KeyMemlock, Title: "memlock limits.d file"})
+		Name: "memlock_limits", Kind: "memlock limits.d", Key: config.KeyMemlock, Title: "memlock limits.d file",
+		Valid: reconcile.CheckRendered(Header, renderedLimits)})
 	Systemd = reconcile.NewSetting[host.FileSnapshot](reconcile.Setting{
-		Name: "memlock_systemd", Kind: "memlock DefaultLimitMEMLOCK", Key: config.KeyMemlock, Title: "memlock systemd drop-in"})
+		Name: "memlock_systemd", Kind: "memlock DefaultLimitMEMLOCK", Key: config.KeyMemlock, Title: "memlock systemd drop-in",
+		Valid: reconcile.CheckRendered(Header, renderedSystemd)})
 )
+
+// renderedLimits is the limits.d file a [memlock] table gives for the
+// group and limits of lines, as RenderLimits writes them; the values are
+// checked as the configuration's ([memlock] parsed from them).
+func renderedLimits(lines []string) ([]byte, error) {
+	var group, soft, hard string
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 4 || f[2] != "memlock" || !strings.HasPrefix(f[0], "@") || (f[1] != "soft" && f[1] != "hard") {
+			return nil, fmt.Errorf("%q is not a line rdmad writes (@GROUP soft|hard memlock LIMIT)", l)
+		}
+		limit := f[3]
+		if limit != "unlimited" {
+			limit += "K" // limits.conf counts KiB
+		}
+		if f[1] == "soft" {
+			soft = limit
+		} else {
+			hard = limit
+		}
+		group = f[0][1:]
+	}
+	m, err := declaredMemlock(group, soft, hard)
+	if err != nil {
+		return nil, err
+	}
+	return RenderLimits(m), nil
+}
+
+// renderedSystemd is the systemd drop-in a [memlock] table gives for the
+// limits of lines, as RenderSystemd writes them.
+func renderedSystemd(lines []string) ([]byte, error) {
+	var soft, hard string
+	for _, l := range lines {
+		v, ok := strings.CutPrefix(l, "DefaultLimitMEMLOCK=")
+		if !ok {
+			continue // [Manager]: compared as rendered
+		}
+		soft, hard, ok = strings.Cut(v, ":")
+		if !ok {
+			hard = soft
+		}
+	}
+	m, err := declaredMemlock("rdma", soft, hard)
+	if err != nil {
+		return nil, err
+	}
+	return RenderSystemd(m), nil
+}
+
+// declaredMemlock is the [memlock] a configuration with these values
+// declares, checked by the configuration's own parser.
+func declaredMemlock(group, soft, hard string) (*config.Memlock, error) {
+	if group == "" || soft == "" || hard == "" {
+		return nil, fmt.Errorf("not the lines rdmad writes for [memlock]: group %q, soft %q, hard %q", group, soft, hard)
+	}
+	pol, err := config.Parse("memlock", []byte(fmt.Sprintf("[memlock]\ngroup = %q\nsoft = %q\nhard = %q\n", group, soft, hard)))
+	if err != nil {
+		return nil, err
+	}
+	return pol.Memlock, nil
+}
 
 // Kinds implements reconcile.Part.
 func (*Part) Kinds() []reconcile.Kind { return []reconcile.Kind{Limits.Kind(), Systemd.Kind()} }

@@ -117,3 +117,30 @@ func TestUndo(t *testing.T) {
 		}
 	}
 }
+
+// A file value found.json holds is put back only when its lines are what
+// rdmad writes for a [memlock] the configuration accepts.
+func TestFoundFilesMustBeWhatRdmadWrites(t *testing.T) {
+	snap := func(s string) host.FileSnapshot { return host.FileSnapshot{Exists: true, Data: []byte(s)} }
+	m := &config.Memlock{Group: "rdma", Soft: config.Limit{Bytes: 64 << 30}, Hard: config.Limit{Unlimited: true}}
+	for _, tc := range []struct {
+		setting *reconcile.Setting
+		value   host.FileSnapshot
+		ok      bool
+	}{
+		{memlock.Limits.Setting(), host.FileSnapshot{}, true},
+		{memlock.Limits.Setting(), snap(string(memlock.RenderLimits(m))), true},
+		{memlock.Limits.Setting(), snap(string(memlock.RenderLimits(m)) + "# a comment\n"), true},
+		{memlock.Limits.Setting(), snap(string(memlock.RenderLimits(m)) + "* hard memlock unlimited\n"), false},
+		{memlock.Limits.Setting(), snap(memlock.Header + "@* soft memlock unlimited\n@* hard memlock unlimited\n"), false},
+		{memlock.Limits.Setting(), snap(memlock.Header + "@rdma soft memlock unlimited\n@rdma hard memlock 1024\n"), false}, // soft above hard
+		{memlock.Limits.Setting(), snap("@rdma soft memlock unlimited\n@rdma hard memlock unlimited\n"), false},             // no header
+		{memlock.Systemd.Setting(), snap(string(memlock.RenderSystemd(m))), true},
+		{memlock.Systemd.Setting(), snap(string(memlock.RenderSystemd(m)) + "DefaultLimitNOFILE=infinity\n"), false},
+		{memlock.Systemd.Setting(), snap(memlock.Header + "[Manager]\nDefaultLimitMEMLOCK=0\n"), false},
+	} {
+		if err := tc.setting.Valid(tc.value); (err == nil) != tc.ok {
+			t.Errorf("%s %q: %v, want ok %v", tc.setting.Name, tc.value.Data, err, tc.ok)
+		}
+	}
+}

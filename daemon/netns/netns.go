@@ -85,11 +85,27 @@ func Render(m config.NetnsMode) []byte {
 var (
 	// Mode is the running kernel's RDMA netns mode.
 	Mode = reconcile.NewSetting[ModeValue](reconcile.Setting{
-		Name: "netns_mode", Kind: "netns mode", Key: config.KeyNetnsMode, Title: "RDMA netns mode"})
+		Name: "netns_mode", Kind: "netns mode", Key: config.KeyNetnsMode, Title: "RDMA netns mode",
+		Valid: reconcile.ValueRule(func(m ModeValue) error { return config.NetnsMode(m).Validate() })})
 	// Modprobe is the mode ib_core gets at boot: rdmad's modprobe.d file.
 	Modprobe = reconcile.NewSetting[host.FileSnapshot](reconcile.Setting{
-		Name: "netns_modprobe", Kind: "netns modprobe.d", Key: config.KeyNetnsMode, Title: "RDMA netns mode at boot (modprobe.d)"})
+		Name: "netns_modprobe", Kind: "netns modprobe.d", Key: config.KeyNetnsMode, Title: "RDMA netns mode at boot (modprobe.d)",
+		Valid: reconcile.CheckRendered(header, rendered)})
 )
+
+// rendered is the modprobe.d file for the mode of its options line, as
+// Render writes it.
+func rendered(lines []string) ([]byte, error) {
+	for _, l := range lines {
+		switch l {
+		case "options ib_core netns_mode=1":
+			return Render(config.NetnsShared), nil
+		case "options ib_core netns_mode=0":
+			return Render(config.NetnsExclusive), nil
+		}
+	}
+	return nil, fmt.Errorf("no line rdmad writes (options ib_core netns_mode=0 or 1) in %q", lines)
+}
 
 // ModeValue is an RDMA netns mode as a setting's value.
 type ModeValue config.NetnsMode

@@ -275,3 +275,21 @@ func TestUndo(t *testing.T) {
 		t.Errorf("modprobe.d after undo = %q", data)
 	}
 }
+
+// The modprobe.d file found.json holds is put back only when its lines are
+// the options line rdmad writes, and the mode one a configuration takes.
+func TestFoundModprobeFileMustBeWhatRdmadWrites(t *testing.T) {
+	valid := netns.Modprobe.Setting().Valid
+	for _, m := range []config.NetnsMode{config.NetnsShared, config.NetnsExclusive} {
+		if err := valid(host.FileSnapshot{Exists: true, Data: netns.Render(m)}); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	hostile := append(netns.Render(config.NetnsShared), "install ib_core /bin/sh -c 'touch /tmp/owned'\n"...)
+	if err := valid(host.FileSnapshot{Exists: true, Data: hostile}); err == nil {
+		t.Error("an install line passes")
+	}
+	if err := netns.Mode.Setting().Valid(netns.ModeValue("private")); err == nil {
+		t.Error("mode private passes")
+	}
+}

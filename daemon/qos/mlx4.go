@@ -28,7 +28,20 @@ const mlx4Header = "# Managed by rdmad from [[qos]] pfc of mlx4 ports in rdmad.t
 // Ethernet port whose PFC it carries to the next driver load: a failure
 // of the file (two ports asking different priorities) is those ports'.
 var MLX4Options = reconcile.NewSetting[host.FileSnapshot](reconcile.Setting{
-	Name: "qos_pfc_mlx4_en", Kind: "qos mlx4_en modprobe.d", Key: config.KeyQoSPFC, Title: "mlx4_en PFC module options"})
+	Name: "qos_pfc_mlx4_en", Kind: "qos mlx4_en modprobe.d", Key: config.KeyQoSPFC, Title: "mlx4_en PFC module options",
+	Valid: reconcile.CheckRendered(mlx4Header, renderedMLX4)})
+
+// renderedMLX4 is the mlx4_en options file for the mask of its options
+// line, as RenderMLX4 writes it (its comments aside).
+func renderedMLX4(lines []string) ([]byte, error) {
+	for _, l := range lines {
+		var tx, rx uint8
+		if _, err := fmt.Sscanf(l, "options mlx4_en pfctx=0x%02x pfcrx=0x%02x", &tx, &rx); err == nil && tx == rx {
+			return RenderMLX4(tx, nil), nil
+		}
+	}
+	return nil, fmt.Errorf("no line rdmad writes (options mlx4_en pfctx=0xNN pfcrx=0xNN) in %q", lines)
+}
 
 // Kinds implements reconcile.Part.
 func (*MLX4Part) Kinds() []reconcile.Kind { return []reconcile.Kind{MLX4Options.Kind()} }

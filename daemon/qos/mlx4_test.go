@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/qos"
@@ -123,6 +124,37 @@ func TestMLX4OptionsFileQuotesHostileSources(t *testing.T) {
 	for _, line := range strings.Split(got, "\n") {
 		if strings.HasPrefix(line, "options") && line != "options mlx4_en pfctx=0x08 pfcrx=0x08" {
 			t.Errorf("a source name became a modprobe line: %q\n%s", line, got)
+		}
+	}
+}
+
+// What found.json holds of the lossless settings is put back only when it
+// is a value of the setting: the mlx4_en options file as rdmad writes it,
+// a netdev's name, values within what the [[qos]] keys and the kernel's
+// structs take.
+func TestFoundLosslessValuesAreChecked(t *testing.T) {
+	file := func(data []byte) host.FileSnapshot { return host.FileSnapshot{Exists: true, Data: data} }
+	for _, tc := range []struct {
+		name  string
+		valid func(reconcile.Value) error
+		value reconcile.Value
+		ok    bool
+	}{
+		{"mlx4 file", qos.MLX4Options.Setting().Valid, file(qos.RenderMLX4(0x08, []string{"/etc/rdma/rdmad.toml:4"})), true},
+		{"mlx4 install", qos.MLX4Options.Setting().Valid, file(append(qos.RenderMLX4(0x08, nil), "install mlx4_en /bin/true\n"...)), false},
+		{"mlx4 masks differ", qos.MLX4Options.Setting().Valid, file([]byte(strings.Replace(string(qos.RenderMLX4(0x08, nil)), "pfcrx=0x08", "pfcrx=0x09", 1))), false},
+		{"pfc", qos.PFC.Setting().Valid, qos.PFCValue{Netdev: "ens1f0np0", PFC: dcb.PFC{Cap: 8, Enabled: 0x08}}, true},
+		{"pfc netdev path", qos.PFC.Setting().Valid, qos.PFCValue{Netdev: "../../x", PFC: dcb.PFC{Cap: 8}}, false},
+		{"trust dscp 64", qos.Trust.Setting().Valid, qos.TrustValue{Netdev: "eth0", Trust: config.TrustDSCP, DSCP: []dcb.App{dcb.DSCP(64, 3)}}, false},
+		{"storm 5 ms", qos.StormTimeout.Setting().Valid, qos.StormTimeoutValue{Netdev: "eth0", MS: 5}, false},
+		{"storm auto", qos.StormTimeout.Setting().Valid, qos.StormTimeoutValue{Netdev: "eth0", MS: 0xffff}, true},
+		{"cnp priority 8", qos.CNPPriority.Setting().Valid, qos.CNPValue{Netdev: "eth0", Value: 8}, false},
+		{"prio_tc 9", qos.PrioTC.Setting().Valid, qos.PrioTCValue{Netdev: "eth0", Map: [8]uint8{9}}, false},
+		{"vendor ets", qos.Bandwidth.Setting().Valid, qos.BandwidthValue{Netdev: "eth0", BW: config.ETSBandwidth{TSA: [8]config.TSA{"vendor", "ets", "ets", "ets", "ets", "ets", "ets", "ets"}}, Cap: 8}, true},
+		{"dcbx bits", qos.DCBX.Setting().Valid, qos.DCBXValue{Netdev: "eth0", Caps: 0x80}, false},
+	} {
+		if err := tc.valid(tc.value); (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
 		}
 	}
 }

@@ -1,8 +1,12 @@
 package reconcile
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"path"
+	"slices"
+	"strings"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -79,4 +83,44 @@ func (f ManagedFile) Undo(a Action) error {
 		return fmt.Errorf("put back /%s: %w", f.Rel, err)
 	}
 	return nil
+}
+
+// CheckRendered is the Valid rule of a file rdmad writes: a snapshot is
+// absent (the file is removed), or starts with header and its lines that
+// are not comments are exactly what render gives for the values it
+// parses from those lines, checked as a configuration's (render returns
+// an error for a line it does not know or a value no configuration could
+// hold). Comment lines are inert to every reader of these files (pam_limits,
+// systemd, modprobe); any other line, an "install" command in modprobe.d
+// or "* hard memlock unlimited" in limits.d, is refused.
+func CheckRendered(header string, render func(lines []string) ([]byte, error)) func(Value) error {
+	return ValueRule(func(s host.FileSnapshot) error {
+		if !s.Exists {
+			return nil
+		}
+		if !bytes.HasPrefix(s.Data, []byte(header)) {
+			return errors.New("the file does not start with rdmad's header")
+		}
+		lines := SettingLines(s.Data)
+		want, err := render(lines)
+		if err != nil {
+			return err
+		}
+		if w := SettingLines(want); !slices.Equal(lines, w) {
+			return fmt.Errorf("its lines %q are not what rdmad writes for them (%q)", lines, w)
+		}
+		return nil
+	})
+}
+
+// SettingLines are the lines of a file rdmad writes that are not comments
+// or empty.
+func SettingLines(data []byte) []string {
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
 }

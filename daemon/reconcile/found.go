@@ -85,8 +85,11 @@ type Found struct {
 	boot       string
 	entries    map[string]*FoundEntry
 	unrestored map[string]*FoundEntry
-	dirty      bool
-	full       bool // MaxFoundEntries reached (logged once)
+	// gone is when each device identity the entries name was first seen
+	// gone (FoundGoneAfter); one seen again is deleted.
+	gone  map[string]time.Time
+	dirty bool
+	full  bool // MaxFoundEntries reached (logged once)
 	// refused: found.json was there at start without rdmad's header, so
 	// its entries were not loaded; each save looks again (the header put
 	// back: they are merged; the file gone: a new one is written).
@@ -108,7 +111,7 @@ var errFoundNotRdmads = errors.New("was not written by rdmad (no header): rdmad 
 // dropped. One without rdmad's header is not rdmad's: refused (not used,
 // not written over) until it has the header again or is gone.
 func OpenFound(h *host.Host, log *slog.Logger) *Found {
-	f := &Found{host: h, log: log, entries: map[string]*FoundEntry{}, unrestored: map[string]*FoundEntry{}}
+	f := &Found{host: h, log: log, entries: map[string]*FoundEntry{}, unrestored: map[string]*FoundEntry{}, gone: map[string]time.Time{}}
 	if id, err := h.ReadString(BootIDFile); err == nil {
 		f.boot = strings.TrimSpace(id)
 	}
@@ -312,6 +315,7 @@ func (r *Reconciler) keepFound(ctx context.Context, pol *config.Policy, res *pas
 		sc.byName[n], sc.byID[id] = id, n
 	}
 	now := time.Now().UTC().Truncate(time.Second)
+	r.dropGone(res, &sc)
 
 	// What this pass changed for the first time this boot.
 	note := func(a Action) {
@@ -339,7 +343,7 @@ func (r *Reconciler) keepFound(ctx context.Context, pol *config.Policy, res *pas
 		if _, ok := f.entries[k]; ok {
 			return
 		}
-		if len(f.entries) >= MaxFoundEntries {
+		if len(f.entries) >= MaxFoundEntries && !f.evictGone() {
 			if !f.full {
 				f.full = true
 				r.log.Warn("too many values found to record: the next ones will not be put back when their declaration goes", "max", MaxFoundEntries)
@@ -436,8 +440,22 @@ func (r *Reconciler) restore(ctx context.Context, res *passResult, sc *foundScop
 		return
 	}
 	v, err := st.decode(e.Value)
+	if err == nil && st.Valid != nil {
+		err = st.Valid(v)
+	}
 	if err != nil {
+		// Not a value of the setting, or not one a configuration could
+		// declare: never written. Reported (doctor's undo-partial) like
+		// a value that could not be put back.
 		forget()
+		err = fmt.Errorf("%s holds a value for it that no configuration could declare, so rdmad does not put it back: %w", f.host.Path(FoundFile), err)
+		r.log.Warn("a value found.json holds is not put back", "subject", s.String(), "setting", st.Name, "err", err)
+		u := *e
+		u.Subject, u.Error = s, err.Error()
+		f.mu.Lock()
+		f.unrestored[u.key()] = &u
+		f.dirty = true
+		f.mu.Unlock()
 		return
 	}
 	a := Action{Subject: s, Kind: st.Kind, Setting: st, To: v.String(), New: v, Old: v, Status: Changed,

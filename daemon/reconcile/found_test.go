@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -301,5 +302,58 @@ func TestNoBootIDRecordsNothing(t *testing.T) {
 	r.Pass(context.Background(), tosPolicy(106), reconcile.Scope{Full: true, Forced: true})
 	if _, err := os.Stat(filepath.Join(root, reconcile.FoundFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("found.json written without a boot id: %v", err)
+	}
+}
+
+// found.json of this boot full of the entries of devices that are gone
+// (65,536: VFs created and destroyed, or a file written to fill it)
+// neither keeps rdmad from recording a present device's value (an entry
+// of a gone device makes room), so removing a real rule still puts its
+// value back, nor stays that size: once the devices have been gone for
+// reconcile.FoundGoneAfter, their entries are dropped.
+func TestFoundDropsTheEntriesOfDevicesGone(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	var b strings.Builder
+	b.WriteString(reconcile.FoundHeader + `{"boot_id": "` + bootA + `", "found": [`)
+	for i := range reconcile.MaxFoundEntries {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"subject": {"kind": 2, "device": "vf%d", "port": 1}, "device": "pci 0000:%02x:%02x.%d", "setting": "roce_tos", "value": 5, "text": "5", "found": "2026-11-28T10:00:00Z"}`,
+			i, 0x40+i>>11, (i>>3)&0xff, i&7)
+	}
+	b.WriteString("]}\n")
+	hosttest.Write(t, root, reconcile.FoundFile, b.String())
+	if err := os.Chmod(filepath.Join(root, reconcile.FoundFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hosttest.Write(t, root, reconcile.BootIDFile, bootA+"\n")
+	now := time.Unix(1_800_000_000, 0)
+	h := hosttest.NewKernel(root).Host()
+	log := slog.New(slog.DiscardHandler)
+	r := reconcile.New(reconcile.Options{Host: h, Log: log, DeviceParts: []reconcile.DevicePart{&roce.Part{Host: h}},
+		Detail: host.DetailFull, Found: reconcile.OpenFound(h, log), Now: func() time.Time { return now }})
+	if n := len(reconcile.OpenFound(h, log).Entries()); n != reconcile.MaxFoundEntries {
+		t.Fatalf("%d entries loaded, want %d", n, reconcile.MaxFoundEntries)
+	}
+	pass := func(pol *config.Policy) { r.Pass(context.Background(), pol, reconcile.Scope{Full: true, Forced: true}) }
+	tos := func() string { return hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")) }
+	pass(tosPolicy(106))
+	pass(none)
+	if got := tos(); got != "0" {
+		t.Errorf("removing the rule left TOS %s, want 0 (found)", got)
+	}
+	entries := func() int { return len(reconcile.OpenFound(h, log).Entries()) }
+	if n := entries(); n < reconcile.MaxFoundEntries-4 {
+		t.Errorf("%d entries before the devices were gone %s", n, reconcile.FoundGoneAfter)
+	}
+	now = now.Add(reconcile.FoundGoneAfter)
+	pass(tosPolicy(106))
+	if n := entries(); n != 2 {
+		t.Errorf("%d entries once the devices were gone %s, want the 2 of mlx5_0 and mlx5_1", n, reconcile.FoundGoneAfter)
+	}
+	fi, err := os.Stat(filepath.Join(root, reconcile.FoundFile))
+	if err != nil || fi.Size() > 4096 {
+		t.Errorf("found.json: %v, %d bytes", err, fi.Size())
 	}
 }

@@ -53,9 +53,29 @@ type Setting struct {
 	// Gauge, when set, publishes the kernel's value of every subject
 	// whose record holds one, declared or not (rdmad_port_roce_tos).
 	Gauge *Gauge
+	// Valid is the rule a value read back from found.json must pass
+	// before rdmad puts it back (ValueRule makes one from a typed
+	// func): the rule a configuration value of the setting passes
+	// (daemon/config/value), and for a file, that its lines are what its
+	// part renders (CheckRendered). found.json is root's, but rdmad
+	// writes what it holds to the kernel and to limits.d and modprobe.d:
+	// a TOS of 999 or an "install" line must never get there. Every
+	// setting of rdmad's parts has one (a test holds them to it).
+	Valid func(Value) error
 
 	// decode reads a value of the setting's type back from found.json.
 	decode func([]byte) (Value, error)
+}
+
+// ValueRule is a Setting's Valid made of a rule on its own value type.
+func ValueRule[V Value](rule func(V) error) func(Value) error {
+	return func(v Value) error {
+		t, ok := v.(V)
+		if !ok {
+			return fmt.Errorf("%T is not a value of the setting (%T)", v, t)
+		}
+		return rule(t)
+	}
 }
 
 // Gauge is a metric that publishes a setting's observed value.

@@ -28,12 +28,19 @@ var (
 	// Mode is default_roce_mode of a port.
 	Mode = reconcile.NewSetting[ModeValue](reconcile.Setting{
 		Name: "roce_mode", Kind: "roce mode", Key: config.KeyRoCEMode, Title: "RoCE mode",
+		Valid: reconcile.ValueRule(func(m ModeValue) error {
+			if m.Other != "" {
+				return fmt.Errorf("%s is not a RoCE mode", value.Quote(m.Other))
+			}
+			return m.Mode.Validate()
+		}),
 		Gauge: &reconcile.Gauge{Name: "rdmad_port_roce_mode_info", Label: "mode",
 			Help: "The default RoCE mode of a RoCE port as the kernel holds it (configfs rdma_cm default_roce_mode: \"IB/RoCE v1\" or \"RoCE v2\") at the last read; always 1."},
 	})
 	// TOS is default_roce_tos of a port.
 	TOS = reconcile.NewSetting[TOSValue](reconcile.Setting{
 		Name: "roce_tos", Kind: "roce tos", Key: config.KeyRoCETOS, Title: "RoCE TOS",
+		Valid: reconcile.ValueRule(func(t TOSValue) error { return value.TOS(int(t)) }),
 		Gauge: &reconcile.Gauge{Name: "rdmad_port_roce_tos",
 			Help: "The default RoCE type of service of a RoCE port as the kernel holds it (configfs rdma_cm default_roce_tos) at the last read, declared or not."},
 	})

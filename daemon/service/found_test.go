@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -348,5 +349,124 @@ func TestFoundWithoutHeaderIsAFinding(t *testing.T) {
 	}
 	if b, err := os.ReadFile(name); err != nil || !strings.HasPrefix(string(b), reconcile.FoundHeader) {
 		t.Errorf("no new found.json: %v", err)
+	}
+}
+
+// A found.json entry is put back only when its value is one a
+// configuration could declare for its setting, and a file's only when its
+// lines are what its part writes: a root-owned found.json edited to hold
+// TOS 999, -1 or 4294967302, an empty RoCE mode, a limits.d file giving
+// everyone unlimited memlock or a modprobe.d "install" command writes
+// none of them when the declaration goes; each is logged and is doctor's
+// undo-partial, and the entries that pass are put back.
+func TestFoundValuesAreCheckedBeforeTheyArePutBack(t *testing.T) {
+	for _, tos := range []string{"999", "-1", "4294967302"} {
+		t.Run("tos "+tos, func(t *testing.T) {
+			f := newFleetHost(t)
+			svc := f.rdmad(t)
+			found := f.holds(t)
+			hosttest.Write(t, f.root, fleetDropIn, fleetPolicy)
+			if err := svc.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			svc.ReconcileNow(context.Background())
+			hostile := map[string]string{
+				"roce_tos":       tos,
+				"roce_mode":      `{"Mode": ""}`,
+				"memlock_limits": fileValue(memlock.Header + "* hard memlock unlimited\n"),
+				"netns_modprobe": fileValue("# Managed by rdmad from [netns] in rdmad.toml; changes here are overwritten.\ninstall ib_core /bin/sh -c 'touch /tmp/owned'\noptions ib_core netns_mode=1\n"),
+			}
+			// Edited while rdmad is stopped; the drop-in goes too.
+			editFound(t, f.root, hostile)
+			if err := os.Remove(filepath.Join(f.root, fleetDropIn)); err != nil {
+				t.Fatal(err)
+			}
+			svc = f.rdmad(t)
+			got := f.holds(t)
+			if got.tos != "106" || got.mode != "IB/RoCE v1" {
+				t.Errorf("TOS %s and mode %q after the rollback, want them left at 106 and IB/RoCE v1", got.tos, got.mode)
+			}
+			if got.pfc != found.pfc || got.link || got.netns != found.netns {
+				t.Errorf("the entries that pass were not put back: %+v, want %+v", got, found)
+			}
+			for _, rel := range []string{memlock.LimitsFile, "etc/modprobe.d/rdmad-netns.conf"} {
+				b, err := os.ReadFile(filepath.Join(f.root, rel))
+				if err == nil && (strings.Contains(string(b), "* hard") || strings.Contains(string(b), "install")) {
+					t.Errorf("%s written from found.json:\n%s", rel, b)
+				}
+			}
+			partial := map[string]string{}
+			for _, fs := range compose.Diagnose(svc) {
+				if fs.ID == "undo-partial" {
+					for setting := range hostile {
+						if strings.Contains(fs.Finding, " "+setting+" ") {
+							partial[setting] = fs.Finding
+						}
+					}
+				}
+			}
+			for setting := range hostile {
+				if !strings.Contains(partial[setting], "no configuration could declare") {
+					t.Errorf("no undo-partial for found.json's %s: %q", setting, partial[setting])
+				}
+			}
+		})
+	}
+}
+
+// fileValue is a file's content as found.json holds a file setting's
+// value (host.FileSnapshot).
+func fileValue(content string) string {
+	b, err := json.Marshal(host.FileSnapshot{Exists: true, Data: []byte(content)})
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// editFound replaces the values of found.json's entries of the settings
+// named, keeping rdmad's header (the file stays root's, 0600).
+func editFound(t *testing.T, root string, values map[string]string) {
+	t.Helper()
+	name := filepath.Join(root, reconcile.FoundFile)
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ff struct {
+		BootID     string            `json:"boot_id"`
+		Found      []json.RawMessage `json:"found"`
+		Unrestored []json.RawMessage `json:"unrestored,omitempty"`
+	}
+	if err := json.Unmarshal(b[len(reconcile.FoundHeader):], &ff); err != nil {
+		t.Fatal(err)
+	}
+	edited := map[string]bool{}
+	for i, raw := range ff.Found {
+		var e map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatal(err)
+		}
+		var setting string
+		_ = json.Unmarshal(e["setting"], &setting)
+		if v, ok := values[setting]; ok {
+			e["value"] = json.RawMessage(v)
+			edited[setting] = true
+		}
+		if ff.Found[i], err = json.Marshal(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for s := range values {
+		if !edited[s] {
+			t.Fatalf("found.json has no entry of %s to edit", s)
+		}
+	}
+	out, err := json.Marshal(ff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, append([]byte(reconcile.FoundHeader), out...), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -20,7 +20,18 @@ import (
 
 // PortType is a port's VPI type: mlx4_port<N>.
 var PortType = reconcile.NewSetting[TypeValue](reconcile.Setting{
-	Name: "vpi_type", Kind: "vpi port type", Key: config.KeyVPIType, Title: "VPI port type"})
+	Name: "vpi_type", Kind: "vpi port type", Key: config.KeyVPIType, Title: "VPI port type",
+	Valid: reconcile.ValueRule(func(t TypeValue) error {
+		switch {
+		case t.Other != "":
+			return fmt.Errorf("%q is not a VPI port type", t.Other)
+		case t.Type != config.VPIib && t.Type != config.VPIeth && t.Type != config.VPIauto:
+			return fmt.Errorf("%q is not a VPI port type: ib, eth or auto", t.Type)
+		case t.Sensed != "" && (t.Type != config.VPIauto || (t.Sensed != string(config.VPIib) && t.Sensed != string(config.VPIeth))):
+			return fmt.Errorf("%q is not what auto senses", t.Sensed)
+		}
+		return nil
+	})})
 
 // TypeValue is a VPI port type as mlx4_port<N> shows it: ib, eth, or auto
 // with what automatic sensing found ("auto (eth)").
