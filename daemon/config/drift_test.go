@@ -6,24 +6,30 @@ import (
 	"time"
 )
 
-// [drift]: action and verify_interval, their defaults, their bounds
-// (inclusive), and file:line errors for bad values.
+// [drift]: action, verify_interval and fight_window, their defaults, their
+// bounds (inclusive), and file:line errors for bad values.
 func TestDrift(t *testing.T) {
 	for _, c := range []struct {
 		toml string
 		want Drift
 		err  string
 	}{
-		{"", Drift{Action: DriftCorrect, VerifyInterval: DefaultVerifyInterval}, ""},
-		{"[drift]\n", Drift{Action: DriftCorrect, VerifyInterval: DefaultVerifyInterval, Source: Position{"a.toml", 1}}, ""},
-		{"[drift]\naction = \"report\"\n", Drift{Action: DriftReport, VerifyInterval: DefaultVerifyInterval, Source: Position{"a.toml", 1}}, ""},
-		{"[drift]\nverify_interval = \"0\"\n", Drift{Action: DriftCorrect, Source: Position{"a.toml", 1}}, ""},
-		{"[drift]\nverify_interval = \"10s\"\n", Drift{Action: DriftCorrect, VerifyInterval: 10 * time.Second, Source: Position{"a.toml", 1}}, ""},
-		{"[drift]\nverify_interval = \"24h\"\n", Drift{Action: DriftCorrect, VerifyInterval: 24 * time.Hour, Source: Position{"a.toml", 1}}, ""},
+		{"", Drift{Action: DriftCorrect, VerifyInterval: DefaultVerifyInterval, FightWindow: DefaultFightWindow}, ""},
+		{"[drift]\n", Drift{Action: DriftCorrect, VerifyInterval: DefaultVerifyInterval, FightWindow: DefaultFightWindow, Source: Position{"a.toml", 1}}, ""},
+		{"[drift]\naction = \"report\"\n", Drift{Action: DriftReport, VerifyInterval: DefaultVerifyInterval, FightWindow: DefaultFightWindow, Source: Position{"a.toml", 1}}, ""},
+		{"[drift]\nverify_interval = \"0\"\n", Drift{Action: DriftCorrect, FightWindow: DefaultFightWindow, Source: Position{"a.toml", 1}}, ""},
+		{"[drift]\nverify_interval = \"10s\"\n", Drift{Action: DriftCorrect, VerifyInterval: 10 * time.Second, FightWindow: DefaultFightWindow, Source: Position{"a.toml", 1}}, ""},
+		{"[drift]\nverify_interval = \"24h\"\n", Drift{Action: DriftCorrect, VerifyInterval: 24 * time.Hour, FightWindow: DefaultFightWindow, Source: Position{"a.toml", 1}}, ""},
 		{"[drift]\nverify_interval = \"9s\"\n", Drift{}, "a.toml:2: drift.verify_interval: 9s is out of range"},
 		{"[drift]\nverify_interval = \"25h\"\n", Drift{}, "a.toml:2: drift.verify_interval: 25h is out of range"},
 		{"[drift]\nverify_interval = \"5\"\n", Drift{}, "a.toml:2: drift.verify_interval: \"5\" is not a duration"},
 		{"[drift]\nverify_interval = 300\n", Drift{}, "a.toml:2: drift.verify_interval"},
+		{"[drift]\nfight_window = \"0\"\n", Drift{Action: DriftCorrect, VerifyInterval: DefaultVerifyInterval, Source: Position{"a.toml", 1}}, ""},
+		{"[drift]\nfight_window = \"1m\"\n", Drift{Action: DriftCorrect, VerifyInterval: DefaultVerifyInterval, FightWindow: time.Minute, Source: Position{"a.toml", 1}}, ""},
+		{"[drift]\nfight_window = \"168h\"\n", Drift{Action: DriftCorrect, VerifyInterval: DefaultVerifyInterval, FightWindow: 7 * 24 * time.Hour, Source: Position{"a.toml", 1}}, ""},
+		{"[drift]\nfight_window = \"59s\"\n", Drift{}, "a.toml:2: drift.fight_window: 59s is out of range"},
+		{"[drift]\nfight_window = \"169h\"\n", Drift{}, "a.toml:2: drift.fight_window: 169h is out of range"},
+		{"[drift]\nfight_window = \"1\"\n", Drift{}, "a.toml:2: drift.fight_window: \"1\" is not a duration"},
 		{"[drift]\naction = \"fix\"\n", Drift{}, "a.toml:2: drift.action: \"fix\" is not a [drift] action"},
 		{"[drift]\nretry = 1\n", Drift{}, "a.toml:2: drift.retry"},
 	} {

@@ -25,7 +25,7 @@ var policyIDs = map[string]bool{
 	// held, or one that does not hold (SETTING-differs, below) or another
 	// manager keeps changing; a removed declaration whose value could not
 	// be put back.
-	"policy-applied": true, "setting-contested": true, "undo-partial": true,
+	"policy-applied": true, "setting-contested": true, "setting-fought": true, "undo-partial": true,
 	"last-good": true,
 }
 

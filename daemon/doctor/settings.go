@@ -51,6 +51,7 @@ func (d *diag) checkSettings() {
 		d.ok("policy-applied", subjectOf(s), s.String()+": as declared: "+strings.Join(held[s], ", "))
 	}
 	d.checkUndone()
+	d.checkFights()
 }
 
 // checkUndone: a setting whose declaration went is put back to the value

@@ -333,6 +333,10 @@ func render(b *bytes.Buffer, s *snapshot) {
 	for _, st := range s.settings {
 		b.WriteString(`rdmad_drift_corrected_total{setting="` + labelValue(st.Name) + `"} ` + strconv.FormatUint(s.sum.Corrected[st.Name], 10) + "\n")
 	}
+	family(b, "rdmad_drift_fought", foughtHelp)
+	for _, st := range s.settings {
+		b.WriteString(`rdmad_drift_fought{setting="` + labelValue(st.Name) + `"} ` + strconv.Itoa(s.sum.Fought[st.Name]) + "\n")
+	}
 	b.WriteString("# HELP rdmad_refused_calls_total " + refusedHelp + "\n# TYPE rdmad_refused_calls_total counter\n")
 	for _, c := range s.refused {
 		b.WriteString(`rdmad_refused_calls_total{method="` + labelValue(c.Method) + `",reason="` + labelValue(c.Reason) + `"} ` + strconv.FormatUint(c.Calls, 10) + "\n")
@@ -356,6 +360,9 @@ func sortedKeys(m map[string]int) []string {
 	sort.Strings(out)
 	return out
 }
+
+// foughtHelp says what rdmad_drift_fought counts.
+const foughtHelp = "How many subjects have the setting fought now: rdmad put it back twice or more, each time within [drift] fight_window of the one before (doctor's setting-fought); back to 0 once a window passes without a correction."
 
 // refusedHelp says what rdmad_refused_calls_total counts. Only the first
 // few refused calls of each caller within 10 s are logged one by one: the

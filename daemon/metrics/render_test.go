@@ -143,7 +143,7 @@ func TestRenderHostFacts(t *testing.T) {
 
 	want := []string{"rdmad_build_info", "rdmad_heartbeat_timestamp_seconds", "rdmad_last_reconcile_timestamp_seconds",
 		"rdmad_config_error", "rdmad_policy_in_force", "rdmad_last_good_save_failed", "rdmad_devices", "rdmad_devices_by_driver", "rdmad_ports", "rdmad_failures", "rdmad_port_drift",
-		"rdmad_port_roce_mode_info", "rdmad_port_roce_tos", "rdmad_drift_corrected_total", "rdmad_last_verify_timestamp_seconds",
+		"rdmad_port_roce_mode_info", "rdmad_port_roce_tos", "rdmad_drift_corrected_total", "rdmad_drift_fought", "rdmad_last_verify_timestamp_seconds",
 		"rdmad_doctor_findings", "rdmad_doctor_finding", "rdmad_expect_missing"}
 	if len(fams) != len(want) {
 		t.Errorf("families = %d, want %d", len(fams), len(want))
@@ -455,4 +455,14 @@ func TestRenderRefusedCalls(t *testing.T) {
 	}
 	mustValue(t, fams, 5000, "rdmad_refused_calls_total", "method=SetRoCE", "reason=denied")
 	mustValue(t, fams, 3, "rdmad_refused_calls_total", "method=Plan", "reason=busy")
+}
+
+// rdmad_drift_fought: a series per setting, the subjects fought now.
+func TestRenderFought(t *testing.T) {
+	var b bytes.Buffer
+	render(&b, &snapshot{families: roceFams, settings: roceSettings, now: time.Now(),
+		sum: reconcile.Summary{Fought: map[string]int{roce.TOS.Setting().Name: 2}}})
+	fams := ParseText(t, b.Bytes())
+	mustValue(t, fams, 2, "rdmad_drift_fought", "setting=roce_tos")
+	mustValue(t, fams, 0, "rdmad_drift_fought", "setting=roce_mode")
 }

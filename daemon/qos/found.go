@@ -18,6 +18,10 @@ import (
 // what only the driver reports (a PFC capability, an ETS algorithm rdmad
 // never sets, a rate) is within what the kernel's structs hold.
 
+// dcbTools are the commands other managers set a netdev's DCB, pause and
+// ECN with: MLNX_OFED's mlnx_qos, iproute2's dcb, lldpad's lldptool.
+var dcbTools = []string{"mlnx_qos", "dcb", "lldptool"}
+
 // validAt checks the netdev every value names, then the value's own rule.
 func validAt[V reconcile.Value](netdev func(V) string, rule func(V) error) func(reconcile.Value) error {
 	return reconcile.ValueRule(func(v V) error {

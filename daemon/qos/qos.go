@@ -33,9 +33,9 @@ import (
 // The part's settings on the ports [[qos]] selects.
 var (
 	// PFC is the PFC priorities of the port's netdev.
-	PFC = reconcile.NewSetting[PFCValue](reconcile.Setting{Name: "qos_pfc", Kind: "qos pfc", Key: config.KeyQoSPFC, Title: "PFC", Gauge: pfcGauge, Valid: validPFC})
+	PFC = reconcile.NewSetting[PFCValue](reconcile.Setting{Name: "qos_pfc", Kind: "qos pfc", Key: config.KeyQoSPFC, Title: "PFC", Gauge: pfcGauge, Tools: dcbTools, Valid: validPFC})
 	// Trust is DSCP trust: the DSCP entries of the netdev's APP table.
-	Trust = reconcile.NewSetting[TrustValue](reconcile.Setting{Name: "qos_trust", Kind: "qos trust", Key: config.KeyQoSTrust, Title: "QoS trust", Gauge: trustGauge, Valid: validTrust})
+	Trust = reconcile.NewSetting[TrustValue](reconcile.Setting{Name: "qos_trust", Kind: "qos trust", Key: config.KeyQoSTrust, Title: "QoS trust", Gauge: trustGauge, Tools: dcbTools, Valid: validTrust})
 )
 
 // PFCValue is the PFC of a netdev: what it held, so Undo can put it back.

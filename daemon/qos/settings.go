@@ -15,19 +15,19 @@ import (
 // datagram-port entries, the DCBX mode), ethtool ones (global pause, the
 // PFC storm timeout) and the OFED driver's ECN and CNP marking.
 var (
-	CableLength  = reconcile.NewSetting[CableLengthValue](reconcile.Setting{Name: "qos_cable_length", Kind: "qos cable length", Key: config.QoSCableLength.Key(), Title: "cable length", Valid: validCableLength})
-	PrioTC       = reconcile.NewSetting[PrioTCValue](reconcile.Setting{Name: "qos_prio_tc", Kind: "qos prio_tc", Key: config.QoSPrioTC.Key(), Title: "ETS priority classes", Valid: validPrioTC})
-	Bandwidth    = reconcile.NewSetting[BandwidthValue](reconcile.Setting{Name: "qos_tc_bandwidth", Kind: "qos tc_bandwidth", Key: config.QoSTCBandwidth.Key(), Title: "ETS bandwidth", Valid: validBandwidth})
-	Maxrate      = reconcile.NewSetting[MaxrateValue](reconcile.Setting{Name: "qos_tc_maxrate", Kind: "qos tc_maxrate", Key: config.QoSTCMaxrate.Key(), Title: "rate limits", Valid: validMaxrate})
-	PrioBuffer   = reconcile.NewSetting[PrioBufferValue](reconcile.Setting{Name: "qos_prio_buffer", Kind: "qos prio_buffer", Key: config.QoSPrioBuffer.Key(), Title: "priority buffers", Valid: validPrioBuffer})
-	BufferSize   = reconcile.NewSetting[BufferSizeValue](reconcile.Setting{Name: "qos_buffer_size", Kind: "qos buffer_size", Key: config.QoSBufferSize.Key(), Title: "buffer sizes", Valid: validBufferSize})
-	UDPPortPrio  = reconcile.NewSetting[UDPPortPrioValue](reconcile.Setting{Name: "qos_udp_port_prio", Kind: "qos udp_port_prio", Key: config.QoSUDPPortPrio.Key(), Title: "datagram-port priorities", Valid: validUDPPortPrio})
-	DCBX         = reconcile.NewSetting[DCBXValue](reconcile.Setting{Name: "qos_dcbx", Kind: "qos dcbx", Key: config.QoSDCBX.Key(), Title: "DCBX mode", Valid: validDCBX})
-	Pause        = reconcile.NewSetting[PauseValue](reconcile.Setting{Name: "qos_pause", Kind: "qos pause", Key: config.QoSPause.Key(), Title: "global pause", Valid: validPause})
-	StormTimeout = reconcile.NewSetting[StormTimeoutValue](reconcile.Setting{Name: "qos_pfc_storm_timeout", Kind: "qos pfc_storm_timeout", Key: config.QoSPFCStormTimeout.Key(), Title: "PFC storm timeout", Valid: validStormTimeout})
-	ECN          = reconcile.NewSetting[ECNValue](reconcile.Setting{Name: "qos_ecn", Kind: "qos ecn", Key: config.QoSECN.Key(), Title: "ECN priorities", Valid: validECN})
-	CNPDSCP      = reconcile.NewSetting[CNPValue](reconcile.Setting{Name: "qos_cnp_dscp", Kind: "qos cnp_dscp", Key: config.QoSCNPDSCP.Key(), Title: "CNP DSCP", Valid: validCNPDSCP})
-	CNPPriority  = reconcile.NewSetting[CNPValue](reconcile.Setting{Name: "qos_cnp_priority", Kind: "qos cnp_priority", Key: config.QoSCNPPriority.Key(), Title: "CNP priority", Valid: validCNPPrio})
+	CableLength  = reconcile.NewSetting[CableLengthValue](reconcile.Setting{Name: "qos_cable_length", Kind: "qos cable length", Key: config.QoSCableLength.Key(), Title: "cable length", Tools: dcbTools, Valid: validCableLength})
+	PrioTC       = reconcile.NewSetting[PrioTCValue](reconcile.Setting{Name: "qos_prio_tc", Kind: "qos prio_tc", Key: config.QoSPrioTC.Key(), Title: "ETS priority classes", Tools: dcbTools, Valid: validPrioTC})
+	Bandwidth    = reconcile.NewSetting[BandwidthValue](reconcile.Setting{Name: "qos_tc_bandwidth", Kind: "qos tc_bandwidth", Key: config.QoSTCBandwidth.Key(), Title: "ETS bandwidth", Tools: dcbTools, Valid: validBandwidth})
+	Maxrate      = reconcile.NewSetting[MaxrateValue](reconcile.Setting{Name: "qos_tc_maxrate", Kind: "qos tc_maxrate", Key: config.QoSTCMaxrate.Key(), Title: "rate limits", Tools: dcbTools, Valid: validMaxrate})
+	PrioBuffer   = reconcile.NewSetting[PrioBufferValue](reconcile.Setting{Name: "qos_prio_buffer", Kind: "qos prio_buffer", Key: config.QoSPrioBuffer.Key(), Title: "priority buffers", Tools: dcbTools, Valid: validPrioBuffer})
+	BufferSize   = reconcile.NewSetting[BufferSizeValue](reconcile.Setting{Name: "qos_buffer_size", Kind: "qos buffer_size", Key: config.QoSBufferSize.Key(), Title: "buffer sizes", Tools: dcbTools, Valid: validBufferSize})
+	UDPPortPrio  = reconcile.NewSetting[UDPPortPrioValue](reconcile.Setting{Name: "qos_udp_port_prio", Kind: "qos udp_port_prio", Key: config.QoSUDPPortPrio.Key(), Title: "datagram-port priorities", Tools: dcbTools, Valid: validUDPPortPrio})
+	DCBX         = reconcile.NewSetting[DCBXValue](reconcile.Setting{Name: "qos_dcbx", Kind: "qos dcbx", Key: config.QoSDCBX.Key(), Title: "DCBX mode", Tools: dcbTools, Valid: validDCBX})
+	Pause        = reconcile.NewSetting[PauseValue](reconcile.Setting{Name: "qos_pause", Kind: "qos pause", Key: config.QoSPause.Key(), Title: "global pause", Tools: dcbTools, Valid: validPause})
+	StormTimeout = reconcile.NewSetting[StormTimeoutValue](reconcile.Setting{Name: "qos_pfc_storm_timeout", Kind: "qos pfc_storm_timeout", Key: config.QoSPFCStormTimeout.Key(), Title: "PFC storm timeout", Tools: dcbTools, Valid: validStormTimeout})
+	ECN          = reconcile.NewSetting[ECNValue](reconcile.Setting{Name: "qos_ecn", Kind: "qos ecn", Key: config.QoSECN.Key(), Title: "ECN priorities", Tools: dcbTools, Valid: validECN})
+	CNPDSCP      = reconcile.NewSetting[CNPValue](reconcile.Setting{Name: "qos_cnp_dscp", Kind: "qos cnp_dscp", Key: config.QoSCNPDSCP.Key(), Title: "CNP DSCP", Tools: dcbTools, Valid: validCNPDSCP})
+	CNPPriority  = reconcile.NewSetting[CNPValue](reconcile.Setting{Name: "qos_cnp_priority", Kind: "qos cnp_priority", Key: config.QoSCNPPriority.Key(), Title: "CNP priority", Tools: dcbTools, Valid: validCNPPrio})
 )
 
 // losslessSettings are the settings of settings.go, in the order a port

@@ -355,3 +355,42 @@ func TestRepeatedFailuresAreLoggedAtABoundedRate(t *testing.T) {
 		t.Errorf("the next window logs in full again: %d failed lines", n)
 	}
 }
+
+// Corrections each within [drift] fight_window of the one before make a
+// fight, counted by corrections (not by their cost) from the first to the
+// last; a window without one ends it; fight_window = "0" makes none.
+func TestFightsAreCorrectionsWithinTheWindow(t *testing.T) {
+	e := newDriftEnv(t, config.DriftCorrect)
+	e.pol.Drift.FightWindow = time.Hour
+	correct := func(after time.Duration) {
+		e.now = e.now.Add(after)
+		e.tamper(t, "0")
+		e.recheck()
+	}
+	correct(time.Second)
+	if fs := e.r.Fights(); len(fs) != 0 {
+		t.Fatalf("one correction is a fight: %+v", fs)
+	}
+	first := e.now
+	correct(50 * time.Minute)
+	correct(50 * time.Minute)
+	fs := e.r.Fights()
+	if len(fs) != 1 || fs[0].Corrections != 3 || !fs[0].First.Equal(first) || !fs[0].Last.Equal(e.now) ||
+		fs[0].Subject != reconcile.PortSubject("mlx5_0", 1) || fs[0].Setting != roce.TOS.Setting() || fs[0].Window != time.Hour {
+		t.Errorf("fights %+v", fs)
+	}
+	e.now = e.now.Add(time.Hour + time.Second)
+	if fs := e.r.Fights(); len(fs) != 0 {
+		t.Errorf("a window later: %+v", fs)
+	}
+	correct(time.Second) // a new chain starts
+	if fs := e.r.Fights(); len(fs) != 0 {
+		t.Errorf("one correction after a quiet window: %+v", fs)
+	}
+	e.pol.Drift.FightWindow = 0
+	correct(time.Second)
+	correct(time.Second)
+	if fs := e.r.Fights(); len(fs) != 0 {
+		t.Errorf("fight_window 0: %+v", fs)
+	}
+}

@@ -74,10 +74,15 @@ type drift struct {
 	corrected  map[string]uint64 // corrections by setting name
 	lastVerify time.Time
 	now        func() time.Time
+	// fights are the settings corrected more than once, one correction
+	// within fightWindow (the last pass's [drift] fight_window) of the
+	// one before (fought.go).
+	fights      map[driftKey]*fight
+	fightWindow time.Duration
 }
 
 func newDrift() *drift {
-	return &drift{contests: map[driftKey]*contest{}, corrected: map[string]uint64{}, now: time.Now}
+	return &drift{contests: map[driftKey]*contest{}, corrected: map[string]uint64{}, fights: map[driftKey]*fight{}, now: time.Now}
 }
 
 // driftGuard is the pass's Run guard: it holds back writes of settings
@@ -92,6 +97,8 @@ type driftGuard struct {
 	// ports get the policy as on an arrival, whatever the action.
 	arrived map[string]bool
 	now     time.Time
+	// fightWindow is the policy's [drift] fight_window.
+	fightWindow time.Duration
 
 	mu      sync.Mutex
 	pending map[driftKey]bool
@@ -102,7 +109,8 @@ type driftGuard struct {
 var ErrDriftReported = errors.New(`changed behind rdmad's back; [drift] action = "report" leaves it as found (rdmactl reconcile puts the declared value back)`)
 
 func (r *Reconciler) guard(pol *config.Policy, scope Scope) *driftGuard {
-	g := &driftGuard{r: r, report: pol.Drift.Action == config.DriftReport, forced: scope.Forced, now: r.drift.now(), pending: map[driftKey]bool{}}
+	g := &driftGuard{r: r, report: pol.Drift.Action == config.DriftReport, forced: scope.Forced, now: r.drift.now(), pending: map[driftKey]bool{},
+		fightWindow: pol.Drift.FightWindow}
 	if !scope.Full {
 		g.arrived = make(map[string]bool, len(scope.Devices))
 		for n := range scope.Devices {
@@ -254,11 +262,12 @@ func (r *Reconciler) contested(key driftKey, now time.Time) (until time.Time, n 
 // setting corrected ContestCorrections times (by cost) within
 // ContestWindow becomes contested.
 func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) {
+	r.drift.mu.Lock()
+	defer r.drift.mu.Unlock()
+	r.drift.fightWindow = g.fightWindow
 	if len(g.pending) == 0 {
 		return
 	}
-	r.drift.mu.Lock()
-	defer r.drift.mu.Unlock()
 	for _, a := range acts {
 		if (a.Status != Changed && a.Status != Failed) || a.Setting == nil {
 			continue
@@ -270,6 +279,7 @@ func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) {
 		// Every write the guard let through counts toward the contest,
 		// whether it held or not; one that held is a correction.
 		if a.Status == Changed {
+			r.noteFight(key, a.Setting, g.now, g.fightWindow)
 			r.drift.corrected[a.Setting.Name]++
 			r.log.Warn("corrected a setting changed behind rdmad's back", "subject", a.Subject.String(), "setting", a.Setting.Name,
 				"found", a.From, "restored", a.To, "source", a.Source)

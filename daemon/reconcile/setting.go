@@ -53,6 +53,10 @@ type Setting struct {
 	// Gauge, when set, publishes the kernel's value of every subject
 	// whose record holds one, declared or not (rdmad_port_roce_tos).
 	Gauge *Gauge
+	// Tools are the commands other managers set it with (cma_roce_tos,
+	// mlnx_qos...): doctor names a systemd unit that runs one as the
+	// likely other manager of a setting rdmad keeps putting back.
+	Tools []string
 	// Valid is the rule a value read back from found.json must pass
 	// before rdmad puts it back (ValueRule makes one from a typed
 	// func): the rule a configuration value of the setting passes

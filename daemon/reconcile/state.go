@@ -203,6 +203,8 @@ type State struct {
 	// Departed are the devices rdmad saw since it started that are gone,
 	// oldest first.
 	Departed []Departed
+	// Fights are the settings rdmad keeps correcting (fought.go).
+	Fights []Fight
 }
 
 // Device returns the named device state, or nil.

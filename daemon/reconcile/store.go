@@ -173,6 +173,7 @@ func (r *Reconciler) Snapshot() State {
 		st.FoundError = r.found.Problem()
 	}
 	st.Departed = r.departedSorted()
+	st.Fights = r.Fights()
 	return st
 }
 
@@ -188,6 +189,9 @@ type Summary struct {
 	// LastVerify is when every declared setting was last read back (the
 	// verify read-back, or a full pass); zero before the first.
 	LastVerify time.Time
+	// Fought counts the subjects whose setting rdmad keeps correcting
+	// now, by setting name (Fights): rdmad_drift_fought.
+	Fought map[string]int
 }
 
 // Summary returns the host-level view of the state.
@@ -210,6 +214,7 @@ func (r *Reconciler) Summary() Summary {
 		HostRecords:   append([]Record(nil), r.hostRecs...),
 		Corrected:     r.Corrected(),
 		LastVerify:    r.LastVerify(),
+		Fought:        fought(r.Fights()),
 	}
 }
 

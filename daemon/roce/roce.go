@@ -27,7 +27,7 @@ import (
 var (
 	// Mode is default_roce_mode of a port.
 	Mode = reconcile.NewSetting[ModeValue](reconcile.Setting{
-		Name: "roce_mode", Kind: "roce mode", Key: config.KeyRoCEMode, Title: "RoCE mode",
+		Name: "roce_mode", Kind: "roce mode", Key: config.KeyRoCEMode, Title: "RoCE mode", Tools: []string{"cma_roce_mode"},
 		Valid: reconcile.ValueRule(func(m ModeValue) error {
 			if m.Other != "" {
 				return fmt.Errorf("%s is not a RoCE mode", value.Quote(m.Other))
@@ -39,7 +39,7 @@ var (
 	})
 	// TOS is default_roce_tos of a port.
 	TOS = reconcile.NewSetting[TOSValue](reconcile.Setting{
-		Name: "roce_tos", Kind: "roce tos", Key: config.KeyRoCETOS, Title: "RoCE TOS",
+		Name: "roce_tos", Kind: "roce tos", Key: config.KeyRoCETOS, Title: "RoCE TOS", Tools: []string{"cma_roce_tos"},
 		Valid: reconcile.ValueRule(func(t TOSValue) error { return value.TOS(int(t)) }),
 		Gauge: &reconcile.Gauge{Name: "rdmad_port_roce_tos",
 			Help: "The default RoCE type of service of a RoCE port as the kernel holds it (configfs rdma_cm default_roce_tos) at the last read, declared or not."},

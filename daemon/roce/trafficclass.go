@@ -20,6 +20,7 @@ import (
 // QPs that do not use RDMA-CM, which default_roce_tos does not reach.
 var TrafficClass = reconcile.NewSetting[TrafficClassValue](reconcile.Setting{
 	Name: "roce_traffic_class", Kind: "roce traffic class", Key: config.KeyRoCETrafficClass, Title: "global traffic class",
+	Tools: []string{"cma_roce_tos", "mlnx_qos"},
 	// The class rdmad writes is a TOS (traffic_class = true keeps the tos).
 	Valid: reconcile.ValueRule(func(v TrafficClassValue) error { return value.TOS(int(v.Value)) }),
 })

@@ -18,6 +18,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
+	"github.com/rdmad/rdmad/daemon/doctor"
 	"github.com/rdmad/rdmad/daemon/events"
 	"github.com/rdmad/rdmad/daemon/events/eventstest"
 	"github.com/rdmad/rdmad/daemon/host"
@@ -587,4 +588,73 @@ func TestContestedSettingIsReadOnASecondsClockNotPerEvent(t *testing.T) {
 	ahead.Store(int64(reconcile.ContestBackoff))
 	waitUntilWithin(t, 20*time.Second, "the TOS put back after the back-off", func() bool { return hosttest.Read(t, r.root, tosFile) == "106" })
 	waitUntil(t, "the port directory watched again", func() bool { return slices.Contains(r.dirs.Watched(), portDir) })
+}
+
+// Two out-of-band changes of one setting a few seconds apart, well below
+// the contest rate, are a slow fight: doctor warns setting-fought with the
+// count of corrections (2), the first and the last, and the systemd timer
+// whose service runs cma_roce_tos as the likely other manager;
+// rdmad_drift_fought's count (Summary.Fought) is 1. A window without a
+// correction clears both.
+func TestSlowFightIsAFinding(t *testing.T) {
+	var ahead atomic.Int64 // how far the contest clock runs ahead of the wall clock
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	r := newDriftRigAt(t, driftCfg(config.DriftCorrect, "[[roce]]\ndevice = \"mlx5_0\"\ntos = 106\n"), now)
+	hosttest.Write(t, r.root, "usr/lib/systemd/system/roce-tos.service", "[Service]\nType=oneshot\nExecStart=/usr/sbin/cma_roce_tos -d mlx5_0 -t 0\n")
+	hosttest.Write(t, r.root, "etc/systemd/system/roce-tos.timer", "[Timer]\nOnCalendar=minutely\n")
+	hosttest.Write(t, r.root, "usr/lib/systemd/system/mlnx-qos.service", "[Service]\nExecStart=/usr/bin/mlnx_qos -i ens1f0np0 --pfc 0,0,0,1,0,0,0,0\n")
+	tosFile := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")
+	r.watching(t, host.ConfigfsPortPath("mlx5_0", 1))
+	fought := func() []doctor.Finding {
+		var out []doctor.Finding
+		for _, f := range compose.Diagnose(r.svc) {
+			if f.ID == "setting-fought" {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	for i := range 2 {
+		if i > 0 {
+			ahead.Add(int64(5 * time.Second))
+		}
+		hosttest.Write(t, r.root, tosFile, "0\n")
+		waitUntil(t, "the TOS put back", func() bool { return hosttest.Read(t, r.root, tosFile) == "106" })
+		r.settled(t)
+		if i == 0 {
+			if got := fought(); len(got) != 0 {
+				t.Fatalf("one correction is fought: %+v", got)
+			}
+		}
+	}
+	got := fought()
+	if len(got) != 1 {
+		t.Fatalf("setting-fought findings after two corrections 5 s apart: %+v", got)
+	}
+	f := got[0]
+	if f.Severity != doctor.SeverityWarn || f.Subject != reconcile.PortSubject("mlx5_0", 1) {
+		t.Errorf("finding %+v", f)
+	}
+	for _, want := range []string{"RoCE TOS", "back 2 times", "within 1h0m0s", "roce-tos.timer (it starts roce-tos.service, which runs /usr/sbin/cma_roce_tos -d mlx5_0 -t 0)"} {
+		if !strings.Contains(f.Finding, want) {
+			t.Errorf("the finding %q does not say %q", f.Finding, want)
+		}
+	}
+	if strings.Contains(f.Finding, "mlnx-qos") {
+		t.Errorf("the finding names a unit that does not set the TOS: %q", f.Finding)
+	}
+	if n := r.svc.Reconciler().Summary().Fought[roce.TOS.Setting().Name]; n != 1 {
+		t.Errorf("fought %d subjects, want 1", n)
+	}
+	if st := r.portRecord(t, roce.TOS.Setting()).State; st != reconcile.Holds {
+		t.Errorf("a slow fight is contested: %s", st)
+	}
+	// A window without a correction: not fought any more.
+	ahead.Add(int64(config.DefaultFightWindow + time.Second))
+	if got := fought(); len(got) != 0 {
+		t.Errorf("still fought a window later: %+v", got)
+	}
+	if n := r.svc.Reconciler().Summary().Fought[roce.TOS.Setting().Name]; n != 0 {
+		t.Errorf("fought %d subjects a window later", n)
+	}
 }
