@@ -90,11 +90,11 @@ func (f *dcbFeed) Close() { f.once.Do(func() { close(f.done) }) }
 // newDriftRig starts rdmad on cfg (after "[modules] enable = false") and
 // waits until its first pass is done and the directories it names are
 // watched.
-func newDriftRig(t *testing.T, cfg string) *driftRig { t.Helper(); return newDriftRigAt(t, cfg, nil) }
+func newDriftRig(t testing.TB, cfg string) *driftRig { t.Helper(); return newDriftRigAt(t, cfg, nil) }
 
 // newDriftRigAt is newDriftRig with the clock of the contest rule (nil:
 // time.Now).
-func newDriftRigAt(t *testing.T, cfg string, now func() time.Time) *driftRig {
+func newDriftRigAt(t testing.TB, cfg string, now func() time.Time) *driftRig {
 	t.Helper()
 	r := &driftRig{root: hosttest.Copy(t, "mlx5"), dcb: dcbtest.New(), ns: netnstest.New(config.NetnsShared), log: &lockedBuffer{}, notify: make(chan []byte, 8)}
 	hosttest.Write(t, r.root, mainFile, "[modules]\nenable = false\n"+cfg)
@@ -133,7 +133,7 @@ func newDriftRigAt(t *testing.T, cfg string, now func() time.Time) *driftRig {
 	return r
 }
 
-func (r *driftRig) idle(t *testing.T) {
+func (r *driftRig) idle(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -143,7 +143,7 @@ func (r *driftRig) idle(t *testing.T) {
 }
 
 // watching waits until dir (relative to the root) is watched.
-func (r *driftRig) watching(t *testing.T, rel string) {
+func (r *driftRig) watching(t testing.TB, rel string) {
 	t.Helper()
 	dir := r.h.Path(rel)
 	waitUntil(t, "watching "+rel, func() bool { return slices.Contains(r.dirs.Watched(), dir) })
@@ -153,12 +153,12 @@ func (r *driftRig) watching(t *testing.T, rel string) {
 	r.settled(t)
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	waitUntilWithin(t, 10*time.Second, what, cond)
 }
 
-func waitUntilWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitUntilWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -172,14 +172,14 @@ func waitUntilWithin(t *testing.T, d time.Duration, what string, cond func() boo
 // settled waits for the passes an event starts (the watcher's, then the
 // queue's) to be over: the event is seen within the settle time, and the
 // work loop goes idle.
-func (r *driftRig) settled(t *testing.T) {
+func (r *driftRig) settled(t testing.TB) {
 	t.Helper()
 	time.Sleep(100 * time.Millisecond)
 	r.idle(t)
 }
 
 // portRecord is the stored record of setting st on mlx5_0's port 1.
-func (r *driftRig) portRecord(t *testing.T, st *reconcile.Setting) reconcile.Record {
+func (r *driftRig) portRecord(t testing.TB, st *reconcile.Setting) reconcile.Record {
 	t.Helper()
 	for _, rec := range r.svc.Reconciler().DeviceStates([]string{"mlx5_0"})[0].Ports[0].Records {
 		if rec.Setting == st {
@@ -190,7 +190,7 @@ func (r *driftRig) portRecord(t *testing.T, st *reconcile.Setting) reconcile.Rec
 	return reconcile.Record{}
 }
 
-func (r *driftRig) hostRecord(t *testing.T, st *reconcile.Setting) reconcile.Record {
+func (r *driftRig) hostRecord(t testing.TB, st *reconcile.Setting) reconcile.Record {
 	t.Helper()
 	for _, rec := range r.svc.Reconciler().Summary().HostRecords {
 		if rec.Setting == st {
