@@ -17,7 +17,8 @@
 //  4. a reload of a valid drop-in declaring a [[roce]] and a [[qos]] rule
 //     for each device (about 35,000 key parts): a full pass with QoS, and
 //     the last good configuration saved;
-//  5. two plans at once (Plan admits no more), each of a candidate drop-in
+//  5. two plans at once (as root; users beside root hold at most 3 at
+//     once, one each), each of a candidate drop-in
 //     near Plan's 1 MiB bound.
 //
 // It prints VmHWM (the peak resident set) and VmRSS after each phase.
@@ -207,7 +208,7 @@ func run(n int) error {
 	}
 	report(fmt.Sprintf("4. reload of a rule pair per device (%d KiB), saved", rules.Len()>>10))
 
-	// Two plans at once (the most Plan admits), each of a candidate near
+	// Two plans at once (as root, which may hold every slot), each of a candidate near
 	// its 1 MiB bound: every device read, the candidate parsed and judged.
 	var candidate strings.Builder
 	for round := 0; ; round++ {
