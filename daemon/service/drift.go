@@ -185,17 +185,45 @@ func (s *Service) DirChanged(dir string) {
 func (s *Service) verify(ctx context.Context) {
 	last := s.now()
 	var polled time.Time
+	// pending is the end of a back-off the loop last read and has not
+	// acted on: a wake-up after that end (a pass, a policy change) reads
+	// NextRetry again, which no longer lists it, and the setting, whose
+	// directories are not watched during its back-off, would wait for the
+	// next verify read-back, or forever with verify_interval = "0".
+	var pending reconcile.Retry
 	for {
+		if !pending.At.IsZero() && !s.now().Before(pending.At) {
+			if len(pending.Devices) > 0 {
+				s.queue.Recheck(pending.Devices, false)
+			}
+			if pending.Host {
+				s.queue.RecheckHost()
+			}
+			pending = reconcile.Retry{}
+		}
 		var timer <-chan time.Time
 		var wait time.Duration = -1
 		iv := s.PolicyInForce().Drift.VerifyInterval
 		if iv > 0 {
 			wait = last.Add(iv).Sub(s.now())
 		}
-		retry := s.rec.NextRetry()
-		s.retryAt.Store(unixNano(retry.At))
-		if !retry.At.IsZero() && (wait < 0 || retry.At.Sub(s.now()) < wait) {
-			wait = retry.At.Sub(s.now())
+		if retry := s.rec.NextRetry(); !retry.At.IsZero() {
+			// Merged, not replaced: an end read before must not be lost
+			// to one read now. A device rechecked early only has its
+			// back-off's end read again next time round.
+			if pending.At.IsZero() || retry.At.Before(pending.At) {
+				pending.At = retry.At
+			}
+			for _, d := range retry.Devices {
+				if !slices.Contains(pending.Devices, d) {
+					pending.Devices = append(pending.Devices, d)
+				}
+			}
+			pending.Host = pending.Host || retry.Host
+		}
+		s.retryAt.Store(unixNano(pending.At))
+		if !pending.At.IsZero() && (wait < 0 || pending.At.Sub(s.now()) < wait) {
+			wait = pending.At.Sub(s.now())
 		}
 		backedOff, hostBackedOff := s.rec.BackedOff()
 		poll := len(backedOff) > 0 || hostBackedOff
@@ -236,14 +264,7 @@ func (s *Service) verify(ctx context.Context) {
 			last = now
 			s.queue.Recheck(s.rec.Summary().Devices, true)
 		}
-		if !retry.At.IsZero() && !now.Before(retry.At) {
-			if len(retry.Devices) > 0 {
-				s.queue.Recheck(retry.Devices, false)
-			}
-			if retry.Host {
-				s.queue.RecheckHost()
-			}
-		}
+		// An ended back-off is acted on at the top of the loop.
 	}
 }
 

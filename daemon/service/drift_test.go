@@ -658,3 +658,29 @@ func TestSlowFightIsAFinding(t *testing.T) {
 		t.Errorf("fought %d subjects a window later", n)
 	}
 }
+
+// A back-off whose end passes while the verify loop is woken for
+// something else (a pass over another device) still ends in a read and a
+// correction: the setting's directory is not watched during its back-off,
+// so a lost end would leave it uncorrected (for good with verify_interval
+// = "0").
+func TestBackoffEndIsNotLostToAWakeUp(t *testing.T) {
+	var ahead atomic.Int64 // how far the contest clock runs ahead of the wall clock
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	r := newDriftRigAt(t, driftCfg(config.DriftCorrect, "[[roce]]\ndevice = \"mlx5_0\"\ntos = 106\n"), now)
+	tosFile := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")
+	r.watching(t, host.ConfigfsPortPath("mlx5_0", 1))
+	for range reconcile.ContestCorrections {
+		hosttest.Write(t, r.root, tosFile, "0\n")
+		waitUntil(t, "correction", func() bool { return hosttest.Read(t, r.root, tosFile) == "106" })
+		r.settled(t)
+	}
+	hosttest.Write(t, r.root, tosFile, "32\n")
+	waitUntil(t, "contested", func() bool { return r.portRecord(t, roce.TOS.Setting()).State == reconcile.Contested })
+	r.settled(t)
+	// The back-off ends on the contest clock; at once a pass over another
+	// device wakes the loop.
+	ahead.Store(int64(reconcile.ContestBackoff + time.Second))
+	r.svc.RequestDevice("mlx5_1")
+	waitUntilWithin(t, 5*time.Second, "the TOS put back after the back-off", func() bool { return hosttest.Read(t, r.root, tosFile) == "106" })
+}
