@@ -7,10 +7,6 @@ import (
 	"time"
 
 	"github.com/rdmad/rdmad/daemon/config"
-	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/host/hosttest"
-	"github.com/rdmad/rdmad/daemon/reconcile"
-	"github.com/rdmad/rdmad/daemon/roce"
 )
 
 // processCPU is this process's CPU time so far, user and system.
@@ -32,15 +28,7 @@ func BenchmarkContestedSettingWriterLoop(b *testing.B) {
 		b.Skip("no python3 for the other writer")
 	}
 	r := newDriftRig(b, driftCfg(config.DriftCorrect, "[[roce]]\ndevice = \"mlx5_0\"\ntos = 106\n"))
-	tosFile := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")
-	r.watching(b, host.ConfigfsPortPath("mlx5_0", 1))
-	for range reconcile.ContestCorrections {
-		hosttest.Write(b, r.root, tosFile, "0\n")
-		waitUntil(b, "correction", func() bool { return hosttest.Read(b, r.root, tosFile) == "106" })
-		r.settled(b)
-	}
-	hosttest.Write(b, r.root, tosFile, "32\n")
-	waitUntil(b, "contested", func() bool { return r.portRecord(b, roce.TOS.Setting()).State == reconcile.Contested })
+	tosFile := r.contestTOS(b)
 	writer := exec.Command("python3", "-c", "import os, sys\nf = os.open(sys.argv[1], os.O_WRONLY)\nwhile True: os.pwrite(f, b'0\\n', 0)", r.h.Path(tosFile))
 	if err := writer.Start(); err != nil {
 		b.Fatal(err)

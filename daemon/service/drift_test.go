@@ -201,6 +201,22 @@ func (r *driftRig) hostRecord(t testing.TB, st *reconcile.Setting) reconcile.Rec
 	return reconcile.Record{}
 }
 
+// contestTOS has another process change mlx5_0/1's TOS (declared 106)
+// until rdmad contests it, the last change 32; it returns the TOS file.
+func (r *driftRig) contestTOS(t testing.TB) string {
+	t.Helper()
+	tosFile := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")
+	r.watching(t, host.ConfigfsPortPath("mlx5_0", 1))
+	for range reconcile.ContestCorrections {
+		hosttest.Write(t, r.root, tosFile, "0\n")
+		waitUntil(t, "correction", func() bool { return hosttest.Read(t, r.root, tosFile) == "106" })
+		r.settled(t)
+	}
+	hosttest.Write(t, r.root, tosFile, "32\n")
+	waitUntil(t, "contested", func() bool { return r.portRecord(t, roce.TOS.Setting()).State == reconcile.Contested })
+	return tosFile
+}
+
 // corrections are the journal's warning lines about corrections.
 func (r *driftRig) corrections() []string {
 	var out []string
@@ -558,16 +574,8 @@ func TestContestedSettingIsReadOnASecondsClockNotPerEvent(t *testing.T) {
 	var ahead atomic.Int64 // how far the contest clock runs ahead of the wall clock
 	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	r := newDriftRigAt(t, driftCfg(config.DriftCorrect, "[[roce]]\ndevice = \"mlx5_0\"\ntos = 106\n"), now)
-	tosFile := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")
+	tosFile := r.contestTOS(t)
 	portDir := r.h.Path(host.ConfigfsPortPath("mlx5_0", 1))
-	r.watching(t, host.ConfigfsPortPath("mlx5_0", 1))
-	for range reconcile.ContestCorrections {
-		hosttest.Write(t, r.root, tosFile, "0\n")
-		waitUntil(t, "correction", func() bool { return hosttest.Read(t, r.root, tosFile) == "106" })
-		r.settled(t)
-	}
-	hosttest.Write(t, r.root, tosFile, "32\n")
-	waitUntil(t, "contested", func() bool { return r.portRecord(t, roce.TOS.Setting()).State == reconcile.Contested })
 	waitUntil(t, "the port directory no longer watched", func() bool { return !slices.Contains(r.dirs.Watched(), portDir) })
 	var passes atomic.Int32
 	r.svc.OnPassDone(func() { passes.Add(1) })
@@ -668,15 +676,7 @@ func TestBackoffEndIsNotLostToAWakeUp(t *testing.T) {
 	var ahead atomic.Int64 // how far the contest clock runs ahead of the wall clock
 	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	r := newDriftRigAt(t, driftCfg(config.DriftCorrect, "[[roce]]\ndevice = \"mlx5_0\"\ntos = 106\n"), now)
-	tosFile := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")
-	r.watching(t, host.ConfigfsPortPath("mlx5_0", 1))
-	for range reconcile.ContestCorrections {
-		hosttest.Write(t, r.root, tosFile, "0\n")
-		waitUntil(t, "correction", func() bool { return hosttest.Read(t, r.root, tosFile) == "106" })
-		r.settled(t)
-	}
-	hosttest.Write(t, r.root, tosFile, "32\n")
-	waitUntil(t, "contested", func() bool { return r.portRecord(t, roce.TOS.Setting()).State == reconcile.Contested })
+	tosFile := r.contestTOS(t)
 	r.settled(t)
 	// The back-off ends on the contest clock; at once a pass over another
 	// device wakes the loop.
