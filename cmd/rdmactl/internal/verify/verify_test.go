@@ -167,7 +167,10 @@ func TestToolFailures(t *testing.T) {
 
 	// A client refused until the timeout: the cause has its last lines (the
 	// CM event, not only "connect error -1") and what the server said.
+	// Its timeout leaves the client time to run at least once on a loaded
+	// machine (a shell start can take most of a second there).
 	fakeTools(t, "rping-refused")
+	o.Timeout = 5 * time.Second
 	steps, _ = verify.Run(context.Background(), o)
 	cm = steps[3]
 	if want := "no answer within the timeout; client: cma event RDMA_CM_EVENT_REJECTED, error 28 | connect error -1; server: rping server listening"; cm.Result != verify.Fail || cm.Cause != want {
