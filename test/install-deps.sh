@@ -85,7 +85,8 @@ install_tool() { # install_tool NAME PACKAGE PATH-IN-PACKAGE
 	repo=$(cd "$(dirname "$0")/.." && pwd)
 	[ -x "$repo/.tools/$name" ] && return 0
 	tmp=$(mktemp -d)
-	trap 'rm -rf "$tmp"' RETURN
+	# A RETURN trap would stay set after this function and fire again, with
+	# $tmp out of scope, when its caller returns: clean up by hand instead.
 	if ! (cd "$tmp" && apt-get download -qq "$pkg" >/dev/null 2>&1); then
 		[ "$(id -u)" -eq 0 ] && apt-get update -qq
 		(cd "$tmp" && apt-get download -qq "$pkg" >/dev/null)
@@ -93,6 +94,7 @@ install_tool() { # install_tool NAME PACKAGE PATH-IN-PACKAGE
 	mkdir -p "$repo/.tools"
 	dpkg-deb --fsys-tarfile "$tmp"/"$pkg"_*.deb | tar -xOf - "$member" >"$tmp/$name"
 	install -m 0755 "$tmp/$name" "$repo/.tools/$name"
+	rm -rf "$tmp"
 	echo "install-deps: $name from Debian's $pkg package in .tools/$name" >&2
 }
 
