@@ -193,6 +193,13 @@ func TestLinksAreRelative(t *testing.T) {
 	if err := os.Symlink("/dev/null", filepath.Join(root, "etc/systemd/system/rdma-load-modules@rdma.service")); err != nil {
 		t.Fatal(err)
 	}
+	// The tree's /dev/null is not a file, as a host's is not.
+	if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "dev/null"), 0o666); err != nil {
+		t.Fatal(err)
+	}
 	tarball, _ := capture(t, Options{Root: root, Dir: "host"})
 	ents := entries(t, tarball)
 	if e := ents["host/etc/rdma/rdmad.d/50-site.toml"]; e.hdr == nil || e.hdr.Linkname != "../../../etc/rdma/site.toml" {

@@ -25,6 +25,10 @@ func (c *capturer) fileAt(rel string, read reader) {
 	case kindOther:
 		c.skip(rel, notRegular(st))
 	case kindLink:
+		if t, err := c.readlink(rel); err == nil && t == "/dev/null" {
+			c.link(rel, t) // a masked unit: the link is what counts
+			return
+		}
 		target, err := c.resolve(rel, true, false)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			c.skip(rel, err)
