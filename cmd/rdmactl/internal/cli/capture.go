@@ -118,12 +118,16 @@ func printCapture(w io.Writer, r captureReport) {
 	fmt.Fprintf(w, "wrote %s: %d files, %d links, %d directories, %s\n", r.File, r.Files, r.Links, r.Dirs, sizeText(r.Bytes))
 	if r.Anonymised {
 		var parts []string
-		for _, k := range []struct{ kind, name string }{
-			{capture.KindMAC, "MAC addresses"}, {capture.KindIPv4, "IPv4 addresses"}, {capture.KindPrefix, "IPv6 prefixes"},
-			{capture.KindGUID, "GUIDs"}, {capture.KindHostname, "host names"}, {capture.KindSerial, "serial numbers"},
+		for _, k := range []struct{ kind, one, many string }{
+			{capture.KindMAC, "MAC address", "MAC addresses"}, {capture.KindIPv4, "IPv4 address", "IPv4 addresses"},
+			{capture.KindPrefix, "IPv6 prefix", "IPv6 prefixes"}, {capture.KindGUID, "GUID", "GUIDs"},
+			{capture.KindHostname, "host name", "host names"}, {capture.KindSerial, "serial number", "serial numbers"},
 		} {
-			if n := r.Replaced[k.kind]; n > 0 {
-				parts = append(parts, fmt.Sprintf("%d %s", n, k.name))
+			switch n := r.Replaced[k.kind]; {
+			case n == 1:
+				parts = append(parts, "1 "+k.one)
+			case n > 1:
+				parts = append(parts, fmt.Sprintf("%d %s", n, k.many))
 			}
 		}
 		what := "nothing"
@@ -134,7 +138,10 @@ func printCapture(w io.Writer, r captureReport) {
 	} else {
 		fmt.Fprintln(w, "raw: the host's addresses, GIDs, GUIDs, name and serial numbers are in it")
 	}
-	if r.Unreadable > 0 {
+	switch {
+	case r.Unreadable == 1:
+		fmt.Fprintln(w, "1 attribute answered an error and is empty in it, as rdmad reads it")
+	case r.Unreadable > 1:
 		fmt.Fprintf(w, "%d attributes answered an error and are empty in it, as rdmad reads them\n", r.Unreadable)
 	}
 	for _, s := range r.Skipped {

@@ -53,7 +53,7 @@ func TestCaptureCommand(t *testing.T) {
 	if code != cli.ExitOK || errs != "" {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
-	for _, want := range []string{"wrote " + file + ": ", " files, ", "replaced: 3 MAC addresses, 4 GUIDs, 1 host names (--raw keeps them)\n"} {
+	for _, want := range []string{"wrote " + file + ": ", " files, ", "replaced: 3 MAC addresses, 4 GUIDs, 1 host name (--raw keeps them)\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
