@@ -104,15 +104,16 @@ func (a *anonymiser) Map() []Replacement { return append([]Replacement(nil), a.r
 // identifiers are the forms an identifier takes in sysfs, /proc and
 // configuration files, longest first (the first alternative that matches
 // at a place wins): an IPoIB hardware address (4 bytes of flags and QPN,
-// then the port's GID), a GID as sysfs writes it, an IPv6 address with
-// "::", a MAC, a GUID as node_guid writes it or as ibstat does (0x and 16
+// then the port's GID), a GID as sysfs writes it, an IPv6 address in
+// another form, a MAC, a GUID as node_guid writes it or as ibstat does (0x and 16
 // hex digits), a netdev named after its MAC by systemd (enx...), an IPv4
 // address. A match that is part of a longer run of hex groups is left
 // (checked in scrub): it is none of these.
 var identifiers = regexp.MustCompile(`(?i)` +
 	`(\b[0-9a-f]{2}(?::[0-9a-f]{2}){19}\b)` + // 1 IPoIB hardware address
 	`|(\b[0-9a-f]{4}(?::[0-9a-f]{4}){7}\b)` + // 2 GID
-	`|([0-9a-f:]*::(?:[0-9a-f]{1,4}:)*(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9a-f]{1,4})?)` + // 3 IPv6 with ::
+	`|([0-9a-f:]*::(?:[0-9a-f]{1,4}:)*(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9a-f]{1,4})?` + // 3 IPv6 with ::
+	`|\b[0-9a-f]{1,4}(?::[0-9a-f]{1,4}){7}\b)` + // or 8 groups of 1 to 4 digits
 	`|(\b[0-9a-f]{2}(?::[0-9a-f]{2}){5}\b)` + // 4 MAC
 	`|(\b[0-9a-f]{4}(?::[0-9a-f]{4}){3}\b)` + // 5 GUID
 	`|(\b0x[0-9a-f]{16}\b)` + // 6 GUID as ibstat writes it

@@ -24,8 +24,8 @@ func TestAnonymiserReplacesEachIdentifierOnce(t *testing.T) {
 		{"::ffff:10.20.1.1", "::ffff:198.18.0.1"},
 		// An IPv6 address: its prefix and its interface ID (the MAC's).
 		{"fd12:3456:789a:0001:ba59:9fff:fed4:2e70", "2001:0db8:0000:0001:0000:00ff:fe00:0001"},
-		{"fd12:3456:789a:1:ba59:9fff:fed4:2e70", "fd12:3456:789a:1:ba59:9fff:fed4:2e70"}, // not sysfs's form nor with "::": left
-		{"fd12:3456:789a:1::5", "2001:db8:0:1:200::1"},                                   // the interface ID 0:0:0:5 is the first GUID met
+		{"fd12:3456:789a:1:ba59:9fff:fed4:2e70", "2001:db8:0:1:0:ff:fe00:1"},
+		{"fd12:3456:789a:1::5", "2001:db8:0:1:200::1"}, // the interface ID 0:0:0:5 is the first GUID met
 		// A GUID as node_guid and ibstat write it, and in an
 		// InfiniBand GID of a site's subnet prefix.
 		{"0002:c903:0031:7e50", "0200:0000:0000:0002"},
