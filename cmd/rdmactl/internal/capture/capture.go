@@ -178,9 +178,9 @@ type capturer struct {
 	names   map[string]string
 }
 
-// run captures everything, in an order that meets each identifier in its
-// own place first (a MAC in its netdev before a GID built from it), so
-// the replacements read in that order too.
+// run captures everything: the kernel's trees, then the host's files, then
+// the DCB and ethtool state. Replacements are numbered in the order their
+// identifiers are met.
 func (c *capturer) run() {
 	c.infiniband()
 	c.netdevs()

@@ -109,23 +109,16 @@ func (c *capturer) hostFiles() {
 func (c *capturer) path(rel string, read reader) {
 	dir, base := path.Split(rel)
 	if dir = strings.TrimSuffix(dir, "/"); dir != "" {
-		k, _ := c.lstat(dir)
-		if k == kindNone {
-			// Missing: unless a link on the way (merged /usr) leads
-			// somewhere, there is nothing.
-			if _, err := c.resolve(dir, true, false); err != nil {
-				return
-			}
-		}
 		resolved, err := c.resolve(dir, true, false)
 		if err != nil {
-			return
+			return // a directory on the way is missing: nothing to capture
 		}
 		if k, _ := c.lstat(resolved); k != kindDir {
 			return
 		}
-		if resolved != dir {
+		if resolved != dir { // merged /usr: lib -> usr/lib
 			if _, err := c.resolve(dir, true, true); err != nil {
+				c.skip(dir, err)
 				return
 			}
 		}

@@ -77,6 +77,8 @@ func TestHostileTreeIsCapturedAroundWhatIsNotAFile(t *testing.T) {
 	symlink(".", filepath.Join(root, "etc/rdma/modules/again"))                          // a directory that holds itself
 	symlink("../ports", filepath.Join(dev, "ports/3"))                                   // a port that is its device's ports
 	symlink("../../../../../../../../../../etc", filepath.Join(root, "etc/rdma/escape")) // out of the root
+	symlink("../../../../../../../../../../etc/hostname", filepath.Join(root, "etc/rdma/modules/escape.conf"))
+	hosttest.Write(t, root, "etc/hostname", "demo-host\n")
 	// An endless device: /dev/zero's numbers where a drop-in is, and
 	// a link to it (rdmad's reader refuses both at open).
 	zero := filepath.Join(root, "dev/zero")

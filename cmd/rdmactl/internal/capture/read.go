@@ -46,6 +46,9 @@ func (c *capturer) fileAt(rel string, read reader) {
 			// The directories on the way (merged /usr's lib -> usr/lib)
 			// are written as links too.
 			if t, err := c.resolve(rel, true, true); err != nil || t != target {
+				if err != nil {
+					c.skip(rel, err)
+				}
 				return
 			}
 			read(target, tst)
@@ -123,12 +126,6 @@ func (c *capturer) walkTree(dir string, read reader, depth int) {
 // enterDir is directory rel resolved (the links on the way written), and
 // the directory itself written; ok is false when it is not a directory.
 func (c *capturer) enterDir(rel string) (string, bool) {
-	k, _ := c.lstat(rel)
-	if k == kindNone {
-		if _, err := c.resolve(rel, false, false); err != nil {
-			return "", false // a parent missing: nothing to capture
-		}
-	}
 	dir, err := c.resolve(rel, true, true)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -136,17 +133,13 @@ func (c *capturer) enterDir(rel string) (string, bool) {
 		}
 		return "", false
 	}
-	dk, st := c.lstat(dir)
-	switch dk {
+	switch k, st := c.lstat(dir); k {
 	case kindDir:
 		c.dir(dir)
 		return dir, true
-	case kindNone:
-		return "", false
-	case kindFile:
-		return "", false
+	case kindOther:
+		c.skip(rel, notRegular(st))
 	}
-	c.skip(rel, notRegular(st))
 	return "", false
 }
 
