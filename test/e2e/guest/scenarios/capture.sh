@@ -8,7 +8,7 @@ extra_timeouts[capture]=600
 
 # Findings a capture cannot replay (rdmactl(8), capture): what the running
 # rdmad learned over time, and what it reads from netlink on the host only.
-capture_unreplayable='["counter-increase", "port-flapping", "setting-contested", "roce-gids", "roce-gid-missing"]'
+capture_unreplayable='["counter-increase", "port-flapping", "setting-contested", "setting-fought", "roce-gids", "roce-gid-missing"]'
 
 # capture_doctor BUS ROOT: doctor's findings from the rdmad on BUS serving
 # ROOT, one a line, sorted, without those a capture cannot replay, the
