@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,7 +17,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 )
 
@@ -223,15 +223,40 @@ func TestLinksAreRelative(t *testing.T) {
 	}
 }
 
-// On the host rdmactl runs on, a capture needs root.
+// On the host rdmactl runs on, a capture needs root, and says so: run as
+// another user (the rdmactl binary as nobody when the test runs as root).
 func TestCaptureOfThisHostNeedsRoot(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("runs as root")
+	if os.Geteuid() != 0 {
+		if _, err := Write(io.Discard, Options{Root: "/"}); !errors.Is(err, ErrNotRoot) {
+			t.Errorf("err = %v, want ErrNotRoot", err)
+		}
+		return
 	}
-	_, err := Write(io.Discard, Options{Root: "/"})
-	if !errors.Is(err, ErrNotRoot) {
-		t.Errorf("err = %v, want ErrNotRoot", err)
+	dir, err := os.MkdirTemp("", "rdmactl-nobody-") // t.TempDir's parent is root's alone
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "rdmactl")
+	b, err := os.ReadFile(rdmactlBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "capture", "-o", filepath.Join(dir, "host.tar.gz"))
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "capturing this host needs root") {
+		t.Errorf("rdmactl capture as nobody: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "host.tar.gz")); err == nil {
+		t.Error("a capture was written")
 	}
 }
-
-var _ = host.ClassNet
