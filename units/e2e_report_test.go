@@ -180,6 +180,12 @@ func TestE2EScenariosPerKernel(t *testing.T) {
 			}
 		}
 	}
+	// A capture of the guest replays on both kernels (scenarios/capture.sh).
+	for _, list := range [][]string{b, tx} {
+		if !has(list, "capture") {
+			t.Errorf("capture must run in boot 1 of both kernels: %v", list)
+		}
+	}
 	if !has(scenarios(t, "trixie", 2), "slurm-health") || has(scenarios(t, "bookworm", 2), "slurm-health") {
 		t.Error("slurm-health runs in the trixie guest only")
 	}

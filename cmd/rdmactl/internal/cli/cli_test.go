@@ -13,15 +13,25 @@ import (
 
 // rdmactl reads the host only through rdmad: neither the CLI nor the
 // client imports a daemon package (version, the build stamp, and
-// config/value, the rules of the values a policy takes, aside).
+// config/value, the rules of the values a policy takes, aside). The
+// commands that read the host themselves by nature live in packages of
+// their own, listed in hostReaders: capture writes what rdmad and doctor
+// read of a host, with their bounded readers and codecs, also where no
+// rdmad runs (docs/architecture.md).
 func TestRdmactlImportsNoDaemonCode(t *testing.T) {
+	hostReaders := map[string]bool{
+		"github.com/rdmad/rdmad/cmd/rdmactl/internal/capture": true,
+	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}: {{join .Imports \" \"}}",
-		"github.com/rdmad/rdmad/cmd/rdmactl/internal/cli", "github.com/rdmad/rdmad/dbusapi/client").CombinedOutput()
+		"github.com/rdmad/rdmad/cmd/rdmactl/...", "github.com/rdmad/rdmad/dbusapi/client").CombinedOutput()
 	if err != nil {
 		t.Skipf("go list: %v: %s", err, out)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		pkg, imports, _ := strings.Cut(line, ": ")
+		if hostReaders[pkg] {
+			continue
+		}
 		for _, imp := range strings.Fields(imports) {
 			if strings.HasPrefix(imp, "github.com/rdmad/rdmad/daemon/") && imp != "github.com/rdmad/rdmad/daemon/version" && imp != "github.com/rdmad/rdmad/daemon/config/value" {
 				t.Errorf("%s imports %s", pkg, imp)
