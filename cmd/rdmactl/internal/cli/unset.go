@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +30,7 @@ refuses it (it is the D-Bus method Withdraw).`
 // kinds (roce, qos).
 func unsetPortCommand(kind, what string) func(e *env) *cobra.Command {
 	return func(e *env) *cobra.Command {
-		var persist bool
+		var persist, yes bool
 		c := &cobra.Command{
 			Use:   "unset DEV[/PORT] [--persist]",
 			Short: fmt.Sprintf("Withdraw the %s set over D-Bus, so the files decide", what),
@@ -48,15 +50,75 @@ files decide again.
 				if dev == "" {
 					return usagef(cmd, "%q: missing the device", args[0])
 				}
-				return e.change(func(c *client.Client, cx context.Context) error {
+				var ints []interruption
+				if kind == "qos" {
+					ints = e.withdrawInterruptions(dev, port, persist)
+				}
+				if err := e.confirm(kind+" unset", ints, yes); err != nil {
+					return err
+				}
+				if err := e.change(func(c *client.Client, cx context.Context) error {
 					return c.Withdraw(cx, kind, dev, uint32(port), persist)
-				})
+				}); err != nil {
+					return err
+				}
+				e.noteInterruptions(ints)
+				return nil
 			},
 		}
 		c.Flags().BoolVar(&persist, "persist", false, "also withdraw it from rdmad's drop-in")
+		if kind == "qos" {
+			c.Long += `
+
+Withdrawing PFC or trust puts back what the files declare, or the value
+rdmad found: on a driver where that interrupts traffic (mlx5's link
+toggle) rdmactl asks first when standard input is a terminal (--yes
+answers yes).`
+			c.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask before a change that may interrupt traffic")
+		}
 		return c
 	}
 }
+
+// withdrawInterruptions is what withdrawing the QoS set over D-Bus on dev
+// (port, or every Ethernet port) may interrupt: PFC or trust declared at
+// run time (or, with persist, in rdmad's drop-in) on a driver whose
+// change of it interrupts traffic. What the files declare or rdmad found
+// is not published, so it may be the same value: the question says "may".
+func (e *env) withdrawInterruptions(dev string, port int, persist bool) []interruption {
+	var s *client.Snapshot
+	if err := e.read(func(c *client.Client, cx context.Context) error {
+		var err error
+		s, err = c.Snapshot(cx)
+		return err
+	}); err != nil {
+		return nil
+	}
+	d := s.Device(dev)
+	if d == nil {
+		return nil
+	}
+	var out []interruption
+	for _, p := range d.Ports {
+		src := p.DesiredQoSSource
+		if (port != 0 && int(p.Number) != port) || p.Transport != "roce" ||
+			!(strings.Contains(src, "runtime") || persist && strings.Contains(src, persistedDropIn)) {
+			continue
+		}
+		subject := fmt.Sprintf("%s/%d (%s)", dev, p.Number, dash(strings.Join(p.Netdevs, ",")))
+		for key, declared := range map[string]bool{"pfc": p.DesiredQoSPFCSet, "trust": p.DesiredQoSTrust != ""} {
+			if row, ok := disruptionFor(s.Manager.Disruptions, d.Driver, "qos."+key); ok && declared {
+				out = append(out, interruption{subject: subject, change: key + " withdrawn (the files' or the value found may differ)",
+					effect: row.Effect, driver: row.Driver, when: row.When})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].subject+out[i].change < out[j].subject+out[j].change })
+	return out
+}
+
+// persistedDropIn is rdmad's own drop-in, where --persist writes.
+const persistedDropIn = "zz-rdmad-persist.toml"
 
 func linkUnsetCommand(e *env) *cobra.Command {
 	var persist bool
