@@ -613,9 +613,9 @@ rdmad_prometheus_reload: [sh, -c, 'echo >>%s']
 }
 
 // TestRoleDrainsWhatItInterrupts: two hosts, each a real rdmad on its own
-// bus and fixture host. h1's new policy changes mlx4_0's VPI port type
-// (which re-registers the device: its plan interrupts traffic), h2's only a
-// TOS. The check run says so per host and per batch; the real run, one
+// bus and the demo fixture host (whose ConnectX-5 netdevs' DCB state the
+// fixture serves). h1's new policy turns PFC on for mlx5_0/1 (mlx5 toggles
+// the link: its plan interrupts traffic), h2's changes only a TOS. The check run says so per host and per batch; the real run, one
 // host a batch (site.yml's serial), drains h1 before its drop-in lands,
 // polls the wait command until it passes, resumes h1 once its policy
 // verified, and leaves h2 alone. A drain that never ends fails h1, and the
@@ -635,7 +635,7 @@ func TestRoleDrainsWhatItInterrupts(t *testing.T) {
     h1:
       rdmad_bus: %q
       rdmad_config_dir: %q
-      rdmad_vpi: [{device: mlx4_0, port: 2, type: ib}]
+      rdmad_qos: [{device: mlx5_0, port: 1, pfc: [3]}]
     h2:
       rdmad_bus: %q
       rdmad_config_dir: %q
@@ -651,23 +651,34 @@ rdmad_drain_wait_command: "n=$(cat %[3]s.polls 2>/dev/null || echo 0); echo $((n
 rdmad_drain_poll: 0
 rdmad_resume_command: "echo resume {{ inventory_hostname }} >> %[3]s"
 `, bins.Rdmactl, bins.Rdmad, log)
-	vpi := func(n node) string {
-		return hosttest.Read(t, n.root, "sys/devices/pci0000:00/0000:00:03.0/0000:05:00.0/mlx4_port2")
+	pfc := func(n node) string {
+		t.Helper()
+		out, err := exec.Command(bins.Rdmactl, "--bus", n.addr, "-o", "json", "qos", "show", "mlx5_0/1").Output()
+		if err != nil {
+			t.Fatalf("rdmactl qos show: %v", err)
+		}
+		var rows []struct {
+			PFC []int `json:"pfc"`
+		}
+		if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("rdmactl -o json qos show mlx5_0/1: %v\n%s", err, out)
+		}
+		return fmt.Sprint(rows[0].PFC)
 	}
 
 	_, out, err := playbookOn(t, inventory, vars, "--check", "-e", "rdmad_serial=2")
 	if err != nil {
 		t.Fatalf("--check run: %v\n%s", err, out)
 	}
-	if !regexp.MustCompile(`"msg": "h1: \d+ settings? would change, 1 interrupting traffic on mlx4_0/2"`).MatchString(out) ||
+	if !regexp.MustCompile(`"msg": "h1: \d+ settings? would change, 1 interrupting traffic on mlx5_0/1"`).MatchString(out) ||
 		!regexp.MustCompile(`"msg": "h2: \d+ settings? would change, none interrupting traffic"`).MatchString(out) ||
 		!regexp.MustCompile(`"msg": "batch of 2 hosts: \d+ settings would change; 1 host would be interrupted: h1; 0 not planned"`).MatchString(out) {
 		t.Errorf("the --check run does not say which host its plan interrupts:\n%s", out)
 	}
-	if !regexp.MustCompile(`mlx4_0/2 +vpi_type +eth +ib +\S+:\d+ +device-reset +set`).MatchString(out) {
-		t.Errorf("the --check run does not show the device-reset:\n%s", out)
+	if !regexp.MustCompile(`mlx5_0/1 +qos_pfc +\[\] +\[3\] +\S+:\d+ +link-toggle +set`).MatchString(out) {
+		t.Errorf("the --check run does not show the link toggle:\n%s", out)
 	}
-	if _, err := os.Stat(log); err == nil || vpi(nodes[0]) != "eth" {
+	if _, err := os.Stat(log); err == nil || pfc(nodes[0]) != "[]" {
 		t.Errorf("the --check run drained or changed a host")
 	}
 
@@ -681,8 +692,8 @@ rdmad_resume_command: "echo resume {{ inventory_hostname }} >> %[3]s"
 	if polls := strings.TrimSpace(readFile(t, log+".polls")); polls != "3" {
 		t.Errorf("the wait command ran %s times, want 3 (until it passed)", polls)
 	}
-	if vpi(nodes[0]) != "ib" || hosttest.Read(t, nodes[1].root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")) != "32" {
-		t.Errorf("the policies did not apply: mlx4_0/2 %s", vpi(nodes[0]))
+	if pfc(nodes[0]) != "[3]" || hosttest.Read(t, nodes[1].root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")) != "32" {
+		t.Errorf("the policies did not apply: mlx5_0/1 PFC %s", pfc(nodes[0]))
 	}
 	// One host a batch: h1 is resumed before h2 is planned.
 	if r, p := strings.Index(out, "TASK [rdmad : Resume the host]"), strings.LastIndex(out, "TASK [rdmad : Plan the drop-in (rdmactl plan)]"); r < 0 || p < r {
@@ -694,7 +705,7 @@ rdmad_resume_command: "echo resume {{ inventory_hostname }} >> %[3]s"
 		t.Fatal(err)
 	}
 	stuck := strings.Replace(vars, "test $n -ge 2", "false", 1) + "rdmad_drain_timeout: 2\nrdmad_drain_poll: 1\n"
-	inventory2 := strings.Replace(strings.Replace(inventory, "type: ib", "type: eth", 1), "tos: 32", "tos: 64", 1)
+	inventory2 := strings.Replace(strings.Replace(inventory, "pfc: [3]", "pfc: [3, 4]", 1), "tos: 32", "tos: 64", 1)
 	_, out, err = playbookOn(t, inventory2, stuck)
 	if err == nil {
 		t.Fatalf("a drain that never ends passed:\n%s", out)
@@ -702,8 +713,8 @@ rdmad_resume_command: "echo resume {{ inventory_hostname }} >> %[3]s"
 	if got := readFile(t, log); got != "drain h1\n" {
 		t.Errorf("drain log %q: want h1 drained, not resumed", got)
 	}
-	if vpi(nodes[0]) != "ib" || hosttest.Read(t, nodes[1].root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")) != "32" {
-		t.Errorf("the run went on after h1 failed: mlx4_0/2 %s", vpi(nodes[0]))
+	if pfc(nodes[0]) != "[3]" || hosttest.Read(t, nodes[1].root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")) != "32" {
+		t.Errorf("the run went on after h1 failed: mlx5_0/1 PFC %s", pfc(nodes[0]))
 	}
 }
 
