@@ -10,7 +10,7 @@
 register 1 "bookworm trixie" doctor-port-states verify-member verify-nonmember
 register 2 "trixie" slurm-health
 extra_timeouts[verify-member]=300
-extra_timeouts[slurm-health]=300
+extra_timeouts[slurm-health]=600
 
 health_other=e2eother # a user outside @rdma
 health_addr=192.168.77.1

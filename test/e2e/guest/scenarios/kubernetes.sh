@@ -4,13 +4,17 @@
 register 1 "trixie" k8s-bus-reload
 
 # contrib/kubernetes/rdmad-policy-sync, the DaemonSet's init step, installs
-# rdmad's bus policy on the host and asks the bus to reload: dbus-broker,
-# unlike dbus-daemon, reads its policy files only when told to, so without
-# the reload a fresh node would refuse rdmad its name. The packaged policy
-# is taken away (the bus told), so the bus refuses root org.rdmad1; the
-# script installs it into /etc/dbus-1/system.d: without the reload the bus
-# still refuses, with it (ReloadConfig through dbus-send, as in the image)
-# root may own the name again.
+# rdmad's bus policy on the host and asks the bus to reload: an older
+# dbus-broker (RHEL 9's 28, bookworm's 33) reads its policy files only
+# when told to, so without the reload a fresh node would refuse rdmad its
+# name. The packaged policy is taken away (the bus told), so the bus
+# refuses root org.rdmad1; the script installs it into
+# /etc/dbus-1/system.d and asks for the reload (ReloadConfig through
+# dbus-send, as in the image): root may own the name again. Trixie's
+# dbus-broker also watches its directories and may take the file without
+# the reload: whether it did is an observation here (E2E-INFO); the
+# refusal without the reload is tested on bookworm's dbus-broker 33 by
+# contrib/kubernetes (TestInitAsksTheBusToReload).
 s_k8s-bus-reload() {
 	local sync=/usr/lib/rdmad-e2e/rdmad-policy-sync packaged=/usr/share/dbus-1/system.d/org.rdmad1.conf
 	local kept=/var/lib/rdmad-e2e-k8s/org.rdmad1.conf installed=/etc/dbus-1/system.d/org.rdmad1.conf
@@ -37,12 +41,18 @@ s_k8s-bus-reload() {
 	run_sync() {
 		env POLICY="$policy" DROPIN="$dropin" DBUS_POLICY="$installed" DBUS_POLICY_SRC="$kept" "$@" "$sync" --once 2>&1
 	}
+	local watches=no
 	out=$(run_sync DBUS_RELOAD=) || fail "$sync --once (no reload): $out"
 	[[ -s $installed ]] || fail "$sync did not install $installed: $out"
-	sleep 1
-	root_may_own && fail "dbus-broker took $installed without a reload: the scenario proves nothing ($out)"
+	sleep 2
+	root_may_own && watches=yes
+	info "k8s-bus-reload $(dbus-broker --version 2>/dev/null | head -n 1): took $installed without a reload: $watches"
+	# Away again, and the bus told, for the run that asks it.
+	rm -f "$installed"
+	systemctl reload dbus.service || fail "systemctl reload dbus.service"
+	wait_for 10 not root_may_own || fail "the bus lets root own org.rdmad1 after its policy went again: $out"
 	out=$(run_sync) || fail "$sync --once: $out"
 	matches -F "asked the system bus to reload its configuration" <<<"$out" || fail "$sync did not ask the bus to reload: $out"
 	wait_for 10 root_may_own || fail "after $sync the bus still refuses root org.rdmad1: $out"
-	pass "dbus-broker refused org.rdmad1 without rdmad's policy, and after $sync without its reload; $sync's ReloadConfig made it take $installed"
+	pass "dbus-broker refused org.rdmad1 without rdmad's policy; $sync installed $installed and its ReloadConfig (dbus-send) made the bus take it (it took it without a reload too: $watches)"
 }
