@@ -6,17 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmad/rdmad/daemon/compose"
-	"github.com/rdmad/rdmad/daemon/config"
-	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
-	"github.com/rdmad/rdmad/daemon/ethtool/ethtooltest"
-	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/host/hosttest"
-	"github.com/rdmad/rdmad/daemon/netns/netnstest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
-	"github.com/rdmad/rdmad/test/bustest"
 )
 
 // rdmactl plan through the daemon on the mlx5 fixture whose netdevs have
@@ -24,20 +16,7 @@ import (
 // counted with its port, in the table and in -o json; a TOS change on the
 // same port is not marked.
 func TestPlanMarksDisruptionsThroughTheDaemon(t *testing.T) {
-	dir := bustest.PublicDir(t)
-	addr := privateBus(t, dir)
-	root := fixture(t, dir, "mlx5", "[modules]\nenable = false\n")
-	k, e := dcbtest.New(), ethtooltest.New()
-	for _, n := range []string{"ens1f0np0", "ens1f1np1"} {
-		dcbtest.MLX5(k.Add(n))
-		ethtooltest.MLX5(e.Add(n))
-	}
-	conn, err := dbusapi.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startDaemonKernel(t, conn, host.New(root), compose.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared),
-		DCB: k.Kernel(), Ethtool: e.Kernel()})
+	addr, _, _, _ := losslessDaemon(t)
 	candidate := "[[qos]]\ndevice = \"mlx5_0\"\nport = 1\npfc = [3]\n\n[[roce]]\ndevice = \"mlx5_0\"\nport = 1\ntos = 96\n"
 	code, out, errOut := rdmactlStdin(t, addr, candidate, "plan", "--with", "/dev/stdin", "--as", "50-fleet.toml")
 	if code != 0 {

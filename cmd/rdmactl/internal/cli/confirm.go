@@ -94,6 +94,30 @@ func countSubjects(ints []interruption) int {
 	return len(seen)
 }
 
+// ethernetPorts calls fn for each Ethernet (RoCE) port of dev rdmad
+// publishes (port, or every one when port is 0), with the rows of rdmad's
+// table for the device's driver and the port's subject as notes name it
+// ("mlx5_0/1 (ens1f0np0)"). When rdmad's state cannot be read it calls
+// nothing: the call will say why.
+func (e *env) ethernetPorts(dev string, port int, fn func(p dbusapi.Port, subject string, row func(key string) (dbusapi.Disruption, bool))) {
+	s, err := e.snapshot()
+	if err != nil {
+		return
+	}
+	d := s.Device(dev)
+	if d == nil {
+		return
+	}
+	row := func(key string) (dbusapi.Disruption, bool) {
+		return disruptionFor(s.Manager.Disruptions, d.Driver, key)
+	}
+	for _, p := range d.Ports {
+		if (port == 0 || int(p.Number) == port) && p.Transport == "roce" {
+			fn(p, fmt.Sprintf("%s/%d (%s)", dev, p.Number, dash(strings.Join(p.Netdevs, ","))), row)
+		}
+	}
+}
+
 // disruptionFor is the row of rdmad's table for a change of the setting
 // declared by key on driver, when it interrupts traffic.
 func disruptionFor(table []dbusapi.Disruption, driver, key string) (dbusapi.Disruption, bool) {

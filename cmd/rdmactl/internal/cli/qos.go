@@ -275,30 +275,13 @@ func onOffFlag(s string) (dbus.Variant, error) {
 // Ethernet port) would interrupt, by rdmad's table (the Manager's
 // Disruptions) and the ports as rdmad publishes them: a key whose driver
 // has a row that interrupts traffic, unless the port already holds the
-// value given (PFC, trust). When rdmad's state cannot be read it says
-// nothing (the call will).
+// value given (PFC, trust).
 func (e *env) qosInterruptions(dev string, port int, keys []string, trust string, prios []uint8) []interruption {
-	var s *client.Snapshot
-	if err := e.read(func(c *client.Client, cx context.Context) error {
-		var err error
-		s, err = c.Snapshot(cx)
-		return err
-	}); err != nil {
-		return nil
-	}
-	d := s.Device(dev)
-	if d == nil {
-		return nil
-	}
 	var out []interruption
-	for _, p := range d.Ports {
-		if (port != 0 && int(p.Number) != port) || p.Transport != "roce" {
-			continue
-		}
+	e.ethernetPorts(dev, port, func(p dbusapi.Port, subject string, rowOf func(string) (dbusapi.Disruption, bool)) {
 		known := p.QoSTrust != "" // the DCB of a port rdmad read
-		subject := fmt.Sprintf("%s/%d (%s)", dev, p.Number, dash(strings.Join(p.Netdevs, ",")))
 		for _, k := range keys {
-			row, ok := disruptionFor(s.Manager.Disruptions, d.Driver, "qos."+k)
+			row, ok := rowOf("qos." + k)
 			if !ok {
 				continue
 			}
@@ -319,7 +302,7 @@ func (e *env) qosInterruptions(dev string, port int, keys []string, trust string
 			}
 			out = append(out, interruption{subject: subject, change: change, effect: row.Effect, driver: row.Driver, when: row.When})
 		}
-	}
+	})
 	return out
 }
 

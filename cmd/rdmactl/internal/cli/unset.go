@@ -3,11 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
 )
 
@@ -86,34 +86,23 @@ answers yes).`
 // change of it interrupts traffic. What the files declare or rdmad found
 // is not published, so it may be the same value: the question says "may".
 func (e *env) withdrawInterruptions(dev string, port int, persist bool) []interruption {
-	var s *client.Snapshot
-	if err := e.read(func(c *client.Client, cx context.Context) error {
-		var err error
-		s, err = c.Snapshot(cx)
-		return err
-	}); err != nil {
-		return nil
-	}
-	d := s.Device(dev)
-	if d == nil {
-		return nil
-	}
 	var out []interruption
-	for _, p := range d.Ports {
+	e.ethernetPorts(dev, port, func(p dbusapi.Port, subject string, rowOf func(string) (dbusapi.Disruption, bool)) {
 		src := p.DesiredQoSSource
-		if (port != 0 && int(p.Number) != port) || p.Transport != "roce" ||
-			!(strings.Contains(src, "runtime") || persist && strings.Contains(src, persistedDropIn)) {
-			continue
+		if !strings.Contains(src, "runtime") && !(persist && strings.Contains(src, persistedDropIn)) {
+			return
 		}
-		subject := fmt.Sprintf("%s/%d (%s)", dev, p.Number, dash(strings.Join(p.Netdevs, ",")))
-		for key, declared := range map[string]bool{"pfc": p.DesiredQoSPFCSet, "trust": p.DesiredQoSTrust != ""} {
-			if row, ok := disruptionFor(s.Manager.Disruptions, d.Driver, "qos."+key); ok && declared {
+		for _, key := range []string{"pfc", "trust"} {
+			declared := p.DesiredQoSPFCSet
+			if key == "trust" {
+				declared = p.DesiredQoSTrust != ""
+			}
+			if row, ok := rowOf("qos." + key); ok && declared {
 				out = append(out, interruption{subject: subject, change: key + " withdrawn (the files' or the value found may differ)",
 					effect: row.Effect, driver: row.Driver, when: row.When})
 			}
 		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].subject+out[i].change < out[j].subject+out[j].change })
+	})
 	return out
 }
 
