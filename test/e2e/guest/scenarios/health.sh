@@ -197,7 +197,9 @@ s_slurm-health() {
 	matches -Fx "$health_slurm_addr $node" /etc/hosts 2>/dev/null || echo "$health_slurm_addr $node" >>/etc/hosts
 	[[ $(getent ahostsv4 "$node" | awk 'NR == 1 { print $1 }') == "$health_slurm_addr" ]] ||
 		fail "$node does not resolve to $health_slurm_addr: '$(getent ahostsv4 "$node" | head -n 1)'"
-	rdmactl doctor --quiet || fail "doctor fails before anything was changed: $(rdmactl --no-legend doctor | awk '$1 == "fail"' | head -n 3)"
+	# Early in a boot a link may still be coming up: doctor must pass before
+	# the check is asked anything.
+	slurm_wait 60 rdmactl doctor --quiet || fail "doctor fails before anything was changed: $(rdmactl doctor --lines | awk -F '\t' '$1 == "fail"' | head -n 3)"
 	mkdir -p /etc/slurm /var/lib/slurm/slurmctld /var/lib/slurm/slurmd
 	chown slurm: /var/lib/slurm/slurmctld 2>/dev/null
 	cat >/etc/slurm/slurm.conf <<SLURMCONF
