@@ -64,7 +64,27 @@ type Manager struct {
 	APIChanges       string            `prop:"APIChanges" json:"api_changes"`
 	APIChangesSource string            `prop:"APIChangesSource" json:"api_changes_source"`
 	Devices          []dbus.ObjectPath `prop:"Devices" json:"-"`
+	// Disruptions is rdmad's table of what a change of a setting does to
+	// traffic, per driver: a constant of the running rdmad, so not in the
+	// Describe document.
+	Disruptions []Disruption `prop:"Disruptions" json:"-"`
 }
+
+// Disruption is one row of the table of what a change of a setting does to
+// traffic on a driver (D-Bus struct (ssssss)).
+type Disruption struct {
+	Driver  string `json:"driver"`  // the device's PCI driver: mlx5_core
+	Setting string `json:"setting"` // the setting's name, as in Port.Settings: qos_pfc
+	Key     string `json:"key"`     // the configuration key that declares it: qos.pfc
+	// Effect is DisruptsLink, DisruptsQueues, DisruptsDevice, or "none"
+	// (a change that does not interrupt traffic where one might fear it).
+	Effect  string `json:"effect"`
+	When    string `json:"when"`    // which change has the effect, in words
+	Follows string `json:"follows"` // the kernel code the row was read from
+}
+
+// Interrupts reports whether the row's change interrupts traffic.
+func (d Disruption) Interrupts() bool { return d.Effect != "" && d.Effect != "none" }
 
 // Link is a declared soft RDMA link (D-Bus struct (ssss)).
 type Link struct {

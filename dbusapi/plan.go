@@ -24,6 +24,14 @@ type Plan struct {
 	// Steps are what the policy would do beyond its settings (load
 	// modules, remove a file rdmad wrote).
 	Steps []PlannedStep `json:"steps"`
+	// WouldChange counts the settings a pass would write (Changes without
+	// the steps), WouldInterrupt those of them that interrupt traffic, and
+	// Interrupted names their subjects ("mlx5_0/1"), each once: what
+	// Interruptions says, in the document for scripts (Ansible's check
+	// mode). EncodePlan fills them in.
+	WouldChange    int      `json:"would_change"`
+	WouldInterrupt int      `json:"would_interrupt"`
+	Interrupted    []string `json:"interrupted"`
 }
 
 // ConfigProblem is one reason a configuration does not load.
@@ -58,6 +66,13 @@ type PlannedSetting struct {
 	// force declares, "" when it declares none.
 	InForce       string `json:"in_force"`
 	InForceSource string `json:"in_force_source"`
+	// Disrupts says the change ("set", or "release" of a value found)
+	// interrupts traffic on the subject: rdmad's table of what a change of
+	// each setting does on each driver says so. Disruption is how
+	// (DisruptsLink...), DisruptionWhen when the driver does it.
+	Disrupts       bool   `json:"disrupts"`
+	Disruption     string `json:"disruption"`
+	DisruptionWhen string `json:"disruption_when"`
 }
 
 // The changes of a planned setting (PlannedSetting.Change).
@@ -70,6 +85,14 @@ const (
 	PlanUnknown       = "unknown"        // the kernel's value could not be read
 	PlanNotApplicable = "not-applicable" // declared, but it does not apply to the subject
 	PlanNextBoot      = "next-boot"      // the running kernel takes it only at the next boot
+)
+
+// How a change interrupts traffic (PlannedSetting.Disruption, the effects
+// of Manager.Disruptions).
+const (
+	DisruptsQueues = "queue-reset"  // the driver reopens the netdev's queues: a moment without traffic
+	DisruptsLink   = "link-toggle"  // the driver takes the port's link down and up: about a second
+	DisruptsDevice = "device-reset" // the driver registers the device again: every port of it stops
 )
 
 // PlannedStep is a step of the pass that keeps no setting.
@@ -93,6 +116,24 @@ func (p Plan) Changes() int {
 	return n
 }
 
+// Interruptions counts the settings a pass would write whose change
+// interrupts traffic, and names their subjects ("mlx5_0/1"), each once,
+// in plan order.
+func (p Plan) Interruptions() (settings int, subjects []string) {
+	seen := map[string]bool{}
+	for _, s := range p.Settings {
+		if !s.Disrupts || (s.Change != PlanSet && s.Change != PlanRelease) {
+			continue
+		}
+		settings++
+		if name := s.Subject.String(); !seen[name] {
+			seen[name] = true
+			subjects = append(subjects, name)
+		}
+	}
+	return settings, subjects
+}
+
 // EncodePlan is the JSON document Plan returns; empty lists are [].
 func EncodePlan(p Plan) (string, error) {
 	if p.Files == nil {
@@ -106,6 +147,11 @@ func EncodePlan(p Plan) (string, error) {
 	}
 	if p.Steps == nil {
 		p.Steps = []PlannedStep{}
+	}
+	p.WouldChange = p.Changes() - len(p.Steps)
+	p.WouldInterrupt, p.Interrupted = p.Interruptions()
+	if p.Interrupted == nil {
+		p.Interrupted = []string{}
 	}
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {

@@ -22,6 +22,9 @@ COCKPITDIR     ?= $(PREFIX)/share/cockpit/rdmad
 # Prometheus alert and recording rules and the Grafana dashboard, for the
 # Prometheus server to load (docs/metrics.md).
 PROMETHEUSDIR  ?= $(PREFIX)/share/rdmad/prometheus
+LIBEXECDIR     ?= $(PREFIX)/libexec/rdmad
+DATADIR        ?= $(PREFIX)/share/rdmad
+DOCDIR         ?= $(PREFIX)/share/doc/rdmad
 
 INSTALL        ?= install
 
@@ -70,6 +73,13 @@ install: build
 	done
 	$(INSTALL) -d -m 0755 $(DESTDIR)$(PROMETHEUSDIR)
 	$(INSTALL) -m 0644 $(PROMETHEUS_FILES) $(DESTDIR)$(PROMETHEUSDIR)/
+	# The health checks a batch system runs (docs/fleet.md): Slurm's
+	# HealthCheckProgram with its settings' example, NHC's check; and the
+	# fleet guide beside them.
+	$(INSTALL) -D -m 0755 contrib/slurm/rdmad-healthcheck $(DESTDIR)$(LIBEXECDIR)/rdmad-healthcheck
+	$(INSTALL) -D -m 0644 contrib/slurm/slurm-healthcheck.conf $(DESTDIR)$(DATADIR)/slurm/slurm-healthcheck.conf
+	$(INSTALL) -D -m 0644 contrib/nhc/rdmad.nhc $(DESTDIR)$(DATADIR)/nhc/rdmad.nhc
+	$(INSTALL) -D -m 0644 docs/fleet.md $(DESTDIR)$(DOCDIR)/fleet.md
 	$(INSTALL) -d -m 0755 $(DESTDIR)$(COCKPITDIR)
 	$(INSTALL) -m 0644 $(COCKPIT_FILES) $(DESTDIR)$(COCKPITDIR)/
 	$(INSTALL) -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/rdma/rdmad.d

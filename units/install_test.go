@@ -73,6 +73,12 @@ func expectedFiles(t *testing.T) map[string]fs.FileMode {
 		"usr/share/rdmad/prometheus/rdmad-alerts.rules.yml":     0o644,
 		"usr/share/rdmad/prometheus/rdmad-fleet.rules.yml":      0o644,
 		"usr/share/rdmad/prometheus/rdmad-fleet.dashboard.json": 0o644,
+		// The health checks of a batch system and the fleet guide
+		// (docs/fleet.md).
+		"usr/libexec/rdmad/rdmad-healthcheck":          0o755,
+		"usr/share/rdmad/slurm/slurm-healthcheck.conf": 0o644,
+		"usr/share/rdmad/nhc/rdmad.nhc":                0o644,
+		"usr/share/doc/rdmad/fleet.md":                 0o644,
 	}
 	optional := map[string]string{
 		"org.rdmad1.conf":                    "usr/share/dbus-1/system.d/org.rdmad1.conf",

@@ -41,6 +41,13 @@ var recapLine = regexp.MustCompile(`(?m)^localhost\s*:\s*ok=(\d+)\s+changed=(\d+
 // the recap, the output, and whether ansible-playbook succeeded.
 func playbook(t *testing.T, vars string, extra ...string) (recap, string, error) {
 	t.Helper()
+	return playbookOn(t, "", vars, extra...)
+}
+
+// playbookOn runs site.yml as playbook does, on the hosts of inventory (a
+// YAML inventory; "" for localhost alone).
+func playbookOn(t *testing.T, inventory, vars string, extra ...string) (recap, string, error) {
+	t.Helper()
 	ap := testdeps.Tool(t, "ansible-playbook", "ansible-core")
 	home := t.TempDir()
 	varsFile := filepath.Join(home, "vars.yml")
@@ -51,9 +58,18 @@ func playbook(t *testing.T, vars string, extra ...string) (recap, string, error)
 	if err := os.WriteFile(cfg, []byte("[defaults]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"-c", "local", "-i", "localhost,", "-e", "rdmad_hosts=localhost",
+	hosts := []string{"-i", "localhost,", "-e", "rdmad_hosts=localhost"}
+	if inventory != "" {
+		inv := filepath.Join(home, "inventory.yml")
+		if err := os.WriteFile(inv, []byte(inventory), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		hosts = []string{"-i", inv, "-e", "rdmad_hosts=all"}
+	}
+	args := append(append([]string{"-c", "local"}, hosts...),
 		// The test runs as the user it is; site.yml's become is for real hosts.
-		"-e", "ansible_become=false", "-e", "@" + varsFile}, extra...)
+		"-e", "ansible_become=false", "-e", "@"+varsFile)
+	args = append(args, extra...)
 	cmd := exec.Command(ap, append(args, filepath.Join(hosttest.RepoRoot(), "contrib/ansible/site.yml"))...)
 	cmd.Dir = home
 	cmd.Env = append(os.Environ(), "ANSIBLE_CONFIG="+cfg, "ANSIBLE_HOME="+home, "ANSIBLE_LOCAL_TEMP="+home+"/tmp",
@@ -411,8 +427,14 @@ rdmad_memlock: {soft: 64G, hard: unlimited}
 	// It shows rdmactl plan of the rendered drop-in: the port's TOS now, the
 	// one the policy would set and its file:line.
 	if !strings.Contains(out, "TASK [rdmad : Plan the drop-in (rdmactl plan)]") ||
-		!regexp.MustCompile(`mlx5_0/1 +roce_tos +106 +32 +`+regexp.QuoteMeta(dropin)+`:\d+ +set`).MatchString(out) {
+		!regexp.MustCompile(`mlx5_0/1 +roce_tos +106 +32 +`+regexp.QuoteMeta(dropin)+`:\d+ +- +set`).MatchString(out) {
 		t.Errorf("the --check run does not show what the drop-in would change:\n%s", out)
+	}
+	// One line for the host, one for the batch: a TOS interrupts nothing.
+	// (The TOS, the mode and the memlock limits no longer declared.)
+	if !strings.Contains(out, `"msg": "localhost: 3 settings would change, none interrupting traffic"`) ||
+		!strings.Contains(out, `"msg": "batch of 1 host: 3 settings would change; 0 hosts would be interrupted; 0 not planned"`) {
+		t.Errorf("the --check run does not sum the plan up per host and per batch:\n%s", out)
 	}
 	// A check-mode run of a policy rdmad would refuse fails at the plan,
 	// with rdmad's file:line error, and changes nothing either.
@@ -587,5 +609,144 @@ rdmad_prometheus_reload: [sh, -c, 'echo >>%s']
 	}
 	if got := readFile(t, marker); got != "\n" {
 		t.Errorf("reload ran after a refused file")
+	}
+}
+
+// TestRoleDrainsWhatItInterrupts: two hosts, each a real rdmad on its own
+// bus and the demo fixture host (whose ConnectX-5 netdevs' DCB state the
+// fixture serves). h1's new policy turns PFC on for mlx5_0/1 (mlx5 toggles
+// the link: its plan interrupts traffic), h2's changes only a TOS. The check run says so per host and per batch; the real run, one
+// host a batch (site.yml's serial), drains h1 before its drop-in lands,
+// polls the wait command until it passes, resumes h1 once its policy
+// verified, and leaves h2 alone. A drain that never ends fails h1, and the
+// run stops there (max_fail_percentage 0): h2 is not touched.
+func TestRoleDrainsWhatItInterrupts(t *testing.T) {
+	type node struct{ addr, root, etc string }
+	var nodes [2]node
+	for i := range nodes {
+		addr := bustest.Start(t)
+		root, env := livetest.DemoHost(t)
+		livetest.Start(t, bins, addr, root, env)
+		nodes[i] = node{addr, root, filepath.Join(root, "etc/rdma")}
+	}
+	log := filepath.Join(t.TempDir(), "drain.log")
+	inventory := fmt.Sprintf(`all:
+  hosts:
+    h1:
+      rdmad_bus: %q
+      rdmad_config_dir: %q
+      rdmad_qos: [{device: mlx5_0, port: 1, pfc: [3]}]
+    h2:
+      rdmad_bus: %q
+      rdmad_config_dir: %q
+      rdmad_roce: [{device: "mlx5_*", tos: 32}]
+`, nodes[0].addr, nodes[0].etc, nodes[1].addr, nodes[1].etc)
+	vars := fmt.Sprintf(`rdmad_install: false
+rdmad_manage_service: false
+rdmad_rdmactl: %q
+rdmad_rdmad: %q
+rdmad_verify_delay: 0
+rdmad_drain_command: "echo drain {{ inventory_hostname }} >> %[3]s"
+rdmad_drain_wait_command: "n=$(cat %[3]s.polls 2>/dev/null || echo 0); echo $((n + 1)) > %[3]s.polls; test $n -ge 2"
+rdmad_drain_poll: 0
+rdmad_resume_command: "echo resume {{ inventory_hostname }} >> %[3]s"
+`, bins.Rdmactl, bins.Rdmad, log)
+	pfc := func(n node) string {
+		t.Helper()
+		out, err := exec.Command(bins.Rdmactl, "--bus", n.addr, "-o", "json", "qos", "show", "mlx5_0/1").Output()
+		if err != nil {
+			t.Fatalf("rdmactl qos show: %v", err)
+		}
+		var rows []struct {
+			PFC []int `json:"pfc"`
+		}
+		if err := json.Unmarshal(out, &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("rdmactl -o json qos show mlx5_0/1: %v\n%s", err, out)
+		}
+		return fmt.Sprint(rows[0].PFC)
+	}
+
+	_, out, err := playbookOn(t, inventory, vars, "--check", "-e", "rdmad_serial=2")
+	if err != nil {
+		t.Fatalf("--check run: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`"msg": "h1: \d+ settings? would change, 1 interrupting traffic on mlx5_0/1"`).MatchString(out) ||
+		!regexp.MustCompile(`"msg": "h2: \d+ settings? would change, none interrupting traffic"`).MatchString(out) ||
+		!regexp.MustCompile(`"msg": "batch of 2 hosts: \d+ settings would change; 1 host would be interrupted: h1; 0 not planned"`).MatchString(out) {
+		t.Errorf("the --check run does not say which host its plan interrupts:\n%s", out)
+	}
+	if !regexp.MustCompile(`mlx5_0/1 +qos_pfc +\[\] +\[3\] +\S+:\d+ +link-toggle +set`).MatchString(out) {
+		t.Errorf("the --check run does not show the link toggle:\n%s", out)
+	}
+	if _, err := os.Stat(log); err == nil || pfc(nodes[0]) != "[]" {
+		t.Errorf("the --check run drained or changed a host")
+	}
+
+	_, out, err = playbookOn(t, inventory, vars)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	if got := readFile(t, log); got != "drain h1\nresume h1\n" {
+		t.Errorf("drain log %q, want h1 drained and resumed, h2 untouched:\n%s", got, out)
+	}
+	if polls := strings.TrimSpace(readFile(t, log+".polls")); polls != "3" {
+		t.Errorf("the wait command ran %s times, want 3 (until it passed)", polls)
+	}
+	if pfc(nodes[0]) != "[3]" || hosttest.Read(t, nodes[1].root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")) != "32" {
+		t.Errorf("the policies did not apply: mlx5_0/1 PFC %s", pfc(nodes[0]))
+	}
+	// One host a batch: h1 is resumed before h2 is planned.
+	if r, p := strings.Index(out, "TASK [rdmad : Resume the host]"), strings.LastIndex(out, "TASK [rdmad : Plan the drop-in (rdmactl plan)]"); r < 0 || p < r {
+		t.Errorf("h2 was planned before h1 was resumed (serial):\n%s", out)
+	}
+
+	// A drain that never ends fails h1 and stops the run: h2 keeps its TOS.
+	if err := os.Remove(log); err != nil {
+		t.Fatal(err)
+	}
+	stuck := strings.Replace(vars, "test $n -ge 2", "false", 1) + "rdmad_drain_timeout: 2\nrdmad_drain_poll: 1\n"
+	inventory2 := strings.Replace(strings.Replace(inventory, "pfc: [3]", "pfc: [3, 4]", 1), "tos: 32", "tos: 64", 1)
+	_, out, err = playbookOn(t, inventory2, stuck)
+	if err == nil {
+		t.Fatalf("a drain that never ends passed:\n%s", out)
+	}
+	if got := readFile(t, log); got != "drain h1\n" {
+		t.Errorf("drain log %q: want h1 drained, not resumed", got)
+	}
+	if pfc(nodes[0]) != "[3]" || hosttest.Read(t, nodes[1].root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")) != "32" {
+		t.Errorf("the run went on after h1 failed: mlx5_0/1 PFC %s", pfc(nodes[0]))
+	}
+}
+
+// TestRolePlacesHealthChecks: the Slurm check's settings from the role's
+// mapping, quoted for the shell and read back by the check's own shell;
+// the NHC check linked into NHC's scripts with its line in nhc.conf, once.
+func TestRolePlacesHealthChecks(t *testing.T) {
+	dir := t.TempDir()
+	etc := filepath.Join(dir, "etc/rdma")
+	conf := filepath.Join(dir, "etc/rdmad/slurm-healthcheck.conf")
+	nhc := filepath.Join(dir, "etc/nhc")
+	script := filepath.Join(hosttest.RepoRoot(), "contrib/nhc/rdmad.nhc")
+	vars := renderOnly(etc) + fmt.Sprintf(`rdmad_slurm_healthcheck: true
+rdmad_slurm_healthcheck_conf: %q
+rdmad_slurm_healthcheck_settings: {NO_ANSWER_DRAIN: 5, VERIFY: "yes", VERIFY_ARGS: "--timeout 5s --size 64M"}
+rdmad_nhc_check: true
+rdmad_nhc_dir: %q
+rdmad_nhc_script: %q
+`, conf, nhc, script)
+	for run := 0; run < 2; run++ {
+		if r, out, err := playbook(t, vars); err != nil || r.failed != 0 {
+			t.Fatalf("run %d: %+v %v\n%s", run, r, err, out)
+		}
+	}
+	out, err := exec.Command("sh", "-c", `. "$1" && printf '%s|%s|%s' "$NO_ANSWER_DRAIN" "$VERIFY" "$VERIFY_ARGS"`, "sh", conf).CombinedOutput()
+	if err != nil || string(out) != "5|yes|--timeout 5s --size 64M" {
+		t.Errorf("the check reads %q (%v) from:\n%s", out, err, readFile(t, conf))
+	}
+	if target, err := os.Readlink(filepath.Join(nhc, "scripts/rdmad.nhc")); err != nil || target != script {
+		t.Errorf("NHC script link: %q %v", target, err)
+	}
+	if got := readFile(t, filepath.Join(nhc, "nhc.conf")); got != "* || check_rdmad\n" {
+		t.Errorf("nhc.conf after two runs: %q", got)
 	}
 }

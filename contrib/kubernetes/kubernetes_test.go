@@ -6,21 +6,27 @@
 package kubernetes
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/godbus/dbus/v5"
+
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/test/bustest"
 	"github.com/rdmad/rdmad/test/livetest"
 	"github.com/rdmad/rdmad/test/testdeps"
@@ -93,14 +99,18 @@ type container struct {
 		MountPath string `json:"mountPath"`
 		ReadOnly  bool   `json:"readOnly"`
 	} `json:"volumeMounts"`
-	ReadinessProbe *struct {
-		Exec *struct {
-			Command []string `json:"command"`
-		} `json:"exec"`
-		PeriodSeconds    int `json:"periodSeconds"`
-		TimeoutSeconds   int `json:"timeoutSeconds"`
-		FailureThreshold int `json:"failureThreshold"`
-	} `json:"readinessProbe"`
+	ReadinessProbe *probe `json:"readinessProbe"`
+	LivenessProbe  *probe `json:"livenessProbe"`
+}
+
+type probe struct {
+	Exec *struct {
+		Command []string `json:"command"`
+	} `json:"exec"`
+	InitialDelaySeconds int `json:"initialDelaySeconds"`
+	PeriodSeconds       int `json:"periodSeconds"`
+	TimeoutSeconds      int `json:"timeoutSeconds"`
+	FailureThreshold    int `json:"failureThreshold"`
 }
 
 // manifests are the kustomization's resources; the ConfigMap is generated
@@ -653,5 +663,183 @@ func TestReadinessProbeOnThePodsView(t *testing.T) {
 	}
 	if code, out := run("-j", "doctor", "--scope", "policy"); !strings.Contains(out, `"id":"roce-tos-differs"`) || strings.Contains(out, "verbs") {
 		t.Errorf("--scope policy: exit %d\n%s", code, out)
+	}
+}
+
+// TestLivenessProbe: the kubelet restarts rdmad only when it has not
+// answered on the bus for longer than rdmad's own reconnection to a
+// restarted bus takes (its back-off, read from cmd/rdmad, plus a probe
+// period), and each probe, readiness included, ends before the 25 s a
+// D-Bus call waits by default. The probe's command passes against a
+// running rdmad and fails within its timeout against a wedged one.
+func TestLivenessProbe(t *testing.T) {
+	ds := find(t, load(t, manifests...), "DaemonSet")
+	var live, ready *probe
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == "rdmad" {
+			live, ready = c.LivenessProbe, c.ReadinessProbe
+		}
+	}
+	if live == nil || live.Exec == nil || len(live.Exec.Command) == 0 || live.Exec.Command[0] != "rdmactl" {
+		t.Fatalf("rdmad's liveness probe %+v: want an rdmactl command over the bus", live)
+	}
+	src, err := os.ReadFile(filepath.Join(hosttest.RepoRoot(), "cmd/rdmad/bus.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`reconnectMax = (\d+) \* time\.Second`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("cmd/rdmad/bus.go no longer says reconnectMax = N * time.Second: read the back-off again")
+	}
+	backoff, _ := strconv.Atoi(string(m[1]))
+	if window := live.PeriodSeconds * live.FailureThreshold; window <= 60 || window < backoff+live.PeriodSeconds {
+		t.Errorf("liveness restarts after %d s of failures (period %d x threshold %d): want above 60 s and above rdmad's %d s back-off plus a period",
+			window, live.PeriodSeconds, live.FailureThreshold, backoff)
+	}
+	for name, p := range map[string]*probe{"liveness": live, "readiness": ready} {
+		if p.TimeoutSeconds < 2 || p.TimeoutSeconds >= 25 {
+			t.Errorf("%s probe timeout %d s: want below D-Bus's 25 s default (and above the kubelet's 1 s)", name, p.TimeoutSeconds)
+		}
+	}
+
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	d := livetest.Start(t, bins, addr, root, env)
+	run := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(live.TimeoutSeconds)*time.Second)
+		defer cancel()
+		return exec.CommandContext(ctx, bins.Rdmactl, append([]string{"--bus", addr}, live.Exec.Command[1:]...)...).Run()
+	}
+	if err := run(); err != nil {
+		t.Errorf("%v against a running rdmad: %v", live.Exec.Command, err)
+	}
+	// Wedged: the process is there, its bus connection is not served.
+	if err := d.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.Signal(syscall.SIGCONT) }()
+	start := time.Now()
+	if err := run(); err == nil {
+		t.Errorf("%v passed against a wedged rdmad", live.Exec.Command)
+	}
+	if took := time.Since(start); took > time.Duration(live.TimeoutSeconds)*time.Second+5*time.Second {
+		t.Errorf("the probe took %s against a wedged rdmad", took)
+	}
+}
+
+// TestInitAsksTheBusToReload: on dbus-broker, which reads its policy files
+// only when asked, the init step's rdmad-policy-sync installs rdmad's bus
+// policy and asks the bus to reload (dbus-send, ReloadConfig over the
+// host's /run/dbus, which the init container mounts): root may then own
+// org.rdmad1, which the bus refused before. A bus that cannot be asked is
+// said and is not fatal.
+func TestInitAsksTheBusToReload(t *testing.T) {
+	ds := find(t, load(t, manifests...), "DaemonSet")
+	var mountsRunDbus bool
+	for _, c := range ds.Spec.Template.Spec.InitContainers {
+		for _, m := range c.VolumeMounts {
+			mountsRunDbus = mountsRunDbus || (m.MountPath == "/run/dbus" && m.Name == "run-dbus")
+		}
+	}
+	if !mountsRunDbus {
+		t.Error("the init container does not mount the host's /run/dbus: it cannot ask the bus to reload")
+	}
+	if b, err := os.ReadFile("Containerfile"); err != nil || !strings.Contains(string(b), "dbus-bin") {
+		t.Errorf("the image does not carry dbus-send (dbus-bin): %v", err)
+	}
+	if _, err := exec.LookPath("dbus-send"); err != nil {
+		t.Skip("dbus-send not installed")
+	}
+	systemd := filepath.Join(t.TempDir(), "system.d")
+	addr := bustest.StartBrokerConfig(t, func(sock string) string {
+		return `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=` + sock + `</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+  <includedir>` + systemd + `</includedir>
+</busconfig>
+`
+	})
+	own := func() error {
+		conn, err := dbus.Connect(addr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		reply, err := conn.RequestName(dbusapi.BusName, dbus.NameFlagDoNotQueue)
+		if err == nil && reply != dbus.RequestNameReplyPrimaryOwner {
+			err = fmt.Errorf("reply %v", reply)
+		}
+		return err
+	}
+	if err := own(); err == nil {
+		t.Fatal("the bus let root own org.rdmad1 before its policy was installed: the test proves nothing")
+	}
+	policy := filepath.Join(t.TempDir(), "50-kubernetes.toml")
+	if err := os.WriteFile(policy, []byte("[[roce]]\ndriver = \"mlx5_core\"\ntos = 106\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := livetest.DemoHost(t)
+	sync := func(extra ...string) string {
+		cmd := exec.Command("./rdmad-policy-sync", "--once")
+		cmd.Env = append(append(os.Environ(), "POLICY="+policy, "DROPIN="+filepath.Join(root, "etc/rdma/rdmad.d/50-kubernetes.toml"),
+			"DBUS_POLICY="+filepath.Join(systemd, "org.rdmad1.conf"), "DBUS_POLICY_SRC="+filepath.Join(hosttest.RepoRoot(), "units/org.rdmad1.conf"),
+			"RDMAD="+bins.Rdmad+" --root "+root, "DBUS_SYSTEM_BUS_ADDRESS="+addr), extra...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("rdmad-policy-sync --once: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	// Without the reload the bus does not know the new file.
+	out := sync("DBUS_RELOAD=")
+	if err := own(); err == nil {
+		t.Fatalf("dbus-broker took the policy without a reload: the test proves nothing\n%s", out)
+	}
+	out = sync()
+	if !strings.Contains(out, "asked the system bus to reload its configuration") {
+		t.Errorf("rdmad-policy-sync did not ask the bus to reload:\n%s", out)
+	}
+	if err := own(); err != nil {
+		t.Errorf("root cannot own org.rdmad1 after the init step: %v\n%s", err, out)
+	}
+	out = sync("DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent/bus")
+	if !strings.Contains(out, "could not ask the system bus to reload its configuration") || !strings.Contains(out, "systemctl reload dbus-broker") {
+		t.Errorf("a bus that cannot be asked:\n%s", out)
+	}
+}
+
+// TestPolicyShowsModulesOff: the sample policy carries, commented out, the
+// [modules] enable = false of nodes whose driver container owns the
+// modules; uncommented it is a policy rdmad takes, with module loading off.
+func TestPolicyShowsModulesOff(t *testing.T) {
+	text, err := os.ReadFile(policyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(text), "\n#[modules]\n#enable = false\n") || !strings.Contains(string(text), "Network Operator") ||
+		!strings.Contains(string(text), "rdma_rxe") {
+		t.Fatalf("%s does not show [modules] enable = false for Network Operator nodes (and why Soft-RoCE nodes keep it):\n%s", policyFile, text)
+	}
+	overlay := strings.Replace(string(text), "#[modules]\n#enable = false", "[modules]\nenable = false", 1)
+	dir := t.TempDir()
+	f := filepath.Join(dir, "50-kubernetes.toml")
+	if err := os.WriteFile(f, []byte(overlay), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bins.Rdmad, "--check-config", "--config", filepath.Join(dir, "none.toml"), "--with", f).CombinedOutput(); err != nil {
+		t.Errorf("rdmad refuses the policy with [modules] enable = false: %v\n%s", err, out)
+	}
+	pol, err := config.Load(host.Files{}, f)
+	if err != nil || pol.Modules.Enable {
+		t.Errorf("the overlay's policy: modules %+v, %v", pol.Modules, err)
 	}
 }

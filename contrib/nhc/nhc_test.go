@@ -19,10 +19,14 @@ var bins livetest.Binaries
 
 func TestMain(m *testing.M) { livetest.Main(m, &bins) }
 
+// stateDir is where check_rdmad counts the runs without an answer (its
+// /run directory on a node).
+var stateDir string
+
 func harness(t *testing.T, rdmactl, expect string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("bash", append([]string{"./check_rdmad_test.sh", expect}, args...)...)
-	cmd.Env = append(os.Environ(), "RDMAD_RDMACTL="+rdmactl)
+	cmd.Env = append(os.Environ(), "RDMAD_RDMACTL="+rdmactl, "RDMAD_STATE_DIR="+stateDir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Errorf("check_rdmad %v, want %q: %v\n%s", args, expect, err, out)
@@ -34,6 +38,7 @@ func TestCheckRdmad(t *testing.T) {
 	root, env := livetest.DemoHost(t)
 	livetest.Start(t, bins, addr, root, env)
 	rdmactl := bins.Rdmactl + " --bus " + addr
+	stateDir = t.TempDir()
 
 	harness(t, rdmactl, "pass")
 	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-expect.toml", "[[expect]]\ndevice = \"rxe0\"\nrate = 1000\n")
@@ -70,12 +75,21 @@ func TestCheckRdmad(t *testing.T) {
 	}
 	harness(t, rdmactl, "check_rdmad: rdmad: verify-rc mlx4_0/1: ibv_rc_pingpong is not installed", "-v", "--root "+root+" --timeout 2s --size 1K")
 
-	harness(t, bins.Rdmactl+" --bus unix:path=/nonexistent/bus", "check_rdmad: rdmad: doctor did not answer: rdmactl:")
+	// rdmad does not answer: the node goes offline only on the third run
+	// in a row without an answer; an answer starts the count again.
+	silent := bins.Rdmactl + " --bus unix:path=/nonexistent/bus"
+	harness(t, silent, "pass")
+	harness(t, silent, "pass")
+	harness(t, rdmactl, "pass")
+	harness(t, silent, "pass")
+	harness(t, silent, "pass")
+	harness(t, silent, "check_rdmad: rdmad: no-answer host: doctor did not answer 3 times in a row: rdmactl:")
+	harness(t, rdmactl, "pass")
 	hang := filepath.Join(t.TempDir(), "hang")
 	if err := os.WriteFile(hang, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	harness(t, hang, "check_rdmad: rdmad: doctor did not answer within 1s", "-t", "1")
+	harness(t, hang, "check_rdmad: rdmad: no-answer host: doctor did not answer 1 times in a row: no answer within 1s", "-t", "1", "-n", "1")
 	harness(t, rdmactl, "check_rdmad: usage", "-x")
 }
 

@@ -23,7 +23,8 @@ var bins livetest.Binaries
 func TestMain(m *testing.M) { livetest.Main(m, &bins) }
 
 // fakeScontrol answers `show node` from a state file (State=, Reason=) and
-// records every call; `update` changes the state as slurmctld would.
+// records every call; `update` changes the state as slurmctld would: a
+// resumed node still shows its last reason, as Slurm's scontrol does.
 const fakeScontrol = `#!/bin/sh
 echo "$*" >> "$SCONTROL_STATE.calls"
 state=$(sed -n 1p "$SCONTROL_STATE"); reason=$(sed -n 2p "$SCONTROL_STATE")
@@ -37,7 +38,7 @@ update)
 	for a in "$@"; do
 		case $a in
 		state=drain) state=IDLE+DRAIN ;;
-		state=resume) state=IDLE; reason= ;;
+		state=resume) state=IDLE ;;
 		reason=*) reason=${a#reason=} ;;
 		esac
 	done
@@ -62,7 +63,8 @@ func newSlurm(t *testing.T, rdmactl string, extra ...string) *slurm {
 	s := &slurm{t: t, state: filepath.Join(dir, "node")}
 	s.set("IDLE", "")
 	s.env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "SCONTROL_STATE="+s.state,
-		"RDMACTL="+rdmactl, "RDMAD_HEALTHCHECK_CONF="+filepath.Join(dir, "none.conf"), "SLURMD_NODENAME=node1")
+		"RDMACTL="+rdmactl, "RDMAD_HEALTHCHECK_CONF="+filepath.Join(dir, "none.conf"), "SLURMD_NODENAME=node1",
+		"STATE_DIR="+filepath.Join(dir, "run"))
 	s.env = append(s.env, extra...)
 	return s
 }
@@ -77,6 +79,15 @@ func (s *slurm) node() (state, reason string) {
 	b, _ := os.ReadFile(s.state)
 	l := strings.Split(string(b), "\n")
 	return l[0], l[1]
+}
+
+// rdmactl makes the check run another rdmactl command from now on.
+func (s *slurm) rdmactl(cmd string) {
+	for i, e := range s.env {
+		if strings.HasPrefix(e, "RDMACTL=") {
+			s.env[i] = "RDMACTL=" + cmd
+		}
+	}
 }
 
 func (s *slurm) calls() string {
@@ -138,7 +149,7 @@ func TestHealthCheckDrainsAndResumes(t *testing.T) {
 	}
 	reload(t, addr)
 	s.run()
-	if st, r := s.node(); st != "IDLE" || r != "" {
+	if st, r := s.node(); st != "IDLE" {
 		t.Fatalf("after the fix: %s %q\n%s", st, r, s.calls())
 	}
 
@@ -150,6 +161,15 @@ func TestHealthCheckDrainsAndResumes(t *testing.T) {
 	s.run()
 	if st, r := s.node(); st != "IDLE+DRAIN" || r != "bad DIMM, ticket 4711" {
 		t.Errorf("the administrator's drain was changed: %s %q\n%s", st, r, s.calls())
+	}
+
+	// The administrator resumes the node; scontrol still shows their
+	// reason on the idle node, which is no drain of theirs any more: the
+	// failing finding drains it.
+	s.set("IDLE", "bad DIMM, ticket 4711")
+	s.run()
+	if st, r := s.node(); st != "IDLE+DRAIN" || r != "rdmad: port-rate-low rxe0/1" {
+		t.Errorf("a resumed node with its old reason shown: %s %q\n%s", st, r, s.calls())
 	}
 }
 
@@ -184,7 +204,7 @@ func TestHealthCheckDrainsALostAdapter(t *testing.T) {
 	}
 	_ = exec.Command(bins.Rdmactl, "--bus", addr, "reconcile").Run()
 	s.run()
-	if st, r := s.node(); st != "IDLE" || r != "" {
+	if st, r := s.node(); st != "IDLE" {
 		t.Errorf("with the adapter back: %s %q\n%s", st, r, s.calls())
 	}
 }
@@ -195,14 +215,45 @@ func reload(t *testing.T, addr string) {
 	_ = exec.Command(bins.Rdmactl, "--bus", addr, "reload").Run()
 }
 
-// rdmad not answering: the node is drained saying so (ON_ERROR=drain, the
-// default), within DOCTOR_TIMEOUT when rdmactl hangs; the node's name
-// comes from the configuration file when set there.
+// rdmad not answering: the node is drained only after NO_ANSWER_DRAIN (3)
+// runs in a row got no answer, saying so; an answer in between starts the
+// count again, and the answer that passes resumes the node. A hung
+// rdmactl counts as no answer within DOCTOR_TIMEOUT; the node's name comes
+// from the configuration file when set there; ON_ERROR=ignore never drains.
 func TestHealthCheckWhenDoctorDoesNotAnswer(t *testing.T) {
-	s := newSlurm(t, bins.Rdmactl+" --bus unix:path=/nonexistent/bus")
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	livetest.Start(t, bins, addr, root, env)
+	answers, silent := bins.Rdmactl+" --bus "+addr, bins.Rdmactl+" --bus unix:path=/nonexistent/bus"
+	s := newSlurm(t, silent)
+	for i := 1; i <= 2; i++ {
+		s.run()
+		if st, r := s.node(); st != "IDLE" || strings.Contains(s.calls(), "update") {
+			t.Fatalf("no answer %d of 3: %s %q\n%s", i, st, r, s.calls())
+		}
+	}
+	s.rdmactl(answers) // an answer starts the count again
 	s.run()
-	if st, r := s.node(); st != "IDLE+DRAIN" || !strings.HasPrefix(r, "rdmad: doctor did not answer: ") {
-		t.Errorf("rdmad unreachable: %s %q", st, r)
+	s.rdmactl(silent)
+	for i := 1; i <= 2; i++ {
+		s.run()
+	}
+	if st, r := s.node(); st != "IDLE" {
+		t.Fatalf("drained after an answer and two runs without one: %s %q", st, r)
+	}
+	s.run()
+	st, r := s.node()
+	if st != "IDLE+DRAIN" || !strings.HasPrefix(r, "rdmad: no-answer host: doctor did not answer 3 times in a row: rdmactl: ") {
+		t.Fatalf("three runs without an answer: %s %q\n%s", st, r, s.calls())
+	}
+	s.run() // a fourth: still drained for it, the reason counts on
+	if st, r := s.node(); st != "IDLE+DRAIN" || !strings.Contains(r, "4 times in a row") {
+		t.Errorf("four runs without an answer: %s %q", st, r)
+	}
+	s.rdmactl(answers)
+	s.run()
+	if st, r := s.node(); st != "IDLE" {
+		t.Errorf("rdmad answers again and passes: %s %q\n%s", st, r, s.calls())
 	}
 
 	dir := t.TempDir()
@@ -211,7 +262,7 @@ func TestHealthCheckWhenDoctorDoesNotAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	conf := filepath.Join(dir, "slurm-healthcheck.conf")
-	if err := os.WriteFile(conf, []byte("NODENAME=node042\nDOCTOR_TIMEOUT=1\n"), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte("NODENAME=node042\nDOCTOR_TIMEOUT=1\nNO_ANSWER_DRAIN=1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s = newSlurm(t, hang, "RDMAD_HEALTHCHECK_CONF="+conf)
@@ -220,11 +271,12 @@ func TestHealthCheckWhenDoctorDoesNotAnswer(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("a hung rdmactl held the check %s past its 1 s bound", took)
 	}
-	if st, r := s.node(); st != "IDLE+DRAIN" || r != "rdmad: doctor did not answer within 1s" || !strings.Contains(s.calls(), "nodename=node042") {
+	if st, r := s.node(); st != "IDLE+DRAIN" || r != "rdmad: no-answer host: doctor did not answer 1 times in a row: no answer within 1s" ||
+		!strings.Contains(s.calls(), "nodename=node042") {
 		t.Errorf("hung rdmactl: %s %q\n%s", st, r, s.calls())
 	}
 
-	s = newSlurm(t, bins.Rdmactl+" --bus unix:path=/nonexistent/bus", "ON_ERROR=ignore")
+	s = newSlurm(t, silent, "ON_ERROR=ignore", "NO_ANSWER_DRAIN=1")
 	s.run()
 	if st, _ := s.node(); st != "IDLE" {
 		t.Errorf("ON_ERROR=ignore drained: %s", st)
@@ -233,7 +285,7 @@ func TestHealthCheckWhenDoctorDoesNotAnswer(t *testing.T) {
 
 // Without SLURMD_NODENAME the node is hostname -s.
 func TestHealthCheckNodeNameDefault(t *testing.T) {
-	s := newSlurm(t, bins.Rdmactl+" --bus unix:path=/nonexistent/bus")
+	s := newSlurm(t, bins.Rdmactl+" --bus unix:path=/nonexistent/bus", "NO_ANSWER_DRAIN=1")
 	var env []string
 	for _, e := range s.env {
 		if !strings.HasPrefix(e, "SLURMD_NODENAME=") {

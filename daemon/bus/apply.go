@@ -127,7 +127,7 @@ func (s *Server) applyBetweenCalls(status service.PolicyStatus) {
 	sum = s.state.Summary()
 	states = s.state.DeviceStates(names)
 	if mgr {
-		manager = managerModel(status.Policy, status.ConfigError, status.InForce, sum, nil)
+		manager = managerModel(status.Policy, status.ConfigError, status.InForce, sum, nil, s.state.Disruptions())
 	}
 	s.mu.Lock()
 	if !slices.Equal(sum.Devices, s.deviceNames) {

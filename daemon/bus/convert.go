@@ -21,7 +21,7 @@ import (
 // managerModel builds the Manager properties from the policy in force,
 // the config error, which policy that is, and the state's facts; paths are
 // the device objects' paths (devicePaths).
-func managerModel(pol *config.Policy, configErr error, inForce config.InForce, sum reconcile.Summary, paths []dbus.ObjectPath) dbusapi.Manager {
+func managerModel(pol *config.Policy, configErr error, inForce config.InForce, sum reconcile.Summary, paths []dbus.ObjectPath, table []reconcile.Disruption) dbusapi.Manager {
 	m := dbusapi.Manager{
 		Version:       version.Version,
 		LastResult:    reconcile.Summarize(sum.Failures),
@@ -45,6 +45,10 @@ func managerModel(pol *config.Policy, configErr error, inForce config.InForce, s
 		for _, l := range pol.Links {
 			m.Links = append(m.Links, dbusapi.Link{Name: l.Name, Type: string(l.Type), Netdev: l.Netdev, Source: l.Source.String()})
 		}
+	}
+	for _, d := range table {
+		m.Disruptions = append(m.Disruptions, dbusapi.Disruption{Driver: d.Driver, Setting: d.Setting.Name, Key: string(d.Setting.Key),
+			Effect: d.Effect.String(), When: d.When, Follows: d.Follows})
 	}
 	if configErr != nil {
 		m.ConfigError = configErr.Error()
@@ -244,7 +248,7 @@ func (s *Server) describe() ([]byte, error) {
 	}
 	d := dbusapi.Description{
 		// Manager.Devices is not part of the JSON document: no paths.
-		Manager: managerModel(pol, configErr, inForce, summaryOf(&st), nil),
+		Manager: managerModel(pol, configErr, inForce, summaryOf(&st), nil, nil),
 		Devices: make([]dbusapi.Device, 0, len(st.Devices)),
 		Actions: []dbusapi.Action{},
 	}

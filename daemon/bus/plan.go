@@ -166,6 +166,9 @@ func planModel(p service.Plan) dbusapi.Plan {
 		if s.Change == dbusapi.PlanSet {
 			s.Why = "" // rdmad only reads here: the reason a plan writes nothing, not news
 		}
+		if d := r.Disruption; d != nil {
+			s.Disrupts, s.Disruption, s.DisruptionWhen = true, d.Effect.String(), d.When
+		}
 		out.Settings = append(out.Settings, s)
 	}
 	for _, a := range p.Steps {

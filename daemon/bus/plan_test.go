@@ -45,7 +45,7 @@ func TestPlanThroughTheDaemon(t *testing.T) {
 	e := newEnv(t, "mlx5", planConfig)
 	before := treeDigest(t, e.root)
 	code, out, errOut := rdmactl(t, e.addr, "plan")
-	if code != 0 || !strings.Contains(out, "0 would change") {
+	if code != 0 || !strings.Contains(out, "0 settings would change") {
 		t.Errorf("plan of the files in force: exit %d\n%s%s", code, out, errOut)
 	}
 	candidate := "# rendered by Ansible\n[[roce]]\ndevice = \"mlx5_0\"\ntos = 96\n"
@@ -54,11 +54,11 @@ func TestPlanThroughTheDaemon(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("plan --with /dev/stdin: exit %d\n%s%s", code, out, errOut)
 	}
-	row := regexpLine(out, `^mlx5_0/1 +roce_tos +106 +96 +`+regexp.QuoteMeta(dropIn)+`:2 +set$`)
+	row := regexpLine(out, `^mlx5_0/1 +roce_tos +106 +96 +`+regexp.QuoteMeta(dropIn)+`:2 +- +set$`)
 	if row == "" {
 		t.Errorf("no row setting mlx5_0/1's TOS 106 -> 96 from %s:2:\n%s", dropIn, out)
 	}
-	if !strings.Contains(out, "1 would change") {
+	if !strings.Contains(out, "1 setting would change; none of them interrupts traffic") {
 		t.Errorf("plan counts another number of changes:\n%s", out)
 	}
 	code, out, errOut = rdmactlStdin(t, e.addr, candidate, "-o", "json", "plan", "--with", "/dev/stdin", "--as", "50-ansible.toml")

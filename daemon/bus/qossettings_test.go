@@ -23,15 +23,15 @@ import (
 	"github.com/rdmad/rdmad/test/testdeps"
 )
 
-// SetQoSSettings over a real dbus-daemon: settings of several D-Bus types
-// reach the kernels, the port's Settings publish them, a bad value is
-// InvalidArgs naming the key with nothing touched, and busctl (another
-// implementation of the wire format) makes the same call.
-func TestSetQoSSettingsOverTheBus(t *testing.T) {
+// losslessDaemon serves the mlx5 fixture on a private bus, with mlx5-like
+// DCB and ethtool kernels under both netdevs: the bus address, the
+// fixture's root and the kernels.
+func losslessDaemon(t *testing.T) (addr, root string, k *dcbtest.Fake, e *ethtooltest.Fake) {
+	t.Helper()
 	dir := bustest.PublicDir(t)
-	addr := privateBus(t, dir)
-	root := fixture(t, dir, "mlx5", "[modules]\nenable = false\n")
-	k, e := dcbtest.New(), ethtooltest.New()
+	addr = privateBus(t, dir)
+	root = fixture(t, dir, "mlx5", "[modules]\nenable = false\n")
+	k, e = dcbtest.New(), ethtooltest.New()
 	for _, n := range []string{"ens1f0np0", "ens1f1np1"} {
 		dcbtest.MLX5(k.Add(n))
 		ethtooltest.MLX5(e.Add(n))
@@ -42,6 +42,15 @@ func TestSetQoSSettingsOverTheBus(t *testing.T) {
 	}
 	startDaemonKernel(t, conn, host.New(root), compose.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared),
 		DCB: k.Kernel(), Ethtool: e.Kernel()})
+	return addr, root, k, e
+}
+
+// SetQoSSettings over a real dbus-daemon: settings of several D-Bus types
+// reach the kernels, the port's Settings publish them, a bad value is
+// InvalidArgs naming the key with nothing touched, and busctl (another
+// implementation of the wire format) makes the same call.
+func TestSetQoSSettingsOverTheBus(t *testing.T) {
+	addr, root, k, e := losslessDaemon(t)
 	c, err := client.Connect(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +98,7 @@ func TestSetQoSSettingsOverTheBus(t *testing.T) {
 		t.Errorf("drop-in: %s %v", drop, err)
 	}
 	var settings []dbusapi.Setting
-	if err := conn.Object(dbusapi.BusName, dbusapi.PortPath("mlx5_0", 1)).StoreProperty(dbusapi.PortIface+".Settings", &settings); err != nil {
+	if err := c.Conn().Object(dbusapi.BusName, dbusapi.PortPath("mlx5_0", 1)).StoreProperty(dbusapi.PortIface+".Settings", &settings); err != nil {
 		t.Fatal(err)
 	}
 	found := false

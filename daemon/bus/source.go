@@ -20,6 +20,9 @@ type State interface {
 	OnChange(fn func(reconcile.Change))
 	// Checkers are the parts' own health checks, for Diagnose.
 	Checkers() []reconcile.Checker
+	// Disruptions is the parts' table of what a change does to traffic
+	// (the Manager's Disruptions property).
+	Disruptions() []reconcile.Disruption
 }
 
 // Daemon is what the bus reads of the declarations and the calls it

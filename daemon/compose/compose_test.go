@@ -160,3 +160,46 @@ func TestEverySettingChecksWhatFoundHolds(t *testing.T) {
 		}
 	}
 }
+
+// The table of what changes interrupt traffic: each part's rows name
+// settings it keeps and a driver, the table of the running rdmad is every
+// part's, and mlx5's PFC row toggles the link while its cable length row
+// says it does not (mlx5e_dcbnl_ieee_setpfc).
+func TestDisruptionsAreTheirParts(t *testing.T) {
+	h := host.New(t.TempDir())
+	p := compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}, DCB: dcbtest.New().Kernel()})(h, false, func() {})
+	var parts []reconcile.Part
+	for _, x := range p.Host {
+		parts = append(parts, x)
+	}
+	for _, x := range p.Device {
+		parts = append(parts, x)
+	}
+	n := 0
+	for _, part := range parts {
+		d, ok := part.(reconcile.Disruptive)
+		if !ok {
+			continue
+		}
+		for _, row := range d.Disruptions() {
+			n++
+			if row.Driver == "" || row.When == "" || row.Follows == "" || !slices.Contains(part.Settings(), row.Setting) {
+				t.Errorf("%T: row %+v: want a driver, words, the kernel code followed and a setting of the part", part, row)
+			}
+		}
+	}
+	rec := reconcile.New(reconcile.Options{Host: h, Early: p.Early, HostParts: p.Host, DeviceParts: p.Device})
+	if len(rec.Disruptions()) != n || n == 0 {
+		t.Errorf("the reconciler's table has %d rows, the parts %d", len(rec.Disruptions()), n)
+	}
+	pfc := qos.PFC.Setting()
+	if d, ok := rec.Disruption(qos.MLX5Driver, pfc, nil, nil); !ok || d.Effect != reconcile.EffectLinkToggle {
+		t.Errorf("mlx5 PFC: %+v %v", d, ok)
+	}
+	if d, ok := rec.Disruption(host.DriverMLX4, pfc, nil, nil); ok {
+		t.Errorf("mlx4 PFC interrupts traffic: %+v", d)
+	}
+	if d, ok := rec.Disruption(qos.MLX5Driver, qos.CableLength.Setting(), nil, nil); ok {
+		t.Errorf("mlx5 cable length interrupts traffic: %+v", d)
+	}
+}

@@ -298,16 +298,6 @@ func declared(netdev string, want config.QoSDesired) (PFCValue, TrustValue) {
 		TrustValue{Netdev: netdev, Trust: want.Trust, DSCP: wantedEntries(want)}
 }
 
-// pfcCost is what a PFC correction counts for: mlx5 toggles the port's
-// link on every change of the PFC mask (mlx5e_dcbnl_ieee_setpfc), which
-// costs as much as two.
-func pfcCost(dev *host.Device) int {
-	if dev.Driver == MLX5Driver {
-		return 2
-	}
-	return 1
-}
-
 // notApplicable records every declared setting of the port as not
 // applying, and why.
 func notApplicable(run *reconcile.DeviceRun, subject reconcile.Subject, netdev string, want config.QoSDesired, why error) {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/rdmad/rdmad/daemon/config"
@@ -43,6 +44,20 @@ type PlannedRecord struct {
 	// the pass would put back; "" when none is recorded (the kernel's
 	// value then stays).
 	PutBack string
+	// Disruption, when the pass would write the setting and its part's
+	// table says the change interrupts traffic on the subject's driver,
+	// is that row (reconcile.Disruption); nil otherwise.
+	Disruption *reconcile.Disruption
+}
+
+// Writes reports whether a pass under the planned policy would write the
+// setting: a declared value the kernel does not hold, or a released one
+// whose value found differs from the kernel's.
+func (p PlannedRecord) Writes() bool {
+	if p.Released() {
+		return p.PutBack != "" && p.PutBack != reconcile.Text(p.Observed)
+	}
+	return p.State == reconcile.Differs && errors.Is(p.Why, reconcile.ErrReadOnly)
 }
 
 // Released reports whether the policy in force declares the setting and
@@ -97,11 +112,32 @@ func (s *Service) Plan(ctx context.Context, candidate []byte, as string, step fu
 	}
 	p := buildPlan(pol.Files, &st, inForce)
 	for i, r := range p.Records {
+		dev := deviceOf([]*reconcile.State{&st, &last}, r.Subject)
 		if r.Released() {
-			p.Records[i].PutBack, _ = s.rec.FoundText(r.Subject, r.Setting, deviceOf([]*reconcile.State{&st, &last}, r.Subject))
+			p.Records[i].PutBack, _ = s.rec.FoundText(r.Subject, r.Setting, dev)
 		}
+		p.Records[i].Disruption = s.disruption(p.Records[i], dev)
 	}
 	return p, nil
+}
+
+// disruption is the row of the parts' table for a change the plan would
+// make to r on dev; nil when it makes none, or none that interrupts
+// traffic. A released setting's value found is known as text only: its
+// change counts as any change.
+func (s *Service) disruption(r PlannedRecord, dev *host.Device) *reconcile.Disruption {
+	if dev == nil || !r.Writes() {
+		return nil
+	}
+	to := r.Declared
+	if r.Released() {
+		to = nil
+	}
+	d, ok := s.rec.Disruption(dev.Driver, r.Setting, r.Observed, to)
+	if !ok {
+		return nil
+	}
+	return &d
 }
 
 // deviceOf is the device of a port or device subject as the plan read it,

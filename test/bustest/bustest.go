@@ -135,6 +135,20 @@ var Brokers = []Broker{{"dbus-daemon", Start}, {"dbus-broker", StartBroker}}
 // reads, so the host's /run is not touched.
 func StartBroker(t testing.TB) string {
 	t.Helper()
+	tmpl, err := os.ReadFile(filepath.Join(hosttest.RepoRoot(), "test/bus/bus.conf.in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// dbus-broker ignores eavesdropping (it is deprecated) and says so.
+	text := strings.ReplaceAll(string(tmpl), ` eavesdrop="true"`, "")
+	text = strings.ReplaceAll(text, "    <allow/>\n", "")
+	return StartBrokerConfig(t, func(sock string) string { return strings.ReplaceAll(text, "@SOCKET@", sock) })
+}
+
+// StartBrokerConfig is StartBroker with the bus configuration config
+// gives for the socket path (a test of a policy the bus enforces).
+func StartBrokerConfig(t testing.TB, config func(socket string) string) string {
+	t.Helper()
 	if _, err := exec.LookPath("dbus-broker-launch"); err != nil {
 		if _, booted := os.Stat("/run/systemd/system"); booted == nil {
 			// install-deps.sh leaves it out here: Debian's package would
@@ -147,16 +161,9 @@ func StartBroker(t testing.TB) string {
 		t.Skip("dbus-broker-launch runs in a mount namespace of its own here: needs root")
 	}
 	dir := PublicDir(t)
-	tmpl, err := os.ReadFile(filepath.Join(hosttest.RepoRoot(), "test/bus/bus.conf.in"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	conf := filepath.Join(dir, "bus.conf")
 	sock := filepath.Join(dir, "bus.sock")
-	// dbus-broker ignores eavesdropping (it is deprecated) and says so.
-	text := strings.ReplaceAll(string(tmpl), ` eavesdrop="true"`, "")
-	text = strings.ReplaceAll(text, "    <allow/>\n", "")
-	if err := os.WriteFile(conf, []byte(strings.ReplaceAll(text, "@SOCKET@", sock)), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(config(sock)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	listener, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})

@@ -154,10 +154,12 @@ install_test_side() {
 	for f in "$e2e"/guest/scenarios/*.sh; do
 		[[ -e $f ]] && install -D -m 0644 "$f" "$root/usr/lib/rdmad-e2e/scenarios/${f##*/}"
 	done
-	# contrib/slurm's health check, for the Slurm scenario, which starts
-	# slurmctld and slurmd itself once it has written slurm.conf (without
-	# one they fail at boot).
-	install -D -m 0755 "$repo/contrib/slurm/rdmad-healthcheck" "$root/usr/lib/rdmad-e2e/rdmad-healthcheck"
+	# The DaemonSet's init step, run by the k8s-bus-reload scenario as the
+	# init container runs it.
+	install -D -m 0755 "$repo/contrib/kubernetes/rdmad-policy-sync" "$root/usr/lib/rdmad-e2e/rdmad-policy-sync"
+	# The Slurm scenario starts slurmctld and slurmd itself once it has
+	# written slurm.conf (without one they fail at boot); slurmd runs the
+	# package's /usr/libexec/rdmad/rdmad-healthcheck.
 	for unit in slurmd.service slurmctld.service; do
 		[[ -e $root/usr/lib/systemd/system/$unit || -e $root/lib/systemd/system/$unit ]] &&
 			systemctl --root="$root" --quiet disable "$unit"

@@ -133,6 +133,9 @@ func Start(t testing.TB, b Binaries, addr, root string, env []string) *Daemon {
 // Log is what rdmad printed so far.
 func (d *Daemon) Log() string { return d.logs.String() }
 
+// Signal sends sig to rdmad (SIGSTOP: an rdmad that no longer answers).
+func (d *Daemon) Signal(sig os.Signal) error { return d.cmd.Process.Signal(sig) }
+
 // SyncBuffer collects a child process's output while a test reads it.
 type SyncBuffer struct {
 	mu sync.Mutex

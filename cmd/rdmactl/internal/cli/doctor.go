@@ -16,10 +16,10 @@ import (
 func init() { register("", doctorCommand) }
 
 func doctorCommand(e *env) *cobra.Command {
-	var quiet bool
+	var quiet, lines bool
 	var scope string
 	c := &cobra.Command{
-		Use:   "doctor [--quiet] [--scope policy]",
+		Use:   "doctor [--quiet | --lines] [--scope policy]",
 		Short: "Check that RDMA is usable on the host",
 		Long: `Ask rdmad whether RDMA is usable on this host (org.rdmad1.Manager.Diagnose)
 and print its findings: severity (ok, warn, fail, ignored), subject and
@@ -28,15 +28,24 @@ finding, with its fix on the line below. Exits 0 when no finding is fail,
 counts for nothing. With --quiet nothing is printed (a readiness probe):
 only the exit status tells. With --scope policy only the findings about
 the configuration and the settings it declares are kept: is the policy in
-force, whatever the host's hardware and user space say (a rollout gate).`,
+force, whatever the host's hardware and user space say (a rollout gate).
+With --lines each finding is one line of tab-separated fields for scripts
+(Slurm's and NHC's checks): severity, id, subject, finding, fix; fields
+never move (new ones are only added at the end) and hold no tab or
+newline. A failing finding exits 1 with its line on standard output;
+rdmad not answering exits 1 with nothing there.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if scope != "" && scope != dbusapi.ScopePolicy {
 				return usagef(cmd, "--scope %q: the only scope is %q", scope, dbusapi.ScopePolicy)
 			}
-			return e.doctor(quiet, scope)
+			if lines && (quiet || e.jsonMode() != "") {
+				return usagef(cmd, "--lines is an output of its own: not with --quiet or JSON")
+			}
+			return e.doctor(quiet, lines, scope)
 		},
 	}
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing; exit 1 if a finding fails, 0 otherwise")
+	c.Flags().BoolVar(&lines, "lines", false, "one finding a line, tab-separated fields for scripts: severity, id, subject, finding, fix")
 	c.Flags().StringVar(&scope, "scope", "", "policy: only the findings about the configuration and its declared settings")
 	return c
 }
@@ -44,7 +53,7 @@ force, whatever the host's hardware and user space say (a rollout gate).`,
 // doctor renders what rdmad's Diagnose finds. rdmactl reads nothing of the
 // host itself: rdmad checks the host it manages (under its --root), with
 // the rights to read what an RDMA host's health depends on.
-func (e *env) doctor(quiet bool, scope string) error {
+func (e *env) doctor(quiet, lines bool, scope string) error {
 	var doc string
 	err := e.read(func(c *client.Client, cx context.Context) (err error) {
 		doc, err = c.Diagnose(cx)
@@ -72,6 +81,11 @@ func (e *env) doctor(quiet bool, scope string) error {
 	}
 	switch {
 	case quiet:
+	case lines:
+		printFindingLines(e.stdout, findings)
+		if dbusapi.CountFailed(findings) > 0 {
+			return silentFailure{}
+		}
 	case e.jsonMode() != "":
 		if err := e.printDoc("Diagnose", []byte(doc)); err != nil {
 			return err
@@ -134,5 +148,15 @@ func (e *env) printFindings(w io.Writer, findings []dbusapi.Finding) {
 			fmt.Fprintf(w, ", %d ignored", n)
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// printFindingLines is doctor's line format for scripts: per finding
+// "SEVERITY<TAB>ID<TAB>SUBJECT<TAB>FINDING<TAB>FIX", each field escaped
+// (no tab, no newline), the subject as the table names it ("mlx5_0/1",
+// "link rxe0", "host"). Fields are only ever added at the end.
+func printFindingLines(w io.Writer, findings []dbusapi.Finding) {
+	for _, f := range escaped(findings) {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", f.Severity, escapeText(f.ID), escapeText(f.Subject.String()), escapeText(f.Finding), escapeText(f.Fix))
 	}
 }

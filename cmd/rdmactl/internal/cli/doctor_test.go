@@ -231,3 +231,37 @@ func TestDoctorAgainstAnOlderOrBrokenDaemon(t *testing.T) {
 		t.Errorf("doctor extra: exit %d, %q", code, errs)
 	}
 }
+
+// doctor --lines: one line per finding, five tab-separated fields, even
+// when a host's text carries tabs and newlines; exit 1 with the failing
+// line on standard output when a finding fails, nothing on standard
+// output when rdmad does not answer.
+func TestDoctorLinesForScripts(t *testing.T) {
+	findings := []dbusapi.Finding{
+		{ID: "port-active", Subject: dbusapi.Subject{Kind: "port", Device: "mlx5_0", Port: 1}, Severity: dbusapi.SeverityOK, Finding: "ACTIVE"},
+		{ID: "link-missing", Subject: dbusapi.Subject{Kind: "link", Link: "rxe\t0"}, Severity: dbusapi.SeverityFail,
+			Finding: "rxe0 is\nmissing\tnow", Fix: "rdmactl link add"},
+	}
+	doc, err := dbusapi.EncodeFindings(findings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, &manager{doc: doc})
+	code, out, _ := rdmactl(addr, "doctor", "--lines")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if code != 1 || len(lines) != 2 {
+		t.Fatalf("exit %d, %d lines:\n%s", code, len(lines), out)
+	}
+	for _, l := range lines {
+		if n := len(strings.Split(l, "\t")); n != 5 {
+			t.Errorf("%d fields in %q", n, l)
+		}
+	}
+	if lines[1] != `fail	link-missing	link rxe\x090	rxe0 is\x0amissing\x09now	rdmactl link add` {
+		t.Errorf("the failing line: %q", lines[1])
+	}
+	code, out, errs := rdmactl("unix:path=/nonexistent/bus", "doctor", "--lines")
+	if code != 1 || out != "" || errs == "" {
+		t.Errorf("no rdmad: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}

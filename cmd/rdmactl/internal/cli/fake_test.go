@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -203,7 +204,8 @@ func fixture() *fakeRdmad {
 		manager: dbusapi.Manager{Version: "1.2.3", ConfigFiles: []string{"/etc/rdma/rdmad.toml", "/etc/rdma/rdmad.d/50-roce.toml"}, PolicyInForce: "files",
 			LastReconcile: fixtureReconcile, LastResult: "ok", NetnsMode: "shared", APIChanges: "all", Modules: []string{"mlx5_ib", "rdma_rxe"},
 			Links: []dbusapi.Link{{Name: "rxe0", Type: "rxe", Netdev: "eth1", Source: "/etc/rdma/rdmad.toml:12"},
-				{Name: "rxe1", Type: "rxe", Netdev: "eth2", Source: "runtime"}}},
+				{Name: "rxe1", Type: "rxe", Netdev: "eth2", Source: "runtime"}},
+			Disruptions: fixtureDisruptions},
 		devices: []dbusapi.Device{
 			{Name: "mlx4_0", Transports: []string{"infiniband"}, NodeType: "1: CA", NodeGUID: "0002:c903:0010:a1b0", FirmwareVersion: "2.42.5000",
 				HCAType: "MT4099", BoardID: "MT_1090120019", Driver: "mlx4_core", PCIAddress: "0000:04:00.0", Netdevs: []string{},
@@ -265,6 +267,14 @@ func fixture() *fakeRdmad {
 	}
 }
 
+// fixtureDisruptions is rdmad's table as the daemon publishes it (the
+// rows rdmactl reads).
+var fixtureDisruptions = []dbusapi.Disruption{
+	{Driver: "mlx5_core", Setting: "qos_pfc", Key: "qos.pfc", Effect: dbusapi.DisruptsLink, When: "when the PFC priorities change", Follows: "mlx5e_dcbnl_ieee_setpfc"},
+	{Driver: "mlx5_core", Setting: "qos_cable_length", Key: "qos.cable_length", Effect: "none", When: "the PFC delay only resizes the lossless headroom", Follows: "mlx5e_dcbnl_ieee_setpfc"},
+	{Driver: "mlx5_core", Setting: "qos_trust", Key: "qos.trust", Effect: dbusapi.DisruptsQueues, When: "when the trust mode changes between pcp and dscp", Follows: "mlx5e_set_trust_state"},
+}
+
 // empty is a host with nothing: no device, no link, no finding.
 func empty() *fakeRdmad {
 	return &fakeRdmad{manager: dbusapi.Manager{Version: "1.2.3", LastResult: "ok", NetnsMode: "shared", APIChanges: "all", PolicyInForce: "files"}, reload: "ok"}
@@ -275,7 +285,18 @@ func runCLI(addr string, args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
 	e := newEnv(&out, &errb)
 	e.loc = time.FixedZone("CET", 3600)
-	e.interactive = false
+	e.interactive, e.terminal = false, false
+	code = e.run(append([]string{"--bus", addr}, args...))
+	return code, out.String(), errb.String()
+}
+
+// runTerminal runs rdmactl as runCLI does, as if standard input were a
+// terminal on which the user types answer.
+func runTerminal(addr, answer string, args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	e := newEnv(&out, &errb)
+	e.loc = time.FixedZone("CET", 3600)
+	e.interactive, e.terminal, e.stdin = false, true, strings.NewReader(answer)
 	code = e.run(append([]string{"--bus", addr}, args...))
 	return code, out.String(), errb.String()
 }

@@ -106,6 +106,8 @@ func TestGoldenUsageErrors(t *testing.T) {
 		"netns set private",
 		"status now",
 		"doctor --quiet=maybe",
+		"doctor --lines --quiet",
+		"-o json doctor --lines",
 		"help frob",
 		"help roce frob",
 		"roce set mlx5_0 --tos abc",
@@ -151,7 +153,7 @@ func TestGoldenOutput(t *testing.T) {
 		}
 	}
 	cases = append(cases, "", "device", "roce", "link", "netns", "--no-legend device list", "--no-legend roce show",
-		"--no-legend link list", "--no-legend doctor", "doctor --quiet", "-q doctor", "--no-pager status", "--json status",
+		"--no-legend link list", "--no-legend doctor", "doctor --quiet", "-q doctor", "doctor --lines", "--no-pager status", "--json status",
 		"-j=pretty link list", "--version", "help roce set",
 		"roce set mlx5_0/1 --mode v1 --tos 96 --persist", "link add rxe2 type rxe netdev eth3",
 		"link add rxe2 --type siw --netdev eth3 --persist", "link del rxe1", "netns set exclusive --persist",

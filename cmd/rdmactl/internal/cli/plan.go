@@ -132,15 +132,16 @@ func (e *env) plan(candidate []byte, as string) error {
 }
 
 // printPlan is the plan table: subject, setting, the value now, the
-// planned one and where it is declared, what would change; then the steps
-// beyond settings and a count.
+// planned one and where it is declared, how the change interrupts traffic
+// (DISRUPTS: the driver's row in rdmad's table), what would change; then
+// the steps beyond settings and the counts.
 func (e *env) printPlan(w io.Writer, p dbusapi.Plan) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if !e.noLegend {
-		fmt.Fprintln(tw, "SUBJECT\tSETTING\tNOW\tPLANNED\tSOURCE\tCHANGE")
+		fmt.Fprintln(tw, "SUBJECT\tSETTING\tNOW\tPLANNED\tSOURCE\tDISRUPTS\tCHANGE")
 	}
 	for _, s := range p.Settings {
-		planned, source, change := orDash(s.Planned), orDash(s.Source), s.Change
+		planned, source, change, disrupts := orDash(s.Planned), orDash(s.Source), s.Change, "-"
 		if s.Change == dbusapi.PlanRelease {
 			planned, source = "(left as is)", "was "+s.InForceSource
 			if s.Planned != "" {
@@ -150,15 +151,39 @@ func (e *env) printPlan(w io.Writer, p dbusapi.Plan) {
 		if s.Why != "" {
 			change += ": " + s.Why
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Subject, s.Name, orDash(s.Now), planned, source, change)
+		if s.Disrupts {
+			disrupts = orDash(s.Disruption)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Subject, s.Name, orDash(s.Now), planned, source, disrupts, change)
 	}
 	for _, s := range p.Steps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Subject, s.Kind, orDash(s.Now), orDash(s.Planned), orDash(s.Source), "step")
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Subject, s.Kind, orDash(s.Now), orDash(s.Planned), orDash(s.Source), "-", "step")
 	}
 	tw.Flush()
 	if !e.noLegend {
-		fmt.Fprintf(w, "\n%d settings, %d would change; files: %s\n", len(p.Settings), p.Changes(), strings.Join(p.Files, ", "))
+		fmt.Fprintf(w, "\n%s\n%s, %s; files: %s\n", interruptionSummary(p), plural(len(p.Settings), "setting planned", "settings planned"),
+			plural(len(p.Steps), "step", "steps"), strings.Join(p.Files, ", "))
 	}
+}
+
+// interruptionSummary is the plan's count line: "2 settings would change;
+// 1 of them interrupts traffic on 1 port (mlx5_0/1)".
+func interruptionSummary(p dbusapi.Plan) string {
+	changing := p.Changes() - len(p.Steps)
+	n, subjects := p.Interruptions()
+	head := plural(changing, "setting would change", "settings would change")
+	switch {
+	case changing == 0:
+		return head
+	case n == 0:
+		return head + "; none of them interrupts traffic"
+	}
+	verb := "interrupt"
+	if n == 1 {
+		verb = "interrupts"
+	}
+	return fmt.Sprintf("%s; %d of them %s traffic on %s (%s)", head, n, verb,
+		plural(len(subjects), "port", "ports"), strings.Join(subjects, ", "))
 }
 
 func orDash(s string) string {

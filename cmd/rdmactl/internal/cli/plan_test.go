@@ -10,7 +10,7 @@ import (
 )
 
 // planFixture is a plan of the fixture host with testdata/plan/50-roce.toml:
-// one TOS to set, one that holds, a mode no longer declared, a refused
+// one TOS to set, one that holds, a PFC to set that toggles the link, a mode no longer declared, a refused
 // PFC, a setting held for another owner, a link to create and modules to
 // load.
 func planFixture() dbusapi.Plan {
@@ -22,6 +22,8 @@ func planFixture() dbusapi.Plan {
 				Change: dbusapi.PlanSet, InForce: "106", InForceSource: "/etc/rdma/rdmad.toml:3"},
 			{Subject: port("mlx5_1", 1), Name: "roce_tos", Title: "RoCE TOS", Now: "106", Planned: "106", Source: "/etc/rdma/rdmad.toml:3",
 				Change: dbusapi.PlanNone, InForce: "106", InForceSource: "/etc/rdma/rdmad.toml:3"},
+			{Subject: port("mlx5_0", 1), Name: "qos_pfc", Title: "PFC", Now: "[]", Planned: "[3]", Source: "/etc/rdma/rdmad.toml:9",
+				Change: dbusapi.PlanSet, Disrupts: true, Disruption: dbusapi.DisruptsLink, DisruptionWhen: "when the PFC priorities change"},
 			{Subject: port("mlx5_0", 1), Name: "roce_mode", Title: "RoCE mode", Now: "RoCE v2", Planned: "IB/RoCE v1",
 				Change: dbusapi.PlanRelease, InForce: "RoCE v2", InForceSource: "/etc/rdma/rdmad.d/50-roce.toml:2"},
 			{Subject: port("rxe0", 1), Name: "qos_pfc", Title: "PFC", Planned: "[3]", Source: "/etc/rdma/rdmad.toml:9",

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,7 +53,7 @@ inspection; what a netdev does not have is not listed.`,
 }
 
 func qosSetCommand(e *env) *cobra.Command {
-	var persist bool
+	var persist, yes bool
 	given := map[string]*string{} // by key, the text of each flag of dbusapi.QoSKeys
 	c := &cobra.Command{
 		Use:   "set DEV[/PORT] [--trust dscp|pcp] [--pfc P,P...|none] [--pause on|off] [--cable-length M] [--ecn P,P...|none] ... [--persist]",
@@ -66,8 +67,11 @@ flags below. Without --persist the change lasts until rdmad stops; with it,
 it is written to /etc/rdma/rdmad.d/zz-rdmad-persist.toml and survives
 restarts. A netdev without the setting, or whose DCB the firmware or lldpad
 manages, refuses it, and what the call had changed is put back.
-On mlx5 a change of the PFC priorities toggles the port's link (about a
-second without traffic): rdmactl says so before it asks.`, value.PriorityRange),
+A change that interrupts traffic, by rdmad's table of what each driver does
+(on mlx5 new PFC priorities toggle the port's link, about a second without
+traffic; a new trust mode may reset the netdev's queues), is listed and
+asked about first when standard input is a terminal (--yes answers yes),
+and noted on standard error once rdmad accepted the call.`, value.PriorityRange),
 		Example: `  rdmactl qos set mlx5_0/1 --trust dscp --pfc 3 --persist
   rdmactl qos set mlx5_0 --pause off --cable-length 10 --ecn 3 --pfc-storm-timeout 100`,
 		Args:              exactArgs("DEV[/PORT]"),
@@ -100,23 +104,36 @@ second without traffic): rdmactl says so before it asks.`, value.PriorityRange),
 			if !hasTrust && !hasPFC && len(settings) == 0 {
 				return usagef(cmd, "nothing to set: give --trust, --pfc or another setting")
 			}
-			if hasPFC {
-				e.noteLinkToggle(dev, port, prios)
-			}
-			if len(settings) == 0 {
-				return e.change(func(c *client.Client, cx context.Context) error {
-					return c.SetQoS(cx, dev, uint32(port), trust, prios, !hasPFC, persist)
-				})
-			}
+			keys := slices.Sorted(maps.Keys(settings))
 			if hasTrust {
-				settings["trust"] = dbus.MakeVariant(trust)
+				keys = append(keys, "trust")
 			}
 			if hasPFC {
-				settings["pfc"] = dbus.MakeVariant(append([]byte{}, prios...))
+				keys = append(keys, "pfc")
 			}
-			return e.change(func(c *client.Client, cx context.Context) error {
-				return c.SetQoSSettings(cx, dev, uint32(port), settings, persist)
-			})
+			ints := e.qosInterruptions(dev, port, keys, trust, prios)
+			if err := e.confirm("qos set", ints, yes); err != nil {
+				return err
+			}
+			call := func(c *client.Client, cx context.Context) error {
+				return c.SetQoS(cx, dev, uint32(port), trust, prios, !hasPFC, persist)
+			}
+			if len(settings) > 0 {
+				if hasTrust {
+					settings["trust"] = dbus.MakeVariant(trust)
+				}
+				if hasPFC {
+					settings["pfc"] = dbus.MakeVariant(append([]byte{}, prios...))
+				}
+				call = func(c *client.Client, cx context.Context) error {
+					return c.SetQoSSettings(cx, dev, uint32(port), settings, persist)
+				}
+			}
+			if err := e.change(call); err != nil {
+				return err
+			}
+			e.noteInterruptions(ints)
+			return nil
 		},
 	}
 	// A flag for each key the contract's table gives a help: a new key
@@ -131,6 +148,7 @@ second without traffic): rdmactl says so before it asks.`, value.PriorityRange),
 		}
 	}
 	c.Flags().BoolVar(&persist, "persist", false, "also write it to rdmad's drop-in, so it survives restarts")
+	c.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask before a change that interrupts traffic")
 	return c
 }
 
@@ -253,34 +271,39 @@ func onOffFlag(s string) (dbus.Variant, error) {
 	return dbus.Variant{}, fmt.Errorf("want on or off")
 }
 
-// noteLinkToggle says, before the call, that mlx5 toggles the link of each
-// port whose PFC priorities the call changes. It reads the state rdmad
-// publishes; when that cannot be read it says nothing (the call will).
-func (e *env) noteLinkToggle(dev string, port int, prios []uint8) {
-	var s *client.Snapshot
-	if err := e.read(func(c *client.Client, cx context.Context) error {
-		var err error
-		s, err = c.Snapshot(cx)
-		return err
-	}); err != nil {
-		return
-	}
-	d := s.Device(dev)
-	if d == nil || d.Driver != "mlx5_core" {
-		return
-	}
-	for _, p := range d.Ports {
-		known := p.QoSTrust != "" // the PFC of a port rdmad read
-		if (port != 0 && int(p.Number) != port) || p.Transport != "roce" || (known && prioText(p.QoSPFC) == prioText(prios)) {
-			continue
+// qosInterruptions is what a qos set of keys on dev (port, or every
+// Ethernet port) would interrupt, by rdmad's table (the Manager's
+// Disruptions) and the ports as rdmad publishes them: a key whose driver
+// has a row that interrupts traffic, unless the port already holds the
+// value given (PFC, trust).
+func (e *env) qosInterruptions(dev string, port int, keys []string, trust string, prios []uint8) []interruption {
+	var out []interruption
+	e.ethernetPorts(dev, port, func(p dbusapi.Port, subject string, rowOf func(string) (dbusapi.Disruption, bool)) {
+		known := p.QoSTrust != "" // the DCB of a port rdmad read
+		for _, k := range keys {
+			row, ok := rowOf("qos." + k)
+			if !ok {
+				continue
+			}
+			change := k
+			switch {
+			case k == "pfc" && known && prioText(p.QoSPFC) == prioText(prios):
+				continue
+			case k == "pfc" && known:
+				change = fmt.Sprintf("PFC %s to %s", prioText(p.QoSPFC), prioText(prios))
+			case k == "pfc":
+				change = "PFC to " + prioText(prios)
+			case k == "trust" && known && p.QoSTrust == trust:
+				continue
+			case k == "trust" && known:
+				change = fmt.Sprintf("trust %s to %s", p.QoSTrust, trust)
+			case k == "trust":
+				change = "trust to " + trust
+			}
+			out = append(out, interruption{subject: subject, change: change, effect: row.Effect, driver: row.Driver, when: row.When})
 		}
-		change := ""
-		if known {
-			change = fmt.Sprintf(" (%s to %s)", prioText(p.QoSPFC), prioText(prios))
-		}
-		fmt.Fprintf(e.stderr, "rdmactl: note: %s/%d (%s): mlx5 toggles the link when its PFC priorities change%s: about a second without traffic\n",
-			escapeText(dev), p.Number, escapeText(dash(strings.Join(p.Netdevs, ","))), change)
-	}
+	})
+	return out
 }
 
 // parsePFC reads "3,4" (distinct priorities 0..7) or "none" (PFC off).

@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
 )
 
@@ -28,7 +30,7 @@ refuses it (it is the D-Bus method Withdraw).`
 // kinds (roce, qos).
 func unsetPortCommand(kind, what string) func(e *env) *cobra.Command {
 	return func(e *env) *cobra.Command {
-		var persist bool
+		var persist, yes bool
 		c := &cobra.Command{
 			Use:   "unset DEV[/PORT] [--persist]",
 			Short: fmt.Sprintf("Withdraw the %s set over D-Bus, so the files decide", what),
@@ -48,15 +50,64 @@ files decide again.
 				if dev == "" {
 					return usagef(cmd, "%q: missing the device", args[0])
 				}
-				return e.change(func(c *client.Client, cx context.Context) error {
+				var ints []interruption
+				if kind == "qos" {
+					ints = e.withdrawInterruptions(dev, port, persist)
+				}
+				if err := e.confirm(kind+" unset", ints, yes); err != nil {
+					return err
+				}
+				if err := e.change(func(c *client.Client, cx context.Context) error {
 					return c.Withdraw(cx, kind, dev, uint32(port), persist)
-				})
+				}); err != nil {
+					return err
+				}
+				e.noteInterruptions(ints)
+				return nil
 			},
 		}
 		c.Flags().BoolVar(&persist, "persist", false, "also withdraw it from rdmad's drop-in")
+		if kind == "qos" {
+			c.Long += `
+
+Withdrawing PFC or trust puts back what the files declare, or the value
+rdmad found: on a driver where that interrupts traffic (mlx5's link
+toggle) rdmactl asks first when standard input is a terminal (--yes
+answers yes).`
+			c.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask before a change that may interrupt traffic")
+		}
 		return c
 	}
 }
+
+// withdrawInterruptions is what withdrawing the QoS set over D-Bus on dev
+// (port, or every Ethernet port) may interrupt: PFC or trust declared at
+// run time (or, with persist, in rdmad's drop-in) on a driver whose
+// change of it interrupts traffic. What the files declare or rdmad found
+// is not published, so it may be the same value: the question says "may".
+func (e *env) withdrawInterruptions(dev string, port int, persist bool) []interruption {
+	var out []interruption
+	e.ethernetPorts(dev, port, func(p dbusapi.Port, subject string, rowOf func(string) (dbusapi.Disruption, bool)) {
+		src := p.DesiredQoSSource
+		if !strings.Contains(src, "runtime") && !(persist && strings.Contains(src, persistedDropIn)) {
+			return
+		}
+		for _, key := range []string{"pfc", "trust"} {
+			declared := p.DesiredQoSPFCSet
+			if key == "trust" {
+				declared = p.DesiredQoSTrust != ""
+			}
+			if row, ok := rowOf("qos." + key); ok && declared {
+				out = append(out, interruption{subject: subject, change: key + " withdrawn (the files' or the value found may differ)",
+					effect: row.Effect, driver: row.Driver, when: row.When})
+			}
+		}
+	})
+	return out
+}
+
+// persistedDropIn is rdmad's own drop-in, where --persist writes.
+const persistedDropIn = "zz-rdmad-persist.toml"
 
 func linkUnsetCommand(e *env) *cobra.Command {
 	var persist bool

@@ -10,7 +10,7 @@
 register 1 "bookworm trixie" doctor-port-states verify-member verify-nonmember
 register 2 "trixie" slurm-health
 extra_timeouts[verify-member]=300
-extra_timeouts[slurm-health]=300
+extra_timeouts[slurm-health]=600
 
 health_other=e2eother # a user outside @rdma
 health_addr=192.168.77.1
@@ -157,13 +157,33 @@ s_verify-nonmember() {
 }
 
 # contrib/slurm's HealthCheckProgram against a real one-node Slurm (Debian's
-# slurm-wlm and munge): run directly as root (as slurmd runs it), a failing
-# finding drains the node with the finding's id and subject, the fix
-# resumes it.
+# slurm-wlm and munge), run by slurmd itself: slurm.conf names the
+# installed /usr/libexec/rdmad/rdmad-healthcheck with a short
+# HealthCheckInterval, so slurmd's environment, its timeout and its
+# handling of the exit are the ones the check meets. A declared setting the
+# port refuses drains the node with the finding's id and subject, the fix
+# resumes it; a node an administrator drained is left as they left it; an
+# rdmad that does not answer drains the node only on the third run in a
+# row, saying so, and its return resumes it.
+health_hc=/usr/libexec/rdmad/rdmad-healthcheck
+health_hc_interval=5
+
+# slurm_wait SECONDS CMD...: CMD every second until it succeeds (scontrol
+# is too heavy under TCG for wait_for's 50 ms).
+slurm_wait() {
+	local limit=$1 i
+	shift
+	for ((i = 0; i < limit; i++)); do
+		"$@" && return 0
+		sleep 1
+	done
+	return 1
+}
+
 s_slurm-health() {
-	local node reason state dropin=/etc/rdma/rdmad.d/72-e2e-slurm.toml
-	local hc=/usr/lib/rdmad-e2e/rdmad-healthcheck t up healthy drain resume
-	trap 'rm -f $dropin; rdmactl reload >/dev/null 2>&1; systemctl stop slurmd slurmctld 2>/dev/null; ip link del slurm0 2>/dev/null; sed -i "/^${health_slurm_addr//./\\.} /d" /etc/hosts' EXIT
+	local node reason dropin=/etc/rdma/rdmad.d/72-e2e-slurm.toml t up drain resume noanswer since
+	trap 'rm -f $dropin; systemctl unmask --runtime rdmad.service >/dev/null 2>&1; systemctl start rdmad.service; rdmactl reload >/dev/null 2>&1; systemctl stop slurmd slurmctld 2>/dev/null; ip link del slurm0 2>/dev/null; sed -i "/^${health_slurm_addr//./\\.} /d" /etc/hosts' EXIT
+	[[ -x $health_hc ]] || fail "the package did not install $health_hc"
 	node=$(hostname -s)
 	# Slurm resolves every address, numeric ones too, with getaddrinfo's
 	# AI_ADDRCONFIG for IPv4, and glibc then answers only on a host with an
@@ -177,9 +197,12 @@ s_slurm-health() {
 	matches -Fx "$health_slurm_addr $node" /etc/hosts 2>/dev/null || echo "$health_slurm_addr $node" >>/etc/hosts
 	[[ $(getent ahostsv4 "$node" | awk 'NR == 1 { print $1 }') == "$health_slurm_addr" ]] ||
 		fail "$node does not resolve to $health_slurm_addr: '$(getent ahostsv4 "$node" | head -n 1)'"
+	# Early in a boot a link may still be coming up: doctor must pass before
+	# the check is asked anything.
+	slurm_wait 60 rdmactl doctor --quiet || fail "doctor fails before anything was changed: $(rdmactl doctor --lines | awk -F '\t' '$1 == "fail"' | head -n 3)"
 	mkdir -p /etc/slurm /var/lib/slurm/slurmctld /var/lib/slurm/slurmd
 	chown slurm: /var/lib/slurm/slurmctld 2>/dev/null
-	cat >/etc/slurm/slurm.conf <<EOF
+	cat >/etc/slurm/slurm.conf <<SLURMCONF
 ClusterName=e2e
 SlurmctldHost=$node
 AuthType=auth/munge
@@ -190,43 +213,74 @@ JobAcctGatherType=jobacct_gather/none
 ReturnToService=2
 StateSaveLocation=/var/lib/slurm/slurmctld
 SlurmdSpoolDir=/var/lib/slurm/slurmd
+HealthCheckProgram=$health_hc
+HealthCheckInterval=$health_hc_interval
+HealthCheckNodeState=ANY
 NodeName=$node State=UNKNOWN
 PartitionName=e2e Nodes=ALL Default=YES State=UP
-EOF
+SLURMCONF
 	[[ -s /etc/munge/munge.key ]] || mungekey --create >/dev/null 2>&1 || fail "no munge key"
 	systemctl restart munge || fail "munge: $(journalctl -u munge -n 5 --no-pager)"
 	t=$(now)
 	systemctl start slurmctld || fail "slurmctld: $(journalctl -u slurmctld -n 10 --no-pager | tr '\n' ' ')"
 	systemctl start slurmd || fail "slurmd: $(journalctl -u slurmd -n 10 --no-pager | tr '\n' ' ')"
-	wait_for 60 bash -c "[[ \$(sinfo -h -n $node -o %T 2>/dev/null) == idle ]]" ||
+	node_state() { scontrol show node "$node" 2>/dev/null | sed -n 's/^ *State=\([^ ]*\).*/\1/p'; }
+	node_reason() { scontrol show node "$node" 2>/dev/null | sed -n 's/^ *Reason=\(.*\) \[.*/\1/p'; }
+	is_state() { [[ $(node_state) == "$1" ]]; }
+	drained_for() { [[ $(node_state) == *DRAIN* && $(node_reason) == "$1" ]]; }
+	hc_said() { journalctl -b -t rdmad-healthcheck --since "@$since" --no-pager -o cat 2>/dev/null | matches -F "$1"; }
+	slurm_wait 90 is_state IDLE ||
 		fail "node $node not idle: $(sinfo -h -n "$node" -o '%T %E' 2>&1); $(journalctl -u slurmd -n 5 --no-pager | tr '\n' ' ')"
 	up=$(elapsed "$t")
-	node_state() { scontrol show node "$node" | sed -n 's/^ *State=\([^ ]*\).*/\1/p'; }
-	node_reason() { scontrol show node "$node" | sed -n 's/^ *Reason=\(.*\) \[.*/\1/p'; }
 
-	rdmactl doctor --quiet || fail "doctor fails before anything was changed: $(rdmactl --no-legend doctor | awk '$1 == "fail"' | head -n 3)"
-	t=$(now)
-	"$hc" || fail "$hc exited $?"
-	healthy=$(elapsed "$t")
-	[[ $(node_state) == IDLE ]] || fail "a healthy node became $(node_state) ($(node_reason))"
-
-	# The site expects rxe0 at 1000 Gb/s: the node is drained naming it.
-	printf '[[expect]]\ndevice = "rxe0"\nrate = 1000\n' >"$dropin"
+	# A declared setting the port refuses (Soft-RoCE takes RoCE v2 only):
+	# slurmd's run of the check drains the node naming it.
+	printf '[[roce]]\ndevice = "rxe0"\nport = 1\nmode = "v1"\n' >"$dropin"
 	rdmactl reload >/dev/null 2>&1
 	t=$(now)
-	SLURMD_NODENAME=$node "$hc" || fail "$hc exited $? on a failing host"
+	slurm_wait 60 drained_for "rdmad: roce-mode-differs rxe0/1" || fail "after a refused setting: State=$(node_state) Reason=$(node_reason)"
 	drain=$(elapsed "$t")
-	state=$(node_state) reason=$(node_reason)
-	[[ $state == *DRAIN* && $reason == "rdmad: port-rate-low rxe0/1" ]] || fail "after a failing finding: State=$state Reason=$reason"
 
-	# The fix: resumed.
+	# The fix: slurmd's next run resumes it.
 	rm -f "$dropin"
 	rdmactl reload >/dev/null 2>&1
 	t=$(now)
-	SLURMD_NODENAME=$node "$hc" || fail "$hc exited $?"
+	slurm_wait 60 is_state IDLE || fail "after the fix: State=$(node_state) Reason=$(node_reason)"
 	resume=$(elapsed "$t")
-	wait_for 10 bash -c "[[ \$(scontrol show node $node | sed -n 's/^ *State=\\([^ ]*\\).*/\\1/p') == IDLE ]]" ||
-		fail "after the fix: State=$(node_state) Reason=$(node_reason)"
-	echo "E2E-INFO slurm-health node idle ${up}s after slurmctld's start; $hc: healthy ${healthy}s, drain ${drain}s, resume ${resume}s"
-	pass "slurmctld and slurmd on $node ($health_slurm_addr): drained with \"$reason\" ($state), resumed after the fix"
+
+	# An administrator's drain is theirs: the check says so and neither
+	# replaces its reason nor resumes the node after the fix.
+	scontrol update nodename="$node" state=drain reason="e2e: bad DIMM"
+	since=$(date +%s)
+	printf '[[roce]]\ndevice = "rxe0"\nport = 1\nmode = "v1"\n' >"$dropin"
+	rdmactl reload >/dev/null 2>&1
+	slurm_wait 60 hc_said 'is drained for "e2e: bad DIMM"; not replacing it' ||
+		fail "slurmd's check never met the administrator's drain: State=$(node_state) Reason=$(node_reason)"
+	rm -f "$dropin"
+	rdmactl reload >/dev/null 2>&1
+	sleep $((3 * health_hc_interval + 2))
+	drained_for "e2e: bad DIMM" || fail "the administrator's drain was changed: State=$(node_state) Reason=$(node_reason)"
+	scontrol update nodename="$node" state=resume
+	slurm_wait 30 is_state IDLE || fail "not idle after the administrator's resume: State=$(node_state)"
+
+	# rdmad does not answer (stopped, and its bus activation masked): two
+	# runs leave the node in service, the third drains it saying so.
+	since=$(date +%s)
+	systemctl mask --runtime rdmad.service >/dev/null 2>&1
+	systemctl stop rdmad.service
+	t=$(now)
+	slurm_wait 60 hc_said "(2 of 3 in a row" ||
+		fail "no second run without an answer: $(journalctl -b -t rdmad-healthcheck --since "@$since" --no-pager -o cat | tail -n 3)"
+	is_state IDLE || fail "drained before the third run without an answer: State=$(node_state) Reason=$(node_reason)"
+	slurm_wait 30 bash -c "scontrol show node $node | grep -qE 'Reason=rdmad: no-answer host: doctor did not answer [0-9]+ times in a row'" ||
+		fail "not drained after runs without an answer: State=$(node_state) Reason=$(node_reason)"
+	hc_said "draining $node: rdmad: no-answer host: doctor did not answer 3 times in a row" ||
+		fail "the drain did not come on the third run without an answer: $(journalctl -b -t rdmad-healthcheck --since "@$since" --no-pager -o cat | tail -n 4)"
+	noanswer=$(elapsed "$t")
+	reason=$(node_reason)
+	systemctl unmask --runtime rdmad.service >/dev/null 2>&1
+	systemctl start rdmad.service || fail "rdmad does not start again"
+	slurm_wait 60 is_state IDLE || fail "rdmad back: State=$(node_state) Reason=$(node_reason)"
+	echo "E2E-INFO slurm-health node idle ${up}s after slurmctld's start; slurmd's HealthCheckProgram every ${health_hc_interval}s: drained ${drain}s after the refusal, resumed ${resume}s after the fix, drained ${noanswer}s after rdmad stopped"
+	pass "slurmd ran $health_hc: drained with \"rdmad: roce-mode-differs rxe0/1\", resumed after the fix, the administrator's drain kept, drained after 3 runs without an answer (\"${reason:0:80}...\") and resumed when rdmad came back"
 }
