@@ -64,6 +64,22 @@ type Manager struct {
 	APIChanges       string            `prop:"APIChanges" json:"api_changes"`
 	APIChangesSource string            `prop:"APIChangesSource" json:"api_changes_source"`
 	Devices          []dbus.ObjectPath `prop:"Devices" json:"-"`
+	// Holds are the holds on settings in force (HoldCorrections), by
+	// port then holder.
+	Holds []Hold `prop:"Holds" json:"holds"`
+}
+
+// Hold is one caller's hold on settings of a port (D-Bus struct
+// (suasst)): rdmad reads those settings and writes none of them until the
+// caller releases them or leaves the bus.
+type Hold struct {
+	Device   string   `json:"device"`
+	Port     uint32   `json:"port"`
+	Settings []string `json:"settings"` // the settings' names, as in Port.Settings
+	// Holder names the caller: its unique bus name and who it is (user,
+	// uid, pid and command).
+	Holder string `json:"holder"`
+	Since  uint64 `json:"since_usec"` // when the hold began, µs since the epoch
 }
 
 // Link is a declared soft RDMA link (D-Bus struct (ssss)).

@@ -52,6 +52,7 @@ func managerModel(pol *config.Policy, configErr error, inForce config.InForce, s
 	if !sum.LastReconcile.IsZero() {
 		m.LastReconcile = uint64(sum.LastReconcile.UnixMicro())
 	}
+	m.Holds = holdsModel(sum.Holds)
 	dbusapi.EscapeStrings(&m)
 	m.Devices = paths // object paths are escaped by construction
 	return m
@@ -64,7 +65,18 @@ func summaryOf(st *reconcile.State) reconcile.Summary {
 	for i := range st.Devices {
 		names[i] = st.Devices[i].Name
 	}
-	return reconcile.Summary{Devices: names, Modules: st.Modules, LastReconcile: st.LastReconcile, Failures: st.Failures(), HostRecords: st.HostRecords}
+	return reconcile.Summary{Devices: names, Modules: st.Modules, LastReconcile: st.LastReconcile, Failures: st.Failures(), HostRecords: st.HostRecords,
+		Holds: st.Holds}
+}
+
+// holdsModel is the holds as the Manager publishes them (escaped with it).
+func holdsModel(hs []reconcile.Hold) []dbusapi.Hold {
+	out := make([]dbusapi.Hold, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, dbusapi.Hold{Device: h.Subject.Device, Port: uint32(h.Subject.Port), Settings: h.SettingNames(),
+			Holder: h.Holder, Since: uint64(h.Since.UnixMicro())})
+	}
+	return out
 }
 
 // devicePaths are the object paths of the named devices.

@@ -90,6 +90,9 @@ type Server struct {
 	reports atomic.Pointer[reportGate] // Describe and Diagnose (reports.go)
 	plans   planGate                   // Plan's slots (plan.go)
 	refused *refusedLog                // refused calls, counted and logged at a bounded rate (refused.go)
+
+	leaseMu sync.Mutex
+	leases  *leases // the holders of holds on the current connection (holds.go)
 }
 
 // New exports the root object and every device and port of the current

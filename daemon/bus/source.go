@@ -58,6 +58,13 @@ type Daemon interface {
 	CheckSetNetnsMode(mode config.NetnsMode, persist bool) error
 	CheckWithdraw(w service.Withdrawal) error
 	CheckAPI(persist bool) error
+	// CheckHoldCorrections validates a hold's arguments; the holds are
+	// the service's, the leases (who holds, until when) the bus's.
+	CheckHoldCorrections(h service.HoldRequest) error
+	HoldCorrections(h service.HoldRequest) error
+	ReleaseCorrections(holder, device string, port int) error
+	ReleaseHolder(holder string)
+	ReleaseAllHolds()
 	// CheckPlan validates Plan's arguments; Plan works out, writing
 	// nothing, what the files in force plus a candidate drop-in would do.
 	CheckPlan(candidate []byte, as string) error
