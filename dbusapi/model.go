@@ -67,7 +67,30 @@ type Manager struct {
 	// Holds are the holds on settings in force (HoldCorrections), by
 	// port then holder.
 	Holds []Hold `prop:"Holds" json:"holds"`
+	// Notifications is rdmad's table of how another process's change of
+	// each setting reaches it, per driver: a constant of the running
+	// rdmad, so not in the Describe document.
+	Notifications []Notification `prop:"Notifications" json:"-"`
 }
+
+// Notification is one row of the table of how a change of a setting made
+// by another process reaches rdmad (D-Bus struct (ssss)).
+type Notification struct {
+	Driver  string `json:"driver"`  // the device's driver ("mlx5_core"), "" for every driver without a row of its own
+	Setting string `json:"setting"` // the setting's name, as in Port.Settings: qos_pfc
+	// Notice is NoticeInotify, NoticeDCB, NoticeEthtool or NoticeNone
+	// (the verify read-back finds the change).
+	Notice  string `json:"notice"`
+	Follows string `json:"follows"` // the kernel code the row was read from
+}
+
+// The notices of the Notifications table.
+const (
+	NoticeNone    = "none"
+	NoticeInotify = "inotify"
+	NoticeDCB     = "dcb"
+	NoticeEthtool = "ethtool"
+)
 
 // Hold is one caller's hold on settings of a port (D-Bus struct
 // (suasst)): rdmad reads those settings and writes none of them until the

@@ -69,6 +69,17 @@ func summaryOf(st *reconcile.State) reconcile.Summary {
 		Holds: st.Holds}
 }
 
+// notificationsModel is the parts' table of notifications as the Manager
+// publishes it.
+func notificationsModel(table []reconcile.Notification) []dbusapi.Notification {
+	out := make([]dbusapi.Notification, 0, len(table))
+	for _, n := range table {
+		out = append(out, dbusapi.Notification{Driver: n.Driver, Setting: n.Setting.Name, Notice: n.Notice.String(), Follows: n.Follows})
+	}
+	dbusapi.EscapeStrings(&out)
+	return out
+}
+
 // holdsModel is the holds as the Manager publishes them (escaped with it).
 func holdsModel(hs []reconcile.Hold) []dbusapi.Hold {
 	out := make([]dbusapi.Hold, 0, len(hs))

@@ -219,3 +219,28 @@ func portOf(d *dbusapi.Description, dev string, port uint32) *dbusapi.Port {
 	}
 	return nil
 }
+
+// The Manager publishes the parts' notification table.
+func TestNotificationsTableIsPublished(t *testing.T) {
+	e := newAuthEnv(t, bustest.Start, defaultAuth)
+	v, err := e.root0.Conn().Object(dbusapi.BusName, dbusapi.RootPath).GetProperty(dbusapi.ManagerIface + ".Notifications")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []dbusapi.Notification
+	if err := dbus.Store([]any{v.Value()}, &rows); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"roce_tos": dbusapi.NoticeInotify, "qos_pfc": dbusapi.NoticeDCB, "qos_pause": dbusapi.NoticeEthtool, "qos_pfc_storm_timeout": dbusapi.NoticeNone}
+	for _, r := range rows {
+		if w, ok := want[r.Setting]; ok && r.Driver == "" {
+			if r.Notice != w || r.Follows == "" {
+				t.Errorf("row %+v, want notice %s", r, w)
+			}
+			delete(want, r.Setting)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no row for every driver of %v in %+v", want, rows)
+	}
+}

@@ -20,6 +20,9 @@ type State interface {
 	OnChange(fn func(reconcile.Change))
 	// Checkers are the parts' own health checks, for Diagnose.
 	Checkers() []reconcile.Checker
+	// Notifications is the parts' table of how another process's change
+	// of each setting reaches rdmad (the Manager's Notifications property).
+	Notifications() []reconcile.Notification
 }
 
 // Daemon is what the bus reads of the declarations and the calls it
