@@ -30,6 +30,10 @@ type Watcher struct {
 	Recheck      func(netdev string)
 	CarrierLost  func(netdev string)
 	StateChanged func(netdev string)
+	// DCBChanged and PauseChanged, when set, are told which of the two
+	// notifications a Recheck stands for (rdmactl qualify times each).
+	DCBChanged   func(netdev string)
+	PauseChanged func(netdev string)
 	// RequestAll asks for everything to be read again: notifications
 	// were lost (the inotify queue overflowed).
 	RequestAll func()
@@ -104,8 +108,15 @@ func (w *Watcher) announce(old, cur *State) {
 		if was == nil {
 			continue // a netdev the kernel did not hold before: not a change of it
 		}
-		if !reflect.DeepEqual(dcbIEEE(was), dcbIEEE(n)) || !reflect.DeepEqual(was.Pause, n.Pause) {
+		dcbChanged, pauseChanged := !reflect.DeepEqual(dcbIEEE(was), dcbIEEE(n)), !reflect.DeepEqual(was.Pause, n.Pause)
+		if dcbChanged || pauseChanged {
 			call(w.Recheck, name)
+		}
+		if dcbChanged {
+			call(w.DCBChanged, name)
+		}
+		if pauseChanged {
+			call(w.PauseChanged, name)
 		}
 		if n.mlx5() && pfcMask(was) != pfcMask(n) {
 			call(w.CarrierLost, name)
