@@ -37,7 +37,10 @@ type Watcher struct {
 	// RequestAll asks for everything to be read again: notifications
 	// were lost (the inotify queue overflowed).
 	RequestAll func()
-	Log        *slog.Logger
+	// Ready, when set, is called once the file is watched and its state
+	// read: every change from then on is announced.
+	Ready func()
+	Log   *slog.Logger
 
 	last *State
 }
@@ -63,6 +66,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 		w.last = s
 	} else {
 		log.Warn("the fixture's kernel state does not read; its changes are announced once it does", "err", err)
+	}
+	if w.Ready != nil {
+		w.Ready()
 	}
 	name := path.Base(File)
 	for {

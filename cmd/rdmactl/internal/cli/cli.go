@@ -66,6 +66,10 @@ func (silentFailure) Error() string { return "failed" }
 
 type env struct {
 	stdout, stderr io.Writer
+	stdin          io.Reader // answers to rdmactl's questions
+	// terminal: standard input is a terminal, so rdmactl may ask before a
+	// call that interrupts traffic.
+	terminal bool
 
 	bus, host         string // --bus, -H
 	output            string // -o text|json
@@ -80,12 +84,13 @@ type env struct {
 }
 
 func newEnv(stdout, stderr io.Writer) *env {
-	e := &env{stdout: stdout, stderr: stderr, bus: "system", output: "text", loc: time.Local,
+	e := &env{stdout: stdout, stderr: stderr, stdin: os.Stdin, bus: "system", output: "text", loc: time.Local,
 		readTimeout: ReadTimeout, changeTimeout: ChangeTimeout, connect: client.ConnectTarget}
 	if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err == nil {
 		// A terminal (not /dev/null, also a character device): a polkit
-		// agent on it may ask for a password.
-		e.interactive = true
+		// agent on it may ask for a password, and rdmactl may ask before
+		// a call that interrupts traffic.
+		e.interactive, e.terminal = true, true
 	}
 	return e
 }

@@ -13,19 +13,33 @@ import (
 
 // rdmactl reads the host only through rdmad: neither the CLI nor the
 // client imports a daemon package (version, the build stamp, and
-// config/value, the rules of the values a policy takes, aside).
+// config/value, the rules of the values a policy takes, aside). rdmactl
+// qualify, which measures the host itself, links the kernel edge rdmad
+// uses and nothing above it (no part, reconciler or service).
 func TestRdmactlImportsNoDaemonCode(t *testing.T) {
+	const mod = "github.com/rdmad/rdmad/"
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}: {{join .Imports \" \"}}",
-		"github.com/rdmad/rdmad/cmd/rdmactl/internal/cli", "github.com/rdmad/rdmad/dbusapi/client").CombinedOutput()
+		mod+"cmd/rdmactl/internal/cli", mod+"dbusapi/client").CombinedOutput()
 	if err != nil {
 		t.Skipf("go list: %v: %s", err, out)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		pkg, imports, _ := strings.Cut(line, ": ")
 		for _, imp := range strings.Fields(imports) {
-			if strings.HasPrefix(imp, "github.com/rdmad/rdmad/daemon/") && imp != "github.com/rdmad/rdmad/daemon/version" && imp != "github.com/rdmad/rdmad/daemon/config/value" {
+			if strings.HasPrefix(imp, mod+"daemon/") && imp != mod+"daemon/version" && imp != mod+"daemon/config/value" {
 				t.Errorf("%s imports %s", pkg, imp)
 			}
+		}
+	}
+	edge := map[string]bool{"config/value": true, "version": true, "dcb": true, "ethtool": true, "events": true,
+		"fixturekernel": true, "host": true, "nlattr": true, "rdmares": true}
+	deps, err := exec.Command("go", "list", "-deps", mod+"cmd/rdmactl").CombinedOutput()
+	if err != nil {
+		t.Skipf("go list: %v: %s", err, deps)
+	}
+	for _, dep := range strings.Fields(string(deps)) {
+		if d, ok := strings.CutPrefix(dep, mod+"daemon/"); ok && !edge[d] {
+			t.Errorf("rdmactl links daemon/%s: only qualify's kernel edge (%v) may be linked", d, edge)
 		}
 	}
 }
