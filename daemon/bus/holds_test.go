@@ -244,3 +244,18 @@ func TestNotificationsTableIsPublished(t *testing.T) {
 		t.Errorf("no row for every driver of %v in %+v", want, rows)
 	}
 }
+
+// A lost bus connection ends every hold: its holders were on that bus.
+func TestHoldsEndWithRdmadsConnection(t *testing.T) {
+	e := newAuthEnv(t, bustest.Start, defaultAuth)
+	if err := e.root0.HoldCorrections(t.Context(), "mlx5_0", 1, []string{"roce_tos"}); err != nil {
+		t.Fatal(err)
+	}
+	if hs := e.d.svc.Reconciler().Holds(); len(hs) != 1 {
+		t.Fatalf("holds %+v", hs)
+	}
+	e.d.srv.Detach()
+	if hs := e.d.svc.Reconciler().Holds(); len(hs) != 0 {
+		t.Errorf("holds after the connection was lost: %+v", hs)
+	}
+}

@@ -75,6 +75,12 @@ func resultOf(t *testing.T, p qualify.Port, setting string) qualify.Result {
 // is as it was.
 func TestQualifyMLX5Fixture(t *testing.T) {
 	root := hosttest.Copy(t, "mlx5")
+	// What a capture of a host carries beyond the bundled fixture: the
+	// kernel's release and the function's PCI ids.
+	hosttest.Write(t, root, "proc/sys/kernel/osrelease", "6.12.57+deb13-amd64\n")
+	for f, v := range map[string]string{"device": "0x1017", "subsystem_vendor": "0x15b3", "subsystem_device": "0x0007"} {
+		hosttest.Write(t, root, "sys/class/infiniband/mlx5_0/device/"+f, v+"\n")
+	}
 	before := digest(t, root)
 	var seen []string
 	rep, err := qualify.Run(t.Context(), qualify.Options{Kernel: qualify.FixtureKernel(root), Targets: []string{"ens1f0np0"},
@@ -86,8 +92,12 @@ func TestQualifyMLX5Fixture(t *testing.T) {
 		t.Fatalf("ports %+v", rep.Ports)
 	}
 	p := rep.Ports[0]
-	if p.Subject() != "mlx5_0/1 (ens1f0np0)" || p.Driver != "mlx5_core" || p.Firmware == "" || p.Refused != "" {
+	if p.Subject() != "mlx5_0/1 (ens1f0np0)" || p.Driver != "mlx5_core" || p.Firmware != "16.35.2000" || p.Refused != "" ||
+		p.PCIID != "15b3:1017 15b3:0007" || p.PCIAddress != "0000:3b:00.0" || p.DriverVersion != "in-tree (kernel 6.12.57+deb13-amd64)" {
 		t.Errorf("port %+v", p)
+	}
+	if rep.Kernel != "6.12.57+deb13-amd64" || rep.Fixture != root {
+		t.Errorf("report: kernel %q, fixture %q", rep.Kernel, rep.Fixture)
 	}
 	want := map[string]string{
 		"roce_mode": qualify.Works, "roce_tos": qualify.Works, "roce_traffic_class": qualify.NotOffered,
