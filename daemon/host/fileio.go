@@ -206,6 +206,30 @@ func WriteAttr(name string, data []byte) error {
 	return nil
 }
 
+// WriteKernelAttr writes a kernel attribute (sysfs, configfs) in place
+// without truncating it first: an O_TRUNC open is a change notification of
+// its own (IN_MODIFY on the attribute's directory), sent before the write
+// and whatever the kernel then makes of the value. Regular files only; a
+// plain file keeps what follows the bytes written, so fixtures are written
+// with WriteAttr.
+func WriteKernelAttr(name string, data []byte) error {
+	fd, err := openRegular(name, unix.O_WRONLY)
+	if err != nil {
+		return err
+	}
+	n, err := writeRetry(fd, data)
+	cerr := unix.Close(fd)
+	switch {
+	case err != nil:
+		return &fs.PathError{Op: "write", Path: name, Err: err}
+	case n != len(data):
+		return &fs.PathError{Op: "write", Path: name, Err: fmt.Errorf("short write: %d of %d bytes", n, len(data))}
+	case cerr != nil:
+		return &fs.PathError{Op: "close", Path: name, Err: cerr}
+	}
+	return nil
+}
+
 func writeRetry(fd int, b []byte) (int, error) {
 	for {
 		n, err := unix.Write(fd, b)

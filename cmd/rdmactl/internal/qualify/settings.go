@@ -28,7 +28,6 @@ const (
 // configfs and sysfs settings, then DCB, then ethtool, then OFED's ECN.
 func (r *portRun) trials() []trial {
 	dev, port, netdev := r.t.dev.Name, r.t.port, r.t.netdev
-	h := r.k.Host
 	cm := host.ConfigfsPortPath(dev, port)
 	out := []trial{
 		r.fileTrial("roce_mode", "RoCE mode", cm, "default_roce_mode", func(v string) string {
@@ -65,10 +64,10 @@ func (r *portRun) trials() []trial {
 				return [2]string{"1", "1"}
 			},
 			write: func(v [2]string) error {
-				if err := h.WriteString(path.Join(ecnRP, "3"), v[0]); err != nil {
+				if err := r.writeFile(path.Join(ecnRP, "3"), v[0]); err != nil {
 					return err
 				}
-				return h.WriteString(path.Join(ecnNP, "3"), v[1])
+				return r.writeFile(path.Join(ecnNP, "3"), v[1])
 			},
 			text:  func(v [2]string) string { return fmt.Sprintf("priority 3: reaction %s, notification %s", v[0], v[1]) },
 			files: []string{path.Join(ecnRP, "3"), path.Join(ecnNP, "3")},
@@ -89,6 +88,17 @@ func (r *portRun) trials() []trial {
 	return out
 }
 
+// writeFile writes a setting's file: on a host in place without
+// truncating it (host.WriteKernelAttr: the truncation would be a
+// notification of its own, also for a value the kernel refuses), on a
+// fixture, whose files are plain files, as rdmad writes them.
+func (r *portRun) writeFile(rel, v string) error {
+	if r.k.Fixture {
+		return r.k.Host.WriteString(rel, v)
+	}
+	return host.WriteKernelAttr(r.k.Host.Path(rel), []byte(v))
+}
+
 // readFile reads a setting's file; a missing one is not offered (what
 // says whose file it is).
 func (r *portRun) readFile(rel, what string) (string, error) {
@@ -102,7 +112,6 @@ func (r *portRun) readFile(rel, what string) (string, error) {
 // fileTrial tries a setting kept in one file (configfs, sysfs) whose text
 // is its value.
 func (r *portRun) fileTrial(setting, title, dir, file string, alt func(string) string) trial {
-	h := r.k.Host
 	rel := path.Join(dir, file)
 	what := "a file of OFED's driver (MLNX_OFED and DOCA-OFED only)"
 	if strings.HasPrefix(dir, host.ConfigfsRdmaCM) {
@@ -116,7 +125,7 @@ func (r *portRun) fileTrial(setting, title, dir, file string, alt func(string) s
 			return r.readFile(rel, what)
 		},
 		alt:   alt,
-		write: func(v string) error { return h.WriteString(rel, v) },
+		write: func(v string) error { return r.writeFile(rel, v) },
 	}
 }
 
@@ -141,7 +150,6 @@ func (r *portRun) configfsDir(dir string) error {
 // trafficClassTrial tries OFED's global traffic class of the port: the
 // driver prints "Global tclass=N" while one is set and takes -1 for none.
 func (r *portRun) trafficClassTrial() trial {
-	h := r.k.Host
 	dir := trafficClassDir(r.t.dev.Name, r.t.port)
 	rel := path.Join(dir, "traffic_class")
 	return trialOf[int]{setting: "roce_traffic_class", heading: "global traffic class", notice: EventInotify, dir: dir, files: []string{rel},
@@ -163,7 +171,7 @@ func (r *portRun) trafficClassTrial() trial {
 			}
 			return 106
 		},
-		write: func(v int) error { return h.WriteString(rel, strconv.Itoa(v)) },
+		write: func(v int) error { return r.writeFile(rel, strconv.Itoa(v)) },
 		text: func(v int) string {
 			if v < 0 {
 				return "unset"
