@@ -201,8 +201,27 @@ func managerTables(ctx context.Context, c *client.Client, d time.Duration) quali
 	} else {
 		t.NotificationsMissing = "this rdmad publishes no Notifications table"
 	}
-	t.DisruptionsMissing = "this rdmad publishes no Disruptions table"
+	t.Disruptions, t.DisruptionsMissing = disruptionRows(props)
 	return t
+}
+
+// disruptionRows reads the Manager's Disruptions property, rdmad's table
+// of what a change of a setting does to traffic per driver, as (driver,
+// setting, key, effect, when, follows); why not when it has none.
+func disruptionRows(props map[string]dbus.Variant) ([]qualify.DisruptionRow, string) {
+	v, ok := props["Disruptions"]
+	if !ok {
+		return nil, "this rdmad publishes no Disruptions table"
+	}
+	var rows []struct{ Driver, Setting, Key, Effect, When, Follows string }
+	if err := dbus.Store([]any{v.Value()}, &rows); err != nil {
+		return nil, "rdmad's Disruptions table does not read: " + err.Error()
+	}
+	out := []qualify.DisruptionRow{}
+	for _, r := range rows {
+		out = append(out, qualify.DisruptionRow{Driver: r.Driver, Setting: r.Setting, Effect: r.Effect, When: r.When})
+	}
+	return out, ""
 }
 
 // qualifyProgress prints each setting as it ends (the port's header
