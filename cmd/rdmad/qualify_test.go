@@ -2,16 +2,10 @@ package main_test
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,53 +14,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/fixturekernel"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 )
-
-// treeHash is every file, directory and link of a tree, with its bytes'
-// hash.
-func treeHash(t *testing.T, root string) []string {
-	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			lines = append(lines, rel+" -> "+target)
-		case d.IsDir():
-			lines = append(lines, rel+"/")
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			lines = append(lines, fmt.Sprintf("%s %x", rel, sha256.Sum256(b)))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(lines)
-	return lines
-}
-
-func treeDiff(a, b []string) []string {
-	var out []string
-	for _, l := range a {
-		if !slices.Contains(b, l) {
-			out = append(out, "- "+l)
-		}
-	}
-	for _, l := range b {
-		if !slices.Contains(a, l) {
-			out = append(out, "+ "+l)
-		}
-	}
-	return out
-}
 
 // qualifiedHost is the demo host with the lossless drop-in applied by a
 // running rdmad on a private bus, settled.
@@ -115,7 +62,7 @@ type qualifyDoc struct {
 // file of the fixture is as it was before.
 func TestQualifyFixtureWithRdmad(t *testing.T) {
 	root, addr, p := qualifiedHost(t)
-	before := treeHash(t, root)
+	before := hosttest.Tree(t, root)
 	corrected := strings.Count(p.logs.String(), "corrected a setting changed behind rdmad's back")
 	out, err := exec.Command(rdmactlBin, "--bus", addr, "-o", "json", "qualify", "--root", root, "--yes", "--wait", "300ms", "mlx5_0").Output()
 	if err != nil {
@@ -158,7 +105,7 @@ func TestQualifyFixtureWithRdmad(t *testing.T) {
 		t.Errorf("rdmad corrected %d settings while qualify held them", n-corrected)
 	}
 	time.Sleep(300 * time.Millisecond) // rdmad reads the port again after the hold: it must find nothing to do
-	if d := treeDiff(before, treeHash(t, root)); len(d) > 0 {
+	if d := hosttest.TreeDiff(before, hosttest.Tree(t, root)); len(d) > 0 {
 		t.Errorf("the fixture differs after qualify:\n%s", strings.Join(d, "\n"))
 	}
 	if out, _ := exec.Command(rdmactlBin, "--bus", addr, "status").CombinedOutput(); strings.Contains(string(out), "corrections held") {
@@ -171,7 +118,7 @@ func TestQualifyFixtureWithRdmad(t *testing.T) {
 // so and exits 1.
 func TestQualifySIGTERMPutsBack(t *testing.T) {
 	root, addr, p := qualifiedHost(t)
-	before := treeHash(t, root)
+	before := hosttest.Tree(t, root)
 	cmd := exec.Command(rdmactlBin, "--bus", addr, "qualify", "--root", root, "--yes", "--wait", "3s", "mlx5_0/1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -205,7 +152,7 @@ func TestQualifySIGTERMPutsBack(t *testing.T) {
 	eventually(t, "the hold is released", func() bool {
 		return strings.Contains(p.logs.String(), `msg="corrections released" subject=mlx5_0/1`)
 	})
-	if d := treeDiff(before, treeHash(t, root)); len(d) > 0 {
+	if d := hosttest.TreeDiff(before, hosttest.Tree(t, root)); len(d) > 0 {
 		t.Errorf("the fixture differs after a SIGTERM:\n%s", strings.Join(d, "\n"))
 	}
 }
@@ -219,13 +166,13 @@ func TestQualifyRefusesUserQueuePairs(t *testing.T) {
   {"device": "mlx5_0", "port": 1, "lqpn": 812, "type": "RC", "state": "RTS", "pid": 4242}
 ]}
 `)
-	before := treeHash(t, root)
+	before := hosttest.Tree(t, root)
 	out, err := exec.Command(rdmactlBin, "--bus", "unix:path="+filepath.Join(t.TempDir(), "none"), "qualify", "--root", root, "--yes", "mlx5_0/1").CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 ||
 		!strings.Contains(string(out), "mlx5_0/1 (ens1f0np0): not tried: it carries traffic: RC queue pair 812 of pid 4242; stop those users first, or --force") {
 		t.Errorf("exit %v:\n%s", err, out)
 	}
-	if d := treeDiff(before, treeHash(t, root)); len(d) > 0 {
+	if d := hosttest.TreeDiff(before, hosttest.Tree(t, root)); len(d) > 0 {
 		t.Errorf("a refused port changed the fixture:\n%s", strings.Join(d, "\n"))
 	}
 }

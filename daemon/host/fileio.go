@@ -189,21 +189,7 @@ func ReadConfigFile(name string) ([]byte, error) { return ReadFileLimit(name, Ma
 // fixture files (the kernel ignores it), and never to anything but a
 // regular file, so a FIFO cannot block the write.
 func WriteAttr(name string, data []byte) error {
-	fd, err := openRegular(name, unix.O_WRONLY|unix.O_TRUNC)
-	if err != nil {
-		return err
-	}
-	n, err := writeRetry(fd, data)
-	cerr := unix.Close(fd)
-	switch {
-	case err != nil:
-		return &fs.PathError{Op: "write", Path: name, Err: err}
-	case n != len(data):
-		return &fs.PathError{Op: "write", Path: name, Err: fmt.Errorf("short write: %d of %d bytes", n, len(data))}
-	case cerr != nil:
-		return &fs.PathError{Op: "close", Path: name, Err: cerr}
-	}
-	return nil
+	return writeAttr(name, unix.O_WRONLY|unix.O_TRUNC, data)
 }
 
 // WriteKernelAttr writes a kernel attribute (sysfs, configfs) in place
@@ -212,8 +198,11 @@ func WriteAttr(name string, data []byte) error {
 // and whatever the kernel then makes of the value. Regular files only; a
 // plain file keeps what follows the bytes written, so fixtures are written
 // with WriteAttr.
-func WriteKernelAttr(name string, data []byte) error {
-	fd, err := openRegular(name, unix.O_WRONLY)
+func WriteKernelAttr(name string, data []byte) error { return writeAttr(name, unix.O_WRONLY, data) }
+
+// writeAttr opens name with flags (a regular file only) and writes data.
+func writeAttr(name string, flags int, data []byte) error {
+	fd, err := openRegular(name, flags)
 	if err != nil {
 		return err
 	}

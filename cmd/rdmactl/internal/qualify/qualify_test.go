@@ -2,14 +2,8 @@ package qualify_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -23,37 +17,8 @@ import (
 	"github.com/rdmad/rdmad/daemon/roce"
 )
 
-// digest is every file of a tree with its bytes' hash, and every
-// directory: what "the fixture is as it was" compares.
-func digest(t *testing.T, root string) string {
-	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			lines = append(lines, rel+" -> "+target)
-		case d.IsDir():
-			lines = append(lines, rel+"/")
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			lines = append(lines, fmt.Sprintf("%s %x", rel, sha256.Sum256(b)))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
+// digest is the fixture's files as hosttest.Tree lists them.
+func digest(t *testing.T, root string) string { return strings.Join(hosttest.Tree(t, root), "\n") }
 
 func resultOf(t *testing.T, p qualify.Port, setting string) qualify.Result {
 	t.Helper()
@@ -135,19 +100,7 @@ func TestQualifyMLX5Fixture(t *testing.T) {
 }
 
 func diff(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	var out []string
-	for _, l := range al {
-		if !slices.Contains(bl, l) {
-			out = append(out, "- "+l)
-		}
-	}
-	for _, l := range bl {
-		if !slices.Contains(al, l) {
-			out = append(out, "+ "+l)
-		}
-	}
-	return strings.Join(out, "\n")
+	return strings.Join(hosttest.TreeDiff(strings.Split(a, "\n"), strings.Split(b, "\n")), "\n")
 }
 
 // A port whose device carries queue pairs other than the kernel's own
