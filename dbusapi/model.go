@@ -68,6 +68,45 @@ type Manager struct {
 	// traffic, per driver: a constant of the running rdmad, so not in the
 	// Describe document.
 	Disruptions []Disruption `prop:"Disruptions" json:"-"`
+	// Holds are the holds on settings in force (HoldCorrections), by
+	// port then holder.
+	Holds []Hold `prop:"Holds" json:"holds"`
+	// Notifications is rdmad's table of how another process's change of
+	// each setting reaches it, per driver: a constant of the running
+	// rdmad, so not in the Describe document.
+	Notifications []Notification `prop:"Notifications" json:"-"`
+}
+
+// Notification is one row of the table of how a change of a setting made
+// by another process reaches rdmad (D-Bus struct (ssss)).
+type Notification struct {
+	Driver  string `json:"driver"`  // the device's driver ("mlx5_core"), "" for every driver without a row of its own
+	Setting string `json:"setting"` // the setting's name, as in Port.Settings: qos_pfc
+	// Notice is NoticeInotify, NoticeDCB, NoticeEthtool or NoticeNone
+	// (the verify read-back finds the change).
+	Notice  string `json:"notice"`
+	Follows string `json:"follows"` // the kernel code the row was read from
+}
+
+// The notices of the Notifications table.
+const (
+	NoticeNone    = "none"
+	NoticeInotify = "inotify"
+	NoticeDCB     = "dcb"
+	NoticeEthtool = "ethtool"
+)
+
+// Hold is one caller's hold on settings of a port (D-Bus struct
+// (suasst)): rdmad reads those settings and writes none of them until the
+// caller releases them or leaves the bus.
+type Hold struct {
+	Device   string   `json:"device"`
+	Port     uint32   `json:"port"`
+	Settings []string `json:"settings"` // the settings' names, as in Port.Settings
+	// Holder names the caller: its unique bus name and who it is (user,
+	// uid, pid and command).
+	Holder string `json:"holder"`
+	Since  uint64 `json:"since_usec"` // when the hold began, µs since the epoch
 }
 
 // Disruption is one row of the table of what a change of a setting does to

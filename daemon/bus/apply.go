@@ -128,6 +128,7 @@ func (s *Server) applyBetweenCalls(status service.PolicyStatus) {
 	states = s.state.DeviceStates(names)
 	if mgr {
 		manager = managerModel(status.Policy, status.ConfigError, status.InForce, sum, nil, s.state.Disruptions())
+		manager.Notifications = s.notifications
 	}
 	s.mu.Lock()
 	if !slices.Equal(sum.Devices, s.deviceNames) {

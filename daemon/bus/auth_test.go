@@ -118,6 +118,9 @@ func (e *authEnv) state(t *testing.T) string {
 		n, _ := e.dcb.Netdev(nd)
 		fmt.Fprintf(&b, "dcb %s: %+v\n", nd, n)
 	}
+	// A hold ends when its caller leaves, which a caller of these tests
+	// does at once: rdmad's log of it is what stays.
+	fmt.Fprintf(&b, "holds logged: %d\n", strings.Count(e.d.logs.String(), `msg="corrections held"`))
 	overlay, _ := json.Marshal(e.d.svc.RuntimeOverlay())
 	policy, _ := json.Marshal(e.d.svc.PolicyInForce())
 	fmt.Fprintf(&b, "overlay: %s\npolicy: %s\n", overlay, policy)
@@ -157,6 +160,7 @@ var authCalls = []authCall{
 	{method: "DeleteLink", args: argsOf(argS("rxe1"), argB(true)), persist: true, action: bus.ActionManageLinks},
 	{method: "SetNetnsMode", args: argsOf(argS("exclusive"), argB(false)), action: bus.ActionSetNetns},
 	{method: "SetNetnsMode", args: argsOf(argS("exclusive"), argB(true)), persist: true, action: bus.ActionSetNetns},
+	{method: "HoldCorrections", args: argsOf(argS("mlx5_0"), argU(1), argAS("roce_tos", "qos_pfc")), action: bus.ActionHold},
 	{method: "Withdraw", args: argsOf(argS("roce"), argS("mlx5_0"), argU(1), argB(false)), action: bus.ActionSetRoCE, setup: func(t *testing.T, e *authEnv) {
 		if err := e.root0.SetRoCE(t.Context(), "mlx5_0", 1, "", 9, false); err != nil {
 			t.Fatal(err)

@@ -50,6 +50,10 @@ type arg struct {
 	// SV is an a{sv} whose values are byte arrays (SetQoSSettings); an
 	// empty one is still sent.
 	SV map[string][]byte
+	// AS is an array of strings (HoldCorrections); As marks it as one, so
+	// an empty one is still sent.
+	AS []string `json:",omitempty"`
+	As bool     `json:",omitempty"`
 }
 
 func argS(s string) arg     { return arg{S: &s} }
@@ -60,6 +64,7 @@ func argY(y []byte) arg     { return arg{Y: y, Ay: true} }
 func argsOf(a ...arg) []arg { return a }
 
 func argSV(sv map[string][]byte) arg { return arg{SV: sv} }
+func argAS(as ...string) arg         { return arg{AS: as, As: true} }
 
 func (a arg) value() any {
 	switch {
@@ -71,6 +76,8 @@ func (a arg) value() any {
 		return *a.I
 	case a.B != nil:
 		return *a.B
+	case a.As:
+		return append([]string{}, a.AS...)
 	case a.SV != nil:
 		m := map[string]dbus.Variant{}
 		for k, v := range a.SV {

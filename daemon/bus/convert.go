@@ -56,6 +56,7 @@ func managerModel(pol *config.Policy, configErr error, inForce config.InForce, s
 	if !sum.LastReconcile.IsZero() {
 		m.LastReconcile = uint64(sum.LastReconcile.UnixMicro())
 	}
+	m.Holds = holdsModel(sum.Holds)
 	dbusapi.EscapeStrings(&m)
 	m.Devices = paths // object paths are escaped by construction
 	return m
@@ -68,7 +69,29 @@ func summaryOf(st *reconcile.State) reconcile.Summary {
 	for i := range st.Devices {
 		names[i] = st.Devices[i].Name
 	}
-	return reconcile.Summary{Devices: names, Modules: st.Modules, LastReconcile: st.LastReconcile, Failures: st.Failures(), HostRecords: st.HostRecords}
+	return reconcile.Summary{Devices: names, Modules: st.Modules, LastReconcile: st.LastReconcile, Failures: st.Failures(), HostRecords: st.HostRecords,
+		Holds: st.Holds}
+}
+
+// notificationsModel is the parts' table of notifications as the Manager
+// publishes it.
+func notificationsModel(table []reconcile.Notification) []dbusapi.Notification {
+	out := make([]dbusapi.Notification, 0, len(table))
+	for _, n := range table {
+		out = append(out, dbusapi.Notification{Driver: n.Driver, Setting: n.Setting.Name, Notice: n.Notice.String(), Follows: n.Follows})
+	}
+	dbusapi.EscapeStrings(&out)
+	return out
+}
+
+// holdsModel is the holds as the Manager publishes them (escaped with it).
+func holdsModel(hs []reconcile.Hold) []dbusapi.Hold {
+	out := make([]dbusapi.Hold, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, dbusapi.Hold{Device: h.Subject.Device, Port: uint32(h.Subject.Port), Settings: h.SettingNames(),
+			Holder: h.Holder, Since: uint64(h.Since.UnixMicro())})
+	}
+	return out
 }
 
 // devicePaths are the object paths of the named devices.

@@ -106,6 +106,12 @@ func (m *manager) table() []entry {
 		{Method{Name: "DeleteLink", Action: ActionManageLinks, Declares: true, Persists: true}, m.DeleteLink},
 		{Method{Name: "SetNetnsMode", Action: ActionSetNetns, Declares: true, Persists: true}, m.SetNetnsMode},
 		{Method{Name: "Withdraw", KindActions: withdrawActions, Persists: true}, m.Withdraw},
+		// HoldCorrections suspends rdmad's writes of settings of a port
+		// while its caller is on the bus; [api] changes governs it as a
+		// declaration ("none" refuses it), since it overrides the files.
+		{Method{Name: "HoldCorrections", Action: ActionHold, Declares: true}, m.HoldCorrections},
+		// ReleaseCorrections ends the caller's own hold only.
+		{Method{Name: "ReleaseCorrections"}, m.ReleaseCorrections},
 		{Method{Name: "Describe"}, m.Describe},
 		{Method{Name: "Diagnose"}, m.Diagnose},
 		// Plan works out what a policy would change; it changes nothing.

@@ -9,13 +9,15 @@ import "github.com/godbus/dbus/v5"
 // server is rebuilt, and nothing registered on the service is added twice.
 
 // Detach stops the signals of a lost connection: nobody follows rdmad's
-// objects until the name is taken again on the next one.
+// objects until the name is taken again on the next one. Every hold ends:
+// its holder was on the lost connection's bus.
 func (s *Server) Detach() {
 	s.mu.Lock()
 	s.named = false
 	s.told = nil
 	clear(s.unsent)
 	s.mu.Unlock()
+	s.dropLeases()
 }
 
 // Attach serves the objects on conn, a new connection to the bus after

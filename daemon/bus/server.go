@@ -90,6 +90,11 @@ type Server struct {
 	reports atomic.Pointer[reportGate] // Describe and Diagnose (reports.go)
 	plans   planGate                   // Plan's slots (plan.go)
 	refused *refusedLog                // refused calls, counted and logged at a bounded rate (refused.go)
+
+	leaseMu sync.Mutex
+	leases  *leases // the holders of holds on the current connection (holds.go)
+
+	notifications []dbusapi.Notification // the parts' table, a constant of this rdmad
 }
 
 // New exports the root object and every device and port of the current
@@ -107,6 +112,7 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 		proc:    audit.Proc{Dir: "/proc"},
 		refused: newRefusedLog(log)}
 	s.reports.Store(newReportGate(reportSlots, reportWaiters, reportWait))
+	s.notifications = notificationsModel(state.Notifications())
 	s.reclaim.delay = reclaimDelay
 	if err := s.export(conn); err != nil {
 		return nil, err

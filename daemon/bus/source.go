@@ -23,6 +23,9 @@ type State interface {
 	// Disruptions is the parts' table of what a change does to traffic
 	// (the Manager's Disruptions property).
 	Disruptions() []reconcile.Disruption
+	// Notifications is the parts' table of how another process's change
+	// of each setting reaches rdmad (the Manager's Notifications property).
+	Notifications() []reconcile.Notification
 }
 
 // Daemon is what the bus reads of the declarations and the calls it
@@ -61,6 +64,13 @@ type Daemon interface {
 	CheckSetNetnsMode(mode config.NetnsMode, persist bool) error
 	CheckWithdraw(w service.Withdrawal) error
 	CheckAPI(persist bool) error
+	// CheckHoldCorrections validates a hold's arguments; the holds are
+	// the service's, the leases (who holds, until when) the bus's.
+	CheckHoldCorrections(h service.HoldRequest) error
+	HoldCorrections(h service.HoldRequest) error
+	ReleaseCorrections(holder, device string, port int) error
+	ReleaseHolder(holder string)
+	ReleaseAllHolds()
 	// CheckPlan validates Plan's arguments; Plan works out, writing
 	// nothing, what the files in force plus a candidate drop-in would do.
 	CheckPlan(candidate []byte, as string) error

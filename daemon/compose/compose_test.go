@@ -203,3 +203,42 @@ func TestDisruptionsAreTheirParts(t *testing.T) {
 		t.Errorf("mlx5 cable length interrupts traffic: %+v", d)
 	}
 }
+
+// Every setting a part keeps on a RoCE port has a row in the notification
+// table for every driver (how another process's change of it reaches
+// rdmad: rdmactl qualify compares an adapter with it), and no row names a
+// setting no part keeps or a notice without a name.
+func TestEveryRoCESettingHasANotification(t *testing.T) {
+	h := host.New(t.TempDir())
+	build := compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{}, Links: &linkstest.Netlink{Host: h}, Netns: netnstest.New(config.NetnsShared), DCB: dcbtest.New().Kernel()})
+	p := build(h, false, func() {})
+	r := reconcile.New(reconcile.Options{Host: h, Early: p.Early, HostParts: p.Host, DeviceParts: p.Device})
+	table := r.Notifications()
+	kept := map[*reconcile.Setting]bool{}
+	for _, s := range r.Settings() {
+		kept[s] = true
+	}
+	for _, n := range table {
+		if !kept[n.Setting] {
+			t.Errorf("a notification row names %v, which no part keeps", n.Setting)
+		}
+		if strings.HasPrefix(n.Notice.String(), "notice(") || n.Follows == "" {
+			t.Errorf("row %s: notice %s, follows %q", n.Setting.Name, n.Notice, n.Follows)
+		}
+	}
+	for _, part := range p.Device {
+		_, isQoS := part.(*qos.Part)
+		_, isRoCE := part.(*roce.Part)
+		if !isQoS && !isRoCE {
+			continue // not a RoCE port's (vpi: InfiniBand or Ethernet type)
+		}
+		for _, s := range part.Settings() {
+			if _, ok := reconcile.NotificationOf(table, "any_driver", s); !ok {
+				t.Errorf("%s has no notification row for every driver", s.Name)
+			}
+		}
+	}
+	if n, ok := reconcile.NotificationOf(table, "mlx5_core", qos.PFC.Setting()); !ok || n.Notice != reconcile.NoticeDCB {
+		t.Errorf("PFC on mlx5: %+v", n)
+	}
+}

@@ -26,7 +26,10 @@ var policyIDs = map[string]bool{
 	// manager keeps changing; a removed declaration whose value could not
 	// be put back.
 	"policy-applied": true, "setting-contested": true, "setting-fought": true, "undo-partial": true,
-	"last-good": true,
+	// A hold on settings (HoldCorrections): the policy is not kept there
+	// while it lasts.
+	"corrections-held": true,
+	"last-good":        true,
 }
 
 // scopeOf is the scope of a finding id. SETTING-differs is a declared

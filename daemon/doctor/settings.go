@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
@@ -24,6 +25,10 @@ func (d *diag) checkSettings() {
 	judge := func(r reconcile.Record, stale bool) {
 		if !r.Applies() {
 			return
+		}
+		var byHold *reconcile.HeldError
+		if r.Drifted() && !stale && errors.As(r.Why, &byHold) {
+			return // a hold's finding says it (checkHolds)
 		}
 		if !r.Drifted() && !stale {
 			if _, ok := held[r.Subject]; !ok {
@@ -52,6 +57,29 @@ func (d *diag) checkSettings() {
 	}
 	d.checkUndone()
 	d.checkFights()
+	d.checkHolds()
+}
+
+// checkHolds: a caller holds rdmad's corrections of settings of a port
+// (HoldCorrections; rdmactl qualify does while it tries them): rdmad
+// writes none of them until the hold ends. A warning for each hold, naming
+// the holder and what a held declared setting holds now.
+func (d *diag) checkHolds() {
+	for _, h := range d.in.State.Holds {
+		msg := fmt.Sprintf("%s: rdmad does not correct %s: held by %s since %s", h.Subject, strings.Join(h.SettingNames(), ", "), h.Holder, h.Since.Format(time.DateTime))
+		var differs []string
+		for _, r := range d.in.State.Records() {
+			var held *reconcile.HeldError
+			if r.Subject == h.Subject && r.Drifted() && errors.As(r.Why, &held) {
+				differs = append(differs, fmt.Sprintf("%s is %s, declared %s at %s", r.Setting.Title, reconcile.Text(r.Observed), reconcile.Text(r.Declared), r.Source))
+			}
+		}
+		if len(differs) > 0 {
+			msg += " (" + strings.Join(differs, "; ") + ")"
+		}
+		d.warn("corrections-held", subjectOf(h.Subject), msg,
+			"wait for the holder to finish (rdmactl qualify puts every value back and releases its hold); the hold ends when the holder leaves the bus, and rdmad then reads the port again")
+	}
 }
 
 // checkUndone: a setting whose declaration went is put back to the value

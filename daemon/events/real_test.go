@@ -271,3 +271,100 @@ func TestSpoofedRTNetlinkMessageCausesNoRescan(t *testing.T) {
 		}
 	}
 }
+
+// TestRealRTNetlinkKnowsLinksAtStart: a veth that is up with its carrier
+// before the source starts loses the carrier (its peer goes down); the
+// real RTNetlink's dump made it known, so that is a change of state and a
+// counted carrier loss, not the netdev's arrival.
+func TestRealRTNetlinkKnowsLinksAtStart(t *testing.T) {
+	ns, _ := newNetns(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // failure guard
+	defer cancel()
+	addVeth(t, ns, "rdmadk")
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	setUp := func(name string, up bool) {
+		t.Helper()
+		l, err := h.LinkByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if up {
+			err = h.LinkSetUp(l)
+		} else {
+			err = h.LinkSetDown(l)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	setUp("rdmadk", true)
+	setUp("rdmadkp", true)
+	for {
+		l, err := h.LinkByName("rdmadk")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Attrs().RawFlags&unix.IFF_LOWER_UP != 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("rdmadk never got its carrier")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	req := stateRequester{make(chanRequester, 64)}
+	lost := make(chan string, 4)
+	src := &LinkSource{Sub: RTNetlink{Namespace: &ns}, Req: req, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		CarrierLost: func(n string) { lost <- n }}
+	srcCtx, srcCancel := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { src.Run(srcCtx); close(stopped) }()
+	defer func() { srcCancel(); <-stopped }()
+	// The source subscribes and dumps in the background, then reads the
+	// subscription: a new link's arrival, once seen, says the dump is done.
+	for i := 0; ; i++ {
+		addVeth(t, ns, "rdmadr"+string(rune('a'+i)))
+		select {
+		case r := <-req.chanRequester:
+			if r == "netdev:rdmadk" || r == "state:rdmadk" {
+				t.Fatalf("request %q before rdmadk changed", r)
+			}
+		case <-time.After(200 * time.Millisecond):
+			if i > 20 {
+				t.Fatal("LinkSource made no request")
+			}
+			continue
+		case <-ctx.Done():
+			t.Fatal("LinkSource made no request")
+		}
+		break
+	}
+	setUp("rdmadkp", false)
+	for {
+		select {
+		case r := <-req.chanRequester:
+			if r == "netdev:rdmadk" {
+				t.Fatal("rdmadk's first carrier drop was taken for its arrival")
+			}
+			if r != "state:rdmadk" {
+				continue // the peer's own change
+			}
+			select {
+			case n := <-lost:
+				if n != "rdmadk" {
+					t.Fatalf("carrier lost of %q", n)
+				}
+			case <-ctx.Done():
+				t.Fatal("rdmadk's carrier loss was not counted")
+			}
+			return
+		case <-ctx.Done():
+			t.Fatal("no request for rdmadk's carrier drop")
+		}
+	}
+}

@@ -96,6 +96,36 @@ func (r RTNetlink) Subscribe(ch chan<- netlink.LinkUpdate, done <-chan struct{},
 	return nil
 }
 
+// LinkLister lists the links that exist now (an RTM_GETLINK dump). A
+// LinkSubscriber that is one lets LinkSource know every link from the
+// start: without it a netdev's first change after rdmad starts (a carrier
+// drop) would be taken for its arrival, the policy applied over what
+// [drift] action says and the carrier loss not counted.
+type LinkLister interface {
+	Links() ([]netlink.Link, error)
+}
+
+// Links implements LinkLister.
+func (r RTNetlink) Links() ([]netlink.Link, error) {
+	ns := netns.None()
+	if r.Namespace != nil {
+		ns = *r.Namespace
+	}
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("rtnetlink link dump: %w", err)
+	}
+	defer h.Close()
+	links, err := h.LinkList()
+	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 3; try++ {
+		links, err = h.LinkList() // the links changed during the dump
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rtnetlink link dump: %w", err)
+	}
+	return links, nil
+}
+
 // linkView is what of a link matters to rdmad: soft links follow the name
 // and existence of their netdev, and port state is published on D-Bus.
 type linkView struct {
@@ -153,6 +183,7 @@ func (s *LinkSource) Run(ctx context.Context) error {
 			s.links = map[int]linkView{}
 			s.Req.RequestAll()
 		}
+		s.know(log)
 		stopped := s.consume(ctx, ch, lost, log)
 		close(done)
 		for range ch { // let the subscription goroutine finish
@@ -167,6 +198,30 @@ func (s *LinkSource) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// know records the links that exist now, after the subscription is in
+// place (a change after the dump is news, one before it is in the dump):
+// they are known, not new, and nothing is requested for them (the start's
+// full pass, or the rescan after a resubscription, reads them).
+func (s *LinkSource) know(log *slog.Logger) {
+	lister, ok := s.Sub.(LinkLister)
+	if !ok {
+		return
+	}
+	links, err := lister.Links()
+	if err != nil {
+		log.Warn("links not listed; each is known from its first change", "err", err)
+		return
+	}
+	for _, l := range links {
+		a := l.Attrs()
+		s.links[a.Index] = viewOf(a.Name, a.OperState, a.RawFlags)
+	}
+}
+
+func viewOf(name string, oper netlink.LinkOperState, flags uint32) linkView {
+	return linkView{name: name, oper: oper, up: flags&unix.IFF_UP != 0, lower: flags&unix.IFF_LOWER_UP != 0}
 }
 
 // consume handles updates until ctx ends (true) or the channel closes.
@@ -222,12 +277,7 @@ func (s *LinkSource) changes(u netlink.LinkUpdate) (names []string, stateOnly bo
 		return []string{u.Attrs().Name}, false
 	}
 	a := u.Attrs()
-	v := linkView{
-		name:  a.Name,
-		oper:  a.OperState,
-		up:    u.Flags&unix.IFF_UP != 0,
-		lower: u.Flags&unix.IFF_LOWER_UP != 0,
-	}
+	v := viewOf(a.Name, a.OperState, u.Flags)
 	s.links[idx] = v
 	if known && old.lower && !v.lower && v.up && s.CarrierLost != nil {
 		s.CarrierLost(v.name)

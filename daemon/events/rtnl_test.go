@@ -181,3 +181,56 @@ func TestLinkSourceRescansOnLossAndResubscribes(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// listingSubscriber is a fakeSubscriber that also lists the links that
+// exist when it is asked (as RTNetlink dumps them).
+type listingSubscriber struct {
+	*fakeSubscriber
+	links []netlink.Link
+}
+
+func (l listingSubscriber) Links() ([]netlink.Link, error) { return l.links, nil }
+
+// stateRequester records requests, telling a netdev's change of state
+// from its arrival, as the service does.
+type stateRequester struct{ chanRequester }
+
+func (s stateRequester) RequestNetdevState(name string) { s.chanRequester <- "state:" + name }
+
+// A netdev that exists when rdmad starts is known: its first carrier drop
+// is a change of state (no policy applied over [drift] action) and a
+// carrier loss counted, not the netdev's arrival.
+func TestLinkSourceKnowsLinksAtStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // failure guard
+	defer cancel()
+	up := uint32(unix.IFF_UP | unix.IFF_LOWER_UP)
+	sub := listingSubscriber{fakeSubscriber: &fakeSubscriber{subs: make(chan *fakeSub, 1)}, links: []netlink.Link{
+		&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: 4, Name: "ens1f0np0", OperState: netlink.OperUp, RawFlags: up}},
+	}}
+	req := stateRequester{make(chanRequester, 16)}
+	lost := make(chan string, 4)
+	src := &LinkSource{Sub: sub, Req: req, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		CarrierLost: func(n string) { lost <- n }}
+	done := make(chan struct{})
+	go func() { src.Run(ctx); close(done) }()
+	s := <-sub.subs
+	s.ch <- linkUpdate(unix.RTM_NEWLINK, 4, "ens1f0np0", netlink.OperLowerLayerDown, unix.IFF_UP)
+	if r := next(t, ctx, req.chanRequester); r != "state:ens1f0np0" {
+		t.Errorf("the first carrier drop of a netdev there at start asked %q, want state:ens1f0np0 (not an arrival)", r)
+	}
+	select {
+	case n := <-lost:
+		if n != "ens1f0np0" {
+			t.Errorf("carrier lost of %q", n)
+		}
+	default:
+		t.Error("the first carrier drop of a netdev there at start was not counted")
+	}
+	// A netdev that was not there is still an arrival.
+	s.ch <- linkUpdate(unix.RTM_NEWLINK, 7, "ens2", netlink.OperUp, up)
+	if r := next(t, ctx, req.chanRequester); r != "netdev:ens2" {
+		t.Errorf("a new netdev asked %q, want netdev:ens2", r)
+	}
+	cancel()
+	<-done
+}

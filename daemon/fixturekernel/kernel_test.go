@@ -258,7 +258,8 @@ func (n *notes) list() []string {
 func TestWatcherAnnouncesChangesAsTheKernel(t *testing.T) {
 	h, k := mlx5Host(t)
 	var n notes
-	w := &fixturekernel.Watcher{Host: h, Recheck: n.add("recheck"), CarrierLost: n.add("carrier-lost"), StateChanged: n.add("state")}
+	w := &fixturekernel.Watcher{Host: h, Recheck: n.add("recheck"), CarrierLost: n.add("carrier-lost"), StateChanged: n.add("state"),
+		DCBChanged: n.add("dcb"), PauseChanged: n.add("pause")}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -295,7 +296,36 @@ func TestWatcherAnnouncesChangesAsTheKernel(t *testing.T) {
 	if err := k.SetPFC("ens1f0np0", dcb.PFC{Enabled: 1 << 3}); err != nil {
 		t.Fatal(err)
 	}
-	wait("recheck ens1f0np0", "carrier-lost ens1f0np0", "state ens1f0np0")
+	wait("recheck ens1f0np0", "dcb ens1f0np0", "carrier-lost ens1f0np0", "state ens1f0np0")
 	editState(t, h, func(s *fixturekernel.State) { s.Netdevs["ens1f0np0"].DCB.PFC.Delay = 30 })
-	wait("recheck ens1f0np0", "carrier-lost ens1f0np0", "state ens1f0np0", "recheck ens1f0np0")
+	wait("recheck ens1f0np0", "dcb ens1f0np0", "carrier-lost ens1f0np0", "state ens1f0np0", "recheck ens1f0np0", "dcb ens1f0np0")
+	if err := k.SetPause("ens1f0np0", false, false); err != nil {
+		t.Fatal(err)
+	}
+	wait("recheck ens1f0np0", "dcb ens1f0np0", "carrier-lost ens1f0np0", "state ens1f0np0", "recheck ens1f0np0", "dcb ens1f0np0",
+		"recheck ens1f0np0", "pause ens1f0np0")
+}
+
+// The fixture's resource dump: a device's queue pairs from fixture/qp.json,
+// none without the file, and a file that does not read is an error naming
+// its line.
+func TestFixtureQueuePairs(t *testing.T) {
+	h, k := mlx5Host(t)
+	if qps, err := k.QueuePairs("mlx5_0"); err != nil || len(qps) != 0 {
+		t.Fatalf("without qp.json: %v %v", qps, err)
+	}
+	hosttest.Write(t, h.Root, fixturekernel.QPFile, `{"qp": [
+  {"device": "mlx5_0", "port": 1, "lqpn": 1, "type": "GSI", "state": "RTS", "kernel": "ib_core"},
+  {"device": "mlx5_1", "port": 1, "lqpn": 1, "type": "GSI", "state": "RTS", "kernel": "ib_core"},
+  {"device": "mlx5_0", "port": 1, "lqpn": 300, "type": "RC", "state": "RTS", "pid": 4242}
+]}
+`)
+	qps, err := k.QueuePairs("mlx5_0")
+	if err != nil || len(qps) != 2 || qps[1].LQPN != 300 || qps[1].PID != 4242 || !qps[0].Management("mlx5_ib") || qps[1].Management("mlx5_ib") {
+		t.Fatalf("mlx5_0's queue pairs: %+v %v", qps, err)
+	}
+	hosttest.Write(t, h.Root, fixturekernel.QPFile, "{\"qp\": [\n  {\"device\": \"mlx5_0\", \"owner\": 1}\n]}\n")
+	if _, err := k.QueuePairs("mlx5_0"); err == nil || !strings.Contains(err.Error(), "fixture/qp.json line 2") {
+		t.Errorf("an unknown key: %v", err)
+	}
 }

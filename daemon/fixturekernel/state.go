@@ -269,7 +269,7 @@ func Parse(name string, data []byte) (*State, error) {
 		case errors.As(err, &te):
 			offset = te.Offset
 		}
-		return nil, fmt.Errorf("%s line %d: %w", name, lineOf(data, offset), err)
+		return nil, fmt.Errorf("%s line %d: %w", name, lineOf(data, unknownKeyAt(data, err, offset)), err)
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("%s line %d: more than one JSON value", name, lineOf(data, dec.InputOffset()))
@@ -283,6 +283,34 @@ func Parse(name string, data []byte) (*State, error) {
 		}
 	}
 	return &s, nil
+}
+
+// unknownKeyAt is where the key an unknown-field error names is in data
+// (the decoder reports it after the whole value, at its end), else
+// offset.
+func unknownKeyAt(data []byte, err error, offset int64) int64 {
+	const marker = `json: unknown field "`
+	msg := err.Error()
+	i := strings.Index(msg, marker)
+	if i < 0 {
+		return offset
+	}
+	key, _, ok := strings.Cut(msg[i+len(marker):], `"`)
+	if !ok {
+		return offset
+	}
+	quoted, _ := json.Marshal(key)
+	for at := 0; ; {
+		j := bytes.Index(data[at:], quoted)
+		if j < 0 {
+			return offset
+		}
+		rest := bytes.TrimLeft(data[at+j+len(quoted):], " \t\r\n")
+		if len(rest) > 0 && rest[0] == ':' {
+			return int64(at + j)
+		}
+		at += j + len(quoted)
+	}
 }
 
 // lineOf is the line of data's byte offset, from 1.

@@ -30,10 +30,17 @@ type Watcher struct {
 	Recheck      func(netdev string)
 	CarrierLost  func(netdev string)
 	StateChanged func(netdev string)
+	// DCBChanged and PauseChanged, when set, are told which of the two
+	// notifications a Recheck stands for (rdmactl qualify times each).
+	DCBChanged   func(netdev string)
+	PauseChanged func(netdev string)
 	// RequestAll asks for everything to be read again: notifications
 	// were lost (the inotify queue overflowed).
 	RequestAll func()
-	Log        *slog.Logger
+	// Ready, when set, is called once the file is watched and its state
+	// read: every change from then on is announced.
+	Ready func()
+	Log   *slog.Logger
 
 	last *State
 }
@@ -59,6 +66,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 		w.last = s
 	} else {
 		log.Warn("the fixture's kernel state does not read; its changes are announced once it does", "err", err)
+	}
+	if w.Ready != nil {
+		w.Ready()
 	}
 	name := path.Base(File)
 	for {
@@ -104,8 +114,15 @@ func (w *Watcher) announce(old, cur *State) {
 		if was == nil {
 			continue // a netdev the kernel did not hold before: not a change of it
 		}
-		if !reflect.DeepEqual(dcbIEEE(was), dcbIEEE(n)) || !reflect.DeepEqual(was.Pause, n.Pause) {
+		dcbChanged, pauseChanged := !reflect.DeepEqual(dcbIEEE(was), dcbIEEE(n)), !reflect.DeepEqual(was.Pause, n.Pause)
+		if dcbChanged || pauseChanged {
 			call(w.Recheck, name)
+		}
+		if dcbChanged {
+			call(w.DCBChanged, name)
+		}
+		if pauseChanged {
+			call(w.PauseChanged, name)
 		}
 		if n.mlx5() && pfcMask(was) != pfcMask(n) {
 			call(w.CarrierLost, name)

@@ -189,7 +189,20 @@ func ReadConfigFile(name string) ([]byte, error) { return ReadFileLimit(name, Ma
 // fixture files (the kernel ignores it), and never to anything but a
 // regular file, so a FIFO cannot block the write.
 func WriteAttr(name string, data []byte) error {
-	fd, err := openRegular(name, unix.O_WRONLY|unix.O_TRUNC)
+	return writeAttr(name, unix.O_WRONLY|unix.O_TRUNC, data)
+}
+
+// WriteKernelAttr writes a kernel attribute (sysfs, configfs) in place
+// without truncating it first: an O_TRUNC open is a change notification of
+// its own (IN_MODIFY on the attribute's directory), sent before the write
+// and whatever the kernel then makes of the value. Regular files only; a
+// plain file keeps what follows the bytes written, so fixtures are written
+// with WriteAttr.
+func WriteKernelAttr(name string, data []byte) error { return writeAttr(name, unix.O_WRONLY, data) }
+
+// writeAttr opens name with flags (a regular file only) and writes data.
+func writeAttr(name string, flags int, data []byte) error {
+	fd, err := openRegular(name, flags)
 	if err != nil {
 		return err
 	}

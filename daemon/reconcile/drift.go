@@ -131,8 +131,12 @@ func contestError(n int, until time.Time) error {
 	return fmt.Errorf("another manager keeps changing it: rdmad corrected it %d times within %s and stops correcting it until %s", n, ContestWindow, until.Format(time.TimeOnly))
 }
 
-// Hold implements Run.
+// Hold implements Run. A setting a caller holds (holds.go) is not written
+// by any pass, forced or not.
 func (g *driftGuard) Hold(s Subject, st *Setting, want Value, src config.Position) (RecordState, error) {
+	if h, held := g.r.heldBy(s, st); held {
+		return Differs, &HeldError{Hold: h}
+	}
 	if g.applying(s) {
 		return Differs, nil // the policy is being applied, not corrected
 	}

@@ -392,8 +392,14 @@ func (r *Reconciler) keepFound(ctx context.Context, pol *config.Policy, res *pas
 		case declared[k]:
 			continue
 		case e.Device != "":
-			if _, judged := sc.byID[e.Device]; !judged {
+			name, judged := sc.byID[e.Device]
+			if !judged {
 				continue // the device was not read in this pass (or is gone)
+			}
+			if s := e.Subject; s.Kind == SubjectPort {
+				if s.Device = name; r.heldNamed(s, e.Setting) {
+					continue // put back after the hold
+				}
 			}
 		case e.Subject.Kind == SubjectHost:
 			// A host-wide file's records may be on the ports it affects:

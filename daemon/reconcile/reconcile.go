@@ -75,6 +75,9 @@ type Reconciler struct {
 	// departed are the devices gone since rdmad started, by identity
 	// (DeviceIdentity); under stateMu.
 	departed map[string]Departed
+
+	holdMu sync.Mutex
+	holds  map[holdKey]Hold // holds.go
 }
 
 // New returns a Reconciler that knows no device yet. It panics when two

@@ -205,6 +205,8 @@ type State struct {
 	Departed []Departed
 	// Fights are the settings rdmad keeps correcting (fought.go).
 	Fights []Fight
+	// Holds are the holds on settings in force (holds.go).
+	Holds []Hold
 }
 
 // Device returns the named device state, or nil.

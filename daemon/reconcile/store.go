@@ -174,6 +174,7 @@ func (r *Reconciler) Snapshot() State {
 	}
 	st.Departed = r.departedSorted()
 	st.Fights = r.Fights()
+	st.Holds = r.Holds()
 	return st
 }
 
@@ -192,6 +193,8 @@ type Summary struct {
 	// Fought counts the subjects whose setting rdmad keeps correcting
 	// now, by setting name (Fights): rdmad_drift_fought.
 	Fought map[string]int
+	// Holds are the holds on settings in force.
+	Holds []Hold
 }
 
 // Summary returns the host-level view of the state.
@@ -215,6 +218,7 @@ func (r *Reconciler) Summary() Summary {
 		Corrected:     r.Corrected(),
 		LastVerify:    r.LastVerify(),
 		Fought:        fought(r.Fights()),
+		Holds:         r.Holds(),
 	}
 }
 

@@ -338,6 +338,18 @@ func (c *Client) Withdraw(ctx context.Context, kind, device string, port uint32,
 	return c.call(ctx, "Withdraw", kind, device, port, persist).Err
 }
 
+// HoldCorrections asks rdmad not to write the named settings of a port
+// while this client is connected (or until ReleaseCorrections): closing
+// the client ends the hold too.
+func (c *Client) HoldCorrections(ctx context.Context, device string, port uint32, settings []string) error {
+	return c.call(ctx, "HoldCorrections", device, port, settings).Err
+}
+
+// ReleaseCorrections ends this client's hold on a port.
+func (c *Client) ReleaseCorrections(ctx context.Context, device string, port uint32) error {
+	return c.call(ctx, "ReleaseCorrections", device, port).Err
+}
+
 // Describe returns rdmad's JSON description.
 func (c *Client) Describe(ctx context.Context) (string, error) {
 	var s string

@@ -17,13 +17,17 @@ import (
 // commands that read the host themselves by nature live in packages of
 // their own, listed in hostReaders: capture writes what rdmad and doctor
 // read of a host, with their bounded readers and codecs, also where no
-// rdmad runs (docs/architecture.md).
+// rdmad runs; qualify measures the host itself. They link the kernel edge
+// rdmad uses and nothing above it (no part, reconciler or service)
+// (docs/architecture.md).
 func TestRdmactlImportsNoDaemonCode(t *testing.T) {
+	const mod = "github.com/rdmad/rdmad/"
 	hostReaders := map[string]bool{
-		"github.com/rdmad/rdmad/cmd/rdmactl/internal/capture": true,
+		mod + "cmd/rdmactl/internal/capture": true,
+		mod + "cmd/rdmactl/internal/qualify": true,
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}: {{join .Imports \" \"}}",
-		"github.com/rdmad/rdmad/cmd/rdmactl/...", "github.com/rdmad/rdmad/dbusapi/client").CombinedOutput()
+		mod+"cmd/rdmactl/...", mod+"dbusapi/client").CombinedOutput()
 	if err != nil {
 		t.Skipf("go list: %v: %s", err, out)
 	}
@@ -33,9 +37,23 @@ func TestRdmactlImportsNoDaemonCode(t *testing.T) {
 			continue
 		}
 		for _, imp := range strings.Fields(imports) {
-			if strings.HasPrefix(imp, "github.com/rdmad/rdmad/daemon/") && imp != "github.com/rdmad/rdmad/daemon/version" && imp != "github.com/rdmad/rdmad/daemon/config/value" {
+			if strings.HasPrefix(imp, mod+"daemon/") && imp != mod+"daemon/version" && imp != mod+"daemon/config/value" {
 				t.Errorf("%s imports %s", pkg, imp)
 			}
+		}
+	}
+	// The kernel edge qualify and capture read the host through, and the
+	// policy parser capture reads the host's configuration with (which
+	// memlock group and units to take).
+	edge := map[string]bool{"config/value": true, "version": true, "dcb": true, "ethtool": true, "events": true,
+		"fixturekernel": true, "host": true, "nlattr": true, "rdmares": true, "config": true}
+	deps, err := exec.Command("go", "list", "-deps", mod+"cmd/rdmactl").CombinedOutput()
+	if err != nil {
+		t.Skipf("go list: %v: %s", err, deps)
+	}
+	for _, dep := range strings.Fields(string(deps)) {
+		if d, ok := strings.CutPrefix(dep, mod+"daemon/"); ok && !edge[d] {
+			t.Errorf("rdmactl links daemon/%s: only the kernel edge of qualify and capture (%v) may be linked", d, edge)
 		}
 	}
 }

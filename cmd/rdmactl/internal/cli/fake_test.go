@@ -205,7 +205,9 @@ func fixture() *fakeRdmad {
 			LastReconcile: fixtureReconcile, LastResult: "ok", NetnsMode: "shared", APIChanges: "all", Modules: []string{"mlx5_ib", "rdma_rxe"},
 			Links: []dbusapi.Link{{Name: "rxe0", Type: "rxe", Netdev: "eth1", Source: "/etc/rdma/rdmad.toml:12"},
 				{Name: "rxe1", Type: "rxe", Netdev: "eth2", Source: "runtime"}},
-			Disruptions: fixtureDisruptions},
+			Disruptions: fixtureDisruptions,
+			Holds: []dbusapi.Hold{{Device: "mlx5_0", Port: 1, Settings: []string{"qos_pfc", "qos_trust"}, Holder: ":1.42 (root (uid 0), pid 4242 rdmactl)",
+				Since: fixtureReconcile + 60_000_000}}},
 		devices: []dbusapi.Device{
 			{Name: "mlx4_0", Transports: []string{"infiniband"}, NodeType: "1: CA", NodeGUID: "0002:c903:0010:a1b0", FirmwareVersion: "2.42.5000",
 				HCAType: "MT4099", BoardID: "MT_1090120019", Driver: "mlx4_core", PCIAddress: "0000:04:00.0", Netdevs: []string{},
@@ -262,6 +264,9 @@ func fixture() *fakeRdmad {
 				Finding: "RDMA users get memlock 8 MiB at login", Fix: "add [memlock] to /etc/rdma/rdmad.toml"},
 			{ID: "port-disabled", Subject: dbusapi.Subject{Kind: "port", Device: "rxe0", Port: 1}, Severity: dbusapi.SeverityFail,
 				Finding: "rxe0/1 is Disabled", Fix: "ip link set eth1 up"},
+			{ID: "corrections-held", Subject: dbusapi.Subject{Kind: "port", Device: "mlx5_0", Port: 1}, Severity: dbusapi.SeverityWarn,
+				Finding: "mlx5_0/1: rdmad does not correct qos_pfc, qos_trust: held by :1.42 (root (uid 0), pid 4242 rdmactl) since 2026-11-24 10:53:26",
+				Fix:     "wait for the holder to finish (rdmactl qualify puts every value back and releases its hold); the hold ends when the holder leaves the bus, and rdmad then reads the port again"},
 		},
 		reload: "ok",
 	}

@@ -129,6 +129,9 @@ func TestGoldenUsageErrors(t *testing.T) {
 		"qos unset mlx5_0/0",
 		"link unset",
 		"netns unset shared",
+		"qualify",
+		"qualify --wait 0s mlx5_0",
+		"qualify --all mlx5_0",
 	} {
 		code, out, errs := runCLI(addr, strings.Fields(args)...)
 		if code != ExitUsage || out != "" || strings.Count(errs, "\n") != 2 {

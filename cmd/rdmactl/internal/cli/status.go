@@ -97,6 +97,13 @@ func (e *env) status(*cobra.Command) error {
 	if changes := e.changeLines(d.Changes); len(changes) > 0 {
 		fmt.Fprintf(w, "\nchanged over D-Bus (rdmactl, Cockpit), not by the site's files:\n  %s\n", strings.Join(changes, "\n  "))
 	}
+	if len(d.Holds) > 0 {
+		var holds []string
+		for _, h := range d.Holds {
+			holds = append(holds, fmt.Sprintf("%s/%d %s: by %s since %s", h.Device, h.Port, strings.Join(h.Settings, ", "), h.Holder, e.timestamp(h.Since)))
+		}
+		fmt.Fprintf(w, "\ncorrections held (rdmad reads these settings and does not write them):\n  %s\n", strings.Join(holds, "\n  "))
+	}
 	for _, dev := range d.Devices {
 		if dev.Error != "" {
 			fmt.Fprintf(w, "device %s: %s\n", dev.Name, dev.Error)

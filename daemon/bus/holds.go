@@ -1,0 +1,173 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/rdmad/rdmad/daemon/audit"
+	"github.com/rdmad/rdmad/daemon/reconcile"
+	"github.com/rdmad/rdmad/daemon/service"
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+// A hold (HoldCorrections) is a lease: it lasts while its caller is on
+// the bus. The bus follows each holder's unique name (a match on
+// NameOwnerChanged for that name alone) and ends its holds when the name
+// goes, or when rdmad's own connection goes (every holder with it). The
+// service keeps the holds; the bus only knows who holds.
+
+// ActionHold is the polkit action of HoldCorrections: suspending rdmad's
+// corrections is a change of what rdmad does to the host.
+const ActionHold = "org.rdmad1.hold"
+
+// leases follows the holders of one connection.
+type leases struct {
+	mu      sync.Mutex
+	conn    *dbus.Conn
+	holders map[string]string // unique name -> the holder's text
+}
+
+// holder follows sender from its first hold on, and returns the text
+// that names it in holds: text, the first time (a holder keeps one text
+// for as long as it is on the bus). gone is called once sender leaves the
+// bus.
+func (s *Server) holder(sender, text string, gone func(holder string)) (string, error) {
+	conn := s.conn.Load()
+	s.leaseMu.Lock()
+	l := s.leases
+	if l == nil || l.conn != conn {
+		l = &leases{conn: conn, holders: map[string]string{}}
+		s.leases = l
+		ch := make(chan *dbus.Signal, 16)
+		conn.Signal(ch)
+		go l.run(ch, gone)
+	}
+	s.leaseMu.Unlock()
+
+	l.mu.Lock()
+	known, ok := l.holders[sender]
+	l.mu.Unlock()
+	if ok {
+		return known, nil
+	}
+	if err := conn.AddMatchSignal(nameOwnerMatch(sender)...); err != nil {
+		return "", fmt.Errorf("follow the caller %s on the bus: %w", sender, err)
+	}
+	l.mu.Lock()
+	l.holders[sender] = text
+	l.mu.Unlock()
+	// It may have left before the match was in place.
+	var has bool
+	if err := conn.BusObject().Call("org.freedesktop.DBus.NameHasOwner", 0, sender).Store(&has); err == nil && !has {
+		l.leave(sender, gone)
+		return "", fmt.Errorf("the caller %s left the bus", sender)
+	}
+	return text, nil
+}
+
+func (l *leases) run(ch <-chan *dbus.Signal, gone func(string)) {
+	for sig := range ch {
+		if sig.Name != "org.freedesktop.DBus.NameOwnerChanged" || len(sig.Body) != 3 {
+			continue
+		}
+		name, _ := sig.Body[0].(string)
+		if newOwner, _ := sig.Body[2].(string); newOwner != "" {
+			continue
+		}
+		l.leave(name, gone)
+	}
+}
+
+// leave ends the holds of name, which left the bus.
+func (l *leases) leave(name string, gone func(string)) {
+	l.mu.Lock()
+	text, ok := l.holders[name]
+	delete(l.holders, name)
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	_ = l.conn.RemoveMatchSignal(nameOwnerMatch(name)...)
+	gone(text)
+}
+
+// dropLeases forgets every holder: rdmad's connection is gone, and every
+// holder with it.
+func (s *Server) dropLeases() {
+	s.leaseMu.Lock()
+	s.leases = nil
+	s.leaseMu.Unlock()
+	s.svc.ReleaseAllHolds()
+	s.mark(reconcile.Change{})
+}
+
+// callerHolder is the holder text of a call's caller: its bus name, then
+// who it is as the call's audit line names it (":1.42 (root (uid 0), pid
+// 4242 rdmactl)"), kept from its first hold on.
+func (m *manager) callerHolder(ctx context.Context, msg dbus.Message) (string, *dbus.Error) {
+	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
+	text := sender
+	if c, ok := audit.From(ctx); ok {
+		text = fmt.Sprintf("%s (%s)", sender, c.Who())
+	}
+	text, err := m.s.holder(sender, text, func(holder string) {
+		m.s.svc.ReleaseHolder(holder)
+		m.s.mark(reconcile.Change{})
+	})
+	if err != nil {
+		return "", dbus.NewError(dbusapi.ErrFailed, []any{dbusapi.Escape(err.Error())})
+	}
+	return text, nil
+}
+
+// HoldCorrections starts the caller's hold on settings of a port.
+func (m *manager) HoldCorrections(msg dbus.Message, device string, port uint32, settings []string) *dbus.Error {
+	h := service.HoldRequest{Device: dbusapi.Unescape(device), Port: int(port), Settings: settings}
+	ctx, e := m.admit(msg, "HoldCorrections", call{check: func() error {
+		if err := portArg(port); err != nil {
+			return err
+		}
+		return m.s.svc.CheckHoldCorrections(h)
+	}})
+	if e != nil {
+		return e
+	}
+	holder, e := m.callerHolder(ctx, msg)
+	if e != nil {
+		return e
+	}
+	h.Holder = holder
+	if err := m.s.svc.HoldCorrections(h); err != nil {
+		return busError(err)
+	}
+	m.s.mark(reconcile.Change{})
+	m.s.flushForReply()
+	return nil
+}
+
+// ReleaseCorrections ends the caller's own hold on a port: it needs no
+// authorization beyond being the caller that holds it.
+func (m *manager) ReleaseCorrections(msg dbus.Message, device string, port uint32) *dbus.Error {
+	if _, e := m.admit(msg, "ReleaseCorrections", call{check: func() error { return portArg(port) }}); e != nil {
+		return e
+	}
+	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
+	m.s.leaseMu.Lock()
+	l := m.s.leases
+	m.s.leaseMu.Unlock()
+	holder := ""
+	if l != nil {
+		l.mu.Lock()
+		holder = l.holders[sender]
+		l.mu.Unlock()
+	}
+	if err := m.s.svc.ReleaseCorrections(holder, dbusapi.Unescape(device), int(port)); err != nil {
+		return busError(err)
+	}
+	m.s.mark(reconcile.Change{})
+	m.s.flushForReply()
+	return nil
+}
