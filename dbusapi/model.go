@@ -221,7 +221,8 @@ func ToProps(v any) map[string]dbus.Variant {
 		f := rv.Field(pf.index)
 		switch {
 		case f.Kind() == reflect.Slice && f.IsNil():
-			f = reflect.MakeSlice(f.Type(), 0, 0)
+			props[pf.name] = pf.empty // shared: no one appends to a reply
+			continue
 		case f.Kind() == reflect.Map && f.IsNil():
 			f = reflect.MakeMap(f.Type())
 		}
@@ -239,6 +240,7 @@ type propField struct {
 	index   int
 	sig     dbus.Signature
 	convert reflect.Type // the type its value is converted to first; nil: none
+	empty   dbus.Variant // a slice field's value when it is nil: an empty one
 }
 
 // propFields are the property fields of each model type, found once.
@@ -256,9 +258,17 @@ func propFieldsOf(t reflect.Type) []propField {
 		if name == "" {
 			continue
 		}
-		pf := propField{name: name, index: i, sig: dbus.SignatureOfType(t.Field(i).Type)}
-		if t.Field(i).Type == prioritiesType {
+		ft := t.Field(i).Type
+		pf := propField{name: name, index: i, sig: dbus.SignatureOfType(ft)}
+		if ft == prioritiesType {
 			pf.convert = bytesType // "ay" comes back as []byte
+		}
+		if ft.Kind() == reflect.Slice {
+			empty := reflect.MakeSlice(ft, 0, 0)
+			if pf.convert != nil {
+				empty = empty.Convert(pf.convert)
+			}
+			pf.empty = dbus.MakeVariantWithSignature(empty.Interface(), pf.sig)
 		}
 		fs = append(fs, pf)
 	}
