@@ -348,8 +348,13 @@ func Storm(h *Host, spread time.Duration) (StormResult, error) {
 		return res, err
 	}
 	defer func() {
-		os.RemoveAll(class)
-		os.Rename(stash, class)
+		// Devices that have not arrived (a storm cut short) go back: the
+		// host ends as it began.
+		names, _ := os.ReadDir(stash)
+		for _, e := range names {
+			os.Rename(filepath.Join(stash, e.Name()), filepath.Join(class, e.Name()))
+		}
+		os.Remove(stash)
 	}()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := service.New(service.Options{Host: host.New(h.Root), Parts: compose.Parts(compose.Kernel{Modules: NoModprobe{}}), Log: log})
