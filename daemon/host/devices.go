@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -323,7 +322,7 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 	if detail&ReadGUID != 0 {
 		d.NodeGUID = opt("node_guid")
 	}
-	dev, err := os.Readlink(h.Path(base, "device"))
+	dev, err := h.readlinkRel(base + "/device")
 	// Only a device with no parent device at all is a soft one: a hardware
 	// device whose driver link is missing (being unbound) is not rxe or siw.
 	soft := errors.Is(err, fs.ErrNotExist)
@@ -331,7 +330,7 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 		if b := filepath.Base(dev); isPCIAddress(b) {
 			d.PCIAddress = b
 		}
-		if drv, err := os.Readlink(h.Path(base, "device", "driver")); err == nil {
+		if drv, err := h.readlinkRel(base + "/device/driver"); err == nil {
 			d.Driver = filepath.Base(drv)
 		}
 	}

@@ -1,13 +1,13 @@
 package host
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -98,17 +98,6 @@ func ReadAttr(name string) ([]byte, error) {
 		return nil, err
 	}
 	return append([]byte(nil), b...), nil
-}
-
-// readAttrString is ReadAttr as a string without its trailing newlines,
-// copied once (a verify read-back makes thousands of these).
-func readAttrString(name string) (string, error) {
-	var buf [MaxAttrSize + 1]byte
-	b, err := readAttrInto(name, &buf)
-	if err != nil {
-		return "", err
-	}
-	return string(bytes.TrimRight(b, "\n")), nil
 }
 
 // readAttrInto reads the attribute name into buf, for ReadAttr.
@@ -263,9 +252,9 @@ func readDirentsTrusted(name string, trust Trust) ([]dirent, error) {
 		}
 	}
 	var out []dirent
-	buf := make([]byte, 8192)
+	var buf [8192]byte // on the stack: a pass lists every device's ports
 	for {
-		n, err := unix.ReadDirent(fd, buf)
+		n, err := unix.ReadDirent(fd, buf[:])
 		if err == unix.EINTR {
 			continue
 		}
@@ -299,7 +288,7 @@ func readDirentsTrusted(name string, trust Trust) ([]dirent, error) {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	slices.SortFunc(out, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
 	return out, nil
 }
 
