@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
-	"runtime"
+	"os"
 	"strings"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -73,8 +72,7 @@ func (h *Host) OpenAttrDir(parts ...string) (AttrDir, error) {
 		}
 		p = append(p, 0)
 	}
-	fd, err := openDir(&p[0])
-	runtime.KeepAlive(p)
+	fd, err := openatIn(atFDCWD, p, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return d, &fs.PathError{Op: "open", Path: h.Path(d.dir()), Err: err}
 	}
@@ -84,22 +82,6 @@ func (h *Host) OpenAttrDir(parts ...string) (AttrDir, error) {
 
 // atFDCWD is AT_FDCWD as a variable: the constant is negative.
 var atFDCWD = unix.AT_FDCWD
-
-// openDir opens the NUL-terminated path at p as a directory: never
-// blocking, never the controlling terminal, not inherited.
-func openDir(p *byte) (int, error) {
-	for {
-		fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(p)),
-			uintptr(unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK|unix.O_CLOEXEC), 0, 0, 0)
-		if errno == unix.EINTR {
-			continue
-		}
-		if errno != 0 {
-			return -1, errno
-		}
-		return int(fd), nil
-	}
-}
 
 // Close closes the directory.
 func (d *AttrDir) Close() {
@@ -124,28 +106,11 @@ func (d *AttrDir) Read(name AttrName, buf *AttrBuf) ([]byte, error) {
 		}
 		return bytes.TrimRight(b, "\n"), nil
 	}
-	var fd int
-	for {
-		r, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(d.fd), uintptr(unsafe.Pointer(&name.z[0])),
-			uintptr(unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY), 0, 0, 0)
-		if errno == unix.EINTR {
-			continue
-		}
-		if errno != 0 {
-			return nil, d.err("open", name, errno)
-		}
-		fd = int(r)
-		break
+	fd, err := openRegularIn(d.fd, name.z, unix.O_RDONLY, func() string { return d.path(name.name) })
+	if err != nil {
+		return nil, err
 	}
-	runtime.KeepAlive(name.z)
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, d.err("stat", name, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, d.err("open", name, fmt.Errorf("%w (%s)", ErrNotRegular, fileType(st.Mode)))
-	}
 	n, err := readRetry(fd, buf[:])
 	if err != nil {
 		return nil, d.err("read", name, err)
@@ -156,8 +121,59 @@ func (d *AttrDir) Read(name AttrName, buf *AttrBuf) ([]byte, error) {
 	return bytes.TrimRight(buf[:n], "\n"), nil
 }
 
+// ReadString reads the attribute name (a clean path below the directory)
+// as Host.ReadString does, its name built on the stack.
+func (d *AttrDir) ReadString(name string) (string, error) {
+	if d.fd < 0 {
+		return d.h.ReadString(d.dir() + "/" + name)
+	}
+	var nb pathBuf
+	path := func() string { return d.path(name) }
+	fd, err := openRegularIn(d.fd, append(append(nb[:0], name...), 0), unix.O_RDONLY, path)
+	if err != nil {
+		return "", err
+	}
+	return readAttrFD(fd, path)
+}
+
+// Readlink is the target of the symbolic link name below the directory.
+func (d *AttrDir) Readlink(name string) (string, error) {
+	long := func() (string, error) { return os.Readlink(d.path(name)) }
+	if d.fd < 0 {
+		return long()
+	}
+	var nb pathBuf
+	return readlinkIn(d.fd, append(append(nb[:0], name...), 0), func() string { return d.path(name) }, long)
+}
+
+// ReadDirNames lists the entries of the directory name below the
+// directory, sorted, as Host.ReadDirNames does.
+func (d *AttrDir) ReadDirNames(name string) ([]string, error) {
+	if d.fd < 0 {
+		return d.h.ReadDirNames(d.dir() + "/" + name)
+	}
+	var nb pathBuf
+	fd, err := openatIn(d.fd, append(append(nb[:0], name...), 0), unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: d.path(name), Err: err}
+	}
+	defer unix.Close(fd)
+	ents, err := readDirentsOpen(fd, func() string { return d.path(name) }, TrustAny)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.name
+	}
+	return names, nil
+}
+
+// path is the full path of name below the directory.
+func (d *AttrDir) path(name string) string { return d.h.Path(d.dir() + "/" + name) }
+
 func (d *AttrDir) err(op string, name AttrName, err error) error {
-	return &fs.PathError{Op: op, Path: d.h.Path(d.dir() + "/" + name.name), Err: err}
+	return &fs.PathError{Op: op, Path: d.path(name.name), Err: err}
 }
 
 // dir is the directory's path relative to the root.

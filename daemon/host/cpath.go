@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
-	"os"
 	"runtime"
 	"unsafe"
 
@@ -32,10 +31,11 @@ func (h *Host) cpath(buf *pathBuf, rel string) (p []byte, ok bool) {
 	return append(p, 0), true
 }
 
-// openat opens the NUL-terminated path p, retrying on EINTR.
-func openat(p []byte, flags int) (int, error) {
+// openatIn opens the NUL-terminated path p relative to the directory
+// dirfd, retrying on EINTR.
+func openatIn(dirfd int, p []byte, flags int) (int, error) {
 	for {
-		fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(&p[0])),
+		fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&p[0])),
 			uintptr(flags|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY), 0, 0, 0)
 		runtime.KeepAlive(p)
 		if errno == unix.EINTR {
@@ -55,38 +55,72 @@ func (h *Host) openRegularRel(rel string, flags int) (int, error) {
 	if !ok {
 		return openRegular(h.Path(rel), flags)
 	}
-	fd, err := openat(p, flags)
+	return openRegularIn(atFDCWD, p, flags, func() string { return h.Path(rel) })
+}
+
+// openRegularIn is openRegular of the NUL-terminated path p relative to
+// dirfd; name is its path, for errors.
+func openRegularIn(dirfd int, p []byte, flags int, name func() string) (int, error) {
+	fd, err := openatIn(dirfd, p, flags)
 	if err != nil {
-		return -1, &fs.PathError{Op: "open", Path: h.Path(rel), Err: err}
+		return -1, &fs.PathError{Op: "open", Path: name(), Err: err}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return -1, &fs.PathError{Op: "stat", Path: h.Path(rel), Err: err}
+		return -1, &fs.PathError{Op: "stat", Path: name(), Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return -1, &fs.PathError{Op: "open", Path: h.Path(rel), Err: fmt.Errorf("%w (%s)", ErrNotRegular, fileType(st.Mode))}
+		return -1, &fs.PathError{Op: "open", Path: name(), Err: fmt.Errorf("%w (%s)", ErrNotRegular, fileType(st.Mode))}
 	}
 	return fd, nil
 }
 
-// readAttrStringRel is readAttrString of rel under the root.
+// readAttrFD reads the attribute open at fd as readAttrString does,
+// closing fd; name is its path, for errors.
+func readAttrFD(fd int, name func() string) (string, error) {
+	defer unix.Close(fd)
+	var buf [MaxAttrSize + 1]byte
+	n, err := readRetry(fd, buf[:])
+	if err != nil {
+		return "", &fs.PathError{Op: "read", Path: name(), Err: err}
+	}
+	if n > MaxAttrSize {
+		return "", &fs.PathError{Op: "read", Path: name(), Err: fmt.Errorf("%w of %d bytes for an attribute", ErrTooLarge, MaxAttrSize)}
+	}
+	return string(bytes.TrimRight(buf[:n], "\n")), nil
+}
+
+// readlinkIn is readlinkat of the NUL-terminated path p relative to
+// dirfd, into a stack buffer; long is the way for a target that may not
+// fit.
+func readlinkIn(dirfd int, p []byte, name func() string, long func() (string, error)) (string, error) {
+	var target [256]byte
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_READLINKAT, uintptr(dirfd), uintptr(unsafe.Pointer(&p[0])),
+			uintptr(unsafe.Pointer(&target[0])), uintptr(len(target)), 0, 0)
+		runtime.KeepAlive(p)
+		switch {
+		case errno == unix.EINTR:
+			continue
+		case errno != 0:
+			return "", &fs.PathError{Op: "readlink", Path: name(), Err: errno}
+		case int(n) == len(target): // may be cut: the long way
+			return long()
+		}
+		return string(target[:n]), nil
+	}
+}
+
+// readAttrStringRel is ReadAttr of rel under the root, as a string
+// without its trailing newlines, copied once.
 func (h *Host) readAttrStringRel(rel string) (string, error) {
 	fd, err := h.openRegularRel(rel, unix.O_RDONLY)
 	if err != nil {
 		return "", err
 	}
-	defer unix.Close(fd)
-	var buf [MaxAttrSize + 1]byte
-	n, err := readRetry(fd, buf[:])
-	if err != nil {
-		return "", &fs.PathError{Op: "read", Path: h.Path(rel), Err: err}
-	}
-	if n > MaxAttrSize {
-		return "", &fs.PathError{Op: "read", Path: h.Path(rel), Err: fmt.Errorf("%w of %d bytes for an attribute", ErrTooLarge, MaxAttrSize)}
-	}
-	return string(bytes.TrimRight(buf[:n], "\n")), nil
+	return readAttrFD(fd, func() string { return h.Path(rel) })
 }
 
 // writeAttrRel is WriteAttr of rel under the root.
@@ -106,29 +140,4 @@ func (h *Host) writeAttrRel(rel string, data []byte) error {
 		return &fs.PathError{Op: "close", Path: h.Path(rel), Err: cerr}
 	}
 	return nil
-}
-
-// readlinkRel is os.Readlink of rel under the root, into a stack buffer
-// (sysfs links are short: a longer one takes os.Readlink's way).
-func (h *Host) readlinkRel(rel string) (string, error) {
-	var buf pathBuf
-	p, ok := h.cpath(&buf, rel)
-	if !ok {
-		return os.Readlink(h.Path(rel))
-	}
-	var target [256]byte
-	for {
-		n, _, errno := unix.Syscall6(unix.SYS_READLINKAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(&p[0])),
-			uintptr(unsafe.Pointer(&target[0])), uintptr(len(target)), 0, 0)
-		runtime.KeepAlive(p)
-		switch {
-		case errno == unix.EINTR:
-			continue
-		case errno != 0:
-			return "", &fs.PathError{Op: "readlink", Path: h.Path(rel), Err: errno}
-		case int(n) == len(target): // may be cut: the long way
-			return os.Readlink(h.Path(rel))
-		}
-		return string(target[:n]), nil
-	}
 }

@@ -242,12 +242,18 @@ func readDirentsTrusted(name string, trust Trust) ([]dirent, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	defer unix.Close(fd)
+	return readDirentsOpen(fd, func() string { return name }, trust)
+}
+
+// readDirentsOpen reads the entries of the open directory fd, sorted by
+// name, after judging it by trust; name is its path, for errors.
+func readDirentsOpen(fd int, name func() string, trust Trust) ([]dirent, error) {
 	if trust != TrustAny {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
-			return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
+			return nil, &fs.PathError{Op: "stat", Path: name(), Err: err}
 		}
-		if err := trust.check(name, &st); err != nil {
+		if err := trust.check(name(), &st); err != nil {
 			return nil, err
 		}
 	}
@@ -259,7 +265,7 @@ func readDirentsTrusted(name string, trust Trust) ([]dirent, error) {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "readdirent", Path: name, Err: err}
+			return nil, &fs.PathError{Op: "readdirent", Path: name(), Err: err}
 		}
 		if n <= 0 {
 			break
@@ -267,11 +273,11 @@ func readDirentsTrusted(name string, trust Trust) ([]dirent, error) {
 		b := buf[:n]
 		for len(b) > 0 {
 			if len(b) < 19 {
-				return nil, &fs.PathError{Op: "readdirent", Path: name, Err: errors.New("malformed directory entry")}
+				return nil, &fs.PathError{Op: "readdirent", Path: name(), Err: errors.New("malformed directory entry")}
 			}
 			reclen := binary.NativeEndian.Uint16(b[16:18]) // linux_dirent64.d_reclen
 			if reclen < 19 || int(reclen) > len(b) {
-				return nil, &fs.PathError{Op: "readdirent", Path: name, Err: errors.New("malformed directory entry")}
+				return nil, &fs.PathError{Op: "readdirent", Path: name(), Err: errors.New("malformed directory entry")}
 			}
 			rec := b[:reclen]
 			b = b[reclen:]
