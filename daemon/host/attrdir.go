@@ -19,7 +19,8 @@ type AttrDir struct {
 	h     *Host
 	parts [maxDirParts]string // the directory, relative to the root, in parts: errors name it
 	rel   string              // the same joined, when there are more parts or no descriptor
-	fd    int                 // -1: read through h's AttrIO (a test's), or not open
+	fd    int                 // the descriptor, when open
+	open  bool                // false: read through h's AttrIO (a test's), or not open
 }
 
 // maxDirParts is how many parts of a directory's path an AttrDir keeps as
@@ -49,7 +50,7 @@ type AttrBuf [MaxAttrSize + 1]byte
 // joined by slashes (each part clean: rdmad's own names and device names
 // from the kernel). Close it after use.
 func (h *Host) OpenAttrDir(parts ...string) (AttrDir, error) {
-	d := AttrDir{h: h, fd: -1}
+	d := AttrDir{h: h}
 	if len(parts) <= maxDirParts {
 		copy(d.parts[:], parts)
 	} else {
@@ -76,7 +77,7 @@ func (h *Host) OpenAttrDir(parts ...string) (AttrDir, error) {
 	if err != nil {
 		return d, &fs.PathError{Op: "open", Path: h.Path(d.dir()), Err: err}
 	}
-	d.fd = fd
+	d.fd, d.open = fd, true
 	return d, nil
 }
 
@@ -85,9 +86,9 @@ var atFDCWD = unix.AT_FDCWD
 
 // Close closes the directory.
 func (d *AttrDir) Close() {
-	if d.fd >= 0 {
+	if d.open {
 		unix.Close(d.fd)
-		d.fd = -1
+		d.open = false
 	}
 }
 
@@ -96,7 +97,7 @@ func (d *AttrDir) Close() {
 // device put in an attribute's place is an error at once), at most
 // MaxAttrSize bytes, as ReadAttr does.
 func (d *AttrDir) Read(name AttrName, buf *AttrBuf) ([]byte, error) {
-	if d.fd < 0 {
+	if !d.open {
 		if d.h == nil {
 			return nil, &fs.PathError{Op: "open", Path: name.name, Err: fs.ErrClosed}
 		}
@@ -124,7 +125,7 @@ func (d *AttrDir) Read(name AttrName, buf *AttrBuf) ([]byte, error) {
 // ReadString reads the attribute name (a clean path below the directory)
 // as Host.ReadString does, its name built on the stack.
 func (d *AttrDir) ReadString(name string) (string, error) {
-	if d.fd < 0 {
+	if !d.open {
 		return d.h.ReadString(d.dir() + "/" + name)
 	}
 	var nb pathBuf
@@ -136,10 +137,30 @@ func (d *AttrDir) ReadString(name string) (string, error) {
 	return readAttrFD(fd, path)
 }
 
+// WriteString writes the attribute name (a clean path below the
+// directory) as Host.WriteString does.
+func (d *AttrDir) WriteString(name, value string) error {
+	if !d.open {
+		return d.h.WriteString(d.dir()+"/"+name, value)
+	}
+	var nb pathBuf
+	path := func() string { return d.path(name) }
+	fd, err := openRegularIn(d.fd, append(append(nb[:0], name...), 0), unix.O_WRONLY|unix.O_TRUNC, path)
+	if err != nil {
+		return err
+	}
+	return writeFD(fd, []byte(value), path)
+}
+
+// Open reports whether the directory is open: false when OpenAttrDir
+// failed, or the host's AttrIO is a test's (its reads and writes then
+// take the path from the root).
+func (d *AttrDir) Open() bool { return d.open }
+
 // Readlink is the target of the symbolic link name below the directory.
 func (d *AttrDir) Readlink(name string) (string, error) {
 	long := func() (string, error) { return os.Readlink(d.path(name)) }
-	if d.fd < 0 {
+	if !d.open {
 		return long()
 	}
 	var nb pathBuf
@@ -149,7 +170,7 @@ func (d *AttrDir) Readlink(name string) (string, error) {
 // ReadDirNames lists the entries of the directory name below the
 // directory, sorted, as Host.ReadDirNames does.
 func (d *AttrDir) ReadDirNames(name string) ([]string, error) {
-	if d.fd < 0 {
+	if !d.open {
 		return d.h.ReadDirNames(d.dir() + "/" + name)
 	}
 	var nb pathBuf

@@ -97,3 +97,23 @@ func TestAttrDirReadAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations to open a port's directory and read two counters, want 0", allocs)
 	}
 }
+
+// The zero AttrDir is not open: closing it closes no descriptor (0 is
+// standard input), and a caller opens one at its first use.
+func TestZeroAttrDirIsNotOpen(t *testing.T) {
+	var d host.AttrDir
+	before, err := syscall.Dup(0)
+	if err != nil {
+		t.Skip(err)
+	}
+	syscall.Close(before)
+	d.Close()
+	if d.Open() {
+		t.Error("the zero AttrDir says it is open")
+	}
+	if after, err := syscall.Dup(0); err != nil {
+		t.Errorf("descriptor 0 after closing the zero AttrDir: %v", err)
+	} else {
+		syscall.Close(after)
+	}
+}

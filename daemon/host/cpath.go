@@ -129,15 +129,21 @@ func (h *Host) writeAttrRel(rel string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	return writeFD(fd, data, func() string { return h.Path(rel) })
+}
+
+// writeFD writes data to the attribute open at fd as WriteAttr does,
+// closing fd; name is its path, for errors.
+func writeFD(fd int, data []byte, name func() string) error {
 	n, err := writeRetry(fd, data)
 	cerr := unix.Close(fd)
 	switch {
 	case err != nil:
-		return &fs.PathError{Op: "write", Path: h.Path(rel), Err: err}
+		return &fs.PathError{Op: "write", Path: name(), Err: err}
 	case n != len(data):
-		return &fs.PathError{Op: "write", Path: h.Path(rel), Err: fmt.Errorf("short write: %d of %d bytes", n, len(data))}
+		return &fs.PathError{Op: "write", Path: name(), Err: fmt.Errorf("short write: %d of %d bytes", n, len(data))}
 	case cerr != nil:
-		return &fs.PathError{Op: "close", Path: h.Path(rel), Err: cerr}
+		return &fs.PathError{Op: "close", Path: name(), Err: cerr}
 	}
 	return nil
 }
