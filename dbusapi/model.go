@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sync"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -267,28 +268,71 @@ func joinSources(a, b string) string {
 
 // ToProps turns a model struct into its D-Bus property map. Nil slices and
 // maps become empty ones: D-Bus has no null and clients expect "as" to be [].
+//
+// Given the struct as a value (not a pointer), the map's values point into
+// v's own copy: nothing is allocated per property but the map, so a server
+// can keep the models and make the maps when a call asks for them.
 func ToProps(v any) map[string]dbus.Variant {
 	rv := reflect.ValueOf(v)
-	rt := rv.Type()
-	props := map[string]dbus.Variant{}
-	for i := 0; i < rt.NumField(); i++ {
-		name := rt.Field(i).Tag.Get("prop")
+	fields := propFieldsOf(rv.Type())
+	props := make(map[string]dbus.Variant, len(fields))
+	for _, pf := range fields {
+		f := rv.Field(pf.index)
+		switch {
+		case f.Kind() == reflect.Slice && f.IsNil():
+			props[pf.name] = pf.empty // shared: no one appends to a reply
+			continue
+		case f.Kind() == reflect.Map && f.IsNil():
+			f = reflect.MakeMap(f.Type())
+		}
+		if pf.convert != nil {
+			f = f.Convert(pf.convert)
+		}
+		props[pf.name] = dbus.MakeVariantWithSignature(f.Interface(), pf.sig)
+	}
+	return props
+}
+
+// propField is a field of a model struct that is a property.
+type propField struct {
+	name    string
+	index   int
+	sig     dbus.Signature
+	convert reflect.Type // the type its value is converted to first; nil: none
+	empty   dbus.Variant // a slice field's value when it is nil: an empty one
+}
+
+// propFields are the property fields of each model type, found once.
+var propFields sync.Map // reflect.Type -> []propField
+
+var prioritiesType, bytesType = reflect.TypeOf(Priorities(nil)), reflect.TypeOf([]byte(nil))
+
+func propFieldsOf(t reflect.Type) []propField {
+	if fs, ok := propFields.Load(t); ok {
+		return fs.([]propField)
+	}
+	var fs []propField
+	for i := 0; i < t.NumField(); i++ {
+		name := t.Field(i).Tag.Get("prop")
 		if name == "" {
 			continue
 		}
-		f := rv.Field(i)
-		if f.Kind() == reflect.Slice && f.IsNil() {
-			f = reflect.MakeSlice(f.Type(), 0, 0)
+		ft := t.Field(i).Type
+		pf := propField{name: name, index: i, sig: dbus.SignatureOfType(ft)}
+		if ft == prioritiesType {
+			pf.convert = bytesType // "ay" comes back as []byte
 		}
-		if f.Type() == reflect.TypeOf(Priorities(nil)) {
-			f = f.Convert(reflect.TypeOf([]byte(nil))) // "ay" comes back as []byte
+		if ft.Kind() == reflect.Slice {
+			empty := reflect.MakeSlice(ft, 0, 0)
+			if pf.convert != nil {
+				empty = empty.Convert(pf.convert)
+			}
+			pf.empty = dbus.MakeVariantWithSignature(empty.Interface(), pf.sig)
 		}
-		if f.Kind() == reflect.Map && f.IsNil() {
-			f = reflect.MakeMap(f.Type())
-		}
-		props[name] = dbus.MakeVariant(f.Interface())
+		fs = append(fs, pf)
 	}
-	return props
+	propFields.Store(t, fs)
+	return fs
 }
 
 // FromProps fills the model struct pointed to by dst from a property map.

@@ -111,3 +111,28 @@ func TestEscapeStringsLeavesSharedSlicesAlone(t *testing.T) {
 		t.Fatalf("the shared slice was changed to %q", shared)
 	}
 }
+
+// A slice with nothing to escape stays the one the model shares, not a
+// copy: a model of every port of a large host would otherwise copy each
+// port's GID types at every conversion. One string to escape anywhere in
+// it, even in a struct in it, copies it.
+func TestEscapeStringsCopiesOnlyWhatItEscapes(t *testing.T) {
+	type setting struct{ Name, Why string }
+	type model struct {
+		Types    []string
+		Settings []setting
+	}
+	types := []string{"RoCE v2", "", "IB/RoCE v1"}
+	plain := []setting{{"roce_tos", ""}}
+	m := model{Types: types, Settings: plain}
+	EscapeStrings(&m)
+	if &m.Types[0] != &types[0] || &m.Settings[0] != &plain[0] {
+		t.Error("a slice with nothing to escape was copied")
+	}
+	dirty := []setting{{"roce_tos", "eth\x01 gone"}}
+	m = model{Settings: dirty}
+	EscapeStrings(&m)
+	if &m.Settings[0] == &dirty[0] || m.Settings[0].Why != `eth\x01 gone` || dirty[0].Why != "eth\x01 gone" {
+		t.Errorf("escaped %+v from %+v", m.Settings, dirty)
+	}
+}

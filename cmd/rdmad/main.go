@@ -214,11 +214,12 @@ func serve(ctx context.Context, svc *service.Service, bus string, hup <-chan os.
 		return nil
 	}
 	svc.Start()
-	if err := svc.Idle(ctx); err != nil {
+	if err := svc.Settle(ctx); err != nil {
 		daemon.SdNotify(false, daemon.SdNotifyStopping)
 		return nil // stopped before the first pass finished
 	}
-	// The first pass read every device; what it allocated on the way is
+	// The first pass read every device, and the directories its records
+	// name are watched (Settle); what that allocated on the way is
 	// garbage now. Hand it back rather than idle at its high-water mark.
 	debug.FreeOSMemory()
 	if err := link.Publish(ctx); err != nil {

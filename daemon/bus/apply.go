@@ -150,7 +150,7 @@ func (s *Server) applyBetweenCalls(status service.PolicyStatus) {
 	// without the lock: an object that did not change keeps its old
 	// value (and pointer: no signal is due) without holding up readers.
 	same := func(p dbus.ObjectPath, o *object) *object {
-		if old := s.objects[p]; old != nil && old.iface == o.iface && len(changedProps(old.props(), o.props())) == 0 {
+		if old := s.objects[p]; o.sameAs(old) {
 			return old
 		}
 		return o

@@ -85,7 +85,7 @@ func (s *Server) signals() []signal {
 		case x.now == nil:
 			removed = append(removed, signal{dbusapi.RootPath, objMgrIface + ".InterfacesRemoved", []any{x.p, []string{x.was.iface}}})
 		case x.was == nil && x.p != dbusapi.RootPath:
-			rest = append(rest, signal{dbusapi.RootPath, objMgrIface + ".InterfacesAdded", []any{x.p, x.now.entry}})
+			rest = append(rest, signal{dbusapi.RootPath, objMgrIface + ".InterfacesAdded", []any{x.p, x.now.entry()}})
 		case x.was != nil:
 			if changed := changedProps(x.was.props(), x.now.props()); len(changed) > 0 {
 				rest = append(rest, signal{x.p, propsIface + ".PropertiesChanged", []any{x.now.iface, changed, []string{}}})

@@ -22,15 +22,15 @@ func (s *Server) introspectCall(msg dbus.Message) (string, *dbus.Error) {
 func (s *Server) introspect(p dbus.ObjectPath) string {
 	s.mu.Lock()
 	o := s.objects[p]
-	children := sortedKeys(s.children[p])
+	children := s.children(p)
 	// Intermediate nodes (/org/rdmad1/devices/X/ports) have no object of
 	// their own but must be walkable by busctl tree.
 	if o == nil {
 		s.mu.Unlock()
 		return nodeXML(nil, children)
 	}
-	ps := o.props()
 	s.mu.Unlock()
+	ps := o.props()
 	node := []introspect.Interface{introspect.IntrospectData, propertiesData, peerData}
 	iface := introspect.Interface{Name: o.iface}
 	for _, pn := range sortedKeys(ps) {

@@ -9,26 +9,42 @@ import (
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
-// The object store: the objects served at each path, the children counts
-// Introspect lists, and which objects the signals have yet to describe.
-// The applier is its only writer.
+// The object store: the objects served at each path and which objects the
+// signals have yet to describe. The applier is its only writer.
 
 // props is one object's properties by interface, as GetManagedObjects
-// carries them.
+// and InterfacesAdded carry them.
 type props = map[string]map[string]dbus.Variant
 
-// object is one published object: its interface and its property map,
-// built once when the object changes and never modified afterwards (godbus
-// encodes replies that share it after the handler returned).
+// object is one published object: its interface and its model (a
+// dbusapi struct, escaped), as a value that is never modified afterwards.
+// Its property map is made from the model when a call or a signal needs
+// it: 3,000 maps of 15 to 27 Variants, kept, held 5.3 MB at 1,024 devices,
+// four times the models they are made from; made for a GetManagedObjects
+// call they cost a few milliseconds of the hundreds godbus spends on the
+// reply.
 type object struct {
 	iface string
-	entry props // {iface: properties}
+	model any
 }
 
-func (o *object) props() map[string]dbus.Variant { return o.entry[o.iface] }
+// props is the object's property map, made for the caller (who may keep
+// it: godbus encodes a reply after the handler returned).
+func (o *object) props() map[string]dbus.Variant { return dbusapi.ToProps(o.model) }
 
+// entry is the object's properties by interface.
+func (o *object) entry() props { return props{o.iface: o.props()} }
+
+// newObject publishes model, a dbusapi model struct (not a pointer: the
+// property maps point into the object's own copy of it).
 func newObject(iface string, model any) *object {
-	return &object{iface: iface, entry: props{iface: dbusapi.ToProps(model)}}
+	return &object{iface: iface, model: model}
+}
+
+// sameAs reports whether o publishes what old does: same interface and
+// model.
+func (o *object) sameAs(old *object) bool {
+	return old != nil && old.iface == o.iface && reflect.DeepEqual(old.model, o.model)
 }
 
 func (s *Server) removeDevice(name string) {
@@ -46,11 +62,8 @@ func (s *Server) put(p dbus.ObjectPath, o *object) {
 	if ok && old == o {
 		return
 	}
-	if ok && old.iface == o.iface && o.iface == dbusapi.ManagerIface && len(changedProps(old.props(), o.props())) == 0 {
+	if ok && o.iface == dbusapi.ManagerIface && o.sameAs(old) {
 		return
-	}
-	if !ok {
-		s.link(p, 1)
 	}
 	s.objects[p] = o
 	s.unsent[p] = struct{}{}
@@ -61,7 +74,6 @@ func (s *Server) remove(p dbus.ObjectPath) {
 		return
 	}
 	delete(s.objects, p)
-	s.link(p, -1)
 	s.unsent[p] = struct{}{}
 }
 
@@ -76,25 +88,27 @@ func changedProps(old, now map[string]dbus.Variant) map[string]dbus.Variant {
 	return out
 }
 
-// link counts p (delta 1) or stops counting it (-1) under each ancestor.
-func (s *Server) link(p dbus.ObjectPath, delta int) {
-	path := string(p)
-	for path != "/" && path != "" {
-		i := strings.LastIndexByte(path, '/')
-		parent, child := path[:i], path[i+1:]
-		if parent == "" {
-			parent = "/"
-		}
-		kids := s.children[dbus.ObjectPath(parent)]
-		if kids == nil {
-			kids = map[string]int{}
-			s.children[dbus.ObjectPath(parent)] = kids
-		}
-		if kids[child] += delta; kids[child] <= 0 {
-			delete(kids, child)
-		}
-		path = parent
+// children are the names of the nodes right below p that hold an object
+// or lead to one, sorted: what Introspect lists. It walks every object
+// (tens of microseconds at 1,024 devices); a count kept per node for it
+// held two maps per device.
+func (s *Server) children(p dbus.ObjectPath) []string {
+	prefix := string(p) + "/"
+	if p == "/" {
+		prefix = "/"
 	}
+	seen := map[string]bool{}
+	for q := range s.objects {
+		rest, ok := strings.CutPrefix(string(q), prefix)
+		if !ok || rest == "" {
+			continue
+		}
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			rest = rest[:i]
+		}
+		seen[rest] = true
+	}
+	return sortedKeys(seen)
 }
 
 // object returns the object served at p.

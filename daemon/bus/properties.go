@@ -66,17 +66,26 @@ func (s *Server) getAll(msg dbus.Message, iface string) (map[string]dbus.Variant
 	return nil, unknownIface(p, iface)
 }
 
-// getManagedObjects answers from the objects' property maps, which godbus
-// encodes; nothing is converted for the call.
+// getManagedObjects answers from the objects' models: their maps are made
+// outside the lock (the objects never change; the applier replaces them),
+// and godbus encodes them.
 func (s *Server) getManagedObjects() (map[dbus.ObjectPath]props, *dbus.Error) {
+	type served struct {
+		p dbus.ObjectPath
+		o *object
+	}
 	s.mu.Lock()
-	out := make(map[dbus.ObjectPath]props, len(s.objects))
+	objs := make([]served, 0, len(s.objects))
 	for p, o := range s.objects {
 		if p != dbusapi.RootPath { // ObjectManager reports the objects below it
-			out[p] = o.entry
+			objs = append(objs, served{p, o})
 		}
 	}
 	s.mu.Unlock()
+	out := make(map[dbus.ObjectPath]props, len(objs))
+	for _, x := range objs {
+		out[x.p] = x.o.entry()
+	}
 	s.reclaim.soon()
 	return out, nil
 }

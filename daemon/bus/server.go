@@ -65,10 +65,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	objects map[dbus.ObjectPath]*object
-	// children counts, per node, the objects below each child element, so
-	// Introspect lists a node's children without walking every object.
-	children map[dbus.ObjectPath]map[string]int
-	ports    map[string][]dbus.ObjectPath // device name -> its port objects
+	ports   map[string][]dbus.ObjectPath // device name -> its port objects
 	// deviceNames and devicePaths are the Manager's Devices, kept while
 	// the set of devices does not change.
 	deviceNames []string
@@ -107,8 +104,8 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 	s := &Server{state: state, svc: svc, auth: auth, log: log,
 		marked: map[string]struct{}{}, applied: make(chan struct{}),
 		wake: make(chan struct{}, 1), emitWake: make(chan struct{}, 1), stop: make(chan struct{}),
-		objects: map[dbus.ObjectPath]*object{}, children: map[dbus.ObjectPath]map[string]int{},
-		ports: map[string][]dbus.ObjectPath{}, unsent: map[dbus.ObjectPath]struct{}{},
+		objects: map[dbus.ObjectPath]*object{},
+		ports:   map[string][]dbus.ObjectPath{}, unsent: map[dbus.ObjectPath]struct{}{},
 		proc:    audit.Proc{Dir: "/proc"},
 		refused: newRefusedLog(log)}
 	s.reports.Store(newReportGate(reportSlots, reportWaiters, reportWait))

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/rdmad/rdmad/daemon/config/value"
 )
@@ -37,13 +38,35 @@ const RuntimeFile = "runtime"
 // IsRuntime reports whether the declaration was made at runtime.
 func (p Position) IsRuntime() bool { return p.File == RuntimeFile }
 
+// String is "file:line", or the file alone when the line is not known.
+// One rule is the source of thousands of records and actions at 1,024
+// devices, each naming it: the text is made once and shared
+// (positionTexts), not made again for each.
 func (p Position) String() string {
-	if p.Line > 0 {
-		// Not Sprintf: every action of a pass names its source.
-		return p.File + ":" + strconv.Itoa(p.Line)
+	if p.Line <= 0 {
+		return p.File
 	}
-	return p.File
+	positionTexts.mu.Lock()
+	defer positionTexts.mu.Unlock()
+	if s, ok := positionTexts.m[p]; ok {
+		return s
+	}
+	if len(positionTexts.m) >= maxPositionTexts {
+		clear(positionTexts.m) // reloads of changing files: start over
+	}
+	s := p.File + ":" + strconv.Itoa(p.Line)
+	positionTexts.m[p] = s
+	return s
 }
+
+// positionTexts are the texts of the positions named so far.
+var positionTexts = struct {
+	mu sync.Mutex
+	m  map[Position]string
+}{m: map[Position]string{}}
+
+// maxPositionTexts bounds positionTexts: a policy has far fewer sources.
+const maxPositionTexts = 4096
 
 // Policy is the validated, merged configuration.
 type Policy struct {

@@ -34,17 +34,32 @@ type DirWatcher struct {
 	wake    chan struct{}
 }
 
-// Set makes dirs the directories watched. One that does not exist yet is
-// watched once it does: Set is called again after every pass, and the
-// watcher tries the missing ones then.
+// Set makes dirs the directories watched. While Run runs, they are
+// watched when Set returns, and those watched anew are reported to Changed
+// before (so a caller that waits for the work Changed asks for has its
+// settings read after the watch existed); before Run, Run watches them.
+// One that does not exist yet is watched once it does: Set is called again
+// after every pass, and the watcher tries the missing ones then.
 func (w *DirWatcher) Set(dirs []string) {
 	dirs = slices.Clone(dirs)
 	slices.Sort(dirs)
 	dirs = slices.Compact(dirs)
 	w.mu.Lock()
 	w.want = dirs
+	running := w.fw != nil
 	w.mu.Unlock()
+	if running {
+		w.sync(w.logger())
+		return
+	}
 	w.kick()
+}
+
+func (w *DirWatcher) logger() *slog.Logger {
+	if w.Log == nil {
+		return slog.Default()
+	}
+	return w.Log
 }
 
 func (w *DirWatcher) kick() {
@@ -74,10 +89,7 @@ func (w *DirWatcher) Watched() []string {
 
 // Run watches until ctx ends.
 func (w *DirWatcher) Run(ctx context.Context) error {
-	log := w.Log
-	if log == nil {
-		log = slog.Default()
-	}
+	log := w.logger()
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("directory watcher: %w", err)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -127,5 +128,50 @@ func drainDirs(ch chan string) {
 		default:
 			return
 		}
+	}
+}
+
+// While the watcher runs, Set returns with the directories watched and
+// the new ones reported: the daemon waits for the reads they ask for
+// before it takes its name (service.Settle).
+func TestDirWatcherSetWatchesBeforeItReturns(t *testing.T) {
+	root := t.TempDir()
+	ports := []string{filepath.Join(root, "1"), filepath.Join(root, "2")}
+	for _, p := range ports {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var reported []string
+	w := &DirWatcher{Changed: func(d string) { mu.Lock(); reported = append(reported, d); mu.Unlock() }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	waitRunning(t, w)
+	w.Set(ports)
+	mu.Lock()
+	got := slices.Clone(reported)
+	mu.Unlock()
+	if !slices.Equal(w.Watched(), ports) || !slices.Equal(got, ports) {
+		t.Errorf("when Set returned: watched %v, reported %v; want %v both", w.Watched(), got, ports)
+	}
+}
+
+// waitRunning waits until w's Run has its watcher.
+func waitRunning(t *testing.T, w *DirWatcher) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		w.mu.Lock()
+		running := w.fw != nil
+		w.mu.Unlock()
+		if running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -11,13 +11,13 @@
 package health
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
-	"path"
+	"math"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -104,27 +104,58 @@ type portHistory struct {
 	vf          bool
 	first, last time.Time // first and last sample; zero: never sampled
 	// counters are in config.Counters order, nil until the first sample:
-	// one slice per port, not a map of 19 allocations (2,048 ports hold
-	// 39k of them).
+	// one allocation per port, not one per counter (2,048 ports would
+	// hold 39k of them).
 	counters []counterHistory
+	// moves are the samples at which a counter's value changed after its
+	// base, oldest first, every counter's in one list: most counters of
+	// most ports never move, and cost no list of their own.
+	moves []move
+	// texts are the words of counters whose file held text instead of a
+	// number ("N/A (no PMA)"), by counter; nil while none did.
+	texts []string
 }
 
-// counterHistory is one counter of one port: the samples at which its
-// value changed, oldest first, pruned to the window (the last sample
-// before the window's start is kept: it is the value the increase counts
-// from).
+// counterHistory is one counter of one port: its state as last read and
+// its base, the oldest sample kept (the last one before the window's
+// start: the value the increase counts from). Later values are the
+// port's moves of this counter.
 type counterHistory struct {
-	available bool
+	base  sample
+	state counterState
+	// reread: an absent counter is read again at the next sample (its
+	// device was looked at again); otherwise it is not.
+	reread bool
+}
+
+// counterState is a counter's state as last read.
+type counterState uint8
+
+const (
+	available counterState = iota
 	// absent: the driver does not have it; not read again until the
 	// device is looked at again (Update).
-	absent  bool
-	why     string // why it is not available
-	samples []sample
+	absent
+	einval     // EINVAL: no answer from the PMA, as the kernel reports it
+	unreadable // any other error
+	notNumber  // neither a number nor "N/A" text
+	text       // the file held text: portHistory.texts has it
+)
+
+// why is the word View gives for a state other than available.
+var why = [...]string{absent: "absent", einval: "EINVAL", unreadable: "unreadable", notNumber: "not a number"}
+
+// sample is a counter's value at a time (Unix nanoseconds; 0: none yet).
+type sample struct {
+	at    int64
+	value uint64
 }
 
-type sample struct {
-	at    time.Time
-	value uint64
+// move is a sample of counter i (config.Counters order) that changed its
+// value.
+type move struct {
+	sample
+	i int
 }
 
 // New makes a monitor; Run samples.
@@ -260,7 +291,7 @@ func (m *Monitor) Update() {
 		}
 		h.netdev, h.vf = o.netdev, o.vf
 		for i := range h.counters {
-			h.counters[i].absent = false
+			h.counters[i].reread = true
 		}
 		switch {
 		case !o.up:
@@ -296,49 +327,90 @@ func (m *Monitor) SampleAll() {
 
 // reading is one counter as read.
 type reading struct {
-	value     uint64
-	available bool
-	why       string
+	value uint64
+	state counterState
+	text  string // state text: what the file held
 }
 
-// readCounter reads one counter file. Absent, "N/A (no PMA)" (a driver
-// without a performance management agent), EINVAL (no answer from the
-// PMA, as the kernel reports it) and anything that is not a number are
-// "not available", never zero.
-func (m *Monitor) readCounter(k PortKey, c config.Counter) reading {
-	dir := "counters"
-	if c.HW {
-		dir = "hw_counters"
+// counterFiles are the counters' files relative to a port's directory,
+// in config.Counters order: each sample opens the port's directory once
+// and reads these relative to it, building no path.
+var counterFiles = func() []host.AttrName {
+	out := make([]host.AttrName, len(config.Counters))
+	for i, c := range config.Counters {
+		dir := "counters/"
+		if c.HW {
+			dir = "hw_counters/"
+		}
+		out[i] = host.NewAttrName(dir + c.Name)
 	}
-	s, err := m.o.Host.ReadString(path.Join(host.ClassInfiniband, k.Device, "ports", strconv.Itoa(k.Port), dir, c.Name))
+	return out
+}()
+
+// errReading is the reading of a counter whose read failed with err.
+// Absent, "N/A (no PMA)" (a driver without a performance management
+// agent), EINVAL (no answer from the PMA, as the kernel reports it) and
+// anything that is not a number are "not available", never zero.
+func errReading(err error) reading {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return reading{why: whyAbsent}
+		return reading{state: absent}
 	case errors.Is(err, syscall.EINVAL):
-		return reading{why: "EINVAL"}
-	case err != nil:
-		return reading{why: "unreadable"}
+		return reading{state: einval}
 	}
-	s = strings.TrimSpace(s)
-	if strings.HasPrefix(s, "N/A") {
-		return reading{why: s}
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return reading{why: "not a number"}
-	}
-	return reading{value: v, available: true}
+	return reading{state: unreadable}
 }
 
-// whyAbsent is why a counter the driver does not have is not available.
-const whyAbsent = "absent"
+// readCounter reads counter i of the port whose directory is dir; prev
+// is the text the counter held at the last sample, kept when the file
+// holds it still.
+func readCounter(dir *host.AttrDir, i int, buf *host.AttrBuf, prev string) reading {
+	b, err := dir.Read(counterFiles[i], buf)
+	if err != nil {
+		return errReading(err)
+	}
+	b = bytes.TrimSpace(b)
+	if bytes.HasPrefix(b, []byte("N/A")) {
+		if string(b) == prev {
+			return reading{state: text, text: prev}
+		}
+		return reading{state: text, text: string(b)}
+	}
+	v, ok := parseCounter(b)
+	if !ok {
+		return reading{state: notNumber}
+	}
+	return reading{value: v}
+}
+
+// parseCounter parses a counter's decimal value.
+func parseCounter(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if v > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		v = v*10 + d
+	}
+	return v, true
+}
 
 func (m *Monitor) sample(keys []PortKey) {
 	changed := false
 	read := make([]reading, len(config.Counters)) // in config.Counters order, reused
-	absent := make([]bool, len(config.Counters))
+	skip := make([]bool, len(config.Counters))
+	texts := make([]string, len(config.Counters))
+	var buf host.AttrBuf
 	for _, k := range keys {
-		clear(absent)
+		clear(skip)
+		clear(texts)
 		m.mu.Lock()
 		if h := m.ports[k]; h != nil {
 			if h.vf {
@@ -346,17 +418,23 @@ func (m *Monitor) sample(keys []PortKey) {
 				continue
 			}
 			for i := range h.counters {
-				absent[i] = h.counters[i].absent
+				skip[i] = h.counters[i].state == absent && !h.counters[i].reread
 			}
+			copy(texts, h.texts)
 		}
 		m.mu.Unlock()
-		for i, c := range config.Counters {
-			if absent[i] {
-				read[i] = reading{why: whyAbsent}
-				continue
+		dir, err := m.o.Host.OpenAttrDir(host.ClassInfiniband, k.Device, "ports", strconv.Itoa(k.Port))
+		for i := range config.Counters {
+			switch {
+			case skip[i]:
+				read[i] = reading{state: absent}
+			case err != nil:
+				read[i] = errReading(err)
+			default:
+				read[i] = readCounter(&dir, i, &buf, texts[i])
 			}
-			read[i] = m.readCounter(k, c)
 		}
+		dir.Close()
 		now := m.o.Now()
 		m.mu.Lock()
 		if h := m.ports[k]; h != nil { // not removed meanwhile
@@ -379,31 +457,60 @@ func (h *portHistory) record(now time.Time, read []reading) (changed bool) {
 	if h.counters == nil {
 		h.counters = make([]counterHistory, len(read))
 	}
-	from := now.Add(-Window)
+	at := now.UnixNano()
 	for i, r := range read {
 		c := &h.counters[i]
-		if c.available != r.available || c.why != r.why {
-			c.available, c.why, changed = r.available, r.why, true
+		c.reread = false
+		if c.state != r.state || (r.state == text && h.texts[i] != r.text) {
+			c.state, changed = r.state, true
+			if r.state == text || h.texts != nil {
+				if h.texts == nil {
+					h.texts = make([]string, len(read))
+				}
+				h.texts[i] = r.text
+			}
 		}
-		if r.why == whyAbsent {
-			c.absent = true
-		}
-		if !r.available {
+		if r.state != available {
 			continue
 		}
-		if n := len(c.samples); n == 0 || c.samples[n-1].value != r.value {
-			c.samples = append(c.samples, sample{now, r.value})
+		switch last := h.value(i); {
+		case c.base.at == 0:
+			c.base = sample{at, r.value}
+			changed = true
+		case last != r.value:
+			h.moves = append(h.moves, move{sample{at, r.value}, i})
 			changed = true
 		}
-		// Keep the last sample before the window: the increase counts
-		// from it.
-		i := 0
-		for i+1 < len(c.samples) && !c.samples[i+1].at.After(from) {
-			i++
-		}
-		c.samples = append(c.samples[:0], c.samples[i:]...)
 	}
+	h.prune(now.Add(-Window).UnixNano())
 	return changed
+}
+
+// value is counter i's last value.
+func (h *portHistory) value(i int) uint64 {
+	for j := len(h.moves) - 1; j >= 0; j-- {
+		if h.moves[j].i == i {
+			return h.moves[j].value
+		}
+	}
+	return h.counters[i].base.value
+}
+
+// prune makes each counter's last move at or before from its base: the
+// increase within the window counts from it.
+func (h *portHistory) prune(from int64) {
+	n := 0
+	for n < len(h.moves) && h.moves[n].at <= from {
+		h.counters[h.moves[n].i].base = h.moves[n].sample
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	h.moves = append(h.moves[:0], h.moves[n:]...)
+	if len(h.moves) == 0 {
+		h.moves = nil // a port that moved once holds no list for good
+	}
 }
 
 // View is what the monitor has seen, for one run of doctor.
@@ -466,29 +573,39 @@ func (m *Monitor) View() View {
 	}
 	for k, h := range m.ports {
 		pv := PortView{LinkUpSince: h.linkUpSince, Netdev: h.netdev, VF: h.vf, From: h.first, To: h.last}
-		for i, c := range config.Counters {
-			if h.counters == nil {
-				break // never sampled
+		if h.counters != nil { // sampled
+			pv.Counters = make([]CounterView, len(config.Counters))
+		}
+		for i := range pv.Counters {
+			c, ch := config.Counters[i], &h.counters[i]
+			cv := CounterView{Name: c.Name, Available: ch.state == available, Max: Max(c.Name)}
+			switch {
+			case ch.state == text:
+				cv.Why = h.texts[i]
+			case !cv.Available:
+				cv.Why = why[ch.state]
 			}
-			ch := &h.counters[i]
-			cv := CounterView{Name: c.Name, Available: ch.available, Why: ch.why, Max: Max(c.Name)}
-			if ch.available && len(ch.samples) > 0 {
-				cv.Value = ch.samples[len(ch.samples)-1].value
+			if cv.Available && ch.base.at != 0 {
+				prev := ch.base.value
+				for _, mv := range h.moves {
+					if mv.i != i {
+						continue
+					}
+					if mv.value >= prev {
+						cv.Increase += mv.value - prev
+					} else {
+						cv.Increase += mv.value // reset to 0, then rose to it
+					}
+					prev = mv.value
+				}
+				cv.Value = prev
 				cv.Saturated = cv.Max != 0 && cv.Value >= cv.Max
-				cv.Since = ch.samples[0].at
+				cv.Since = time.Unix(0, ch.base.at)
 				if cv.Since.Before(from) {
 					cv.Since = from
 				}
-				for i := 1; i < len(ch.samples); i++ {
-					prev, cur := ch.samples[i-1].value, ch.samples[i].value
-					if cur >= prev {
-						cv.Increase += cur - prev
-					} else {
-						cv.Increase += cur // reset to 0, then rose to cur
-					}
-				}
 			}
-			pv.Counters = append(pv.Counters, cv)
+			pv.Counters[i] = cv
 		}
 		v.Ports[k] = pv
 	}

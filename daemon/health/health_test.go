@@ -286,6 +286,9 @@ func TestAbsentCountersAndVirtualFunctions(t *testing.T) {
 	}
 	m2.Changed(false, []string{"mlx5_0"}, nil)
 	m2.Update()
+	if got := counter(t, m2.View(), "mlx5_0", 1, "rx_icrc_encapsulated"); got.Available || got.Why != "absent" {
+		t.Errorf("looked at again, before the next sample: %+v", got)
+	}
 	m2.SampleAll()
 	if got := counter(t, m2.View(), "mlx5_0", 1, "rx_icrc_encapsulated"); !got.Available || got.Value != 3 {
 		t.Errorf("after the device was looked at again: %+v", got)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -306,9 +305,21 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 		return Device{}, fmt.Errorf("device %q: %w", name, ErrNoDevice)
 	}
 	base := path.Join(ClassInfiniband, name)
+	// The device's directory is opened once and its attributes are read
+	// relative to it: a pass reads every device, and walking the class
+	// link and the whole path again for each attribute cost more than
+	// the reads.
+	dir, err := h.OpenAttrDir(ClassInfiniband, name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Device{}, fmt.Errorf("device %s: %w", name, ErrNoDevice)
+		}
+		return Device{}, fmt.Errorf("device %s: %w", name, err)
+	}
+	defer dir.Close()
 	// The port list is read first: it is needed anyway, and its absence
 	// (with the device's) is how a vanished device shows.
-	portNames, err := h.ReadDirNames(path.Join(base, "ports"))
+	portNames, err := dir.ReadDirNames("ports")
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return Device{}, fmt.Errorf("device %s: ports: %w", name, err)
@@ -318,12 +329,12 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 		}
 	}
 	d := Device{Name: name, Detail: detail}
-	opt := func(attr string) string { return h.readOptional(path.Join(base, attr)) }
+	opt := func(attr string) string { return optional(dir.ReadString(attr)) }
 	d.NodeType = opt("node_type")
 	if detail&ReadGUID != 0 {
 		d.NodeGUID = opt("node_guid")
 	}
-	dev, err := os.Readlink(h.Path(base, "device"))
+	dev, err := dir.Readlink("device")
 	// Only a device with no parent device at all is a soft one: a hardware
 	// device whose driver link is missing (being unbound) is not rxe or siw.
 	soft := errors.Is(err, fs.ErrNotExist)
@@ -331,7 +342,7 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 		if b := filepath.Base(dev); isPCIAddress(b) {
 			d.PCIAddress = b
 		}
-		if drv, err := os.Readlink(h.Path(base, "device", "driver")); err == nil {
+		if drv, err := dir.Readlink("device/driver"); err == nil {
 			d.Driver = filepath.Base(drv)
 		}
 	}
@@ -356,7 +367,7 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 		netdevs[d.Parent] = true
 	}
 	if d.PCIAddress != "" && detail&ReadNetdevs != 0 {
-		if names, err := h.ReadDirNames(path.Join(base, "device", "net")); err == nil {
+		if names, err := dir.ReadDirNames("device/net"); err == nil {
 			for _, n := range names {
 				netdevs[n] = true
 			}
@@ -370,7 +381,7 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 		if err != nil || num <= 0 || strconv.Itoa(num) != pn {
 			continue // not a port directory ("01" would be read as ports/1); sysfs has none, but be tolerant
 		}
-		p := h.readPort(name, num, detail, gids)
+		p := h.readPort(&dir, name, num, detail, gids)
 		for _, n := range p.Netdevs {
 			netdevs[n] = true
 		}
@@ -384,6 +395,15 @@ func (h *Host) ReadDevice(name string, detail Detail) (Device, error) {
 	return d, nil
 }
 
+// optional is an attribute as read, "" when it is missing or refuses to
+// read.
+func optional(s string, err error) string {
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(s)
+}
+
 // readOptional reads an attribute that may be missing or refuse to read;
 // those read as "".
 func (h *Host) readOptional(rel string) string {
@@ -394,17 +414,18 @@ func (h *Host) readOptional(rel string) string {
 // gidScanGap is how many unpopulated GID entries in a row end the scan.
 const gidScanGap = 8
 
-func (h *Host) readPort(dev string, num int, detail Detail, gids bool) Port {
-	opt := func(attr ...string) string { return h.readOptional(portPath(dev, num, attr...)) }
+func (h *Host) readPort(dir *AttrDir, dev string, num int, detail Detail, gids bool) Port {
+	prefix := "ports/" + strconv.Itoa(num) + "/"
+	opt := func(attr string) string { return optional(dir.ReadString(prefix + attr)) }
 	p := Port{Number: num, LinkLayer: opt("link_layer")}
 	if detail&ReadPublished != 0 {
-		h.RefreshPortState(dev, &p)
+		p.State, p.PhysState = stripCode(opt("state")), stripCode(opt("phys_state"))
 		p.Rate = opt("rate")
 		p.LID = opt("lid")
 		p.SMLID = opt("sm_lid")
 	}
 	if gids {
-		p.GIDTypes, p.Netdevs = h.readGIDs(dev, num)
+		p.GIDTypes, p.Netdevs = readGIDs(dir, prefix)
 	}
 	return p
 }
@@ -424,8 +445,8 @@ func (h *Host) RefreshPortState(dev string, p *Port) bool {
 // table. Tables are large (rxe has 1024 entries, mlx5 256) and filled from
 // the start; unpopulated entries answer EINVAL. Reading all of them costs
 // thousands of syscalls, so the scan stops after a run of empty entries.
-func (h *Host) readGIDs(dev string, num int) (types, netdevs []string) {
-	names, err := h.ReadDirNames(portPath(dev, num, "gid_attrs", "types"))
+func readGIDs(dir *AttrDir, port string) (types, netdevs []string) {
+	names, err := dir.ReadDirNames(port + "gid_attrs/types")
 	if err != nil {
 		return nil, nil
 	}
@@ -439,7 +460,7 @@ func (h *Host) readGIDs(dev string, num int) (types, netdevs []string) {
 	typeSet, ndevSet := map[string]bool{}, map[string]bool{}
 	empty := 0
 	for _, i := range idx {
-		t := h.readOptional(portPath(dev, num, "gid_attrs", "types", strconv.Itoa(i)))
+		t := optional(dir.ReadString(port + "gid_attrs/types/" + strconv.Itoa(i)))
 		if t == "" {
 			if empty++; empty >= gidScanGap {
 				break
@@ -448,7 +469,7 @@ func (h *Host) readGIDs(dev string, num int) (types, netdevs []string) {
 		}
 		empty = 0
 		typeSet[t] = true
-		if n := h.readOptional(portPath(dev, num, "gid_attrs", "ndevs", strconv.Itoa(i))); n != "" {
+		if n := optional(dir.ReadString(port + "gid_attrs/ndevs/" + strconv.Itoa(i))); n != "" {
 			ndevSet[n] = true
 		}
 	}
@@ -503,7 +524,12 @@ func (h *Host) ReadPort(dev string, num int, detail Detail) (Port, error) {
 	if !ValidDeviceName(dev) || !h.Exists(portPath(dev, num)) {
 		return Port{}, fmt.Errorf("device %s port %d: %w", dev, num, ErrNoDevice)
 	}
-	return h.readPort(dev, num, detail, false), nil
+	dir, err := h.OpenAttrDir(ClassInfiniband, dev)
+	if err != nil {
+		return Port{}, fmt.Errorf("device %s port %d: %w", dev, num, ErrNoDevice)
+	}
+	defer dir.Close()
+	return h.readPort(&dir, dev, num, detail, false), nil
 }
 
 // The soft RDMA drivers. Their devices sit under /sys/devices/virtual with

@@ -1,13 +1,13 @@
 package host
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -98,17 +98,6 @@ func ReadAttr(name string) ([]byte, error) {
 		return nil, err
 	}
 	return append([]byte(nil), b...), nil
-}
-
-// readAttrString is ReadAttr as a string without its trailing newlines,
-// copied once (a verify read-back makes thousands of these).
-func readAttrString(name string) (string, error) {
-	var buf [MaxAttrSize + 1]byte
-	b, err := readAttrInto(name, &buf)
-	if err != nil {
-		return "", err
-	}
-	return string(bytes.TrimRight(b, "\n")), nil
 }
 
 // readAttrInto reads the attribute name into buf, for ReadAttr.
@@ -266,24 +255,30 @@ func readDirentsTrusted(name string, trust Trust) ([]dirent, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	defer unix.Close(fd)
+	return readDirentsOpen(fd, func() string { return name }, trust)
+}
+
+// readDirentsOpen reads the entries of the open directory fd, sorted by
+// name, after judging it by trust; name is its path, for errors.
+func readDirentsOpen(fd int, name func() string, trust Trust) ([]dirent, error) {
 	if trust != TrustAny {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
-			return nil, &fs.PathError{Op: "stat", Path: name, Err: err}
+			return nil, &fs.PathError{Op: "stat", Path: name(), Err: err}
 		}
-		if err := trust.check(name, &st); err != nil {
+		if err := trust.check(name(), &st); err != nil {
 			return nil, err
 		}
 	}
 	var out []dirent
-	buf := make([]byte, 8192)
+	var buf [8192]byte // on the stack: a pass lists every device's ports
 	for {
-		n, err := unix.ReadDirent(fd, buf)
+		n, err := unix.ReadDirent(fd, buf[:])
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "readdirent", Path: name, Err: err}
+			return nil, &fs.PathError{Op: "readdirent", Path: name(), Err: err}
 		}
 		if n <= 0 {
 			break
@@ -291,11 +286,11 @@ func readDirentsTrusted(name string, trust Trust) ([]dirent, error) {
 		b := buf[:n]
 		for len(b) > 0 {
 			if len(b) < 19 {
-				return nil, &fs.PathError{Op: "readdirent", Path: name, Err: errors.New("malformed directory entry")}
+				return nil, &fs.PathError{Op: "readdirent", Path: name(), Err: errors.New("malformed directory entry")}
 			}
 			reclen := binary.NativeEndian.Uint16(b[16:18]) // linux_dirent64.d_reclen
 			if reclen < 19 || int(reclen) > len(b) {
-				return nil, &fs.PathError{Op: "readdirent", Path: name, Err: errors.New("malformed directory entry")}
+				return nil, &fs.PathError{Op: "readdirent", Path: name(), Err: errors.New("malformed directory entry")}
 			}
 			rec := b[:reclen]
 			b = b[reclen:]
@@ -312,7 +307,7 @@ func readDirentsTrusted(name string, trust Trust) ([]dirent, error) {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	slices.SortFunc(out, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
 	return out, nil
 }
 

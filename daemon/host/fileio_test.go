@@ -48,6 +48,11 @@ func TestBoundedReadsRefuseWhatIsNotARegularFile(t *testing.T) {
 		{"directory string", func() error { _, err := host.New("/").ReadString(strings.TrimPrefix(dir, "/")); return err }, host.ErrNotRegular},
 		{"big string", func() error { _, err := host.New(dir).ReadString("bigattr"); return err }, host.ErrTooLarge},
 		{"missing string", func() error { _, err := host.New(dir).ReadString("none"); return err }, os.ErrNotExist},
+		// AttrDir reads relative to a directory it opened once.
+		{"fifo in dir", func() error { return readInDir(dir, "fifo") }, host.ErrNotRegular},
+		{"big in dir", func() error { return readInDir(dir, "bigattr") }, host.ErrTooLarge},
+		{"missing in dir", func() error { return readInDir(dir, "none") }, os.ErrNotExist},
+		{"directory in dir", func() error { return readInDir(filepath.Dir(dir), filepath.Base(dir)) }, host.ErrNotRegular},
 	}
 	for _, c := range cases {
 		done := make(chan error, 1)

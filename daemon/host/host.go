@@ -106,7 +106,7 @@ func cleanRel(s string) bool {
 // trailing newline.
 func (h *Host) ReadString(rel string) (string, error) {
 	if _, real := h.io.(OSAttrIO); real {
-		return readAttrString(h.Path(rel))
+		return h.readAttrStringRel(rel)
 	}
 	b, err := h.io.ReadAttr(h.Path(rel))
 	if err != nil {
@@ -117,6 +117,9 @@ func (h *Host) ReadString(rel string) (string, error) {
 
 // WriteString writes an attribute in place, as echo does.
 func (h *Host) WriteString(rel, value string) error {
+	if _, real := h.io.(OSAttrIO); real {
+		return h.writeAttrRel(rel, []byte(value))
+	}
 	return h.io.WriteAttr(h.Path(rel), []byte(value))
 }
 

@@ -252,10 +252,18 @@ var errNoEthtool = errors.New("this rdmad has no ethtool access (global pause an
 func (p *Part) Apply(_ context.Context, run *reconcile.DeviceRun) {
 	dev := run.Device
 	target := reconcile.TargetOf(dev)
-	pf := ""
-	vf := p.Host.IsVF(dev)
-	if vf {
-		pf = p.pfNetdev(dev)
+	// Whether the device is a virtual function takes up to three reads:
+	// made once, and only for a port that needs it (a pass of `rdmad
+	// --once` with no [[qos]] rule needs none).
+	known, vf, pf := false, false, ""
+	isVF := func() bool {
+		if !known {
+			known, vf = true, p.Host.IsVF(dev)
+			if vf {
+				pf = p.pfNetdev(dev)
+			}
+		}
+		return vf
 	}
 	for i := range dev.Ports {
 		port := &dev.Ports[i]
@@ -265,7 +273,7 @@ func (p *Part) Apply(_ context.Context, run *reconcile.DeviceRun) {
 			// Not declared: the daemon still publishes what the netdev of
 			// a RoCE port holds (rdmactl qos show), VFs aside (their DCB
 			// is their PF's).
-			if tr := dev.PortTransport(port); run.Publish && !vf && (tr == host.TransportRoCE || tr == host.TransportIWARP) {
+			if tr := dev.PortTransport(port); run.Publish && (tr == host.TransportRoCE || tr == host.TransportIWARP) && !isVF() {
 				if netdev := p.Host.PortNetdev(dev, port); netdev != "" {
 					p.observePort(run, dev, subject, netdev, want)
 				}
@@ -276,7 +284,7 @@ func (p *Part) Apply(_ context.Context, run *reconcile.DeviceRun) {
 		case tr != host.TransportRoCE && tr != host.TransportIWARP:
 			notApplicable(run, subject, "", want, fmt.Errorf("port transport is %s, QoS applies to the netdev of Ethernet ports (RoCE, iWARP)", tr))
 			continue
-		case vf && pf != "":
+		case isVF() && pf != "":
 			notApplicable(run, subject, "", want, fmt.Errorf("virtual function: DCB exists only on the physical function, whose traffic class it follows; QoS is set on the PF %s", pf))
 			continue
 		case vf:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -392,5 +393,41 @@ func TestFightsAreCorrectionsWithinTheWindow(t *testing.T) {
 	correct(time.Second)
 	if fs := e.r.Fights(); len(fs) != 0 {
 		t.Errorf("fight_window 0: %+v", fs)
+	}
+}
+
+// A correction is one line in the journal, at warning priority, with the
+// values, the declaration's source and how many times the setting was
+// corrected in the current fight ([drift] fight_window); no "applied"
+// line besides it. The
+// echo of rdmad's own write (the watch sees it) is one read of the
+// setting, with nothing committed and nothing logged.
+func TestCorrectionLogsOneLine(t *testing.T) {
+	e := newDriftEnv(t, config.DriftCorrect)
+	e.pol.Drift.FightWindow = time.Hour
+	var changes int
+	e.r.OnChange(func(reconcile.Change) { changes++ })
+	for n := 1; n <= 2; n++ {
+		before := e.log.String()
+		e.tamper(t, "0")
+		e.recheck()
+		lines := strings.Split(strings.TrimSpace(strings.TrimPrefix(e.log.String(), before)), "\n")
+		want := []string{"level=WARN", "corrected a setting changed behind rdmad's back", "subject=mlx5_0/1", "setting=roce_tos",
+			"found=0", "restored=106", "source=a.toml:3", "corrections=" + strconv.Itoa(n), "fight_window=1h0m0s"}
+		if len(lines) != 1 {
+			t.Fatalf("correction %d logged %d lines:\n%s", n, len(lines), strings.Join(lines, "\n"))
+		}
+		for _, w := range want {
+			if !strings.Contains(lines[0], w) {
+				t.Errorf("correction %d: %q lacks %q", n, lines[0], w)
+			}
+		}
+		// The write's echo.
+		before, changes = e.log.String(), 0
+		reads := e.io.reads.Load()
+		e.recheck()
+		if got := e.io.reads.Load() - reads; got != 1 || changes != 0 || e.log.String() != before {
+			t.Errorf("the echo of correction %d: %d reads, %d commits, log %q", n, got, changes, strings.TrimPrefix(e.log.String(), before))
+		}
 	}
 }

@@ -261,18 +261,23 @@ func (r *Reconciler) contested(key driftKey, now time.Time) (until time.Time, n 
 }
 
 // noteCorrections counts the pass's corrections: the Changed actions of
-// settings the guard let through as corrections. Each is logged at warning
-// priority (subject, setting, the value found, the value restored); a
+// settings the guard let through as corrections. Each is logged in one
+// line at warning priority (subject, setting, the value found, the value
+// restored, the declaration's source, and how many times rdmad corrected
+// it in the current fight, each within [drift] fight_window of the one
+// before: this one included); logReport says nothing more of it. A
 // setting corrected ContestCorrections times (by cost) within
-// ContestWindow becomes contested.
-func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) {
+// ContestWindow becomes contested. It returns the indexes in acts of the
+// corrections.
+func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) map[int]bool {
 	r.drift.mu.Lock()
 	defer r.drift.mu.Unlock()
 	r.drift.fightWindow = g.fightWindow
 	if len(g.pending) == 0 {
-		return
+		return nil
 	}
-	for _, a := range acts {
+	var corrections map[int]bool
+	for i, a := range acts {
 		if (a.Status != Changed && a.Status != Failed) || a.Setting == nil {
 			continue
 		}
@@ -283,10 +288,14 @@ func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) {
 		// Every write the guard let through counts toward the contest,
 		// whether it held or not; one that held is a correction.
 		if a.Status == Changed {
-			r.noteFight(key, a.Setting, g.now, g.fightWindow)
+			if corrections == nil {
+				corrections = map[int]bool{}
+			}
+			corrections[i] = true
+			n := r.noteFight(key, a.Setting, g.now, g.fightWindow)
 			r.drift.corrected[a.Setting.Name]++
 			r.log.Warn("corrected a setting changed behind rdmad's back", "subject", a.Subject.String(), "setting", a.Setting.Name,
-				"found", a.From, "restored", a.To, "source", a.Source)
+				"found", a.From, "restored", a.To, "source", a.Source, "corrections", n, "fight_window", g.fightWindow)
 		}
 		c := r.drift.contests[key]
 		if c == nil {
@@ -315,6 +324,7 @@ func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) {
 			c.corrections = nil
 		}
 	}
+	return corrections
 }
 
 // Corrected is how many out-of-band changes rdmad put back, by setting

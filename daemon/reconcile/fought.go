@@ -36,12 +36,13 @@ type fight struct {
 }
 
 // noteFight counts a correction of key at now (under r.drift.mu), within
-// window of the last one or starting again.
-func (r *Reconciler) noteFight(key driftKey, st *Setting, now time.Time, window time.Duration) {
+// window of the last one or starting again, and returns how many the
+// fight counts now (1 with no window).
+func (r *Reconciler) noteFight(key driftKey, st *Setting, now time.Time, window time.Duration) int {
 	d := r.drift
 	d.fightWindow = window
 	if window <= 0 {
-		return
+		return 1
 	}
 	f := d.fights[key]
 	if f == nil || now.Sub(f.last) > window {
@@ -55,6 +56,7 @@ func (r *Reconciler) noteFight(key driftKey, st *Setting, now time.Time, window 
 			delete(d.fights, k) // quiet for a window: not fought any more
 		}
 	}
+	return f.corrections
 }
 
 // Fights lists the settings fought now (corrected twice or more, the last

@@ -94,7 +94,7 @@ func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) 
 	}
 	g := r.guard(pol, scope)
 	rep, res := r.pass(ctx, pol, scope, g)
-	r.noteCorrections(g, rep.Actions)
+	corrections := r.noteCorrections(g, rep.Actions)
 	if scope.Verify {
 		r.drift.mu.Lock()
 		r.drift.lastVerify = rep.Finished
@@ -111,7 +111,7 @@ func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) 
 	}
 	change, gone := r.commit(res)
 	r.logDepartures(gone)
-	r.logReport(ctx, rep)
+	r.logReport(ctx, rep, corrections)
 	r.notify(change)
 	return rep
 }
@@ -579,13 +579,18 @@ func sortedNames[V any](m map[string]V) []string {
 	return out
 }
 
-// logReport logs what the pass changed and what failed; a pass a call
-// ran names the call's caller on each line (audit.Attrs).
-func (r *Reconciler) logReport(ctx context.Context, rep Report) {
+// logReport logs what the pass changed and what failed, but for the
+// corrections (the indexes in rep.Actions noteCorrections logged
+// already: one line each); a pass a call ran names the call's caller on
+// each line (audit.Attrs).
+func (r *Reconciler) logReport(ctx context.Context, rep Report, corrections map[int]bool) {
 	caller := audit.Attrs(ctx)
-	for _, a := range rep.Actions {
+	for i, a := range rep.Actions {
 		switch a.Status {
 		case Changed:
+			if corrections[i] {
+				continue
+			}
 			r.log.Info("applied", append([]any{"subject", a.Subject.String(), "what", string(a.Kind), "from", a.From, "to", a.To, "source", a.Source}, caller...)...)
 		case Failed:
 			r.logFailure(a, caller)

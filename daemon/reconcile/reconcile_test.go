@@ -464,3 +464,22 @@ func TestUndoGoesToTheOwningPart(t *testing.T) {
 	}()
 	reconcile.New(reconcile.Options{Host: host.New(t.TempDir()), DeviceParts: []reconcile.DevicePart{a, &undoPart{kinds: []reconcile.Kind{"a"}}}})
 }
+
+// The refresh runs every 10 s: on a host whose ports have no state to
+// poll (RoCE), it copies no device and reads nothing, whatever the number
+// of devices.
+func TestRefreshPortStatesOfRoCEHostAllocatesLittle(t *testing.T) {
+	root := hosttest.SynthRoot(t, 64)
+	h := host.New(root)
+	r := reconcile.New(reconcile.Options{Host: h, Detail: host.DetailFull})
+	r.Pass(context.Background(), &config.Policy{}, reconcile.Scope{Full: true, Forced: true})
+	ib := func(d *host.Device, p *host.Port) bool { return d.PortTransport(p) == host.TransportInfiniBand }
+	allocs := testing.AllocsPerRun(5, func() {
+		if got := r.RefreshPortStates(context.Background(), ib); len(got) != 0 {
+			t.Fatalf("refreshed %v", got)
+		}
+	})
+	if allocs > 16 {
+		t.Errorf("a refresh of 64 RoCE devices allocates %v times, bound 16", allocs)
+	}
+}

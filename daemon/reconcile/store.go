@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -253,6 +254,44 @@ func (r *Reconciler) Devices(names []string) []host.Device {
 		}
 	}
 	return out
+}
+
+// Watches returns, for each named device that is known, the directories
+// its declared settings ask to be watched (Record.Watch), relative to the
+// host root, each once, in the order the records name them: what the
+// service watches, without a copy of the devices' state.
+func (r *Reconciler) Watches(names []string) map[string][]string {
+	r.stateMu.RLock()
+	defer r.stateMu.RUnlock()
+	out := make(map[string][]string, len(names))
+	for _, n := range names {
+		ds, ok := r.devices[n]
+		if !ok {
+			continue
+		}
+		var dirs []string
+		for _, p := range ds.Ports {
+			dirs = WatchedDirs(dirs, p.Records)
+		}
+		out[n] = dirs
+	}
+	return out
+}
+
+// WatchedDirs adds to dirs the directories the declared records of recs
+// ask to watch that dirs lacks.
+func WatchedDirs(dirs []string, recs []Record) []string {
+	for _, rec := range recs {
+		if !rec.IsDeclared() {
+			continue
+		}
+		for _, d := range rec.Watch {
+			if !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	return dirs
 }
 
 // Device returns a copy of one device's observed values.

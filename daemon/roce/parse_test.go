@@ -52,7 +52,7 @@ func TestFIFOAttributeDoesNotBlock(t *testing.T) {
 	}
 	p := &Part{Host: host.New(root)}
 	done := make(chan error, 1)
-	go func() { _, err := p.readTOS("mlx5_0", 1); done <- err }()
+	go func() { _, err := p.readTOS(p.cm("mlx5_0"), 1); done <- err }()
 	select {
 	case err := <-done:
 		if err == nil {

@@ -136,16 +136,18 @@ func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 			return fmt.Errorf("mkdir /%s: %w", dir, err)
 		}
 	}
+	cm := p.cm(dev)
+	defer cm.close()
 	switch a.Kind {
 	case Mode.Kind():
 		m, ok := Mode.Old(a)
 		if !ok || m.Mode == "" {
 			return fmt.Errorf("the previous mode of %s is not known (%q)", a.Subject, a.From)
 		}
-		if err := p.writeMode(dev, port, m); err != nil {
+		if err := p.writeMode(cm, port, m); err != nil {
 			return err
 		}
-		if got, err := p.readMode(dev, port); err != nil || got != m {
+		if got, err := p.readMode(cm, port); err != nil || got != m {
 			return fmt.Errorf("put back mode %s on %s but the kernel shows %q (%v)", m, a.Subject, got, err)
 		}
 		return nil
@@ -154,10 +156,10 @@ func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 		if !ok {
 			return fmt.Errorf("the previous TOS of %s is not known (%q)", a.Subject, a.From)
 		}
-		if err := p.writeTOS(dev, port, t); err != nil {
+		if err := p.writeTOS(cm, port, t); err != nil {
 			return err
 		}
-		if got, err := p.readTOS(dev, port); err != nil || got != t {
+		if got, err := p.readTOS(cm, port); err != nil || got != t {
 			return fmt.Errorf("put back TOS %s on %s but the kernel shows %s (%v)", t, a.Subject, got, err)
 		}
 		return nil
@@ -195,6 +197,8 @@ type Part struct {
 func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 	dev := run.Device
 	target := reconcile.TargetOf(dev)
+	cm := p.cm(dev.Name)
+	defer cm.close()
 	var dirErr error
 	dirTried := false
 	for i := range dev.Ports {
@@ -216,8 +220,8 @@ func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 		}
 		if want.Empty() {
 			if run.Publish {
-				m, merr := p.readMode(dev.Name, port.Number)
-				t, terr := p.readTOS(dev.Name, port.Number)
+				m, merr := p.readMode(cm, port.Number)
+				t, terr := p.readTOS(cm, port.Number)
 				run.Record(Mode.Observe(subject, m, merr))
 				run.Record(TOS.Observe(subject, t, terr))
 				p.applyTrafficClass(run, dev.Name, port.Number, subject, want)
@@ -227,9 +231,9 @@ func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 		if !dirTried {
 			dirTried = true
 			if run.ReadOnly() {
-				dirErr = p.dirMissing(dev)
+				dirErr = p.dirMissing(dev, cm)
 			} else {
-				act, err := p.ensureDir(ctx, dev)
+				act, err := p.ensureDir(ctx, dev, cm)
 				if err != nil || act.Status == reconcile.Changed {
 					run.Act(act)
 				}
@@ -244,12 +248,12 @@ func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 			} else {
 				run.Add(Mode.Converge(run, reconcile.Converge[ModeValue]{
 					Subject: subject, Want: mode, Source: want.ModeSource, Watch: watch, Fix: p.modeFix(dev, port, want),
-					Read:  func() (ModeValue, error) { return p.readMode(dev.Name, port.Number) },
-					Write: func(m ModeValue) error { return p.writeMode(dev.Name, port.Number, m) },
+					Read:  func() (ModeValue, error) { return p.readMode(cm, port.Number) },
+					Write: func(m ModeValue) error { return p.writeMode(cm, port.Number, m) },
 				}))
 			}
 		} else if run.Publish && dirErr == nil {
-			m, err := p.readMode(dev.Name, port.Number)
+			m, err := p.readMode(cm, port.Number)
 			run.Record(Mode.Observe(subject, m, err))
 		}
 		if want.TOS != nil {
@@ -259,12 +263,12 @@ func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 			} else {
 				run.Add(TOS.Converge(run, reconcile.Converge[TOSValue]{
 					Subject: subject, Want: tos, Source: want.TOSSource, Watch: watch,
-					Read:  func() (TOSValue, error) { return p.readTOS(dev.Name, port.Number) },
-					Write: func(t TOSValue) error { return p.writeTOS(dev.Name, port.Number, t) },
+					Read:  func() (TOSValue, error) { return p.readTOS(cm, port.Number) },
+					Write: func(t TOSValue) error { return p.writeTOS(cm, port.Number, t) },
 				}))
 			}
 		} else if run.Publish && dirErr == nil {
-			t, err := p.readTOS(dev.Name, port.Number)
+			t, err := p.readTOS(cm, port.Number)
 			run.Record(TOS.Observe(subject, t, err))
 		}
 		p.applyTrafficClass(run, dev.Name, port.Number, subject, want)
@@ -276,8 +280,8 @@ func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 var errNoDir = errors.New("configfs rdma_cm has no directory for the device yet (rdmad makes it when it applies the policy)")
 
 // dirMissing is errNoDir when the device's rdma_cm directory is missing.
-func (p *Part) dirMissing(dev *host.Device) error {
-	if dev.RoCEConfig || p.Host.Exists(path.Join(host.ConfigfsRdmaCM, dev.Name)) {
+func (p *Part) dirMissing(dev *host.Device, cm *cmDir) error {
+	if dev.RoCEConfig || cm.dir().Open() || p.Host.Exists(path.Join(host.ConfigfsRdmaCM, dev.Name)) {
 		return nil
 	}
 	return errNoDir
@@ -307,10 +311,10 @@ func (p *Part) modeFix(dev *host.Device, port *host.Port, want config.RoCEDesire
 // then fills in ports/<n>/ with default values. It loads rdma_cm first
 // when configfs rdma_cm itself is missing. The error says why the port
 // settings cannot be reached.
-func (p *Part) ensureDir(ctx context.Context, dev *host.Device) (reconcile.Action, error) {
+func (p *Part) ensureDir(ctx context.Context, dev *host.Device, cm *cmDir) (reconcile.Action, error) {
 	dir := path.Join(host.ConfigfsRdmaCM, dev.Name)
 	act := reconcile.Action{Subject: reconcile.DeviceSubject(dev.Name), Kind: Configfs, To: "/" + dir}
-	if dev.RoCEConfig || p.Host.Exists(dir) {
+	if dev.RoCEConfig || cm.dir().Open() || p.Host.Exists(dir) {
 		act.Status = reconcile.Unchanged
 		return act, nil
 	}
@@ -379,41 +383,67 @@ func (p *Part) cmMissing(err error) error {
 	return fmt.Errorf("/%s does not exist: is configfs mounted on /sys/kernel/config and the %s module loaded?", host.ConfigfsRdmaCM, CMModule)
 }
 
+// cmDir is a device's configfs rdma_cm directory, opened at its first
+// use and kept for the device's pass: its ports' mode and TOS are read
+// and written relative to it, not by a path walked from the root each
+// time. Until it opens (a device whose directory rdmad has yet to make,
+// a test's AttrIO), they take the path from the root.
+type cmDir struct {
+	h   *host.Host
+	dev string
+	d   host.AttrDir
+}
+
+func (p *Part) cm(dev string) *cmDir { return &cmDir{h: p.Host, dev: dev} }
+
+func (c *cmDir) dir() *host.AttrDir {
+	if !c.d.Open() {
+		c.d.Close()
+		c.d, _ = c.h.OpenAttrDir(host.ConfigfsRdmaCM, c.dev)
+	}
+	return &c.d
+}
+
+func (c *cmDir) close() { c.d.Close() }
+
+// attr is a port's attribute, relative to the device's directory.
+func attr(port int, name string) string { return "ports/" + strconv.Itoa(port) + "/" + name }
+
 // readMode reads a port's default_roce_mode.
-func (p *Part) readMode(dev string, port int) (ModeValue, error) {
-	s, err := p.Host.ReadString(host.ConfigfsPortPath(dev, port, modeFile))
+func (p *Part) readMode(cm *cmDir, port int) (ModeValue, error) {
+	s, err := cm.dir().ReadString(attr(port, modeFile))
 	if err != nil {
-		return ModeValue{}, fmt.Errorf("read %s port %d %s: %w", dev, port, modeFile, err)
+		return ModeValue{}, fmt.Errorf("read %s port %d %s: %w", cm.dev, port, modeFile, err)
 	}
 	return parseMode(s), nil
 }
 
 // readTOS reads a port's default_roce_tos.
-func (p *Part) readTOS(dev string, port int) (TOSValue, error) {
-	s, err := p.Host.ReadString(host.ConfigfsPortPath(dev, port, tosFile))
+func (p *Part) readTOS(cm *cmDir, port int) (TOSValue, error) {
+	s, err := cm.dir().ReadString(attr(port, tosFile))
 	if err != nil {
-		return 0, fmt.Errorf("read %s port %d %s: %w", dev, port, tosFile, err)
+		return 0, fmt.Errorf("read %s port %d %s: %w", cm.dev, port, tosFile, err)
 	}
 	t, err := parseTOS(s)
 	if err != nil {
-		return 0, fmt.Errorf("read %s port %d %s: %w", dev, port, tosFile, err)
+		return 0, fmt.Errorf("read %s port %d %s: %w", cm.dev, port, tosFile, err)
 	}
 	return t, nil
 }
 
-func (p *Part) writeMode(dev string, port int, m ModeValue) error {
-	return p.write(dev, port, modeFile, m.Mode.Kernel())
+func (p *Part) writeMode(cm *cmDir, port int, m ModeValue) error {
+	return p.write(cm, port, modeFile, m.Mode.Kernel())
 }
 
-func (p *Part) writeTOS(dev string, port int, t TOSValue) error {
-	return p.write(dev, port, tosFile, t.String())
+func (p *Part) writeTOS(cm *cmDir, port int, t TOSValue) error {
+	return p.write(cm, port, tosFile, t.String())
 }
 
 // write sets one RoCE attribute of a port; the caller reads it back:
 // configfs accepts some writes it does not keep.
-func (p *Part) write(dev string, port int, attr, value string) error {
-	if err := p.Host.WriteString(host.ConfigfsPortPath(dev, port, attr), value); err != nil {
-		return fmt.Errorf("set %s port %d %s to %q: %s: %w", dev, port, attr, value, explain(err), err)
+func (p *Part) write(cm *cmDir, port int, name, value string) error {
+	if err := cm.dir().WriteString(attr(port, name), value); err != nil {
+		return fmt.Errorf("set %s port %d %s to %q: %s: %w", cm.dev, port, name, value, explain(err), err)
 	}
 	return nil
 }

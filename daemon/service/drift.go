@@ -20,7 +20,8 @@ import (
 // netdev to be read again (a DCB notification names it).
 func (s *Service) RecheckNetdev(name string) { s.queue.RecheckNetdev(name) }
 
-// DirSetter keeps a set of directories watched (events.DirWatcher).
+// DirSetter keeps a set of directories watched (events.DirWatcher): when
+// Set returns, the directories it can watch are watched.
 type DirSetter interface{ Set(dirs []string) }
 
 // watches is which directories the records ask to watch
@@ -39,6 +40,7 @@ type watches struct {
 	byDir   map[string][]string
 	hostDir map[string]bool
 	wake    chan struct{}
+	syncMu  sync.Mutex // one sync at a time: the loop's or Settle's
 }
 
 // WatchDirs has w watch the directories of the declared settings, and
@@ -74,86 +76,103 @@ func (s *Service) syncWatches(ctx context.Context) {
 			return
 		case <-s.watch.wake:
 		}
-		w := s.watch
-		w.mu.Lock()
-		dirty, all := w.dirty, w.all
-		w.dirty, w.all = map[string]bool{}, false
-		w.mu.Unlock()
-		sum := s.rec.Summary()
-		var names []string
-		if all {
-			names = sum.Devices
-		} else {
-			for n := range dirty {
-				names = append(names, n)
-			}
-		}
-		states := s.rec.DeviceStates(names)
-		next := map[string][]string{}
-		for _, ds := range states {
-			for _, p := range ds.Ports {
-				next[ds.Name] = s.watchedBy(next[ds.Name], p.Records)
-			}
-		}
-		host := s.watchedBy(nil, sum.HostRecords)
-		// What is in a contest's back-off is not watched: the other
-		// manager may write thousands of times a second, and every write
-		// would be an event to read. The verify loop reads it again every
-		// reconcile.ContestReadInterval instead, and the pass that ends
-		// the back-off (its record changes) has it watched again.
-		backedOff, hostBackedOff := s.rec.BackedOff()
-		for _, n := range backedOff {
-			if _, ok := next[n]; ok {
-				next[n] = nil
-			}
-		}
-		if hostBackedOff {
-			host = nil
-		}
-		w.mu.Lock()
-		if all {
-			w.byDevice = map[string][]string{}
-		}
-		for _, n := range names {
-			if dirs := next[n]; len(dirs) > 0 {
-				w.byDevice[n] = dirs
-			} else {
-				delete(w.byDevice, n)
-			}
-		}
-		w.host = host
-		for _, n := range backedOff {
-			if _, ok := w.byDevice[n]; ok && !slices.Contains(names, n) {
-				delete(w.byDevice, n) // not read again in this sync
-			}
-		}
-		union := slices.Clone(host)
-		w.byDir, w.hostDir = map[string][]string{}, make(map[string]bool, len(host))
-		for _, d := range host {
-			w.hostDir[d] = true
-		}
-		for n, dirs := range w.byDevice {
-			union = append(union, dirs...)
-			for _, d := range dirs {
-				w.byDir[d] = append(w.byDir[d], n)
-			}
-		}
-		w.mu.Unlock()
-		w.setter.Set(union)
+		s.syncWatchesNow()
 	}
 }
 
-// watchedBy adds the directories declared settings of recs watch.
-func (s *Service) watchedBy(dirs []string, recs []reconcile.Record) []string {
-	for _, r := range recs {
-		if !r.IsDeclared() {
-			continue
+// syncWatchesNow brings the watched directories up to the marks made so
+// far: when it returns, the directories are watched and those watched
+// anew have asked for their settings to be read again (events.DirWatcher).
+func (s *Service) syncWatchesNow() {
+	w := s.watch
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	w.mu.Lock()
+	dirty, all := w.dirty, w.all
+	w.dirty, w.all = map[string]bool{}, false
+	w.mu.Unlock()
+	sum := s.rec.Summary()
+	var names []string
+	if all {
+		names = sum.Devices
+	} else {
+		for n := range dirty {
+			names = append(names, n)
 		}
-		for _, d := range r.Watch {
-			if p := s.host.Path(d); !slices.Contains(dirs, p) {
-				dirs = append(dirs, p)
-			}
+	}
+	// The directories alone, not a copy of each device's state: at
+	// 1,024 devices that copy was megabytes of garbage right after start.
+	next := s.rec.Watches(names)
+	host := s.absolute(reconcile.WatchedDirs(nil, sum.HostRecords))
+	// What is in a contest's back-off is not watched: the other manager
+	// may write thousands of times a second, and every write would be an
+	// event to read. The verify loop reads it again every
+	// reconcile.ContestReadInterval instead, and the pass that ends the
+	// back-off (its record changes) has it watched again.
+	backedOff, hostBackedOff := s.rec.BackedOff()
+	for _, n := range backedOff {
+		if _, ok := next[n]; ok {
+			next[n] = nil
 		}
+	}
+	if hostBackedOff {
+		host = nil
+	}
+	w.mu.Lock()
+	if all {
+		w.byDevice = map[string][]string{}
+	}
+	for _, n := range names {
+		if dirs := next[n]; len(dirs) > 0 {
+			w.byDevice[n] = s.absolute(dirs)
+		} else {
+			delete(w.byDevice, n)
+		}
+	}
+	w.host = host
+	for _, n := range backedOff {
+		if _, ok := w.byDevice[n]; ok && !slices.Contains(names, n) {
+			delete(w.byDevice, n) // not read again in this sync
+		}
+	}
+	union := slices.Clone(host)
+	w.byDir, w.hostDir = map[string][]string{}, make(map[string]bool, len(host))
+	for _, d := range host {
+		w.hostDir[d] = true
+	}
+	for n, dirs := range w.byDevice {
+		union = append(union, dirs...)
+		for _, d := range dirs {
+			w.byDir[d] = append(w.byDir[d], n)
+		}
+	}
+	w.mu.Unlock()
+	w.setter.Set(union)
+}
+
+// Settle waits until the work the passes so far started is done, or ctx
+// ends: the queue idle, the directories their records name watched, and
+// the reads the new watches asked for done (a write between a pass's read
+// and the watch is seen by them). The daemon settles before it hands the
+// first pass's garbage back and takes its name: at 1,024 devices that
+// work made megabytes of garbage, and made after the hand-back it grew the
+// heap the runtime then kept.
+func (s *Service) Settle(ctx context.Context) error {
+	if err := s.Idle(ctx); err != nil {
+		return err
+	}
+	if s.watch == nil {
+		return nil
+	}
+	s.syncWatchesNow()
+	return s.Idle(ctx)
+}
+
+// absolute turns directories relative to the host root into the paths the
+// watcher is given, in place.
+func (s *Service) absolute(dirs []string) []string {
+	for i, d := range dirs {
+		dirs[i] = s.host.Path(d)
 	}
 	return dirs
 }

@@ -6,7 +6,9 @@
 package perf
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -121,6 +123,87 @@ func (h *Host) Floor() error {
 	return nil
 }
 
+// FloorCold makes the system calls a cold RoCE pass needs, bare and one
+// after another: per port, read link_layer, write the mode and the TOS the
+// benchmark policy declares (as rdmad writes them: O_TRUNC, for fixture
+// files), read both back. Reset the host before each run, as before a cold
+// pass.
+func (h *Host) FloorCold() error {
+	var buf [64]byte
+	read := func(rel string) error {
+		fd, err := unix.Open(h.path(rel), unix.O_RDONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = unix.Read(fd, buf[:])
+		unix.Close(fd)
+		return err
+	}
+	write := func(rel, value string) error {
+		fd, err := unix.Open(h.path(rel), unix.O_WRONLY|unix.O_TRUNC, 0)
+		if err != nil {
+			return err
+		}
+		_, err = unix.Write(fd, []byte(value))
+		unix.Close(fd)
+		return err
+	}
+	for i := 0; i < h.N; i++ {
+		dev := fmt.Sprintf("mlx5_%d", i)
+		for port := 1; port <= 2; port++ {
+			mode, tos := host.ConfigfsPortPath(dev, port, "default_roce_mode"), host.ConfigfsPortPath(dev, port, "default_roce_tos")
+			for _, err := range []error{
+				read(fmt.Sprintf("sys/class/infiniband/%s/ports/%d/link_layer", dev, port)),
+				write(mode, "IB/RoCE v1"), write(tos, "106"),
+				read(mode), read(tos),
+			} {
+				if err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ManagedObjects is a GetManagedObjects reply as a godbus client stores it.
+type ManagedObjects = map[dbus.ObjectPath]map[string]map[string]dbus.Variant
+
+// GodbusFloor returns godbus's own work on a GetManagedObjects reply of
+// objs, in process: what its unix transport does to send it (encode the
+// body once to count the file descriptors in it, Message.CountFds, then
+// EncodeTo), and what a client does with the bytes (DecodeMessage, then
+// Store into the usual map of Variants). Nothing of rdmad or the bus
+// daemon is in it: a round trip costs at least this.
+func GodbusFloor(objs ManagedObjects) func() error {
+	msg := &dbus.Message{Type: dbus.TypeMethodReply, Headers: map[dbus.HeaderField]dbus.Variant{
+		dbus.FieldReplySerial: dbus.MakeVariant(uint32(1)),
+		dbus.FieldSignature:   dbus.MakeVariant(dbus.SignatureOf(objs)),
+	}, Body: []any{objs}}
+	var buf bytes.Buffer
+	return func() error {
+		buf.Reset()
+		if _, err := msg.CountFds(); err != nil {
+			return err
+		}
+		if err := msg.EncodeTo(&buf, binary.LittleEndian); err != nil {
+			return err
+		}
+		m, err := dbus.DecodeMessage(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			return err
+		}
+		var got ManagedObjects
+		if err := dbus.Store(m.Body, &got); err != nil {
+			return err
+		}
+		if len(got) != len(objs) {
+			return fmt.Errorf("godbus floor: %d objects decoded of %d", len(got), len(objs))
+		}
+		return nil
+	}
+}
+
 // ShellScript is the vendor procedure, per port: mkdir of the device's
 // configfs directory, echo of mode and TOS, cat of both to check.
 const ShellScript = `root=$1
@@ -208,9 +291,16 @@ func (d *Daemon) Stop() { d.stop() }
 
 // GetManagedObjects is one client round trip of ObjectManager.GetManagedObjects.
 func (d *Daemon) GetManagedObjects() (int, error) {
-	var objs map[dbus.ObjectPath]map[string]map[string]dbus.Variant
-	err := d.Client.Object(dbusapi.BusName, dbusapi.RootPath).Call("org.freedesktop.DBus.ObjectManager.GetManagedObjects", 0).Store(&objs)
+	objs, err := d.ManagedObjects()
 	return len(objs), err
+}
+
+// ManagedObjects is one client round trip of
+// ObjectManager.GetManagedObjects, with the reply.
+func (d *Daemon) ManagedObjects() (ManagedObjects, error) {
+	var objs ManagedObjects
+	err := d.Client.Object(dbusapi.BusName, dbusapi.RootPath).Call("org.freedesktop.DBus.ObjectManager.GetManagedObjects", 0).Store(&objs)
+	return objs, err
 }
 
 // SetRoCE is one client round trip of Manager.SetRoCE on one port.
@@ -258,8 +348,13 @@ func Storm(h *Host, spread time.Duration) (StormResult, error) {
 		return res, err
 	}
 	defer func() {
-		os.RemoveAll(class)
-		os.Rename(stash, class)
+		// Devices that have not arrived (a storm cut short) go back: the
+		// host ends as it began.
+		names, _ := os.ReadDir(stash)
+		for _, e := range names {
+			os.Rename(filepath.Join(stash, e.Name()), filepath.Join(class, e.Name()))
+		}
+		os.Remove(stash)
 	}()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := service.New(service.Options{Host: host.New(h.Root), Parts: compose.Parts(compose.Kernel{Modules: NoModprobe{}}), Log: log})

@@ -16,13 +16,12 @@ import (
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
-	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/test/bustest"
 )
 
 var sizes = []int{1, 64, 1024}
 
-func newService(b *testing.B, h *Host, oneShot bool) *service.Service {
+func newService(b testing.TB, h *Host, oneShot bool) *service.Service {
 	b.Helper()
 	svc, err := service.New(service.Options{Host: host.New(h.Root), Parts: compose.Parts(compose.Kernel{Modules: NoModprobe{}}),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), OneShot: oneShot})
@@ -107,6 +106,23 @@ func BenchmarkFloor(b *testing.B) {
 	})
 }
 
+// BenchmarkFloorCold is the bare system calls of a cold pass, the floor
+// BenchmarkOnceCold is held to.
+func BenchmarkFloorCold(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			if err := h.Reset(); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if err := h.FloorCold(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 // BenchmarkDaemonFull is the daemon's full pass (everything it publishes).
 func BenchmarkDaemonFull(b *testing.B) {
 	forSizes(b, func(b *testing.B, h *Host) {
@@ -163,9 +179,8 @@ func BenchmarkGetManagedObjects(b *testing.B) {
 // are godbus's own work on it, which rdmad does not control.
 func managedObjectsReply(b *testing.B, h *Host) *dbus.Message {
 	b.Helper()
-	d := startDaemon(b, h)
-	var objs map[dbus.ObjectPath]map[string]map[string]dbus.Variant
-	if err := d.Client.Object(dbusapi.BusName, dbusapi.RootPath).Call("org.freedesktop.DBus.ObjectManager.GetManagedObjects", 0).Store(&objs); err != nil {
+	objs, err := startDaemon(b, h).ManagedObjects()
+	if err != nil {
 		b.Fatal(err)
 	}
 	msg := &dbus.Message{Type: dbus.TypeMethodReply, Headers: map[dbus.HeaderField]dbus.Variant{
@@ -213,6 +228,25 @@ func BenchmarkManagedObjectsDecode(b *testing.B) {
 			var objs map[dbus.ObjectPath]map[string]map[string]dbus.Variant
 			if err := dbus.Store(m.Body, &objs); err != nil || len(objs) != 3*h.N {
 				b.Fatalf("%d objects, %v", len(objs), err)
+			}
+		}
+	})
+}
+
+// BenchmarkGodbusFloor is godbus's own work on the reply (GodbusFloor):
+// what BenchmarkGetManagedObjects is held to.
+func BenchmarkGodbusFloor(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		objs, err := startDaemon(b, h).ManagedObjects()
+		if err != nil {
+			b.Fatal(err)
+		}
+		floor := GodbusFloor(objs)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if err := floor(); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})

@@ -15,8 +15,9 @@ const SynthGIDs = 16
 // Synth writes a host with n dual-port ConnectX-5 RoCE functions (an
 // SR-IOV host: mlx5_0 .. mlx5_<n-1>, 2n ports) under root, laid out as
 // the kernel does: class links, PCI functions with their driver, netdevs,
-// GID tables and configfs rdma_cm with kernel defaults. Benchmarks generate
-// it; nothing of it is checked in.
+// GID tables, the port counters mlx5 has (SynthPMACounters,
+// SynthHWCounters) and configfs rdma_cm with kernel defaults. Benchmarks
+// generate it; nothing of it is checked in.
 func Synth(root string, n int) error {
 	w := func(rel, data string) error {
 		p := filepath.Join(root, rel)
@@ -80,6 +81,13 @@ func Synth(root string, n int) error {
 				files[fmt.Sprintf("%sgid_attrs/types/%d", p, g)] = typ
 				files[fmt.Sprintf("%sgid_attrs/ndevs/%d", p, g)] = ndev
 			}
+			for _, c := range SynthPMACounters {
+				files[p+"counters/"+c] = "0\n"
+			}
+			for _, c := range SynthHWCounters {
+				files[p+"hw_counters/"+c] = "0\n"
+			}
+			files[p+"hw_counters/lifespan"] = "10\n"
 			cm := fmt.Sprintf("sys/kernel/config/rdma_cm/%s/ports/%d/", name, port)
 			files[cm+"default_roce_mode"] = "RoCE v2\n"
 			files[cm+"default_roce_tos"] = "0\n"
@@ -101,6 +109,34 @@ func Synth(root string, n int) error {
 		}
 	}
 	return nil
+}
+
+// SynthPMACounters are the files of a Synth port's counters/: the
+// InfiniBand PortCounters and PortCountersExtended the kernel's sysfs.c
+// lists for a port whose driver answers the PMA, as mlx5 does for a RoCE
+// port too.
+var SynthPMACounters = []string{
+	"symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+	"port_rcv_remote_physical_errors", "port_rcv_switch_relay_errors", "port_xmit_discards",
+	"port_xmit_constraint_errors", "port_rcv_constraint_errors", "local_link_integrity_errors",
+	"excessive_buffer_overrun_errors", "VL15_dropped", "port_xmit_data", "port_rcv_data",
+	"port_xmit_packets", "port_rcv_packets", "port_xmit_wait", "unicast_xmit_packets",
+	"unicast_rcv_packets", "multicast_xmit_packets", "multicast_rcv_packets",
+}
+
+// SynthHWCounters are the files of a Synth port's hw_counters/ besides
+// lifespan: the statistics mlx5_ib's counters.c gives a ConnectX-5
+// function (queue, retransmission, congestion, extended error counters
+// and the encapsulated ICRC errors).
+var SynthHWCounters = []string{
+	"rx_write_requests", "rx_read_requests", "rx_atomic_requests", "rx_dct_connect", "out_of_buffer",
+	"out_of_sequence",
+	"duplicate_request", "rnr_nak_retry_err", "packet_seq_err", "implied_nak_seq_err", "local_ack_timeout_err",
+	"rp_cnp_ignored", "rp_cnp_handled", "np_ecn_marked_roce_packets", "np_cnp_sent",
+	"resp_local_length_error", "resp_cqe_error", "req_cqe_error", "req_remote_invalid_request",
+	"req_remote_access_errors", "resp_remote_access_errors", "resp_cqe_flush_error", "req_cqe_flush_error",
+	"req_transport_retries_exceeded", "req_rnr_retries_exceeded",
+	"rx_icrc_encapsulated",
 }
 
 // SynthNetdev is the netdev of both ports of device i of Synth.

@@ -1,0 +1,6 @@
+//go:build !race
+
+package perf
+
+// raceDetector: the tests run under the race detector.
+const raceDetector = false
