@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"errors"
-	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -113,7 +112,7 @@ func (g *driftGuard) Hold(s Subject, st *Setting, want Value, src config.Positio
 	}
 	key := driftKey{s, st.Name}
 	if until, n, contested := g.r.contested(key, g.now); contested {
-		return Contested, fmt.Errorf("another manager keeps changing it: rdmad corrected it %d times within %s and stops correcting it until %s", n, ContestWindow, until.Format(time.TimeOnly))
+		return Contested, &ContestedError{Corrections: n, Until: until, ReadAt: g.now}
 	}
 	if g.report {
 		return Differs, ErrDriftReported

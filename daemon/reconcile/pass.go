@@ -62,6 +62,11 @@ type Change struct {
 	Updated []string // devices added or updated, sorted
 	Added   []string // of Updated, the devices new to the state, sorted
 	Removed []string // devices gone, sorted
+	// Corrected are the out-of-band changes the pass put back, in the
+	// order of its actions; Contested the settings it stopped correcting
+	// (news.go).
+	Corrected []Correction
+	Contested []ContestStart
 }
 
 // passResult is what a pass hands to the store.
@@ -95,6 +100,9 @@ func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) 
 	g := r.guard(pol, scope)
 	rep, res := r.pass(ctx, pol, scope, g)
 	r.noteCorrections(g, rep.Actions)
+	corrected, contested := g.corrections(rep.Actions), r.contestsStarted(g, rep.Actions)
+	r.tally.add(corrected)
+	r.tally.mark(res)
 	if scope.Verify {
 		r.drift.mu.Lock()
 		r.drift.lastVerify = rep.Finished
@@ -110,6 +118,7 @@ func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) 
 		return rep
 	}
 	change, gone := r.commit(res)
+	change.Corrected, change.Contested = corrected, contested
 	r.logDepartures(gone)
 	r.logReport(ctx, rep)
 	r.notify(change)
@@ -174,7 +183,7 @@ func sameRecords(a, b []Record) bool {
 // by theirs).
 func sameRecord(a, b Record) bool {
 	return a.State == b.State && a.Source == b.Source && Text(a.Declared) == Text(b.Declared) &&
-		Text(a.Observed) == Text(b.Observed) && errText(a.Why) == errText(b.Why)
+		Text(a.Observed) == Text(b.Observed) && sameWhy(a.Why, b.Why)
 }
 
 // Observe reads every device under pol and has the parts judge every

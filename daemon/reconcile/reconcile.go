@@ -69,6 +69,7 @@ type Reconciler struct {
 	hostRecs  []Record
 	last      time.Time
 	drift     *drift
+	tally     tally // corrections by setting and subject
 	found     *Found
 	listeners []func(Change)
 	// departed are the devices gone since rdmad started, by identity
