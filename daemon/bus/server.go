@@ -54,6 +54,8 @@ type Server struct {
 	marked     map[string]struct{} // device names
 	markedMgr  bool
 	markGen    uint64        // counts marks
+	news       []signal      // the passes' news, in order (news.go)
+	newsLost   int           // news dropped since the last apply: more than maxNews waited
 	appliedGen uint64        // markGen of the last applied marks
 	applied    chan struct{} // closed when appliedGen moves
 	wake       chan struct{} // the applier
@@ -77,7 +79,10 @@ type Server struct {
 	// taken); unsent are the paths whose served object may differ from it.
 	told   map[dbus.ObjectPath]*object
 	unsent map[dbus.ObjectPath]struct{}
-	closed bool
+	// unsentNews are the news the emitter sends after the state's
+	// signals (news.go).
+	unsentNews []signal
+	closed     bool
 	// named is set once the well-known name is taken: before that nobody
 	// can follow rdmad's objects, so the first export emits no signals
 	// (on a host with a thousand devices, thousands of InterfacesAdded).
@@ -89,6 +94,7 @@ type Server struct {
 	reclaim reclaimer                  // returns a big reply's garbage to the system
 	reports atomic.Pointer[reportGate] // Describe and Diagnose (reports.go)
 	plans   chan struct{}              // Plan's slots (plan.go)
+	lives   *callerGate                // ReadPorts' slots (live.go)
 }
 
 // New exports the root object and every device and port of the current
@@ -103,7 +109,8 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 		wake: make(chan struct{}, 1), emitWake: make(chan struct{}, 1), stop: make(chan struct{}),
 		objects: map[dbus.ObjectPath]*object{}, children: map[dbus.ObjectPath]map[string]int{},
 		ports: map[string][]dbus.ObjectPath{}, unsent: map[dbus.ObjectPath]struct{}{},
-		plans: make(chan struct{}, planSlots), proc: audit.Proc{Dir: "/proc"}}
+		plans: make(chan struct{}, planSlots), proc: audit.Proc{Dir: "/proc"},
+		lives: &callerGate{method: "ReadPorts", slots: liveSlots, perUID: liveSlotsPerUID, own: liveRootSlots}}
 	s.reports.Store(newReportGate(reportSlots, reportWaiters, reportWait))
 	s.reclaim.delay = reclaimDelay
 	if err := s.export(conn); err != nil {
