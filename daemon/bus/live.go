@@ -127,6 +127,9 @@ func (m *manager) ReadPorts(msg dbus.Message, device string, port uint32) (uint6
 	if out.err != nil {
 		return 0, nil, busError(out.err)
 	}
+	// At 1,024 devices the reply is as big as GetManagedObjects': its
+	// garbage goes back to the system once sent, as that one's does.
+	defer m.s.reclaim.soon()
 	ports := map[dbus.ObjectPath]map[string]dbus.Variant{}
 	for i := range out.live.Devices {
 		ds := &out.live.Devices[i]
