@@ -72,11 +72,15 @@ func (g *callerGate) take(uid uint32) (release func(), _ error) {
 	}, nil
 }
 
-// callerUID is the uid of the connection that sent msg.
+// callerUID is the uid of the connection that sent msg, as the bus
+// authenticated it (only the uid: identify's process details are for
+// the calls that are logged).
 func (s *Server) callerUID(msg dbus.Message) (uint32, error) {
 	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
+	ctx, cancel := context.WithTimeout(context.Background(), identifyTimeout)
+	defer cancel()
 	var uid uint32
-	if err := s.conn.Load().BusObject().Call("org.freedesktop.DBus.GetConnectionUnixUser", 0, sender).Store(&uid); err != nil {
+	if err := s.conn.Load().BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetConnectionUnixUser", 0, sender).Store(&uid); err != nil {
 		return 0, fmt.Errorf("cannot identify caller %s: %w", sender, err)
 	}
 	return uid, nil
