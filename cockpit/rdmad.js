@@ -213,15 +213,27 @@
         return (src || "").split(", ").map(e => e.replace(/^.*\//, "")).join(", ");
     }
 
+    /* corrections: how many times rdmad put a setting of the port back
+     * since it started (Port.Corrected, by setting name). */
+    function corrections(p, name) {
+        const n = (p.Corrected || {})[name];
+        return Number.isInteger(n) ? n : 0;
+    }
+
     /* settingsCell: one line per setting, the kernel's value / the
-     * declared one, marked by whether it holds. */
+     * declared one, marked by whether it holds, with a badge counting
+     * rdmad's corrections of it: another process keeps changing it. */
     function settingsCell(p) {
         const lines = settings(p).filter(s => s.state !== "not-applicable").map(s => {
             const kind = s.state === "holds" ? "ok" : s.state === "undeclared" ? "none" : "fail";
             const title = [s.source ? "declared at " + s.source : "not declared", s.state, s.why].filter(Boolean).join(": ");
+            const n = corrections(p, s.name);
             return el("div", { class: "setting setting-" + kind, title, "data-setting": s.name },
                 el("span", { class: "setting-title" }, s.title + " "),
-                s.observed || "—", el("span", { class: "sep" }, " / "), s.declared || "—");
+                s.observed || "—", el("span", { class: "sep" }, " / "), s.declared || "—",
+                n > 0 ? el("span", { class: "badge badge-warn corrected", "data-corrected": String(n),
+                    title: "another process changed it and rdmad put it back, " + n + " time" + (n === 1 ? "" : "s") + " since rdmad started" },
+                "corrected " + n + "×") : null);
         });
         return el("td", { class: "pair" }, ...lines);
     }

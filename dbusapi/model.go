@@ -184,7 +184,11 @@ type Port struct {
 	Drift map[string]bool `prop:"Drift" json:"drift"`
 	// Settings: every setting of the port as its part recorded it.
 	Settings []Setting `prop:"Settings" json:"settings"`
-	Error    string    `prop:"Error" json:"error"`
+	// Corrected: how many times rdmad put each setting of the port back
+	// since it started (changes another process made), by setting name;
+	// settings never corrected are not listed.
+	Corrected map[string]uint32 `prop:"Corrected" json:"corrected"`
+	Error     string            `prop:"Error" json:"error"`
 }
 
 // Setting is one setting of a port as rdmad's records say (D-Bus struct

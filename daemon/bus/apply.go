@@ -29,6 +29,11 @@ func (s *Server) mark(ch reconcile.Change) {
 	}
 	s.markedMgr = true // every pass changes LastReconcile
 	s.markGen++
+	if news := newsOf(ch); len(news) > 0 {
+		var lost int
+		s.news, lost = appendNews(s.news, news)
+		s.newsLost += lost
+	}
 	s.markMu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -105,6 +110,8 @@ func (s *Server) applyBetweenCalls(status service.PolicyStatus) {
 		gen     uint64
 		names   []string
 		mgr     bool
+		news    []signal
+		lost    int
 		sum     reconcile.Summary
 		states  []reconcile.DeviceState
 		manager dbusapi.Manager
@@ -122,6 +129,8 @@ func (s *Server) applyBetweenCalls(status service.PolicyStatus) {
 	}
 	clear(s.marked)
 	s.markedMgr = false
+	news, lost = s.news, s.newsLost
+	s.news, s.newsLost = nil, 0
 	s.markMu.Unlock()
 	sort.Strings(names)
 	sum = s.state.Summary()
@@ -195,8 +204,19 @@ func (s *Server) applyBetweenCalls(status service.PolicyStatus) {
 			}
 		}
 	}
-	wakeEmitter := s.named && len(s.unsent) > 0
+	// The news follow the state they came with: the emitter sends them
+	// after the objects' signals. Before the name is taken nobody
+	// follows rdmad, and they go.
+	if s.named && !s.closed && len(news) > 0 {
+		var more int
+		s.unsentNews, more = appendNews(s.unsentNews, news)
+		lost += more
+	}
+	wakeEmitter := s.named && (len(s.unsent) > 0 || len(s.unsentNews) > 0)
 	s.mu.Unlock()
+	if lost > 0 {
+		s.log.Warn("the bus does not take rdmad's signals: the oldest SettingCorrected and SettingContested signals waiting were dropped", "dropped", lost)
+	}
 	s.markMu.Lock()
 	if gen > s.appliedGen {
 		s.appliedGen = gen

@@ -134,11 +134,14 @@ func portModel(dev string, p reconcile.PortState) dbusapi.Port {
 		Device: dev, Number: uint32(p.Number), Transport: string(p.Transport), State: p.State,
 		PhysState: p.PhysState, Rate: p.Rate, LinkLayer: p.LinkLayer, LID: p.LID, SMLID: p.SMLID,
 		GIDTypes: p.GIDTypes, Netdevs: p.Netdevs,
-		Error: failureText(p.Failures), Drift: map[string]bool{}, Settings: []dbusapi.Setting{},
+		Error: failureText(p.Failures), Drift: map[string]bool{}, Settings: []dbusapi.Setting{}, Corrected: map[string]uint32{},
 	}
 	wires := make([]dbusapi.Wire, 0, len(p.Records))
 	for _, r := range p.Records {
 		pm.Settings = append(pm.Settings, settingModel(r))
+		if r.Corrected > 0 {
+			pm.Corrected[r.Setting.Name] = r.Corrected
+		}
 		w := dbusapi.Wire{Name: r.Setting.Name}
 		if r.IsDeclared() {
 			w.Source = r.Source.String()

@@ -49,7 +49,8 @@ func (s *Server) runEmitter() {
 
 // signals says, for every object that may differ from what the signals
 // said last, what differs: InterfacesRemoved (children first), then
-// InterfacesAdded (parents first) and PropertiesChanged. It holds the
+// InterfacesAdded (parents first) and PropertiesChanged; then the news
+// that came with the state (news.go). It holds the
 // server's lock only to take the objects, and emits nothing itself: the
 // emitter sends them afterwards, so a stopped bus blocks no reader and no
 // pass.
@@ -74,6 +75,8 @@ func (s *Server) signals() []signal {
 		}
 	}
 	clear(s.unsent)
+	news := s.unsentNews
+	s.unsentNews = nil
 	s.mu.Unlock()
 	// An object's path sorts right before its children's: '/' sorts
 	// below every character of an escaped name.
@@ -93,5 +96,5 @@ func (s *Server) signals() []signal {
 		}
 	}
 	slices.Reverse(removed)
-	return append(removed, rest...)
+	return append(append(removed, rest...), news...)
 }

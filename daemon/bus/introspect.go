@@ -41,6 +41,7 @@ func (s *Server) introspect(p dbus.ObjectPath) string {
 	}
 	if o.iface == dbusapi.ManagerIface {
 		iface.Methods = servedMethods(dbusapi.ManagerIface, (&manager{}).methods())
+		iface.Signals = servedSignals()
 	}
 	node = append(node, iface)
 	if p == dbusapi.RootPath {

@@ -116,6 +116,8 @@ func (m *manager) table() []entry {
 		{Method{Name: "Diagnose"}, m.Diagnose},
 		// Plan works out what a policy would change; it changes nothing.
 		{Method{Name: "Plan"}, m.Plan},
+		// ReadPorts reads the ports' settings now; it changes nothing.
+		{Method{Name: "ReadPorts"}, m.ReadPorts},
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,41 +26,11 @@ import (
 // is held by the plan's work, not by the call: a plan whose read does not
 // answer keeps it after its call failed, until the read returns, so reads
 // that hang never pile up beyond planSlots.
-const planSlots = 4
-
-// planGate hands out Plan's slots.
-type planGate struct {
-	mu    sync.Mutex
-	byUID map[uint32]int // plans under way by uid
-	taken int
-}
-
-// take takes a slot for a plan of uid, or says why none is free.
-func (g *planGate) take(uid uint32) (release func(), _ error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	switch {
-	case g.taken >= planSlots:
-		return nil, fmt.Errorf("Plan: %d plans are being worked out (or their reads have not returned); try again later", g.taken)
-	case uid != 0 && g.byUID[uid] > 0:
-		return nil, fmt.Errorf("Plan: uid %d has a plan being worked out already (or its read has not returned), and a user has one at a time; try again once it is answered", uid)
-	case uid != 0 && g.taken-g.byUID[0] >= planSlots-1:
-		return nil, fmt.Errorf("Plan: %d users have plans being worked out, the most at once (one more is kept for root); try again later", planSlots-1)
-	}
-	if g.byUID == nil {
-		g.byUID = map[uint32]int{}
-	}
-	g.byUID[uid]++
-	g.taken++
-	return func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.byUID[uid]--; g.byUID[uid] <= 0 {
-			delete(g.byUID, uid)
-		}
-		g.taken--
-	}, nil
-}
+const (
+	planSlots       = 4
+	planSlotsPerUID = 1
+	planRootSlots   = 1
+)
 
 // planTimeout bounds a plan's call. A plan reads what a full pass reads
 // (0.2 to 0.5 s at 1,024 devices, docs/performance.md): only a kernel read that

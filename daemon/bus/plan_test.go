@@ -231,11 +231,11 @@ func TestPlanSlotsPerUser(t *testing.T) {
 		}
 		// The first user again, on another connection: Busy at once,
 		// and another user is not.
-		if res := callAs(t, e.addr, uid, false, "Plan", argY(nil), argS("")); res.Name != dbusapi.ErrBusy || !strings.Contains(res.Message, "a user has one at a time") {
+		if res := callAs(t, e.addr, uid, false, "Plan", argY(nil), argS("")); res.Name != dbusapi.ErrBusy || !strings.Contains(res.Message, "the most a user has at once") {
 			t.Errorf("a second plan of uid %d: %+v, want Busy", uid, res)
 		}
 	}
-	if res := callAs(t, e.addr, 3, false, "Plan", argY(nil), argS("")); res.Name != dbusapi.ErrBusy || !strings.Contains(res.Message, "one more is kept for root") {
+	if res := callAs(t, e.addr, 3, false, "Plan", argY(nil), argS("")); res.Name != dbusapi.ErrBusy || !strings.Contains(res.Message, "1 kept for root") {
 		t.Errorf("a fourth user's plan while three users plan: %+v, want Busy", res)
 	}
 	if code, out, errOut := rdmactl(t, e.addr, "plan"); code != 0 {

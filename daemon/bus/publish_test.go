@@ -234,7 +234,7 @@ type busSignals struct {
 func recordSignals(t *testing.T, addr string) *busSignals {
 	t.Helper()
 	conn := dialT(t, addr)
-	for _, member := range []string{"InterfacesAdded", "InterfacesRemoved", "PropertiesChanged"} {
+	for _, member := range []string{"InterfacesAdded", "InterfacesRemoved", "PropertiesChanged", "SettingCorrected", "SettingContested"} {
 		if err := conn.AddMatchSignal(dbus.WithMatchMember(member), dbus.WithMatchSender(dbusapi.BusName)); err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ func (s *Server) Detach() {
 	s.named = false
 	s.told = nil
 	clear(s.unsent)
+	s.unsentNews = nil
 	s.mu.Unlock()
 	s.dropLeases()
 }

@@ -9,7 +9,7 @@ import (
 // The reclaimer: a big reply's garbage is handed back to the system.
 
 // reclaimDelay is how long after a big reply (GetManagedObjects, Describe,
-// Diagnose) its garbage is handed back to the system, once godbus has
+// Diagnose, ReadPorts) its garbage is handed back to the system, once godbus has
 // sent it: a host with a thousand devices makes megabytes of it per call,
 // which the runtime would otherwise keep resident while rdmad idles.
 const reclaimDelay = time.Second

@@ -54,6 +54,8 @@ type Server struct {
 	marked     map[string]struct{} // device names
 	markedMgr  bool
 	markGen    uint64        // counts marks
+	news       []signal      // the passes' news, in order (news.go)
+	newsLost   int           // news dropped since the last apply: more than maxNews waited
 	appliedGen uint64        // markGen of the last applied marks
 	applied    chan struct{} // closed when appliedGen moves
 	wake       chan struct{} // the applier
@@ -74,7 +76,10 @@ type Server struct {
 	// taken); unsent are the paths whose served object may differ from it.
 	told   map[dbus.ObjectPath]*object
 	unsent map[dbus.ObjectPath]struct{}
-	closed bool
+	// unsentNews are the news the emitter sends after the state's
+	// signals (news.go).
+	unsentNews []signal
+	closed     bool
 	// named is set once the well-known name is taken: before that nobody
 	// can follow rdmad's objects, so the first export emits no signals
 	// (on a host with a thousand devices, thousands of InterfacesAdded).
@@ -85,7 +90,8 @@ type Server struct {
 
 	reclaim reclaimer                  // returns a big reply's garbage to the system
 	reports atomic.Pointer[reportGate] // Describe and Diagnose (reports.go)
-	plans   planGate                   // Plan's slots (plan.go)
+	plans   *callerGate                // Plan's slots (plan.go)
+	lives   *callerGate                // ReadPorts' slots (live.go)
 	refused *refusedLog                // refused calls, counted and logged at a bounded rate (refused.go)
 
 	leaseMu sync.Mutex
@@ -107,7 +113,9 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 		objects: map[dbus.ObjectPath]*object{},
 		ports:   map[string][]dbus.ObjectPath{}, unsent: map[dbus.ObjectPath]struct{}{},
 		proc:    audit.Proc{Dir: "/proc"},
-		refused: newRefusedLog(log)}
+		refused: newRefusedLog(log),
+		plans:   &callerGate{method: "Plan", slots: planSlots, perUID: planSlotsPerUID, own: planRootSlots},
+		lives:   &callerGate{method: "ReadPorts", slots: liveSlots, perUID: liveSlotsPerUID, own: liveRootSlots}}
 	s.reports.Store(newReportGate(reportSlots, reportWaiters, reportWait))
 	s.notifications = notificationsModel(state.Notifications())
 	s.reclaim.delay = reclaimDelay

@@ -75,6 +75,10 @@ type Daemon interface {
 	// nothing, what the files in force plus a candidate drop-in would do.
 	CheckPlan(candidate []byte, as string) error
 	Plan(ctx context.Context, candidate []byte, as string, step func(string)) (service.Plan, error)
+	// CheckReadPorts validates ReadPorts' arguments; ReadPorts reads the
+	// ports' settings from the kernel now, writing nothing.
+	CheckReadPorts(device string, port int) error
+	ReadPorts(ctx context.Context, device string, port int) (reconcile.Live, error)
 
 	ReconcileNow(ctx context.Context) reconcile.Report
 	ReloadNow(ctx context.Context) (reconcile.Report, error)

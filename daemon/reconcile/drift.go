@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"errors"
-	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -126,11 +125,6 @@ func (g *driftGuard) applying(s Subject) bool {
 	return g.forced || (s.Kind == SubjectPort && g.arrived[s.Device])
 }
 
-// contestError is why a contested setting is left alone until until.
-func contestError(n int, until time.Time) error {
-	return fmt.Errorf("another manager keeps changing it: rdmad corrected it %d times within %s and stops correcting it until %s", n, ContestWindow, until.Format(time.TimeOnly))
-}
-
 // Hold implements Run. A setting a caller holds (holds.go) is not written
 // by any pass, forced or not.
 func (g *driftGuard) Hold(s Subject, st *Setting, want Value, src config.Position) (RecordState, error) {
@@ -145,7 +139,7 @@ func (g *driftGuard) Hold(s Subject, st *Setting, want Value, src config.Positio
 	}
 	key := driftKey{s, st.Name}
 	if until, n, contested := g.r.contested(key, g.now); contested {
-		return Contested, contestError(n, until)
+		return Contested, &ContestedError{Corrections: n, Until: until, ReadAt: g.now}
 	}
 	if g.report {
 		return Differs, ErrDriftReported
@@ -168,7 +162,7 @@ func (g *driftGuard) Backoff(s Subject, st *Setting, want Value, src config.Posi
 	if g.applying(s) {
 		return Record{}, false
 	}
-	until, n, skip := g.r.skipRead(driftKey{s, st.Name}, g.now)
+	until, n, readAt, skip := g.r.skipRead(driftKey{s, st.Name}, g.now)
 	if !skip {
 		return Record{}, false
 	}
@@ -177,26 +171,26 @@ func (g *driftGuard) Backoff(s Subject, st *Setting, want Value, src config.Posi
 		return Record{}, false
 	}
 	if prev.State != Holds {
-		prev.State, prev.Why = Contested, contestError(n, until)
+		prev.State, prev.Why = Contested, &ContestedError{Corrections: n, Until: until, ReadAt: readAt}
 	}
 	return prev, true
 }
 
 // skipRead says whether key is in a back-off and was read less than
-// ContestReadInterval ago; when it is in a back-off and may be read, the
-// read is noted.
-func (r *Reconciler) skipRead(key driftKey, now time.Time) (until time.Time, n int, skip bool) {
+// ContestReadInterval ago (at readAt); when it is in a back-off and may be
+// read, the read is noted.
+func (r *Reconciler) skipRead(key driftKey, now time.Time) (until time.Time, n int, readAt time.Time, skip bool) {
 	r.drift.mu.Lock()
 	defer r.drift.mu.Unlock()
 	c := r.drift.contests[key]
 	if c == nil || !now.Before(c.until) {
-		return time.Time{}, 0, false
+		return time.Time{}, 0, time.Time{}, false
 	}
 	if !c.readAt.IsZero() && now.Sub(c.readAt) < ContestReadInterval {
-		return c.until, c.count, true
+		return c.until, c.count, c.readAt, true
 	}
 	c.readAt = now
-	return time.Time{}, 0, false
+	return time.Time{}, 0, time.Time{}, false
 }
 
 // heldBefore reports whether the last record of setting st on s had the

@@ -93,6 +93,11 @@ func TestRemovedDeclarationPutsBackWhatWasFound(t *testing.T) {
 	if a, ok := rep.Find(reconcile.PortSubject("mlx5_0", 1), roce.TOS.Kind()); !ok || a.Status != reconcile.Changed || a.From != "32" || a.To != "0" {
 		t.Errorf("restore action %+v", a)
 	}
+	// The state the pass stored (what the bus and the metrics publish)
+	// holds the value put back, not the one the pass read before it.
+	if r := record(e.r.DeviceStates([]string{"mlx5_0"})[0].Ports[0], roce.TOS); r == nil || reconcile.Text(r.Observed) != "0" || r.State != reconcile.Undeclared {
+		t.Errorf("TOS record after the restore: %+v", r)
+	}
 	if n := len(e.r.Snapshot().Unrestored); n != 0 {
 		t.Errorf("unrestored %d", n)
 	}

@@ -70,6 +70,7 @@ type Reconciler struct {
 	last      time.Time
 	drift     *drift
 	failures  *failureWindows // the failed lines of each subject and kind (failures.go)
+	tally     tally           // corrections by setting and subject
 	found     *Found
 	listeners []func(Change)
 	// departed are the devices gone since rdmad started, by identity

@@ -248,8 +248,12 @@ type Record struct {
 	Source   config.Position // where the declared value comes from
 	Observed Value           // nil when the kernel's value is not known
 	State    RecordState
-	Why      error  // why it does not hold, or does not apply
-	Fix      string // what an operator does when it does not hold ("" : rdmactl reconcile)
+	// Corrected is how many times rdmad put the setting back on its
+	// subject since it started (out-of-band changes corrected); the
+	// reconciler sets it, not the part.
+	Corrected uint32
+	Why       error  // why it does not hold, or does not apply
+	Fix       string // what an operator does when it does not hold ("" : rdmactl reconcile)
 	// Watch lists directories (relative to the host root) whose change
 	// may change the setting: rdmad watches them and reads the setting
 	// again when one changes.

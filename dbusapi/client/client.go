@@ -405,3 +405,82 @@ func (c *Client) Plan(ctx context.Context, candidate []byte, as string) (string,
 	err := c.call(ctx, "Plan", candidate, as).Store(&s)
 	return s, err
 }
+
+// ReadPorts asks rdmad to read the settings of device's ports (every
+// device's for "") or of its port port (0: every port) from the kernel now
+// (org.rdmad1.Manager.ReadPorts). It returns them by device and number,
+// each as its org.rdmad1.Port properties would be, and when they were read.
+func (c *Client) ReadPorts(ctx context.Context, device string, port uint32) (time.Time, []dbusapi.Port, error) {
+	var usec uint64
+	var objs map[dbus.ObjectPath]map[string]dbus.Variant
+	if err := c.call(ctx, "ReadPorts", device, port).Store(&usec, &objs); err != nil {
+		return time.Time{}, nil, err
+	}
+	out := make([]dbusapi.Port, 0, len(objs))
+	for path, props := range objs {
+		var p dbusapi.Port
+		if err := dbusapi.FromProps(props, &p); err != nil {
+			return time.Time{}, nil, fmt.Errorf("read the port at %s: %w", path, err)
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Device != out[j].Device {
+			return out[i].Device < out[j].Device
+		}
+		return out[i].Number < out[j].Number
+	})
+	return time.UnixMicro(int64(usec)), out, nil
+}
+
+// Update puts ports, read after the snapshot (ReadPorts), in place of the
+// snapshot's ports of the same device and number.
+func (s *Snapshot) Update(ports []dbusapi.Port) {
+	for _, p := range ports {
+		if d := s.Device(p.Device); d != nil {
+			for i := range d.Ports {
+				if d.Ports[i].Number == p.Number {
+					d.Ports[i] = p
+				}
+			}
+		}
+	}
+}
+
+// Watch subscribes to rdmad's signals: every signal org.rdmad1 sends
+// (PropertiesChanged, InterfacesAdded and InterfacesRemoved, the
+// Manager's SettingCorrected and SettingContested), and the bus's
+// NameOwnerChanged for org.rdmad1 (rdmad starting and stopping). The
+// channel is closed when the connection is.
+func (c *Client) Watch() (<-chan *dbus.Signal, error) {
+	if err := c.conn.AddMatchSignal(dbus.WithMatchSender(dbusapi.BusName)); err != nil {
+		return nil, fmt.Errorf("subscribe to rdmad's signals: %w", err)
+	}
+	if err := c.conn.AddMatchSignal(dbus.WithMatchSender("org.freedesktop.DBus"), dbus.WithMatchMember("NameOwnerChanged"),
+		dbus.WithMatchArg(0, dbusapi.BusName)); err != nil {
+		return nil, fmt.Errorf("subscribe to rdmad's arrival on the bus: %w", err)
+	}
+	ch := make(chan *dbus.Signal, 64)
+	c.conn.Signal(ch)
+	return ch, nil
+}
+
+// Objects reads every object's properties as rdmad publishes them, by
+// path: the Manager's, each device's and each port's.
+func (c *Client) Objects(ctx context.Context) (map[dbus.ObjectPath]map[string]dbus.Variant, error) {
+	var mprops map[string]dbus.Variant
+	if err := c.root().CallWithContext(ctx, "org.freedesktop.DBus.Properties.GetAll", 0, dbusapi.ManagerIface).Store(&mprops); err != nil {
+		return nil, err
+	}
+	var objs map[dbus.ObjectPath]map[string]map[string]dbus.Variant
+	if err := c.root().CallWithContext(ctx, "org.freedesktop.DBus.ObjectManager.GetManagedObjects", 0).Store(&objs); err != nil {
+		return nil, err
+	}
+	out := map[dbus.ObjectPath]map[string]dbus.Variant{dbusapi.RootPath: mprops}
+	for p, ifaces := range objs {
+		for _, props := range ifaces {
+			out[p] = props
+		}
+	}
+	return out, nil
+}

@@ -247,8 +247,13 @@ type Daemon struct {
 // StartDaemon starts rdmad in this process on the bus at addr (reads every
 // device, as the daemon does) and connects a client.
 func StartDaemon(h *Host, addr string) (*Daemon, error) {
+	return StartDaemonKernel(h, addr, compose.Kernel{Modules: NoModprobe{}})
+}
+
+// StartDaemonKernel is StartDaemon with the kernel interfaces k.
+func StartDaemonKernel(h *Host, addr string, k compose.Kernel) (*Daemon, error) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Options{Host: host.New(h.Root), Parts: compose.Parts(compose.Kernel{Modules: NoModprobe{}}), Log: log})
+	svc, err := service.New(service.Options{Host: host.New(h.Root), Parts: compose.Parts(k), Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -306,6 +311,15 @@ func (d *Daemon) ManagedObjects() (ManagedObjects, error) {
 // SetRoCE is one client round trip of Manager.SetRoCE on one port.
 func (d *Daemon) SetRoCE(dev string, port uint32, tos int32) error {
 	return d.Client.Object(dbusapi.BusName, dbusapi.RootPath).Call(dbusapi.ManagerIface+".SetRoCE", 0, dev, port, "", tos, false).Err
+}
+
+// ReadPorts is one client round trip of Manager.ReadPorts on every port;
+// it returns how many ports it read.
+func (d *Daemon) ReadPorts() (int, error) {
+	var at uint64
+	var ports map[dbus.ObjectPath]map[string]dbus.Variant
+	err := d.Client.Object(dbusapi.BusName, dbusapi.RootPath).Call(dbusapi.ManagerIface+".ReadPorts", 0, "", uint32(0)).Store(&at, &ports)
+	return len(ports), err
 }
 
 // NoModprobe loads nothing: the generated hosts list no modules.

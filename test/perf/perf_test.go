@@ -13,7 +13,9 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/rdmad/rdmad/daemon/compose"
+	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/test/bustest"
@@ -169,6 +171,31 @@ func BenchmarkGetManagedObjects(b *testing.B) {
 			n, err := d.GetManagedObjects()
 			if err != nil || n != 3*h.N {
 				b.Fatalf("%d objects, %v", n, err)
+			}
+		}
+	})
+}
+
+// BenchmarkReadPorts is one ReadPorts round trip of every port (rdmactl
+// roce show and qos show): rdmad reads each port's configfs RoCE mode and
+// TOS and each netdev's DCB state (a fake DCB kernel behind the real
+// codec, as mlx5 answers) and sends them as Port properties.
+func BenchmarkReadPorts(b *testing.B) {
+	forSizes(b, func(b *testing.B, h *Host) {
+		k := dcbtest.New()
+		for i := 0; i < h.N; i++ {
+			dcbtest.MLX5(k.Add(hosttest.SynthNetdev(i)))
+		}
+		addr := bustest.Start(b)
+		d, err := StartDaemonKernel(h, addr, compose.Kernel{Modules: NoModprobe{}, DCB: k.Kernel()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(d.Stop)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if n, err := d.ReadPorts(); err != nil || n != 2*h.N {
+				b.Fatalf("%d ports read, %v", n, err)
 			}
 		}
 	})

@@ -666,3 +666,48 @@ func TestCockpitPageFollowsAPIChanges(t *testing.T) {
 	}
 	b.screenshot(t, "change-api-none.png")
 }
+
+// TestCockpitShowsCorrections: when another process changes a setting
+// rdmad keeps and rdmad puts it back, the overview marks the setting with
+// a corrected badge counting the corrections (Port.Corrected), without a
+// reload of the page.
+func TestCockpitShowsCorrections(t *testing.T) {
+	exe := need(t)
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the bridge runs as root for the administrative view")
+	}
+	addr := bustest.Start(t)
+	root, env := livetest.DemoHost(t)
+	hosttest.Write(t, root, "etc/rdma/rdmad.d/50-roce.toml", "[[roce]]\ndevice = \"mlx5_*\"\nmode = \"v2\"\ntos = 106\n")
+	livetest.Start(t, bins, addr, root, env)
+	url := startWS(t, addr, installPage(t), 0)
+
+	b := newBrowser(t, exe)
+	b.run(t, "open "+url, chromedp.Navigate(url))
+	const tosLine = `document.querySelector('#ports-body tr[data-device="mlx5_0"][data-port="1"] [data-setting="roce_tos"]')`
+	b.waitFor(t, "mlx5_0/1's TOS as declared", `(() => { const e = `+tosLine+`; return e !== null && e.textContent.startsWith("RoCE TOS 106 / 106"); })()`)
+	var badges int
+	b.eval(t, `document.querySelectorAll("#ports-body .corrected").length`, &badges)
+	if badges != 0 {
+		t.Fatalf("%d corrected badges before any correction", badges)
+	}
+	tos := filepath.Join(root, host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos"))
+	for n := 1; n <= 2; n++ {
+		// Another process writes the TOS; rdmad puts 106 back.
+		if err := os.WriteFile(tos, []byte("0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.waitFor(t, fmt.Sprintf("the badge of correction %d", n), `(() => { const e = `+tosLine+` ; const c = e && e.querySelector(".corrected");
+			return c !== null && c.dataset.corrected === "`+strconv.Itoa(n)+`" && c.textContent === "corrected `+strconv.Itoa(n)+`×"; })()`)
+	}
+	var line string
+	b.eval(t, tosLine+`.textContent`, &line)
+	if line != "RoCE TOS 106 / 106corrected 2×" {
+		t.Errorf("mlx5_0/1's TOS line reads %q", line)
+	}
+	b.eval(t, `document.querySelectorAll("#ports-body .corrected").length`, &badges)
+	if badges != 1 {
+		t.Errorf("%d corrected badges, want mlx5_0/1's TOS only", badges)
+	}
+	b.screenshot(t, "overview-corrected.png")
+}

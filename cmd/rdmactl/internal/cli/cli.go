@@ -79,12 +79,13 @@ type env struct {
 	interactive       bool
 
 	loc                        *time.Location // times are shown in it (local time)
+	now                        func() time.Time
 	readTimeout, changeTimeout time.Duration
 	connect                    func(t client.Target) (*client.Client, error)
 }
 
 func newEnv(stdout, stderr io.Writer) *env {
-	e := &env{stdout: stdout, stderr: stderr, stdin: os.Stdin, bus: "system", output: "text", loc: time.Local,
+	e := &env{stdout: stdout, stderr: stderr, stdin: os.Stdin, bus: "system", output: "text", loc: time.Local, now: time.Now,
 		readTimeout: ReadTimeout, changeTimeout: ChangeTimeout, connect: client.ConnectTarget}
 	if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err == nil {
 		// A terminal (not /dev/null, also a character device): a polkit

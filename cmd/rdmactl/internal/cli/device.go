@@ -49,6 +49,54 @@ func (e *env) snapshot() (*client.Snapshot, error) {
 	return s, err
 }
 
+// liveSnapshot is the snapshot with the ports of dev (every device's for
+// "") or its port (0: every port) as rdmad reads them from the kernel for
+// this call (Manager.ReadPorts), and when it read them (in microseconds;
+// 0 when they are rdmad's last read: rdmad was busy with other reads, or
+// is older than rdmactl, which rdmactl says on stderr). rdmactl reads no
+// kernel itself: it runs against --root fixtures and from pods.
+func (e *env) liveSnapshot(dev string, port int) (*client.Snapshot, uint64, error) {
+	var s *client.Snapshot
+	var at uint64
+	err := e.read(func(c *client.Client, cx context.Context) (err error) {
+		if s, err = c.Snapshot(cx); err != nil {
+			return err
+		}
+		if d := s.Device(dev); dev != "" && (d == nil || port != 0 && !hasPort(d, port)) {
+			return nil // nothing to read: the command says so
+		}
+		t, ports, err := c.ReadPorts(cx, dev, uint32(port))
+		switch name := client.ErrorName(err); {
+		case err == nil:
+			s.Update(ports)
+			at = uint64(t.UnixMicro())
+		case name == dbusapi.ErrBusy, name == "org.freedesktop.DBus.Error.UnknownMethod":
+			fmt.Fprintf(e.stderr, "rdmactl: showing rdmad's last read, not the host now (%s)\n", escapeText(describeError(err)))
+		default:
+			return err
+		}
+		return nil
+	})
+	return s, at, err
+}
+
+func hasPort(d *dbusapi.Device, n int) bool {
+	for _, p := range d.Ports {
+		if int(p.Number) == n {
+			return true
+		}
+	}
+	return false
+}
+
+// readAtText is the legend's sentence saying when the values were read.
+func (e *env) readAtText(at uint64) string {
+	if at == 0 {
+		return "Values as rdmad last read them."
+	}
+	return "Values read from the host at " + e.timestamp(at) + "."
+}
+
 // portTable prints one line per port, like `rdma link show`.
 func (e *env) portTable(devs []dbusapi.Device) {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)

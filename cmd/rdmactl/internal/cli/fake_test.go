@@ -29,10 +29,17 @@ type fakeRdmad struct {
 	findings []dbusapi.Finding
 	reload   string
 	failed   uint32
-	plan     dbusapi.Plan  // what Plan answers
-	callErr  *dbus.Error   // what a change returns, when set
-	block    chan struct{} // when set, read calls wait for it
-	calls    []string
+	plan     dbusapi.Plan // what Plan answers
+	callErr  *dbus.Error  // what a change returns, when set
+	readErr  *dbus.Error  // what ReadPorts returns, when set
+	conn     *dbus.Conn   // the fake's connection (serveFake), to emit signals
+	// objectsRead, when set, is told of each GetManagedObjects.
+	objectsRead chan struct{}
+	// live are ports ReadPorts answers in place of the published ones,
+	// by device (the kernel changed since rdmad's last read).
+	live  map[string]dbusapi.Port
+	block chan struct{} // when set, read calls wait for it
+	calls []string
 }
 
 func (f *fakeRdmad) wait() {
@@ -129,6 +136,29 @@ func (m fakeManager) Plan(candidate []byte, as string) (string, *dbus.Error) {
 	return doc, nil
 }
 
+// ReadPorts answers the fixture's ports as read at fixtureRead, or
+// f.readErr.
+func (m fakeManager) ReadPorts(device string, port uint32) (uint64, map[dbus.ObjectPath]map[string]dbus.Variant, *dbus.Error) {
+	m.f.wait()
+	m.f.mu.Lock()
+	defer m.f.mu.Unlock()
+	if m.f.readErr != nil {
+		return 0, nil, m.f.readErr
+	}
+	out := map[dbus.ObjectPath]map[string]dbus.Variant{}
+	for _, d := range m.f.devices {
+		for _, p := range d.Ports {
+			if (device == "" || d.Name == device) && (port == 0 || p.Number == port) {
+				if l, ok := m.f.live[p.Device]; ok {
+					p = l
+				}
+				out[dbusapi.PortPath(d.Name, int(p.Number))] = dbusapi.ToProps(p)
+			}
+		}
+	}
+	return fixtureRead, out, nil
+}
+
 func (m fakeManager) Reload() (string, *dbus.Error) {
 	return m.f.reload, m.f.record("Reload")
 }
@@ -157,6 +187,9 @@ type fakeObjects struct{ f *fakeRdmad }
 
 func (o fakeObjects) GetManagedObjects() (map[dbus.ObjectPath]map[string]map[string]dbus.Variant, *dbus.Error) {
 	o.f.wait()
+	if o.f.objectsRead != nil {
+		defer func() { o.f.objectsRead <- struct{}{} }()
+	}
 	objs := map[dbus.ObjectPath]map[string]map[string]dbus.Variant{}
 	for _, d := range o.f.devices {
 		for _, p := range d.Ports {
@@ -190,11 +223,16 @@ func serveFake(t *testing.T, f *fakeRdmad) string {
 	if reply, err := conn.RequestName(dbusapi.BusName, dbus.NameFlagDoNotQueue); err != nil || reply != dbus.RequestNameReplyPrimaryOwner {
 		t.Fatalf("own %s: %v %v", dbusapi.BusName, reply, err)
 	}
+	f.conn = conn
 	return addr
 }
 
 // fixtureReconcile is the fixture's last reconcile: 2026-11-24 10:52:26 UTC.
 var fixtureReconcile = uint64(time.Date(2026, 11, 24, 10, 52, 26, 0, time.UTC).UnixMicro())
+
+// fixtureRead is when ReadPorts read the fixture's ports: 2026-11-24
+// 11:02:03 UTC.
+var fixtureRead = uint64(time.Date(2026, 11, 24, 11, 2, 3, 0, time.UTC).UnixMicro())
 
 // fixture is a host with a dual-port ConnectX (RoCE), an mlx4 InfiniBand
 // port and a Soft-RoCE link, the doctor's findings on it one of each
@@ -290,6 +328,7 @@ func runCLI(addr string, args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
 	e := newEnv(&out, &errb)
 	e.loc = time.FixedZone("CET", 3600)
+	e.now = func() time.Time { return time.UnixMicro(int64(fixtureRead)) }
 	e.interactive, e.terminal = false, false
 	code = e.run(append([]string{"--bus", addr}, args...))
 	return code, out.String(), errb.String()
@@ -301,6 +340,7 @@ func runTerminal(addr, answer string, args ...string) (code int, stdout, stderr 
 	var out, errb bytes.Buffer
 	e := newEnv(&out, &errb)
 	e.loc = time.FixedZone("CET", 3600)
+	e.now = func() time.Time { return time.UnixMicro(int64(fixtureRead)) }
 	e.interactive, e.terminal, e.stdin = false, true, strings.NewReader(answer)
 	code = e.run(append([]string{"--bus", addr}, args...))
 	return code, out.String(), errb.String()

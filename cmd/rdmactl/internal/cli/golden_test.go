@@ -203,6 +203,34 @@ func TestGoldenOutput(t *testing.T) {
 	}
 }
 
+// roce show and qos show print the ports as rdmad read them for the call
+// (ReadPorts), with when; when rdmad is busy with other reads they print
+// its last read and say so.
+func TestGoldenLiveRead(t *testing.T) {
+	f := fixture()
+	p := f.devices[1].Ports[0]
+	p.RoCETOS, p.QoSTrust = 0, "pcp"
+	p.Settings = []dbusapi.Setting{
+		{Name: "roce_tos", Title: "RoCE TOS", Declared: "106", Source: "/etc/rdma/rdmad.d/50-roce.toml:3", Observed: "0", State: "differs",
+			Why: "changed since rdmad last read it; rdmad corrects or reports it when it reads it again (an event, the verify read-back, rdmactl reconcile)"},
+		{Name: "qos_trust", Title: "QoS trust", Declared: "dscp", Source: "/etc/rdma/rdmad.d/60-qos.toml:1", Observed: "pcp", State: "differs",
+			Why: "changed since rdmad last read it; rdmad corrects or reports it when it reads it again (an event, the verify read-back, rdmactl reconcile)"},
+	}
+	f.live = map[string]dbusapi.Port{"mlx5_0": p}
+	addr := serveFake(t, f)
+	for _, args := range []string{"roce show mlx5_0", "qos show mlx5_0", "-j roce show mlx5_0/1"} {
+		code, out, errs := runCLI(addr, strings.Fields(args)...)
+		golden(t, "live_"+goldenName(args), args, code, out, errs)
+	}
+	f.mu.Lock()
+	f.readErr = &dbus.Error{Name: dbusapi.ErrBusy, Body: []any{"ReadPorts: uid 1000 has 2 calls being answered already, the most a user has at once; try again once they are"}}
+	f.mu.Unlock()
+	for _, args := range []string{"roce show mlx5_0", "-j qos show mlx5_0"} {
+		code, out, errs := runCLI(addr, strings.Fields(args)...)
+		golden(t, "busy_"+goldenName(args), args, code, out, errs)
+	}
+}
+
 // An empty host: lists are [] in JSON and say so in text.
 func TestGoldenEmpty(t *testing.T) {
 	addr := serveFake(t, empty())

@@ -34,7 +34,9 @@ rate limits, buffers, APP entries, DCBX mode, global pause, PFC storm
 timeout, ECN and CNP marking): what the netdev holds now, what is declared,
 and whether it holds. rdmad reads the netdev of every RoCE port, declared
 or not, so this replaces dcb show, ethtool -a and mlnx_qos -i for
-inspection; what a netdev does not have is not listed.`,
+inspection; what a netdev does not have is not listed. The values are the
+host's at the call: rdmad reads them from the kernel for it, and the footer
+(read_usec in JSON) says when.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef(cmd, "unexpected argument %q", args[1])
@@ -343,6 +345,8 @@ type QoSJSON struct {
 	// Settings is every [[qos]] setting rdmad publishes for the port
 	// (trust and PFC again among them), declared or as the kernel holds it.
 	Settings []dbusapi.Setting `json:"settings"`
+	// Read is as in RoCEJSON.
+	Read uint64 `json:"read_usec"`
 }
 
 func (e *env) qosShow(cmd *cobra.Command, target string) error {
@@ -350,7 +354,7 @@ func (e *env) qosShow(cmd *cobra.Command, target string) error {
 	if err != nil {
 		return err
 	}
-	s, err := e.snapshot()
+	s, at, err := e.liveSnapshot(dev, port)
 	if err != nil {
 		return err
 	}
@@ -374,7 +378,7 @@ func (e *env) qosShow(cmd *cobra.Command, target string) error {
 			}
 			rows = append(rows, QoSJSON{Port: fmt.Sprintf("%s/%d", d.Name, p.Number), Netdevs: nonNil(p.Netdevs),
 				Trust: p.QoSTrust, PFC: dbusapi.Priorities(nonNil(p.QoSPFC)), DesiredTrust: p.DesiredQoSTrust, DesiredPFC: dbusapi.Priorities(nonNil(p.DesiredQoSPFC)),
-				DesiredPFCSet: p.DesiredQoSPFCSet, Source: p.DesiredQoSSource, Error: settingErrors(p, "qos_"), Settings: settings})
+				DesiredPFCSet: p.DesiredQoSPFCSet, Source: p.DesiredQoSSource, Error: settingErrors(p, "qos_"), Settings: settings, Read: at})
 		}
 	}
 	if e.jsonMode() != "" {
@@ -399,7 +403,7 @@ func (e *env) qosShow(cmd *cobra.Command, target string) error {
 			more = append(more, []string{r.Port, st.Title, dash(st.Observed), dash(st.Declared), st.State, dash(st.Source), dash(st.Why)})
 		}
 	}
-	legend := plural(len(table), "Ethernet port listed.", "Ethernet ports listed.")
+	legend := plural(len(table), "Ethernet port listed. ", "Ethernet ports listed. ") + e.readAtText(at)
 	if len(more) == 0 {
 		return e.table([]string{"PORT", "NETDEV", "TRUST", "PFC", "DECLARED_TRUST", "DECLARED_PFC", "SOURCE", "ERROR"}, table, legend, "No Ethernet ports.")
 	}

@@ -24,7 +24,9 @@ func roceShowCommand(e *env) *cobra.Command {
 		Use:   "show [DEV[/PORT]]",
 		Short: "Show the current and declared RoCE mode and TOS",
 		Long: `The current and declared RoCE mode and TOS of the RoCE ports (of DEV, or of
-its port PORT), with where the declaration comes from.`,
+its port PORT), with where the declaration comes from. The current values
+are the host's at the call: rdmad reads them from the kernel for it, and the
+footer (read_usec in JSON) says when.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef(cmd, "unexpected argument %q", args[1])
@@ -96,6 +98,9 @@ type RoCEJSON struct {
 	DesiredTOS  int32  `json:"desired_tos"`
 	Source      string `json:"source"`
 	Error       string `json:"error"`
+	// Read is when rdmad read the port's values from the kernel for this
+	// call (microseconds since the epoch); 0 when they are its last read.
+	Read uint64 `json:"read_usec"`
 }
 
 func (e *env) roceShow(cmd *cobra.Command, target string) error {
@@ -103,7 +108,7 @@ func (e *env) roceShow(cmd *cobra.Command, target string) error {
 	if err != nil {
 		return err
 	}
-	s, err := e.snapshot()
+	s, at, err := e.liveSnapshot(dev, port)
 	if err != nil {
 		return err
 	}
@@ -120,7 +125,7 @@ func (e *env) roceShow(cmd *cobra.Command, target string) error {
 				continue
 			}
 			rows = append(rows, RoCEJSON{Port: fmt.Sprintf("%s/%d", d.Name, p.Number), Mode: p.RoCEMode, TOS: p.RoCETOS,
-				DesiredMode: p.DesiredRoCEMode, DesiredTOS: p.DesiredRoCETOS, Source: p.DesiredRoCESource, Error: settingErrors(p, "roce_")})
+				DesiredMode: p.DesiredRoCEMode, DesiredTOS: p.DesiredRoCETOS, Source: p.DesiredRoCESource, Error: settingErrors(p, "roce_"), Read: at})
 		}
 	}
 	if e.jsonMode() != "" {
@@ -131,7 +136,7 @@ func (e *env) roceShow(cmd *cobra.Command, target string) error {
 		table = append(table, []string{r.Port, dash(r.Mode), tosString(r.TOS), dash(r.DesiredMode), tosString(r.DesiredTOS), dash(r.Source), dash(r.Error)})
 	}
 	return e.table([]string{"PORT", "MODE", "TOS", "DECLARED_MODE", "DECLARED_TOS", "SOURCE", "ERROR"}, table,
-		plural(len(table), "RoCE port listed.", "RoCE ports listed."), "No RoCE ports.")
+		plural(len(table), "RoCE port listed. ", "RoCE ports listed. ")+e.readAtText(at), "No RoCE ports.")
 }
 
 // settingErrors says why the port's settings named with prefix ("roce_",

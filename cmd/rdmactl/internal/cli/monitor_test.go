@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/rdmad/rdmad/dbusapi"
+)
+
+// rdmactl monitor prints rdmad's signals one line each, as text and as
+// JSON: a correction as it comes (the port's properties changing, the
+// correction, the value back), a contest, a device and a port coming and
+// going, the Manager's last reconcile, and rdmad leaving the bus.
+func TestGoldenMonitor(t *testing.T) {
+	port := dbusapi.PortPath("mlx5_0", 1)
+	settings := func(observed, state string) []dbusapi.Setting {
+		return []dbusapi.Setting{
+			{Name: "roce_mode", Title: "RoCE mode", Declared: "RoCE v2", Source: "/etc/rdma/rdmad.d/50-roce.toml:3", Observed: "RoCE v2", State: "holds"},
+			{Name: "roce_tos", Title: "RoCE TOS", Declared: "106", Source: "/etc/rdma/rdmad.d/50-roce.toml:3", Observed: observed, State: state},
+		}
+	}
+	for _, format := range []string{"", "-j "} {
+		f := fixture()
+		f.devices[1].Ports[0].Settings = settings("106", "holds")
+		f.objectsRead = make(chan struct{}, 1)
+		addr := serveFake(t, f)
+		type result struct {
+			code      int
+			out, errs string
+		}
+		done := make(chan result, 1)
+		args := format + "monitor -n 8"
+		go func() {
+			code, out, errs := runCLI(addr, strings.Fields(args)...)
+			done <- result{code, out, errs}
+		}()
+		select {
+		case <-f.objectsRead:
+		case r := <-done:
+			t.Fatalf("%s ended before it read the objects: exit %d\n%s%s", args, r.code, r.out, r.errs)
+		case <-time.After(20 * time.Second): // a hang guard
+			t.Fatalf("%s never read the objects", args)
+		}
+		emit := func(path dbus.ObjectPath, name string, body ...any) {
+			t.Helper()
+			if err := f.conn.Emit(path, name, body...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		props := "org.freedesktop.DBus.Properties.PropertiesChanged"
+		emit(port, props, dbusapi.PortIface, map[string]dbus.Variant{"RoCETOS": dbus.MakeVariant(int32(0)),
+			"Settings": dbus.MakeVariant(settings("0", "differs")), "Drift": dbus.MakeVariant(map[string]bool{"roce_mode": false, "roce_tos": true})}, []string{})
+		emit(dbusapi.RootPath, dbusapi.ManagerIface+".SettingCorrected", port, "roce_tos", "0", "106")
+		emit(port, props, dbusapi.PortIface, map[string]dbus.Variant{"RoCETOS": dbus.MakeVariant(int32(106)),
+			"Settings": dbus.MakeVariant(settings("106", "holds")), "Corrected": dbus.MakeVariant(map[string]uint32{"roce_tos": 1})}, []string{})
+		emit(dbusapi.RootPath, dbusapi.ManagerIface+".SettingContested", port, "qos_pfc", uint32(5))
+		emit(dbusapi.RootPath, "org.freedesktop.DBus.ObjectManager.InterfacesAdded", dbusapi.DevicePath("mlx5_1"),
+			map[string]map[string]dbus.Variant{dbusapi.DeviceIface: dbusapi.ToProps(dbusapi.Device{Name: "mlx5_1"})})
+		emit(dbusapi.RootPath, "org.freedesktop.DBus.ObjectManager.InterfacesRemoved", dbusapi.PortPath("rxe0", 1), []string{dbusapi.PortIface})
+		emit(dbusapi.RootPath, props, dbusapi.ManagerIface, map[string]dbus.Variant{"LastReconcile": dbus.MakeVariant(fixtureReconcile + 61e6)}, []string{})
+		if _, err := f.conn.ReleaseName(dbusapi.BusName); err != nil {
+			t.Fatal(err)
+		}
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(20 * time.Second): // a hang guard
+			t.Fatalf("%s did not end after 8 lines", args)
+		}
+		golden(t, "monitor_"+goldenName(args), args, r.code, r.out, r.errs)
+	}
+}
