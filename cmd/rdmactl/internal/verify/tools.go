@@ -51,7 +51,11 @@ func (r *run) pair(ctx context.Context, t *toolRun) error {
 			t.out = string(out)
 			return nil
 		}
-		last, lastOut = err, out
+		// An attempt the timeout cut off says nothing of why the
+		// server did not answer: the cause keeps the one before it.
+		if ctx.Err() == nil || lastOut == nil {
+			last, lastOut = err, out
+		}
 		select {
 		case err := <-srvDone:
 			srvDone <- err

@@ -39,10 +39,12 @@ if $server; then
 	[ "$FAKE_FAIL" = "$tool" ] && { echo "Couldn't register MR" >&2; exit 1; }
 	touch ` + ready + `.$tool
 	[ "$FAKE_FAIL" = "$tool-hang" ] && exec sleep 60
-	[ "$FAKE_FAIL" = "$tool-refused" ] && { echo "rping server listening"; exec sleep 60; }
+	case "$FAKE_FAIL" in "$tool-refused"*) echo "rping server listening"; exec sleep 60 ;; esac
 	sleep 0.3; exit 0
 fi
 [ -e ` + ready + `.$tool ] || { echo "Couldn't connect to 127.0.0.1" >&2; exit 1; }
+[ "$FAKE_FAIL" = "$tool-refused-then-hang" ] && [ -e ` + ready + `.again ] && exec sleep 60
+[ "$FAKE_FAIL" = "$tool-refused-then-hang" ] && { touch ` + ready + `.again; printf 'cma event RDMA_CM_EVENT_REJECTED, error 28\nconnect error -1\n' >&2; exit 1; }
 [ "$FAKE_FAIL" = "$tool-refused" ] && { printf 'cma event RDMA_CM_EVENT_REJECTED, error 28\nconnect error -1\n' >&2; exit 1; }
 [ "$FAKE_FAIL" = "$tool-hang" ] && exec sleep 60
 case $tool in
@@ -175,6 +177,15 @@ func TestToolFailures(t *testing.T) {
 	cm = steps[3]
 	if want := "no answer within the timeout; client: cma event RDMA_CM_EVENT_REJECTED, error 28 | connect error -1; server: rping server listening"; cm.Result != verify.Fail || cm.Cause != want {
 		t.Errorf("refused rdma-cm step %+v, want cause %q", cm, want)
+	}
+
+	// A client refused, then cut off by the timeout on its next try: the
+	// cause is the refusal, not the silence of the try cut off.
+	fakeTools(t, "rping-refused-then-hang")
+	o.Timeout = 3 * time.Second
+	steps, _ = verify.Run(context.Background(), o)
+	if cm = steps[3]; !strings.Contains(cm.Cause, "client: cma event RDMA_CM_EVENT_REJECTED") {
+		t.Errorf("refused then cut off: rdma-cm step %+v, want the refusal in its cause", cm)
 	}
 
 	t.Setenv("PATH", t.TempDir())
