@@ -36,18 +36,26 @@ func TestSettleWatchesAndRereadsBeforeItReturns(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); _ = dirs.Run(ctx) }()
-	go func() { defer wg.Done(); _ = svc.Run(ctx) }()
+	runErr := make(chan error, 1)
+	go func() { defer wg.Done(); runErr <- dirs.Run(ctx) }()
 	defer func() { cancel(); wg.Wait() }()
 	// The watcher runs before the first pass, as in the daemon: it
 	// watches a directory set before it ran.
 	probe := t.TempDir()
 	dirs.Set([]string{probe})
 	for deadline := time.Now().Add(5 * time.Second); !slices.Contains(dirs.Watched(), probe); time.Sleep(5 * time.Millisecond) {
+		select {
+		case err := <-runErr:
+			t.Fatalf("the directory watcher ended: %v", err)
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the directory watcher did not start")
+			t.Fatal("the directory watcher did not start within 5 s")
 		}
 	}
+	// The service's Run sets the watched directories to those its
+	// records name (none yet), so it starts once the probe is seen.
+	go func() { defer wg.Done(); _ = svc.Run(ctx) }()
 	svc.Start()
 	sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
 	defer scancel()
