@@ -226,8 +226,8 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 }
 
 // ensure makes one declared link exist. loaded remembers modules already
-// loaded in this pass; run, when set, may hold the creation back.
-func ensure(ctx context.Context, run reconcile.Run, nl Netlink, loader Loader, h *host.Host, l config.Link, known []*host.Device, loaded map[string]bool) (reconcile.Action, reconcile.Record) {
+// loaded in this pass; guard, when set, may hold the creation back.
+func ensure(ctx context.Context, guard reconcile.WriteGuard, nl Netlink, loader Loader, h *host.Host, l config.Link, known []*host.Device, loaded map[string]bool) (reconcile.Action, reconcile.Record) {
 	subject := reconcile.LinkSubject(l.Name)
 	want := Value{Exists: true, Type: l.Type, Netdev: l.Netdev}
 	act := reconcile.Action{Subject: subject, Kind: Create, Setting: Link.Setting(), To: want.String(), New: want, Source: l.Source.String()}
@@ -269,8 +269,8 @@ func ensure(ctx context.Context, run reconcile.Run, nl Netlink, loader Loader, h
 	}
 	absent := Value{}
 	act.From, act.Old, rec.Observed = absent.String(), absent, absent
-	if run != nil {
-		if state, why := run.Hold(subject, Link.Setting(), want, l.Source); why != nil {
+	if guard != nil {
+		if state, why := guard.Hold(subject, Link.Setting(), want, l.Source); why != nil {
 			act.Status, act.Err = reconcile.Held, why
 			rec.State, rec.Why = state, why
 			return act, rec

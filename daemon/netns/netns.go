@@ -176,7 +176,7 @@ func (p *Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Result {
 
 // runtime switches the running kernel to m; persisted says whether m is
 // also the mode modprobe.d gives ib_core at the next boot.
-func (p *Part) runtime(run reconcile.Run, m config.NetnsMode, src config.Position, persisted bool) (reconcile.Action, reconcile.Record) {
+func (p *Part) runtime(guard reconcile.WriteGuard, m config.NetnsMode, src config.Position, persisted bool) (reconcile.Action, reconcile.Record) {
 	subject := reconcile.HostSubject()
 	want := ModeValue(m)
 	// Opening NETLINK_RDMA would make the kernel autoload ib_core on a host
@@ -192,7 +192,7 @@ func (p *Part) runtime(run reconcile.Run, m config.NetnsMode, src config.Positio
 	if _, err := p.Kernel.Mode(); errors.Is(err, ErrUnavailable) {
 		return Mode.NotApplicable(subject, want, src, notLoaded)
 	}
-	act, rec := Mode.Converge(run, reconcile.Converge[ModeValue]{
+	act, rec := Mode.Converge(guard, reconcile.Target[ModeValue]{
 		Subject: subject, Want: want, Source: src,
 		Read: func() (ModeValue, error) {
 			cur, known, _ := p.running()

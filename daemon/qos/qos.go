@@ -376,7 +376,7 @@ func (p *Part) applyPort(run *reconcile.DeviceRun, dev *host.Device, subject rec
 	}
 	pfc, trust := declared(netdev, want)
 	if want.HasPFC {
-		run.Add(PFC.Converge(run, reconcile.Converge[PFCValue]{
+		run.Add(PFC.Converge(run, reconcile.Target[PFCValue]{
 			Subject: subject, Want: pfc, Source: want.PFCSource, Holds: pfcHolds, Hold: hold,
 			// mlx5 toggles the port's link on every change of the PFC
 			// mask: a correction there costs as much as two.
@@ -401,7 +401,7 @@ func (p *Part) applyPort(run *reconcile.DeviceRun, dev *host.Device, subject rec
 		run.Add(Trust.Refuse(subject, trust, want.TrustSource,
 			fmt.Errorf("mlx4 (ConnectX-3) has no DCB APP table support: trust cannot be set on %s; remove trust from the rule at %s (pfc is applied)", netdev, want.TrustSource)))
 	case want.Trust != "":
-		run.Add(Trust.Converge(run, reconcile.Converge[TrustValue]{
+		run.Add(Trust.Converge(run, reconcile.Target[TrustValue]{
 			Subject: subject, Want: trust, Source: want.TrustSource, Holds: trustHolds, Hold: hold,
 			Read:  func() (TrustValue, error) { return p.readTrust(netdev) },
 			Write: func(want TrustValue) error { return p.writeTrust(netdev, want) },

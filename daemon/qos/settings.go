@@ -141,7 +141,7 @@ func losslessRefuse(run *reconcile.DeviceRun, subject reconcile.Subject, netdev,
 // converge adds the record of one declared setting: not applicable when
 // the driver lacks it, refused when check says so, else brought to its
 // value.
-func converge[V reconcile.Value](run *reconcile.DeviceRun, h reconcile.Handle[V], lacks, check error, c reconcile.Converge[V]) {
+func converge[V reconcile.Value](run *reconcile.DeviceRun, h reconcile.Handle[V], lacks, check error, c reconcile.Target[V]) {
 	switch {
 	case lacks != nil:
 		run.Add(h.NotApplicable(c.Subject, c.Want, c.Source, lacks))
@@ -160,7 +160,7 @@ func (p *Part) applyDCBX(run *reconcile.DeviceRun, subject reconcile.Subject, ne
 		return ie
 	}
 	w := DCBXValue{Netdev: netdev, Caps: HostIEEE}
-	act, rec := DCBX.Converge(run, reconcile.Converge[DCBXValue]{
+	act, rec := DCBX.Converge(run, reconcile.Target[DCBXValue]{
 		Subject: subject, Want: w, Source: config.QoSDCBX.Of(d).Source, Holds: DCBXHolds,
 		Read:  func() (DCBXValue, error) { return p.readDCBX(netdev) },
 		Write: func(want DCBXValue) error { return p.DCB.SetDCBX(netdev, want.Caps) },
@@ -197,7 +197,7 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 	get := func() (dcb.IEEE, error) { return p.DCB.Get(netdev) }
 	if decl := config.QoSCableLength.Of(d); decl.Set {
 		_, lacks := CableLengthOf(netdev, dev.Driver, ie)
-		converge(run, CableLength, lacks, nil, reconcile.Converge[CableLengthValue]{
+		converge(run, CableLength, lacks, nil, reconcile.Target[CableLengthValue]{
 			Subject: subject, Want: w.cable, Source: decl.Source, Holds: CableLengthHolds, Hold: hold,
 			Read: func() (CableLengthValue, error) {
 				ie, err := get()
@@ -233,7 +233,7 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 		return ie, err
 	}
 	if decl := config.QoSPrioTC.Of(d); decl.Set {
-		converge(run, PrioTC, etsLacks, CheckPrioTC(netdev, etsCap, w.prioTC), reconcile.Converge[PrioTCValue]{
+		converge(run, PrioTC, etsLacks, CheckPrioTC(netdev, etsCap, w.prioTC), reconcile.Target[PrioTCValue]{
 			Subject: subject, Want: w.prioTC, Source: decl.Source, Hold: hold,
 			Read: func() (PrioTCValue, error) {
 				ie, err := get()
@@ -254,7 +254,7 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 	}
 	if decl := config.QoSTCBandwidth.Of(d); decl.Set {
 		w.bw.Cap = etsCap
-		converge(run, Bandwidth, etsLacks, CheckBandwidth(netdev, etsCap, w.bw.BW), reconcile.Converge[BandwidthValue]{
+		converge(run, Bandwidth, etsLacks, CheckBandwidth(netdev, etsCap, w.bw.BW), reconcile.Target[BandwidthValue]{
 			Subject: subject, Want: w.bw, Source: decl.Source, Holds: ETSBandwidthHolds, Hold: hold,
 			Read: func() (BandwidthValue, error) {
 				ie, err := get()
@@ -275,7 +275,7 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 	}
 	if decl := config.QoSTCMaxrate.Of(d); decl.Set {
 		_, lacks := MaxrateOf(netdev, dev.Driver, ie)
-		converge(run, Maxrate, lacks, nil, reconcile.Converge[MaxrateValue]{
+		converge(run, Maxrate, lacks, nil, reconcile.Target[MaxrateValue]{
 			Subject: subject, Want: w.rate, Source: decl.Source, Holds: MaxrateHolds, Hold: hold,
 			Read: func() (MaxrateValue, error) {
 				ie, err := get()
@@ -302,7 +302,7 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 		return p.DCB.SetBuffer(netdev, NextBuffer(*ie.Buffer, prio, size))
 	}
 	if decl := config.QoSPrioBuffer.Of(d); decl.Set {
-		converge(run, PrioBuffer, bufLacks, nil, reconcile.Converge[PrioBufferValue]{
+		converge(run, PrioBuffer, bufLacks, nil, reconcile.Target[PrioBufferValue]{
 			Subject: subject, Want: w.prioBf, Source: decl.Source, Hold: hold,
 			Read: func() (PrioBufferValue, error) {
 				ie, err := get()
@@ -316,7 +316,7 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 		})
 	}
 	if decl := config.QoSBufferSize.Of(d); decl.Set {
-		converge(run, BufferSize, bufLacks, nil, reconcile.Converge[BufferSizeValue]{
+		converge(run, BufferSize, bufLacks, nil, reconcile.Target[BufferSizeValue]{
 			Subject: subject, Want: w.size, Source: decl.Source, Hold: hold,
 			Read: func() (BufferSizeValue, error) {
 				ie, err := get()
@@ -331,7 +331,7 @@ func (p *Part) applyLosslessDCB(run *reconcile.DeviceRun, dev *host.Device, subj
 		})
 	}
 	if decl := config.QoSUDPPortPrio.Of(d); decl.Set {
-		converge(run, UDPPortPrio, CheckDgramDriver(netdev, dev.Driver, w.udp.Map), nil, reconcile.Converge[UDPPortPrioValue]{
+		converge(run, UDPPortPrio, CheckDgramDriver(netdev, dev.Driver, w.udp.Map), nil, reconcile.Target[UDPPortPrioValue]{
 			Subject: subject, Want: w.udp, Source: decl.Source, Holds: DgramPortsHolds, Hold: hold,
 			Read: func() (UDPPortPrioValue, error) {
 				ie, err := get()
@@ -364,7 +364,7 @@ func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, sub
 		if err != nil && !ethtool.Unsupported(err) {
 			err = nil // not known now: Converge records it as unknown
 		}
-		converge(run, Pause, nil, err, reconcile.Converge[PauseValue]{
+		converge(run, Pause, nil, err, reconcile.Target[PauseValue]{
 			Subject: subject, Want: w.pause, Source: config.QoSPause.Of(d).Source, Holds: PauseHolds,
 			Read:  pause,
 			Write: func(want PauseValue) error { return p.ethtool().SetPause(netdev, want.Pause.RX, want.Pause.TX) },
@@ -376,7 +376,7 @@ func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, sub
 		if err != nil && !ethtool.Unsupported(err) {
 			err = nil
 		}
-		converge(run, StormTimeout, nil, err, reconcile.Converge[StormTimeoutValue]{
+		converge(run, StormTimeout, nil, err, reconcile.Target[StormTimeoutValue]{
 			Subject: subject, Want: w.storm, Source: config.QoSPFCStormTimeout.Of(d).Source,
 			Read:  storm,
 			Write: func(want StormTimeoutValue) error { return p.ethtool().SetPFCStormTimeout(netdev, want.MS) },
@@ -391,7 +391,7 @@ func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, sub
 		na = UpstreamECN(netdev, dev.Driver, port)
 	}
 	if decl := config.QoSECN.Of(d); decl.Set {
-		converge(run, ECN, na, nil, reconcile.Converge[ECNValue]{
+		converge(run, ECN, na, nil, reconcile.Target[ECNValue]{
 			Subject: subject, Want: w.ecn, Source: decl.Source, Holds: ECNHolds, Watch: ecnWatch(netdev),
 			Read: func() (ECNValue, error) {
 				v, _, err := ReadECN(p.Host, netdev)
@@ -419,14 +419,14 @@ func (p *Part) applyLosslessLink(run *reconcile.DeviceRun, dev *host.Device, sub
 		}
 	}
 	if decl := config.QoSCNPDSCP.Of(d); decl.Set {
-		converge(run, CNPDSCP, na, nil, reconcile.Converge[CNPValue]{
+		converge(run, CNPDSCP, na, nil, reconcile.Target[CNPValue]{
 			Subject: subject, Want: w.cnpD, Source: decl.Source, Watch: ecnWatch(netdev),
 			Read:  cnp(func(e OFEDECN) int { return e.CNPDSCP }, "CNP DSCP"),
 			Write: func(want CNPValue) error { return writeCNPDSCP(p.Host, netdev, want.Value) },
 		})
 	}
 	if decl := config.QoSCNPPriority.Of(d); decl.Set {
-		converge(run, CNPPriority, na, nil, reconcile.Converge[CNPValue]{
+		converge(run, CNPPriority, na, nil, reconcile.Target[CNPValue]{
 			Subject: subject, Want: w.cnpP, Source: decl.Source, Watch: ecnWatch(netdev),
 			Read:  cnp(func(e OFEDECN) int { return e.CNPPrio }, "CNP priority"),
 			Write: func(want CNPValue) error { return writeCNPPriority(p.Host, netdev, want.Value) },

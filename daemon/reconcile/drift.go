@@ -84,7 +84,7 @@ func newDrift() *drift {
 	return &drift{contests: map[driftKey]*contest{}, corrected: map[string]uint64{}, fights: map[driftKey]*fight{}, now: time.Now}
 }
 
-// driftGuard is the pass's Run guard: it holds back writes of settings
+// driftGuard is the pass's WriteGuard: it holds back writes of settings
 // changed behind rdmad's back under "report" and of contested settings,
 // and notes the corrections it lets through.
 type driftGuard struct {
@@ -125,7 +125,7 @@ func (g *driftGuard) applying(s Subject) bool {
 	return g.forced || (s.Kind == SubjectPort && g.arrived[s.Device])
 }
 
-// Hold implements Run. A setting a caller holds (holds.go) is not written
+// Hold implements WriteGuard. A setting a caller holds (holds.go) is not written
 // by any pass, forced or not.
 func (g *driftGuard) Hold(s Subject, st *Setting, want Value, src config.Position) (RecordState, error) {
 	if h, held := g.r.heldBy(s, st); held {
@@ -150,10 +150,10 @@ func (g *driftGuard) Hold(s Subject, st *Setting, want Value, src config.Positio
 	return Differs, nil
 }
 
-// ReadOnly implements Run.
+// ReadOnly implements WriteGuard.
 func (*driftGuard) ReadOnly() bool { return false }
 
-// Backoff implements BackoffRun: a setting in a contest's back-off, under
+// Backoff implements BackoffGuard: a setting in a contest's back-off, under
 // the declaration it was contested with, is read at most once every
 // ContestReadInterval; in between its last record stands (contested, or
 // holding when the last read found the declared value). A forced pass and

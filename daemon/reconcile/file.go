@@ -26,8 +26,8 @@ type ManagedFile struct {
 // Keep writes the file as declared (data, which starts with the header)
 // when its content differs, and reads it back. The file's directory is
 // watched.
-func (f ManagedFile) Keep(run Run, subject Subject, data []byte, src config.Position) (Action, Record) {
-	act, rec := f.Setting.Converge(run, Converge[host.FileSnapshot]{
+func (f ManagedFile) Keep(guard WriteGuard, subject Subject, data []byte, src config.Position) (Action, Record) {
+	act, rec := f.Setting.Converge(guard, Target[host.FileSnapshot]{
 		Subject: subject, Want: host.FileSnapshot{Exists: true, Data: data}, Source: src,
 		Watch: []string{path.Dir(f.Rel)},
 		Read:  f.read,
@@ -47,15 +47,15 @@ func (f ManagedFile) read() (host.FileSnapshot, error) { return f.Host.Snapshot(
 
 // Drop removes rdmad's file once nothing declares it: what rdmad wrote
 // goes with the declaration. A file without rdmad's header is left alone.
-// It returns false when there was nothing to remove (or run is read-only:
+// It returns false when there was nothing to remove (or guard is read-only:
 // then the action is held).
-func (f ManagedFile) Drop(run Run, subject Subject) (Action, bool) {
+func (f ManagedFile) Drop(guard WriteGuard, subject Subject) (Action, bool) {
 	act := Action{Subject: subject, Kind: f.Setting.Kind(), Setting: f.Setting.Setting(), To: "absent", Status: Changed}
 	old, err := f.Host.Snapshot(f.Rel)
 	if err == nil && !old.Exists {
 		return act, false
 	}
-	if run != nil && run.ReadOnly() {
+	if guard != nil && guard.ReadOnly() {
 		act.From, act.Status, act.Err = old.String(), Held, ErrReadOnly
 		return act, err == nil && old.Exists
 	}

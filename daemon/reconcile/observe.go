@@ -63,7 +63,7 @@ func (readOnly) ReadOnly() bool { return true }
 
 // stepTo tells a guard that wants to know (Observe's) which step of the
 // pass starts.
-func stepTo(g Run, format string, args ...any) {
+func stepTo(g WriteGuard, format string, args ...any) {
 	if ro, ok := g.(readOnly); ok && ro.step != nil {
 		ro.step(fmt.Sprintf(format, args...))
 	}

@@ -44,23 +44,23 @@ type Pass struct {
 	// Reconcile): parts retry what they gave up on.
 	Forced bool
 
-	run Run // the pass's write guard; nil: every write is allowed
+	guard WriteGuard // nil: every write is allowed
 }
 
-// Hold implements Run.
+// Hold implements WriteGuard.
 func (p *Pass) Hold(s Subject, st *Setting, want Value, src config.Position) (RecordState, error) {
-	if p.run == nil {
+	if p.guard == nil {
 		return Differs, nil
 	}
-	return p.run.Hold(s, st, want, src)
+	return p.guard.Hold(s, st, want, src)
 }
 
-// ReadOnly implements Run.
-func (p *Pass) ReadOnly() bool { return p.run != nil && p.run.ReadOnly() }
+// ReadOnly implements WriteGuard.
+func (p *Pass) ReadOnly() bool { return p.guard != nil && p.guard.ReadOnly() }
 
-// Backoff implements BackoffRun.
+// Backoff implements BackoffGuard.
 func (p *Pass) Backoff(s Subject, st *Setting, want Value, src config.Position) (Record, bool) {
-	if br, ok := p.run.(BackoffRun); ok {
+	if br, ok := p.guard.(BackoffGuard); ok {
 		return br.Backoff(s, st, want, src)
 	}
 	return Record{}, false
@@ -97,7 +97,7 @@ type DeviceRun struct {
 	// record the kernel's value of the settings no rule declares.
 	Publish bool
 
-	run     Run
+	guard   WriteGuard
 	Actions []Action
 	Records []Record
 }
@@ -119,22 +119,22 @@ func RunDevice(ctx context.Context, p DevicePart, pol *config.Policy, dev *host.
 
 // Guard makes g decide which writes the run may make (tests, tools);
 // the reconciler sets its own.
-func (r *DeviceRun) Guard(g Run) { r.run = g }
+func (r *DeviceRun) Guard(g WriteGuard) { r.guard = g }
 
-// Hold implements Run.
+// Hold implements WriteGuard.
 func (r *DeviceRun) Hold(s Subject, st *Setting, want Value, src config.Position) (RecordState, error) {
-	if r.run == nil {
+	if r.guard == nil {
 		return Differs, nil
 	}
-	return r.run.Hold(s, st, want, src)
+	return r.guard.Hold(s, st, want, src)
 }
 
-// ReadOnly implements Run.
-func (r *DeviceRun) ReadOnly() bool { return r.run != nil && r.run.ReadOnly() }
+// ReadOnly implements WriteGuard.
+func (r *DeviceRun) ReadOnly() bool { return r.guard != nil && r.guard.ReadOnly() }
 
-// Backoff implements BackoffRun.
+// Backoff implements BackoffGuard.
 func (r *DeviceRun) Backoff(s Subject, st *Setting, want Value, src config.Position) (Record, bool) {
-	if br, ok := r.run.(BackoffRun); ok {
+	if br, ok := r.guard.(BackoffGuard); ok {
 		return br.Backoff(s, st, want, src)
 	}
 	return Record{}, false

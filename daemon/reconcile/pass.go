@@ -187,7 +187,7 @@ func sameRecord(a, b Record) bool {
 
 // pass runs one pass under the guard g (nil: every write allowed) and
 // returns what it did, for the caller to store (Pass) or not (Observe).
-func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, g Run) (Report, *passResult) {
+func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, g WriteGuard) (Report, *passResult) {
 	if pol == nil {
 		pol = &config.Policy{}
 	}
@@ -201,7 +201,7 @@ func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, 
 	}
 	stepTo(g, "judge the host-wide settings made before the devices are read")
 	for _, p := range r.early {
-		out := p.Apply(ctx, &Pass{Policy: pol, Devices: known, Forced: scope.Forced, run: g})
+		out := p.Apply(ctx, &Pass{Policy: pol, Devices: known, Forced: scope.Forced, guard: g})
 		res.hostActs = append(res.hostActs, out.Actions...)
 		res.hostRecs = append(res.hostRecs, out.Records...)
 		for _, n := range out.Created {
@@ -261,7 +261,7 @@ func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, 
 	}
 
 	all := r.mergeKnown(known, res.working, res.gone)
-	hostPass := &Pass{Policy: pol, Devices: all, Forced: scope.Forced, run: g}
+	hostPass := &Pass{Policy: pol, Devices: all, Forced: scope.Forced, guard: g}
 	stepTo(g, "judge the host-wide settings")
 	for _, p := range r.hostParts {
 		out := p.Apply(ctx, hostPass)
@@ -432,14 +432,14 @@ func (r *Reconciler) refreshPorts(d host.Device, ports []int) (host.Device, erro
 }
 
 // applyDevices runs the device parts on every device read in this pass.
-func (r *Reconciler) applyDevices(ctx context.Context, pol *config.Policy, working map[string]*host.Device, recheck map[string]bool, g Run) (map[string][]Action, map[string][]Record) {
+func (r *Reconciler) applyDevices(ctx context.Context, pol *config.Policy, working map[string]*host.Device, recheck map[string]bool, g WriteGuard) (map[string][]Action, map[string][]Record) {
 	names := sortedNames(working)
 	runs := make([]*DeviceRun, len(names))
 	publish := r.detail&host.ReadPublished != 0
 	forEach(ctx, r.workersFor(g), len(names), func(i int) {
 		// A recheck reads only what the policy declares.
 		dev := working[names[i]]
-		run := &DeviceRun{Policy: pol, Device: dev, Publish: publish && !recheck[names[i]], run: g}
+		run := &DeviceRun{Policy: pol, Device: dev, Publish: publish && !recheck[names[i]], guard: g}
 		// Sized for the two RoCE settings of each port a verify read-back
 		// checks: growing these slices of large structs from empty was a
 		// tenth of its cost.
@@ -482,7 +482,7 @@ func (r *Reconciler) mayHaveVanished(acts []Action) bool {
 }
 
 // workersFor is how many devices a pass under g reads and judges at once.
-func (r *Reconciler) workersFor(g Run) int {
+func (r *Reconciler) workersFor(g WriteGuard) int {
 	if ro, ok := g.(readOnly); ok && ro.serial {
 		return 1
 	}

@@ -287,8 +287,8 @@ func Text(v Value) string {
 	return v.String()
 }
 
-// Run is what a part asks the pass it runs in.
-type Run interface {
+// WriteGuard is what a part asks the pass it runs in.
+type WriteGuard interface {
 	// Hold says why setting s of subject must not be written to want now,
 	// nil when it may. A setting whose last record held the same
 	// declaration has changed behind rdmad's back: under [drift] action =
@@ -302,18 +302,19 @@ type Run interface {
 	ReadOnly() bool
 }
 
-// BackoffRun is a Run that holds back reads too: a setting in a contest's
+// BackoffGuard is a WriteGuard that holds back reads too: a setting in a contest's
 // back-off is not read again until the back-off ends (another manager
 // writing it thousands of times a second made rdmad read it after every
 // write). Backoff returns the setting's last record, which stands.
-type BackoffRun interface {
-	Run
+type BackoffGuard interface {
+	WriteGuard
 	Backoff(subject Subject, s *Setting, want Value, src config.Position) (Record, bool)
 }
 
-// Converge is one declared setting of one subject that a part brings to
-// its declared value: read, compare, write if it may, read back.
-type Converge[V Value] struct {
+// Target is one declared setting of one subject, with how to read and
+// write it: what Handle.Converge brings to its declared value (read,
+// compare, write if the guard lets it, read back).
+type Target[V Value] struct {
 	Subject Subject
 	Want    V
 	Source  config.Position
@@ -336,16 +337,17 @@ type Converge[V Value] struct {
 	Fix   string
 }
 
-// Converge brings one declared setting to its value and returns the
-// pass's action and the setting's record.
-func (h Handle[V]) Converge(run Run, c Converge[V]) (Action, Record) {
+// Converge brings target c to its declared value, writing only where guard
+// (nil: none) lets it, and returns the pass's action and the setting's
+// record.
+func (h Handle[V]) Converge(guard WriteGuard, c Target[V]) (Action, Record) {
 	act := Action{Subject: c.Subject, Kind: h.s.Kind, Setting: h.s, To: c.Want.String(), New: c.Want, Source: c.Source.String(), Cost: c.Cost}
 	rec := Record{Subject: c.Subject, Setting: h.s, Declared: c.Want, Source: c.Source, Fix: c.Fix, Watch: c.Watch}
 	holds := c.Holds
 	if holds == nil {
 		holds = func(a, b V) bool { return reflect.DeepEqual(a, b) }
 	}
-	if br, ok := run.(BackoffRun); ok && c.Hold == nil {
+	if br, ok := guard.(BackoffGuard); ok && c.Hold == nil {
 		if last, held := br.Backoff(c.Subject, h.s, c.Want, c.Source); held {
 			act.Status, act.Err = Held, last.Why
 			if last.State == Holds {
@@ -370,8 +372,8 @@ func (h Handle[V]) Converge(run Run, c Converge[V]) (Action, Record) {
 		return act, rec
 	}
 	hold, why := Differs, c.Hold
-	if why == nil && run != nil {
-		hold, why = run.Hold(c.Subject, h.s, c.Want, c.Source)
+	if why == nil && guard != nil {
+		hold, why = guard.Hold(c.Subject, h.s, c.Want, c.Source)
 	}
 	if why != nil {
 		act.Status, act.Err = Held, why

@@ -69,7 +69,7 @@ func TestConverge(t *testing.T) {
 	cases := []struct {
 		name   string
 		k      knob
-		run    reconcile.Run
+		guard  reconcile.WriteGuard
 		hold   error
 		status reconcile.Status
 		state  reconcile.RecordState
@@ -90,7 +90,7 @@ func TestConverge(t *testing.T) {
 	}
 	for _, c := range cases {
 		k := c.k
-		act, rec := numSetting.Converge(c.run, reconcile.Converge[num]{Subject: port, Want: 7, Source: src, Read: k.read, Write: k.write, Hold: c.hold})
+		act, rec := numSetting.Converge(c.guard, reconcile.Target[num]{Subject: port, Want: 7, Source: src, Read: k.read, Write: k.write, Hold: c.hold})
 		if act.Status != c.status || rec.State != c.state || reconcile.Text(rec.Observed) != c.now || k.writes != c.writes ||
 			!strings.Contains(rec.WhyText(), c.why) || (c.why == "") != (rec.Why == nil) {
 			t.Errorf("%s: action %s, record %s observed %q why %q, %d writes", c.name, act.Status, rec.State, reconcile.Text(rec.Observed), rec.WhyText(), k.writes)

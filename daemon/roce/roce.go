@@ -246,7 +246,7 @@ func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 			if dirErr != nil {
 				run.Record(refused(Mode.Refuse(subject, mode, want.ModeSource, dirErr)))
 			} else {
-				run.Add(Mode.Converge(run, reconcile.Converge[ModeValue]{
+				run.Add(Mode.Converge(run, reconcile.Target[ModeValue]{
 					Subject: subject, Want: mode, Source: want.ModeSource, Watch: watch, Fix: p.modeFix(dev, port, want),
 					Read:  func() (ModeValue, error) { return p.readMode(cm, port.Number) },
 					Write: func(m ModeValue) error { return p.writeMode(cm, port.Number, m) },
@@ -261,7 +261,7 @@ func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 			if dirErr != nil {
 				run.Record(refused(TOS.Refuse(subject, tos, want.TOSSource, dirErr)))
 			} else {
-				run.Add(TOS.Converge(run, reconcile.Converge[TOSValue]{
+				run.Add(TOS.Converge(run, reconcile.Target[TOSValue]{
 					Subject: subject, Want: tos, Source: want.TOSSource, Watch: watch,
 					Read:  func() (TOSValue, error) { return p.readTOS(cm, port.Number) },
 					Write: func(t TOSValue) error { return p.writeTOS(cm, port.Number, t) },

@@ -118,7 +118,7 @@ func (p *Part) applyTrafficClass(run *reconcile.DeviceRun, dev string, port int,
 			fmt.Errorf("%s has no global traffic class (/%s): MLNX_OFED and DOCA-OFED drivers add it, upstream ones do not (default_roce_tos covers RDMA-CM connections only there)", subject, trafficClassPath(dev, port))))
 		return
 	}
-	run.Add(TrafficClass.Converge(run, reconcile.Converge[TrafficClassValue]{
+	run.Add(TrafficClass.Converge(run, reconcile.Target[TrafficClassValue]{
 		Subject: subject, Want: w, Source: src, Watch: []string{path.Dir(trafficClassPath(dev, port))},
 		Read: func() (TrafficClassValue, error) {
 			v, _, err := p.readTrafficClass(dev, port)

@@ -154,7 +154,7 @@ func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
 			continue
 		}
 		attr, n := attrPath(pciRel, port.Number), port.Number
-		run.Add(PortType.Converge(run, reconcile.Converge[TypeValue]{
+		run.Add(PortType.Converge(run, reconcile.Target[TypeValue]{
 			Subject: subject, Want: typ, Source: src, Holds: holds,
 			Read:  func() (TypeValue, error) { return p.read(attr, n) },
 			Write: func(w TypeValue) error { return p.write(attr, n, w) },
