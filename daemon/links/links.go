@@ -209,7 +209,7 @@ type Part struct {
 
 // Apply implements reconcile.HostPart. It sees the devices known before
 // the pass and reads only the declared links' own devices.
-func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result {
+func (p *Part) ApplyHost(ctx context.Context, pass *reconcile.HostRun) reconcile.Result {
 	var res reconcile.Result
 	loaded := map[string]bool{} // modules loaded by this pass
 	for _, l := range pass.Policy.Links {

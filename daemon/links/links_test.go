@@ -88,7 +88,7 @@ func TestWaitsForNetdevThenCreatesAndStays(t *testing.T) {
 	ctx := context.Background()
 	pol := policy(rxe0)
 
-	a := only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: pol}).Actions)
+	a := only(t, f.part.ApplyHost(ctx, &reconcile.HostRun{Policy: pol}).Actions)
 	if a.Status != reconcile.NotApplicable || a.Err == nil || a.Err.Error() != "waiting for netdev eth1" {
 		t.Fatalf("without netdev: %v", a)
 	}
@@ -99,7 +99,7 @@ func TestWaitsForNetdevThenCreatesAndStays(t *testing.T) {
 	if err := linkstest.AddNetdev(f.h, "eth1"); err != nil {
 		t.Fatal(err)
 	}
-	a = only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: pol}).Actions)
+	a = only(t, f.part.ApplyHost(ctx, &reconcile.HostRun{Policy: pol}).Actions)
 	if a.Status != reconcile.Changed {
 		t.Fatalf("with netdev: %v", a)
 	}
@@ -118,7 +118,7 @@ func TestWaitsForNetdevThenCreatesAndStays(t *testing.T) {
 	}
 
 	// Idempotent: nothing more to do, module not reloaded.
-	a = only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: pol}).Actions)
+	a = only(t, f.part.ApplyHost(ctx, &reconcile.HostRun{Policy: pol}).Actions)
 	if a.Status != reconcile.Unchanged {
 		t.Fatalf("second pass: %v", a)
 	}
@@ -137,7 +137,7 @@ func TestRecreatedAfterNetdevFlap(t *testing.T) {
 	if err := linkstest.AddNetdev(f.h, "eth1"); err != nil {
 		t.Fatal(err)
 	}
-	if a := only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: pol}).Actions); a.Status != reconcile.Changed {
+	if a := only(t, f.part.ApplyHost(ctx, &reconcile.HostRun{Policy: pol}).Actions); a.Status != reconcile.Changed {
 		t.Fatalf("create: %v", a)
 	}
 	// The netdev goes away: the kernel unregisters rxe0 with it.
@@ -147,14 +147,14 @@ func TestRecreatedAfterNetdevFlap(t *testing.T) {
 	if f.h.Exists(filepath.Join(host.ClassInfiniband, "rxe0")) {
 		t.Fatal("fake did not remove rxe0 with its netdev")
 	}
-	if a := only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: pol}).Actions); a.Status != reconcile.NotApplicable {
+	if a := only(t, f.part.ApplyHost(ctx, &reconcile.HostRun{Policy: pol}).Actions); a.Status != reconcile.NotApplicable {
 		t.Fatalf("netdev gone: %v", a)
 	}
 	// It comes back: the link is recreated.
 	if err := linkstest.AddNetdev(f.h, "eth1"); err != nil {
 		t.Fatal(err)
 	}
-	if a := only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: pol}).Actions); a.Status != reconcile.Changed {
+	if a := only(t, f.part.ApplyHost(ctx, &reconcile.HostRun{Policy: pol}).Actions); a.Status != reconcile.Changed {
 		t.Fatalf("netdev back: %v", a)
 	}
 	want := []string{"add rxe0 rxe eth1", "add rxe0 rxe eth1"}
@@ -178,14 +178,14 @@ func TestMismatchedExistingDeviceFailsAndIsKept(t *testing.T) {
 	if err := linkstest.AddDevice(f.h, "rxe0", "rxe", "eth2"); err != nil {
 		t.Fatal(err)
 	}
-	a := only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: policy(rxe0)}).Actions)
+	a := only(t, f.part.ApplyHost(ctx, &reconcile.HostRun{Policy: policy(rxe0)}).Actions)
 	if a.Status != reconcile.Failed || !strings.Contains(a.Err.Error(), "exists as rxe on eth2, declared rxe on eth1") {
 		t.Fatalf("other netdev: %v", a)
 	}
 	siw := rxe0
 	siw.Type = config.LinkSIW
 	siw.Netdev = "eth2"
-	a = only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: policy(siw)}).Actions)
+	a = only(t, f.part.ApplyHost(ctx, &reconcile.HostRun{Policy: policy(siw)}).Actions)
 	if a.Status != reconcile.Failed || !strings.Contains(a.Err.Error(), "exists as rxe on eth2, declared siw on eth2") {
 		t.Fatalf("other type: %v", a)
 	}
@@ -211,7 +211,7 @@ func TestHardwareDeviceWithDeclaredNameFails(t *testing.T) {
 	}
 	l := rxe0
 	l.Name = "mlx5_0"
-	a := only(t, f.part.Apply(context.Background(), &reconcile.Pass{Policy: policy(l)}).Actions)
+	a := only(t, f.part.ApplyHost(context.Background(), &reconcile.HostRun{Policy: policy(l)}).Actions)
 	if a.Status != reconcile.Failed || !strings.Contains(a.Err.Error(), "is not a soft link") {
 		t.Fatalf("%v", a)
 	}
@@ -238,11 +238,11 @@ func TestNetdevAlreadyCarriesAnotherLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pass := &reconcile.Pass{Policy: policy(rxe0)}
+	pass := &reconcile.HostRun{Policy: policy(rxe0)}
 	for i := range devs {
 		pass.Devices = append(pass.Devices, &devs[i])
 	}
-	a := only(t, f.part.Apply(context.Background(), pass).Actions)
+	a := only(t, f.part.ApplyHost(context.Background(), pass).Actions)
 	if a.Status != reconcile.Failed || !strings.Contains(a.Err.Error(), "already carries rxe device rxe_eth1") {
 		t.Fatalf("%v", a)
 	}
@@ -254,13 +254,13 @@ func TestModuleLoadAndNetlinkFailuresAreReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.loader.err = errors.New("modprobe: FATAL: Module rdma_rxe not found")
-	a := only(t, f.part.Apply(context.Background(), &reconcile.Pass{Policy: policy(rxe0)}).Actions)
+	a := only(t, f.part.ApplyHost(context.Background(), &reconcile.HostRun{Policy: policy(rxe0)}).Actions)
 	if a.Status != reconcile.Failed || !strings.Contains(a.Err.Error(), "load rdma_rxe for rxe0") {
 		t.Fatalf("load failure: %v", a)
 	}
 	f.loader.err = nil
 	f.nl.AddErr = syscall.EOPNOTSUPP
-	a = only(t, f.part.Apply(context.Background(), &reconcile.Pass{Policy: policy(rxe0)}).Actions)
+	a = only(t, f.part.ApplyHost(context.Background(), &reconcile.HostRun{Policy: policy(rxe0)}).Actions)
 	if a.Status != reconcile.Failed || !errors.Is(a.Err, syscall.EOPNOTSUPP) {
 		t.Fatalf("netlink failure: %v", a)
 	}
@@ -272,7 +272,7 @@ func TestSiwLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := config.Link{Name: "siw0", Type: config.LinkSIW, Netdev: "enp0s1"}
-	if a := only(t, f.part.Apply(context.Background(), &reconcile.Pass{Policy: policy(l)}).Actions); a.Status != reconcile.Changed {
+	if a := only(t, f.part.ApplyHost(context.Background(), &reconcile.HostRun{Policy: policy(l)}).Actions); a.Status != reconcile.Changed {
 		t.Fatalf("%v", a)
 	}
 	if got := f.loader.loads; len(got) != 1 || got[0] != "siw" {
@@ -285,7 +285,7 @@ func TestSiwLink(t *testing.T) {
 	if sl, ok := links.Classify(&d); !ok || sl != (links.SoftLink{Name: "siw0", Type: config.LinkSIW}) {
 		t.Fatalf("Classify = %+v, %v", sl, ok)
 	}
-	if a := only(t, f.part.Apply(context.Background(), &reconcile.Pass{Policy: policy(l)}).Actions); a.Status != reconcile.Unchanged {
+	if a := only(t, f.part.ApplyHost(context.Background(), &reconcile.HostRun{Policy: policy(l)}).Actions); a.Status != reconcile.Unchanged {
 		t.Fatalf("second: %v", a)
 	}
 }
@@ -296,7 +296,7 @@ func TestDelete(t *testing.T) {
 	if err := linkstest.AddNetdev(f.h, "eth1"); err != nil {
 		t.Fatal(err)
 	}
-	if a := only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: policy(rxe0)}).Actions); a.Status != reconcile.Changed {
+	if a := only(t, f.part.ApplyHost(ctx, &reconcile.HostRun{Policy: policy(rxe0)}).Actions); a.Status != reconcile.Changed {
 		t.Fatalf("create: %v", a)
 	}
 	if a := f.part.Delete(ctx, "rxe0"); a.Status != reconcile.Changed || a.Kind != links.Remove || a.Err != nil {
@@ -318,7 +318,7 @@ func TestUndo(t *testing.T) {
 	if err := linkstest.AddNetdev(f.h, "eth1"); err != nil {
 		t.Fatal(err)
 	}
-	created := only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: policy(rxe0)}).Actions)
+	created := only(t, f.part.ApplyHost(ctx, &reconcile.HostRun{Policy: policy(rxe0)}).Actions)
 	if n, _ := links.Link.New(created); created.Status != reconcile.Changed || n != (links.Value{Exists: true, Type: rxe0.Type, Netdev: rxe0.Netdev}) {
 		t.Fatalf("create: %v, New %#v", created, created.New)
 	}
@@ -329,7 +329,7 @@ func TestUndo(t *testing.T) {
 		t.Fatal("Undo(create) left rxe0")
 	}
 
-	only(t, f.part.Apply(ctx, &reconcile.Pass{Policy: policy(rxe0)}).Actions)
+	only(t, f.part.ApplyHost(ctx, &reconcile.HostRun{Policy: policy(rxe0)}).Actions)
 	removed := f.part.Delete(ctx, "rxe0")
 	if removed.Status != reconcile.Changed {
 		t.Fatalf("Delete: %v", removed)

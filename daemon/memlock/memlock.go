@@ -155,7 +155,7 @@ func (p *Part) systemd() reconcile.ManagedFile {
 
 // Apply writes the managed files [memlock] declares, and removes those it
 // no longer declares.
-func (p *Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Result {
+func (p *Part) ApplyHost(_ context.Context, pass *reconcile.HostRun) reconcile.Result {
 	m := pass.Policy.Memlock
 	var res reconcile.Result
 	host := reconcile.HostSubject()

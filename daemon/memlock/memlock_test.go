@@ -36,12 +36,12 @@ func TestApplyWritesOnceAndRemovesOwnFilesOnly(t *testing.T) {
 	h := host.New(root)
 	p := &memlock.Part{Host: h}
 	pol := &config.Policy{Memlock: &config.Memlock{Group: "rdma", Soft: config.Limit{Unlimited: true}, Hard: config.Limit{Unlimited: true}, Services: true}}
-	acts := p.Apply(context.Background(), &reconcile.Pass{Policy: pol}).Actions
+	acts := p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol}).Actions
 	if len(acts) != 2 || acts[0].Status != reconcile.Changed || acts[1].Status != reconcile.Changed {
 		t.Fatalf("first: %+v", acts)
 	}
 	st1, _ := os.Stat(filepath.Join(root, memlock.LimitsFile))
-	acts = p.Apply(context.Background(), &reconcile.Pass{Policy: pol}).Actions
+	acts = p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol}).Actions
 	if len(acts) != 2 || acts[0].Status != reconcile.Unchanged || acts[1].Status != reconcile.Unchanged {
 		t.Fatalf("second: %+v", acts)
 	}
@@ -52,7 +52,7 @@ func TestApplyWritesOnceAndRemovesOwnFilesOnly(t *testing.T) {
 
 	// services = false removes rdmad's systemd drop-in.
 	pol.Memlock.Services = false
-	acts = p.Apply(context.Background(), &reconcile.Pass{Policy: pol}).Actions
+	acts = p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol}).Actions
 	if _, err := os.Stat(filepath.Join(root, memlock.SystemdFile)); !os.IsNotExist(err) {
 		t.Errorf("systemd drop-in still there: %v (%+v)", err, acts)
 	}
@@ -61,7 +61,7 @@ func TestApplyWritesOnceAndRemovesOwnFilesOnly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, memlock.SystemdFile), []byte("[Manager]\nDefaultLimitMEMLOCK=1M\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	acts = p.Apply(context.Background(), &reconcile.Pass{Policy: &config.Policy{}}).Actions
+	acts = p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: &config.Policy{}}).Actions
 	if len(acts) != 1 || acts[0].To != "absent" || acts[0].Status != reconcile.Changed {
 		t.Fatalf("remove: %+v", acts)
 	}
@@ -72,7 +72,7 @@ func TestApplyWritesOnceAndRemovesOwnFilesOnly(t *testing.T) {
 		t.Error("admin's file was touched")
 	}
 	pol.Memlock.Services = true
-	acts = p.Apply(context.Background(), &reconcile.Pass{Policy: pol}).Actions
+	acts = p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol}).Actions
 	if acts[1].Status != reconcile.Failed || !errors.Is(acts[1].Err, host.ErrNotManaged) {
 		t.Errorf("overwrite of a foreign file: %+v", acts[1])
 	}
@@ -85,7 +85,7 @@ func TestUndo(t *testing.T) {
 	p := &memlock.Part{Host: h}
 	ctx := context.Background()
 	m := &config.Memlock{Group: "rdma", Soft: config.Limit{Unlimited: true}, Hard: config.Limit{Unlimited: true}, Services: true}
-	acts := p.Apply(ctx, &reconcile.Pass{Policy: &config.Policy{Memlock: m}}).Actions
+	acts := p.ApplyHost(ctx, &reconcile.HostRun{Policy: &config.Policy{Memlock: m}}).Actions
 	for _, a := range acts {
 		if err := p.Undo(ctx, a); err != nil {
 			t.Fatalf("Undo(%v): %v", a, err)
@@ -97,7 +97,7 @@ func TestUndo(t *testing.T) {
 		}
 	}
 
-	p.Apply(ctx, &reconcile.Pass{Policy: &config.Policy{Memlock: m}})
+	p.ApplyHost(ctx, &reconcile.HostRun{Policy: &config.Policy{Memlock: m}})
 	before, err := os.ReadFile(h.Path(memlock.LimitsFile))
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestUndo(t *testing.T) {
 	m2 := *m
 	m2.Group = "hpc"
 	for _, pol := range []*config.Policy{{Memlock: &m2}, {}} { // a change, then a removal
-		acts := p.Apply(ctx, &reconcile.Pass{Policy: pol}).Actions
+		acts := p.ApplyHost(ctx, &reconcile.HostRun{Policy: pol}).Actions
 		if acts[0].Kind != memlock.Limits.Kind() || acts[0].Status != reconcile.Changed {
 			t.Fatalf("apply %+v: %v", pol.Memlock, acts)
 		}

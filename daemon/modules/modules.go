@@ -170,7 +170,7 @@ type Part struct {
 }
 
 // Apply loads, in one call, every listed module that is not present yet.
-func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result {
+func (p *Part) ApplyHost(ctx context.Context, pass *reconcile.HostRun) reconcile.Result {
 	pol := pass.Policy
 	if !pol.Modules.Enable {
 		return reconcile.Result{}
@@ -232,7 +232,7 @@ func (p *Part) Apply(ctx context.Context, pass *reconcile.Pass) reconcile.Result
 }
 
 // load loads the wanted modules that are missing, in one call.
-func (p *Part) load(ctx context.Context, pass *reconcile.Pass, wanted, sources []string, origin loadOrigin) reconcile.Result {
+func (p *Part) load(ctx context.Context, pass *reconcile.HostRun, wanted, sources []string, origin loadOrigin) reconcile.Result {
 	fail := func(kind reconcile.Kind, err error) reconcile.Result {
 		return reconcile.Result{Actions: []reconcile.Action{{Subject: reconcile.HostSubject(), Kind: kind, Status: reconcile.Failed, Err: err}}}
 	}

@@ -51,8 +51,8 @@ func policy(dir string) *config.Policy {
 }
 
 // pass is what the reconciler hands the part: the policy and every device.
-func pass(pol *config.Policy, devs []host.Device) *reconcile.Pass {
-	p := &reconcile.Pass{Policy: pol}
+func pass(pol *config.Policy, devs []host.Device) *reconcile.HostRun {
+	p := &reconcile.HostRun{Policy: pol}
 	for i := range devs {
 		p.Devices = append(p.Devices, &devs[i])
 	}
@@ -65,7 +65,7 @@ func TestPartLoadsMissingInOneBatch(t *testing.T) {
 	devs, _ := h.Devices()
 	hosttest.Write(t, root, "etc/rdma/modules/roce.conf", "rdma_rxe\nrdma-ucm\n")
 	l := &hosttest.Modprobe{Root: root}
-	res := (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs))
+	res := (&modules.Part{Host: h, Loader: l}).ApplyHost(context.Background(), pass(policy("/etc/rdma/modules"), devs))
 	want := [][]string{{"ib_iser", "ib_isert", "ib_uverbs", "rdma_ucm", "xprtrdma", "svcrdma"}}
 	if !reflect.DeepEqual(l.Calls(), want) {
 		t.Fatalf("modprobe calls = %q, want %q (rdma_rxe loaded, rdma-ucm same as rdma_ucm)", l.Calls(), want)
@@ -80,7 +80,7 @@ func TestPartLoadsMissingInOneBatch(t *testing.T) {
 
 	// Once the kernel has them (the fake appended them to proc/modules),
 	// nothing is loaded again.
-	res = (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs))
+	res = (&modules.Part{Host: h, Loader: l}).ApplyHost(context.Background(), pass(policy("/etc/rdma/modules"), devs))
 	if len(l.Calls()) != 1 || len(res.Actions) != 1 || res.Actions[0].Status != reconcile.Unchanged {
 		t.Fatalf("second pass: calls %q acts %+v", l.Calls(), res.Actions)
 	}
@@ -99,11 +99,11 @@ func TestBackgroundLoads(t *testing.T) {
 	done := make(chan struct{}, 4)
 	p := &modules.Part{Host: h, Loader: l, Done: func() { done <- struct{}{} }}
 	pol := policy("/etc/rdma/modules")
-	res := p.Apply(context.Background(), pass(pol, devs))
+	res := p.ApplyHost(context.Background(), pass(pol, devs))
 	if len(res.Actions) != 1 || res.Actions[0].Status != reconcile.Pending {
 		t.Fatalf("first pass: %+v", res.Actions)
 	}
-	if res2 := p.Apply(context.Background(), pass(pol, devs)); res2.Actions[0].Status != reconcile.Pending {
+	if res2 := p.ApplyHost(context.Background(), pass(pol, devs)); res2.Actions[0].Status != reconcile.Pending {
 		t.Fatalf("a second pass during the load: %+v", res2.Actions)
 	}
 	close(block)
@@ -112,18 +112,18 @@ func TestBackgroundLoads(t *testing.T) {
 	if n := len(l.Calls()); n != 1 {
 		t.Fatalf("a second pass during the load started another: %d calls", n)
 	}
-	if res := p.Apply(context.Background(), pass(pol, devs)); res.Actions[0].Status != reconcile.Unchanged || !reflect.DeepEqual(res.Modules, []string{"ib_uverbs"}) {
+	if res := p.ApplyHost(context.Background(), pass(pol, devs)); res.Actions[0].Status != reconcile.Unchanged || !reflect.DeepEqual(res.Modules, []string{"ib_uverbs"}) {
 		t.Fatalf("after the load: %+v, modules %q", res.Actions, res.Modules)
 	}
 
 	// A module that cannot load: one attempt, then a standing failure.
 	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "ib_uverbs\nnosuch_mod\n")
 	l.Fail("nosuch_mod", errors.New("modprobe: FATAL: Module nosuch_mod not found"))
-	p.Apply(context.Background(), pass(pol, devs))
+	p.ApplyHost(context.Background(), pass(pol, devs))
 	<-done
 	p.Wait()
 	for i := 0; i < 3; i++ {
-		res := p.Apply(context.Background(), pass(pol, devs))
+		res := p.ApplyHost(context.Background(), pass(pol, devs))
 		if res.Actions[0].Status != reconcile.Failed || !strings.Contains(res.Actions[0].Err.Error(), "nosuch_mod not found") {
 			t.Fatalf("pass %d after the failed load: %+v", i, res.Actions)
 		}
@@ -133,7 +133,7 @@ func TestBackgroundLoads(t *testing.T) {
 	}
 	forced := pass(pol, devs)
 	forced.Forced = true
-	if res := p.Apply(context.Background(), forced); res.Actions[0].Status != reconcile.Pending {
+	if res := p.ApplyHost(context.Background(), forced); res.Actions[0].Status != reconcile.Pending {
 		t.Errorf("forced pass: %+v", res.Actions)
 	}
 	<-done
@@ -149,14 +149,14 @@ func TestPartDisabledNoDevicesAndFailures(t *testing.T) {
 	devs, _ := h.Devices()
 	l := &hosttest.Modprobe{}
 	p := &modules.Part{Host: h, Loader: l}
-	if res := p.Apply(context.Background(), pass(&config.Policy{Modules: config.Modules{Enable: false}}, devs)); res.Actions != nil || len(l.Calls()) != 0 {
+	if res := p.ApplyHost(context.Background(), pass(&config.Policy{Modules: config.Modules{Enable: false}}, devs)); res.Actions != nil || len(l.Calls()) != 0 {
 		t.Errorf("disabled: %+v %q", res.Actions, l.Calls())
 	}
-	if res := p.Apply(context.Background(), pass(policy("/etc/rdma/modules"), nil)); res.Actions != nil || len(l.Calls()) != 0 {
+	if res := p.ApplyHost(context.Background(), pass(policy("/etc/rdma/modules"), nil)); res.Actions != nil || len(l.Calls()) != 0 {
 		t.Errorf("no devices: %+v %q", res.Actions, l.Calls())
 	}
 	l.Fail("opa_vnic", errors.New("modprobe: FATAL: Module opa_vnic not found"))
-	acts := p.Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
+	acts := p.ApplyHost(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
 	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "opa_vnic") {
 		t.Fatalf("acts = %+v", acts)
 	}
@@ -164,7 +164,7 @@ func TestPartDisabledNoDevicesAndFailures(t *testing.T) {
 		t.Errorf("source %q does not name opa.conf", acts[0].Source)
 	}
 	hosttest.Write(t, root, "etc/rdma/modules/rdma.conf", "-v\n")
-	acts = p.Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
+	acts = p.ApplyHost(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
 	if len(acts) != 2 || acts[0].Kind != modules.ReadList || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), `rdma.conf:1: "-v" is not a module name`) {
 		t.Fatalf("option smuggled as module: %+v", acts)
 	}
@@ -186,7 +186,7 @@ func TestInvalidLineSkippedOthersLoad(t *testing.T) {
 	hosttest.Write(t, root, "etc/rdma/modules/roce.conf", "")
 	l := &hosttest.Modprobe{}
 	p := &modules.Part{Host: h, Loader: l}
-	acts := p.Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
+	acts := p.ApplyHost(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
 	if len(acts) != 2 || acts[0].Kind != modules.ReadList || acts[0].Status != reconcile.Failed ||
 		!strings.Contains(acts[0].Err.Error(), `/etc/rdma/modules/rdma.conf:2: "ib_uverbs # user verbs" is not a module name`) {
 		t.Fatalf("acts = %v", acts)
@@ -238,7 +238,7 @@ func TestAliasedModulesAreNotLoadedAgain(t *testing.T) {
 	hosttest.Write(t, root, "lib/modules/6.1.0-28-amd64/modules.alias", "alias xprtrdma rpcrdma\nalias svcrdma rpcrdma\n")
 	hosttest.Write(t, root, "proc/modules", "rdma_rxe 1 0 - Live 0x0\nrpcrdma 1 0 - Live 0x0\n")
 	l := &hosttest.Modprobe{}
-	acts := (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
+	acts := (&modules.Part{Host: h, Loader: l}).ApplyHost(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
 	if len(l.Calls()) != 0 || len(acts) != 1 || acts[0].Status != reconcile.Unchanged {
 		t.Errorf("modprobe calls %q, acts %+v", l.Calls(), acts)
 	}
@@ -255,13 +255,13 @@ func TestUntrustedListIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := &hosttest.Modprobe{}
-	acts := (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
+	acts := (&modules.Part{Host: h, Loader: l}).ApplyHost(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
 	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !errors.Is(acts[0].Err, host.ErrUntrusted) || len(l.Calls()) != 0 {
 		t.Fatalf("world-writable list: %+v, calls %v", acts, l.Calls())
 	}
 	os.Chmod(list, 0o644)
 	os.Chmod(filepath.Dir(list), 0o777)
-	acts = (&modules.Part{Host: h, Loader: l}).Apply(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
+	acts = (&modules.Part{Host: h, Loader: l}).ApplyHost(context.Background(), pass(policy("/etc/rdma/modules"), devs)).Actions
 	if len(acts) != 1 || !errors.Is(acts[0].Err, host.ErrUntrusted) {
 		t.Fatalf("world-writable directory: %+v", acts)
 	}
@@ -297,7 +297,7 @@ func TestBackgroundLoadsAreLogged(t *testing.T) {
 	p := &modules.Part{Host: h, Loader: l, Done: func() { done <- struct{}{} },
 		Log: slog.New(slog.NewJSONHandler(&logs, nil))}
 	pol := policy("/etc/rdma/modules")
-	p.Apply(context.Background(), pass(pol, devs))
+	p.ApplyHost(context.Background(), pass(pol, devs))
 	const held = 50 * time.Millisecond
 	time.Sleep(held) // modprobe "runs" at least this long
 	close(block)
@@ -327,7 +327,7 @@ func TestBackgroundLoadsAreLogged(t *testing.T) {
 	l.Fail("nosuch_mod", errors.New("modprobe: FATAL: Module nosuch_mod not found"))
 	var logs2 livetest.SyncBuffer
 	p.Log = slog.New(slog.NewJSONHandler(&logs2, nil))
-	p.Apply(context.Background(), pass(pol, devs))
+	p.ApplyHost(context.Background(), pass(pol, devs))
 	<-done
 	p.Wait()
 	if s := logs2.String(); !strings.Contains(s, `"level":"WARN"`) || !strings.Contains(s, `"modules":"nosuch_mod"`) || !strings.Contains(s, "Module nosuch_mod not found") {

@@ -149,7 +149,7 @@ type Part struct {
 // Apply implements reconcile.HostPart. modprobe.d gets only the mode the
 // files declare (rdmad's persisted drop-in included): a runtime mode is
 // switched in the kernel but must not come back after a reboot.
-func (p *Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Result {
+func (p *Part) ApplyHost(_ context.Context, pass *reconcile.HostRun) reconcile.Result {
 	pol := pass.Policy
 	var res reconcile.Result
 	subject := reconcile.HostSubject()

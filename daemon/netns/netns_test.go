@@ -74,7 +74,7 @@ func TestSwitchesAndPersists(t *testing.T) {
 	h := newHost(t, true)
 	k := &fakeKernel{mode: config.NetnsShared}
 	p := &netns.Part{Host: h, Kernel: k}
-	acts := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
+	acts := byWhat(p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol(config.NetnsExclusive)}).Actions)
 	if a := acts["netns mode"]; a.Status != reconcile.Changed || a.From != "shared" || a.To != "exclusive" {
 		t.Errorf("mode: %v", a)
 	}
@@ -86,7 +86,7 @@ func TestSwitchesAndPersists(t *testing.T) {
 		t.Fatalf("file = %q, %v", data, err)
 	}
 	// Second pass: nothing to do.
-	acts = byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
+	acts = byWhat(p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol(config.NetnsExclusive)}).Actions)
 	if acts["netns mode"].Status != reconcile.Unchanged || acts["netns modprobe.d"].Status != reconcile.Unchanged {
 		t.Errorf("second pass: %v", acts)
 	}
@@ -99,7 +99,7 @@ func TestEBUSYIsExplained(t *testing.T) {
 	h := newHost(t, true)
 	k := &fakeKernel{mode: config.NetnsShared, otherNetns: true}
 	p := &netns.Part{Host: h, Kernel: k}
-	acts := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
+	acts := byWhat(p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol(config.NetnsExclusive)}).Actions)
 	a := acts["netns mode"]
 	if a.Status != reconcile.Failed {
 		t.Fatalf("mode: %v", a)
@@ -121,7 +121,7 @@ func TestWithoutIBCoreOnlyPersists(t *testing.T) {
 	h := newHost(t, false)
 	k := &fakeKernel{modeErr: errors.New("must not be called")}
 	p := &netns.Part{Host: h, Kernel: k}
-	acts := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
+	acts := byWhat(p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol(config.NetnsExclusive)}).Actions)
 	if a := acts["netns mode"]; a.Status != reconcile.NotApplicable {
 		t.Errorf("mode: %v", a)
 	}
@@ -134,10 +134,10 @@ func TestUndeclaredRemovesOnlyOwnFile(t *testing.T) {
 	h := newHost(t, true)
 	k := &fakeKernel{mode: config.NetnsExclusive}
 	p := &netns.Part{Host: h, Kernel: k}
-	if acts := p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions; len(acts) != 2 {
+	if acts := p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol(config.NetnsExclusive)}).Actions; len(acts) != 2 {
 		t.Fatalf("%v", acts)
 	}
-	acts := p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsUnmanaged)}).Actions
+	acts := p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol(config.NetnsUnmanaged)}).Actions
 	if len(acts) != 1 || acts[0].Status != reconcile.Changed || acts[0].To != "absent" {
 		t.Fatalf("undeclare: %v", acts)
 	}
@@ -152,10 +152,10 @@ func TestUndeclaredRemovesOnlyOwnFile(t *testing.T) {
 	if err := os.WriteFile(h.Path(netns.ModprobeFile), admin, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if acts := p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsUnmanaged)}).Actions; len(acts) != 0 {
+	if acts := p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol(config.NetnsUnmanaged)}).Actions; len(acts) != 0 {
 		t.Errorf("undeclared with foreign file: %v", acts)
 	}
-	sharedActs := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsShared)}).Actions)
+	sharedActs := byWhat(p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol(config.NetnsShared)}).Actions)
 	if a := sharedActs["netns modprobe.d"]; a.Status != reconcile.Failed || !strings.Contains(a.Err.Error(), "not written by rdmad") {
 		t.Errorf("declared with foreign file: %v", a)
 	}
@@ -190,7 +190,7 @@ func TestRuntimeModeIsNotPersisted(t *testing.T) {
 	k := &fakeKernel{mode: config.NetnsShared}
 	p := &netns.Part{Host: h, Kernel: k}
 	pl := &config.Policy{Netns: config.Netns{Mode: config.NetnsShared, Runtime: config.NetnsExclusive}}
-	acts := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pl}).Actions)
+	acts := byWhat(p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pl}).Actions)
 	if a := acts["netns mode"]; a.Status != reconcile.Changed || a.To != "exclusive" || k.mode != config.NetnsExclusive {
 		t.Errorf("mode: %v (kernel %s)", a, k.mode)
 	}
@@ -206,12 +206,12 @@ func TestRuntimeModeAloneWritesNoFile(t *testing.T) {
 	h := newHost(t, true)
 	k := &fakeKernel{mode: config.NetnsShared}
 	p := &netns.Part{Host: h, Kernel: k}
-	p.Apply(context.Background(), &reconcile.Pass{Policy: pol(config.NetnsExclusive)})
+	p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol(config.NetnsExclusive)})
 	if _, err := os.Stat(h.Path(netns.ModprobeFile)); err != nil {
 		t.Fatal(err)
 	}
 	pl := &config.Policy{Netns: config.Netns{Runtime: config.NetnsExclusive}}
-	acts := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pl}).Actions)
+	acts := byWhat(p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pl}).Actions)
 	if a := acts["netns modprobe.d"]; a.Status != reconcile.Changed || a.To != "absent" {
 		t.Errorf("modprobe.d: %v", a)
 	}
@@ -230,7 +230,7 @@ func TestRuntimeModeEBUSY(t *testing.T) {
 	k := &fakeKernel{mode: config.NetnsShared, otherNetns: true}
 	p := &netns.Part{Host: h, Kernel: k}
 	pl := &config.Policy{Netns: config.Netns{Runtime: config.NetnsExclusive}}
-	a := byWhat(p.Apply(context.Background(), &reconcile.Pass{Policy: pl}).Actions)["netns mode"]
+	a := byWhat(p.ApplyHost(context.Background(), &reconcile.HostRun{Policy: pl}).Actions)["netns mode"]
 	if a.Status != reconcile.Failed || !errors.Is(a.Err, syscall.EBUSY) {
 		t.Fatalf("mode: %v", a)
 	}
@@ -246,7 +246,7 @@ func TestUndo(t *testing.T) {
 	k := &fakeKernel{mode: config.NetnsShared}
 	p := &netns.Part{Host: h, Kernel: k}
 	ctx := context.Background()
-	acts := byWhat(p.Apply(ctx, &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
+	acts := byWhat(p.ApplyHost(ctx, &reconcile.HostRun{Policy: pol(config.NetnsExclusive)}).Actions)
 	mode, file := acts["netns mode"], acts["netns modprobe.d"]
 	o, _ := netns.Mode.Old(mode)
 	n, _ := netns.Mode.New(mode)
@@ -266,8 +266,8 @@ func TestUndo(t *testing.T) {
 	}
 
 	// A file that existed comes back with its content.
-	p.Apply(ctx, &reconcile.Pass{Policy: pol(config.NetnsShared)})
-	acts = byWhat(p.Apply(ctx, &reconcile.Pass{Policy: pol(config.NetnsExclusive)}).Actions)
+	p.ApplyHost(ctx, &reconcile.HostRun{Policy: pol(config.NetnsShared)})
+	acts = byWhat(p.ApplyHost(ctx, &reconcile.HostRun{Policy: pol(config.NetnsExclusive)}).Actions)
 	if err := p.Undo(ctx, acts["netns modprobe.d"]); err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ type mlx4Want struct {
 }
 
 // Apply implements reconcile.HostPart.
-func (m *MLX4Part) Apply(_ context.Context, pass *reconcile.Pass) reconcile.Result {
+func (m *MLX4Part) ApplyHost(_ context.Context, pass *reconcile.HostRun) reconcile.Result {
 	var wants []mlx4Want
 	for _, d := range pass.Devices {
 		if d.Driver != host.DriverMLX4 {

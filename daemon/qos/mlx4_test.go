@@ -26,7 +26,7 @@ func mlx4Pass(t *testing.T, root string, pol *config.Policy, extra ...host.Devic
 	for i := range extra {
 		devs = append(devs, &extra[i])
 	}
-	return (&qos.MLX4Part{Host: h}).Apply(context.Background(), &reconcile.Pass{Policy: pol, Devices: devs}), h
+	return (&qos.MLX4Part{Host: h}).ApplyHost(context.Background(), &reconcile.HostRun{Policy: pol, Devices: devs}), h
 }
 
 func TestMLX4OptionsFile(t *testing.T) {

@@ -249,7 +249,7 @@ var errNoEthtool = errors.New("this rdmad has no ethtool access (global pause an
 
 // Apply keeps PFC and trust on the netdev of every port of the device a
 // [[qos]] rule selects. A netdev that refuses fails alone.
-func (p *Part) Apply(_ context.Context, run *reconcile.DeviceRun) {
+func (p *Part) ApplyDevice(_ context.Context, run *reconcile.DeviceRun) {
 	dev := run.Device
 	target := reconcile.TargetOf(dev)
 	// Whether the device is a virtual function takes up to three reads:

@@ -319,7 +319,7 @@ func TestPublishesWhatNoRuleDeclares(t *testing.T) {
 	}
 	run := reconcile.NewDeviceRun(policy(t, "[[qos]]\ndevice = \"mlx5_0\"\npfc = [3]\n"), &d)
 	run.Publish = true
-	e.part.Apply(context.Background(), run)
+	e.part.ApplyDevice(context.Background(), run)
 	seen := map[string]string{}
 	for _, r := range run.Records {
 		if r.Setting.Name == "qos_pfc" {

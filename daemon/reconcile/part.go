@@ -8,7 +8,8 @@ import (
 	"github.com/rdmad/rdmad/daemon/host"
 )
 
-// Part is what every part provides besides Apply: the kinds of the actions
+// Part is what every part provides besides its ApplyHost or ApplyDevice:
+// the kinds of the actions
 // it reports, the settings it keeps, and how to undo one of its changes.
 type Part interface {
 	// Kinds lists the kinds of the actions the part reports; no two parts
@@ -28,13 +29,22 @@ var ErrNotUndoable = errors.New("cannot be undone")
 
 // HostPart is a concern that applies to the host as a whole (modules,
 // memlock, netns, soft links).
+//
+// The two kinds of part apply in two shapes, and their methods say which
+// (ApplyHost, ApplyDevice) so that neither passes for the other: a host
+// part runs once per pass, alone, and returns a Result, because besides
+// its actions and records it establishes facts the rest of the pass reads
+// before the device parts run (the modules now loaded, the devices it
+// created); the device parts of one device share one DeviceRun, which
+// collects what each adds, and many devices run at once.
 type HostPart interface {
 	Part
-	Apply(ctx context.Context, p *Pass) Result
+	ApplyHost(ctx context.Context, run *HostRun) Result
 }
 
-// Pass is what a host part sees of one pass.
-type Pass struct {
+// HostRun is what a host part sees of one pass; it is the pass's
+// WriteGuard for the part.
+type HostRun struct {
 	Policy *config.Policy
 	// Devices is every device known after this pass's reads, sorted by
 	// name; parts read them and must not change them. Early parts see the
@@ -48,7 +58,7 @@ type Pass struct {
 }
 
 // Hold implements WriteGuard.
-func (p *Pass) Hold(s Subject, st *Setting, want Value, src config.Position) (RecordState, error) {
+func (p *HostRun) Hold(s Subject, st *Setting, want Value, src config.Position) (RecordState, error) {
 	if p.guard == nil {
 		return Differs, nil
 	}
@@ -56,10 +66,10 @@ func (p *Pass) Hold(s Subject, st *Setting, want Value, src config.Position) (Re
 }
 
 // ReadOnly implements WriteGuard.
-func (p *Pass) ReadOnly() bool { return p.guard != nil && p.guard.ReadOnly() }
+func (p *HostRun) ReadOnly() bool { return p.guard != nil && p.guard.ReadOnly() }
 
 // Backoff implements BackoffGuard.
-func (p *Pass) Backoff(s Subject, st *Setting, want Value, src config.Position) (Record, bool) {
+func (p *HostRun) Backoff(s Subject, st *Setting, want Value, src config.Position) (Record, bool) {
 	if br, ok := p.guard.(BackoffGuard); ok {
 		return br.Backoff(s, st, want, src)
 	}
@@ -81,13 +91,15 @@ type Result struct {
 
 // DevicePart is a concern applied to one device at a time (RoCE, VPI,
 // QoS). It may run for several devices at once. It reports port-level
-// actions and records with PortSubject.
+// actions and records with PortSubject, adding them to the device's run
+// (HostPart says why the shapes differ).
 type DevicePart interface {
 	Part
-	Apply(ctx context.Context, run *DeviceRun)
+	ApplyDevice(ctx context.Context, run *DeviceRun)
 }
 
-// DeviceRun is one device's turn in a pass: what the device parts read,
+// DeviceRun is one device's turn in a pass, and the pass's WriteGuard for
+// its parts: what the device parts read,
 // and where they put what they did. The parts of one device run one after
 // the other on it.
 type DeviceRun struct {
@@ -113,7 +125,7 @@ func NewDeviceRun(pol *config.Policy, dev *host.Device) *DeviceRun {
 // device in one run).
 func RunDevice(ctx context.Context, p DevicePart, pol *config.Policy, dev *host.Device) *DeviceRun {
 	run := NewDeviceRun(pol, dev)
-	p.Apply(ctx, run)
+	p.ApplyDevice(ctx, run)
 	return run
 }
 

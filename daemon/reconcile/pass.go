@@ -201,7 +201,7 @@ func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, 
 	}
 	stepTo(g, "judge the host-wide settings made before the devices are read")
 	for _, p := range r.early {
-		out := p.Apply(ctx, &Pass{Policy: pol, Devices: known, Forced: scope.Forced, guard: g})
+		out := p.ApplyHost(ctx, &HostRun{Policy: pol, Devices: known, Forced: scope.Forced, guard: g})
 		res.hostActs = append(res.hostActs, out.Actions...)
 		res.hostRecs = append(res.hostRecs, out.Records...)
 		for _, n := range out.Created {
@@ -261,10 +261,10 @@ func (r *Reconciler) pass(ctx context.Context, pol *config.Policy, scope Scope, 
 	}
 
 	all := r.mergeKnown(known, res.working, res.gone)
-	hostPass := &Pass{Policy: pol, Devices: all, Forced: scope.Forced, guard: g}
+	hostPass := &HostRun{Policy: pol, Devices: all, Forced: scope.Forced, guard: g}
 	stepTo(g, "judge the host-wide settings")
 	for _, p := range r.hostParts {
-		out := p.Apply(ctx, hostPass)
+		out := p.ApplyHost(ctx, hostPass)
 		res.hostActs = append(res.hostActs, out.Actions...)
 		res.hostRecs = append(res.hostRecs, out.Records...)
 		if out.Modules != nil {
@@ -446,7 +446,7 @@ func (r *Reconciler) applyDevices(ctx context.Context, pol *config.Policy, worki
 		run.Actions = make([]Action, 0, 2*len(dev.Ports))
 		run.Records = make([]Record, 0, 2*len(dev.Ports))
 		for _, p := range r.deviceParts {
-			p.Apply(ctx, run)
+			p.ApplyDevice(ctx, run)
 		}
 		runs[i] = run
 	})

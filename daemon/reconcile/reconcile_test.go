@@ -354,7 +354,7 @@ func (reregisteringPart) Undo(context.Context, reconcile.Action) error {
 
 func (reregisteringPart) RecreatesDevice(a reconcile.Action) bool { return a.Kind == "vpi port type" }
 
-func (p reregisteringPart) Apply(_ context.Context, run *reconcile.DeviceRun) {
+func (p reregisteringPart) ApplyDevice(_ context.Context, run *reconcile.DeviceRun) {
 	d := run.Device
 	if d.Name != "mlx4_0" {
 		return

@@ -194,7 +194,7 @@ type Part struct {
 // [[roce]] rule selects, and records the kernel's values of the others
 // when the daemon publishes them. A port that refuses a value fails alone;
 // the other ports still run.
-func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
+func (p *Part) ApplyDevice(ctx context.Context, run *reconcile.DeviceRun) {
 	dev := run.Device
 	target := reconcile.TargetOf(dev)
 	cm := p.cm(dev.Name)

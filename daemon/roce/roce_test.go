@@ -31,7 +31,7 @@ func applyRun(t *testing.T, h *host.Host, pol *config.Policy, dev string) *recon
 		t.Fatal(err)
 	}
 	run := reconcile.NewDeviceRun(pol, &d)
-	(&roce.Part{Host: h}).Apply(context.Background(), run)
+	(&roce.Part{Host: h}).ApplyDevice(context.Background(), run)
 	return run
 }
 
@@ -193,7 +193,7 @@ func TestMissingConfigfsAndVanishedDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := reconcile.NewDeviceRun(pol, &d)
-	(&roce.Part{Host: h}).Apply(context.Background(), run)
+	(&roce.Part{Host: h}).ApplyDevice(context.Background(), run)
 	acts := run.Actions
 	if len(acts) != 1 || acts[0].Status != reconcile.Failed || acts[0].Subject != reconcile.DeviceSubject("mlx5_0") ||
 		!strings.Contains(acts[0].Err.Error(), "rdma_cm module loaded") {
@@ -211,7 +211,7 @@ func TestMissingConfigfsAndVanishedDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	run = reconcile.NewDeviceRun(pol, &d)
-	(&roce.Part{Host: h}).Apply(context.Background(), run)
+	(&roce.Part{Host: h}).ApplyDevice(context.Background(), run)
 	if acts := run.Actions; len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "ENODEV") {
 		t.Fatalf("acts = %+v", acts)
 	}
@@ -238,7 +238,7 @@ func TestLoadsRDMACMWhenConfigfsIsMissing(t *testing.T) {
 	}
 	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("mlx5_0")}, TOS: tos(3)}}}
 	run := reconcile.NewDeviceRun(pol, &d)
-	(&roce.Part{Host: h, Loader: loader}).Apply(context.Background(), run)
+	(&roce.Part{Host: h, Loader: loader}).ApplyDevice(context.Background(), run)
 	if got, want := statuses(run.Actions), "mlx5_0 configfs rdma_cm changed, mlx5_0/1 roce tos changed"; got != want {
 		t.Fatalf("%s, want %s", got, want)
 	}
@@ -267,7 +267,7 @@ func TestHangingRDMACMLoadIsBounded(t *testing.T) {
 	loader := &hosttest.Modprobe{Block: make(chan struct{})}
 	pol := &config.Policy{RoCE: []config.RoCERule{{Selector: config.Selector{Device: config.Glob("mlx5_0")}, TOS: tos(3)}}}
 	run := reconcile.NewDeviceRun(pol, &d)
-	(&roce.Part{Host: h, Loader: loader}).Apply(ctx, run)
+	(&roce.Part{Host: h, Loader: loader}).ApplyDevice(ctx, run)
 	acts := run.Actions
 	if len(acts) != 1 || acts[0].Status != reconcile.Failed || !strings.Contains(acts[0].Err.Error(), "loading rdma_cm failed") {
 		t.Fatalf("acts = %+v", acts)
@@ -315,7 +315,7 @@ func TestRecords(t *testing.T) {
 	}
 	pub := reconcile.NewDeviceRun(pol, &d)
 	pub.Publish = true
-	(&roce.Part{Host: k.Host()}).Apply(context.Background(), pub)
+	(&roce.Part{Host: k.Host()}).ApplyDevice(context.Background(), pub)
 	if len(pub.Actions) != 0 || len(pub.Records) != 2 {
 		t.Fatalf("publishing an undeclared port: actions %+v records %+v", pub.Actions, pub.Records)
 	}
@@ -346,7 +346,7 @@ func TestHeldWriteIsRecordedAsDiffering(t *testing.T) {
 	}
 	run := reconcile.NewDeviceRun(pol, &d)
 	run.Guard(holdAll{})
-	(&roce.Part{Host: k.Host()}).Apply(context.Background(), run)
+	(&roce.Part{Host: k.Host()}).ApplyDevice(context.Background(), run)
 	if k.WriteCount() != 0 {
 		t.Errorf("wrote %v", k.Writes)
 	}

@@ -24,7 +24,7 @@ func tcRun(t *testing.T, k *hosttest.Kernel, toml string, publish bool) *reconci
 	}
 	run := reconcile.NewDeviceRun(pol, &d)
 	run.Publish = publish
-	(&roce.Part{Host: h}).Apply(context.Background(), run)
+	(&roce.Part{Host: h}).ApplyDevice(context.Background(), run)
 	return run
 }
 

@@ -118,7 +118,7 @@ func (p *Part) Undo(_ context.Context, a reconcile.Action) error {
 func (*Part) RecreatesDevice(a reconcile.Action) bool { return a.Kind == PortType.Kind() }
 
 // Apply implements reconcile.DevicePart.
-func (p *Part) Apply(ctx context.Context, run *reconcile.DeviceRun) {
+func (p *Part) ApplyDevice(ctx context.Context, run *reconcile.DeviceRun) {
 	pol, dev := run.Policy, run.Device
 	if len(pol.VPI) == 0 {
 		return

@@ -138,8 +138,8 @@ type kernelReregisters struct {
 	h *host.Host
 }
 
-func (k kernelReregisters) Apply(ctx context.Context, run *reconcile.DeviceRun) {
-	k.Part.Apply(ctx, run)
+func (k kernelReregisters) ApplyDevice(ctx context.Context, run *reconcile.DeviceRun) {
+	k.Part.ApplyDevice(ctx, run)
 	for _, a := range run.Actions {
 		if a.Status == reconcile.Changed {
 			os.RemoveAll(k.h.Path(host.ClassInfiniband, run.Device.Name))
@@ -196,8 +196,8 @@ type moveAway struct {
 	h *host.Host
 }
 
-func (m moveAway) Apply(ctx context.Context, run *reconcile.DeviceRun) {
-	m.Part.Apply(ctx, run)
+func (m moveAway) ApplyDevice(ctx context.Context, run *reconcile.DeviceRun) {
+	m.Part.ApplyDevice(ctx, run)
 	for _, a := range run.Actions {
 		if a.Status == reconcile.Changed {
 			os.Rename(m.h.Path(host.ClassInfiniband, run.Device.Name), m.h.Path("unregistered-"+run.Device.Name))
