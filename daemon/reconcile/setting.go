@@ -38,17 +38,34 @@ type Wired interface {
 
 // Setting describes one kind of setting; its part declares it once with
 // NewSetting.
+//
+// A setting is spelled once for each of four readers, and each spelling
+// is used for that reader only (all four are published, so none changes):
+//
+//   - Name ("roce_tos") is its identifier for programs: metric labels,
+//     D-Bus keys and Setting.Name, found.json, doctor's finding ids.
+//     The daemon's code tells one setting from another by the *Setting (or
+//     its Handle), never by a string.
+//   - Key ("roce.tos") is where the configuration declares it; several
+//     settings may share one (both memlock files come from [memlock]).
+//   - Title ("RoCE TOS") is its name in sentences for operators: errors,
+//     doctor's messages, D-Bus Setting.Title, rdmactl's tables.
+//   - Kind ("roce tos") is the kind of the actions that set it, as every
+//     action of a pass has one (making a directory, loading modules): the
+//     label of its Actions in Reconcile's and Plan's replies and the
+//     journal. It routes an action to its part's Undo.
 type Setting struct {
 	// Name identifies the setting everywhere it is published: the
 	// "setting" label of rdmad_port_drift and rdmad_host_drift, the key of
 	// Port.Drift, doctor's finding id (roce_tos: roce-tos-differs), the
 	// key of found.json. Lower case and underscores; unique.
 	Name string
-	// Kind is the kind of the actions that set it.
+	// Kind is the kind of the actions that set it (Action.Kind); unique
+	// among every part's kinds.
 	Kind Kind
 	// Key is what declares it in the files (roce.tos).
 	Key config.Key
-	// Title names it for operators: "RoCE TOS".
+	// Title names it for operators, in sentences: "RoCE TOS".
 	Title string
 	// Gauge, when set, publishes the kernel's value of every subject
 	// whose record holds one, declared or not (rdmad_port_roce_tos).
