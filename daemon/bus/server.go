@@ -89,7 +89,7 @@ type Server struct {
 	proc audit.Proc
 
 	reclaim reclaimer                  // returns a big reply's garbage to the system
-	reports atomic.Pointer[reportGate] // Describe and Diagnose (reports.go)
+	reports atomic.Pointer[reportGate] // Describe and Diagnose (reportgate.go)
 	plans   *callerGate                // Plan's slots (plan.go)
 	lives   *callerGate                // ReadPorts' slots (live.go)
 	refused *refusedLog                // refused calls, counted and logged at a bounded rate (refused.go)

@@ -30,7 +30,7 @@ var (
 	CNPPriority  = reconcile.NewSetting[CNPValue](reconcile.Setting{Name: "qos_cnp_priority", Kind: "qos cnp_priority", Key: config.QoSCNPPriority.Key(), Title: "CNP priority", Tools: dcbTools, Valid: validCNPPrio})
 )
 
-// losslessSettings are the settings of settings.go, in the order a port
+// losslessSettings are the settings of this file, in the order a port
 // applies them.
 func losslessSettings() []*reconcile.Setting {
 	return []*reconcile.Setting{DCBX.Setting(), CableLength.Setting(), PrioTC.Setting(), Bandwidth.Setting(), Maxrate.Setting(),
