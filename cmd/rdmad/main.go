@@ -84,11 +84,7 @@ func run() int {
 	defer stop()
 
 	h := host.New(*root)
-	kernel := compose.RealKernel()
-	if h.Root != "/" {
-		kernel = offHostKernel(h, kernel)
-	}
-	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Parts: compose.Parts(kernel), Log: log, OneShot: *once})
+	svc, err := service.New(service.Options{Host: h, ConfigFile: *configFile, Parts: compose.Parts(compose.KernelFor(h)), Log: log, OneShot: *once})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "rdmad: %v\n", err)
 		return 1

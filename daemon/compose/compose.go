@@ -1,6 +1,7 @@
 // Package compose is rdmad's composition root: the one place that knows
 // every part and wires what follows the service. It builds the parts on
-// the kernel interfaces and hands them to the service, which knows them
+// the kernel interfaces (those KernelFor chooses for the host's root,
+// kernel.go) and hands them to the service, which knows them
 // only through reconcile's part interfaces and its own small ones
 // (service.Parts); and it attaches to the running service its outputs and
 // inputs: the bus (bus.go), the metrics textfile (textfile.go), the event

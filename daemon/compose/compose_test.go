@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +16,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
+	"github.com/rdmad/rdmad/daemon/fixturekernel"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/links"
@@ -240,5 +244,39 @@ func TestEveryRoCESettingHasANotification(t *testing.T) {
 	}
 	if n, ok := reconcile.NotificationOf(table, "mlx5_core", qos.PFC.Setting()); !ok || n.Notice != reconcile.NoticeDCB {
 		t.Errorf("PFC on mlx5: %+v", n)
+	}
+}
+
+// rdmad acts through this machine's kernel only on its own root: under
+// any other root (rdmad --root) RDMA netlink, DCB and ethtool are never
+// this machine's, and DCB and ethtool are the fixture's own state where
+// it carries one.
+func TestKernelForActsOnThisMachineOnlyAtItsRoot(t *testing.T) {
+	if k := compose.KernelFor(host.New("/")); !reflect.DeepEqual(k, compose.RealKernel()) {
+		t.Errorf("at / = %#v, want the real kernel", k)
+	}
+	root := t.TempDir()
+	real := compose.RealKernel()
+	k := compose.KernelFor(host.New(root))
+	for name, pair := range map[string][2]any{"links": {k.Links, real.Links}, "netns": {k.Netns, real.Netns}, "dcb": {k.DCB, real.DCB}, "ethtool": {k.Ethtool, real.Ethtool}} {
+		if reflect.TypeOf(pair[0]) == reflect.TypeOf(pair[1]) {
+			t.Errorf("under --root %s: %s is this machine's (%T)", root, name, pair[0])
+		}
+	}
+	if err := k.Links.LinkDel("rxe0"); err == nil || !strings.Contains(err.Error(), "--root") {
+		t.Errorf("links under --root: %v, want an error naming --root", err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, filepath.Dir(fixturekernel.File)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, fixturekernel.File), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k = compose.KernelFor(host.New(root))
+	if _, ok := k.DCB.(*fixturekernel.Kernel); !ok {
+		t.Errorf("dcb of a fixture with %s: %T, want the fixture's", fixturekernel.File, k.DCB)
+	}
+	if _, ok := k.Ethtool.(*fixturekernel.Kernel); !ok {
+		t.Errorf("ethtool of a fixture with %s: %T, want the fixture's", fixturekernel.File, k.Ethtool)
 	}
 }
