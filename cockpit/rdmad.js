@@ -597,8 +597,10 @@
         const mode = $("roce-mode").value;
         const tosText = $("roce-tos").value.trim();
         const tos = tosText === "" ? -1 : Number(tosText);
-        if (tosText !== "" && !(Number.isInteger(tos) && tos >= 0 && tos <= 255)) {
-            showResult("roce-result", "TOS must be a whole number from 0 to 255, or empty to keep it.", "fail");
+        // The field's min and max are the contract's range (go generate ./dbusapi).
+        const tosMin = Number($("roce-tos").min), tosMax = Number($("roce-tos").max);
+        if (tosText !== "" && !(Number.isInteger(tos) && tos >= tosMin && tos <= tosMax)) {
+            showResult("roce-result", "TOS must be a whole number from " + tosMin + " to " + tosMax + ", or empty to keep it.", "fail");
             return;
         }
         if (!mode && tos < 0) {

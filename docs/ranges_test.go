@@ -16,8 +16,8 @@ import (
 	"github.com/rdmad/rdmad/dbusapi"
 )
 
-// keyRanges are the ranges of the [[qos]] keys' values, as the files
-// and the contract's table give them.
+// keyRanges are the ranges of the keys' values: the [[qos]] keys', as
+// the files and the contract's table give them, and [[roce]] tos.
 func keyRanges(t *testing.T) []value.Range {
 	t.Helper()
 	seen := map[value.Range]bool{}
@@ -36,7 +36,8 @@ func keyRanges(t *testing.T) []value.Range {
 		add(k.Values)
 		add(k.Keys)
 	}
-	if len(out) < 6 {
+	add(value.TOSRange) // [[roce]] tos
+	if len(out) < 7 {
 		t.Fatalf("found %d ranges of [[qos]] keys; have the tables changed?", len(out))
 	}
 	return out
@@ -47,12 +48,20 @@ func rangeText(r value.Range) string {
 	return strconv.FormatInt(r.Min, 10) + ".." + strconv.FormatInt(r.Max, 10)
 }
 
-// TestNoKeyRangeOutsideValue keeps each [[qos]] key's range in one place,
-// package config/value: no string of the code, the contract or the web
-// console writes it ("1..999"), no call passes its two ends as literals
-// (integer(p, v, 0, 7)) and no value.Range literal repeats it, except what go generate ./dbusapi
-// makes from the table (SetQoSSettings' settings paragraph, the web
-// console's lossless form). A range written twice is a range that one day
+// rangeTexts are the ways text writes a range: "1..999", and in words
+// "1 to 999" (value.Range.Words).
+func rangeTexts(r value.Range) []string {
+	return []string{rangeText(r), strconv.FormatInt(r.Min, 10) + " to " + strconv.FormatInt(r.Max, 10)}
+}
+
+// TestNoKeyRangeOutsideValue keeps each key's range (the [[qos]] keys',
+// [[roce]] tos) in one place, package config/value: no string of the
+// code, the contract or the web console writes it ("1..999", "1 to
+// 999"), no call passes its two ends as literals (integer(p, v, 0, 7))
+// and no value.Range literal repeats it, except what go generate
+// ./dbusapi makes (SetQoSSettings' settings paragraph and the web
+// console's lossless form from the table, the TOS lines of
+// dbusapi.RangeLines). A range written twice is a range that one day
 // differs: the decoder's, the flag's and the writer's must be the rule
 // of package value.
 func TestNoKeyRangeOutsideValue(t *testing.T) {
@@ -89,8 +98,10 @@ func TestNoKeyRangeOutsideValue(t *testing.T) {
 						return true
 					}
 					for _, r := range ranges {
-						if strings.Contains(n.Value, rangeText(r)) {
-							t.Errorf("%s: %s writes the range %s of a [[qos]] key: use package value's (%s)", fset.Position(n.Pos()), n.Value, rangeText(r), r)
+						for _, text := range rangeTexts(r) {
+							if strings.Contains(n.Value, text) {
+								t.Errorf("%s: %s writes the range %s of a key: use package value's (%s)", fset.Position(n.Pos()), n.Value, text, r)
+							}
 						}
 					}
 				case *ast.CompositeLit:
@@ -135,6 +146,7 @@ func TestNoKeyRangeOutsideValue(t *testing.T) {
 	}
 	// The contract and the web console, but for what the table makes.
 	contract := strings.Replace(string(dbusapi.IntrospectionXML), settingsParagraph(t), "", 1)
+	contract = withoutRangeLines(t, contract, "contract")
 	page, err := os.ReadFile("../cockpit/index.html")
 	if err != nil {
 		t.Fatal(err)
@@ -149,12 +161,14 @@ func TestNoKeyRangeOutsideValue(t *testing.T) {
 	}
 	for name, text := range map[string]string{
 		"dbusapi/org.rdmad1.xml": contract,
-		"cockpit/index.html":     string(page[:start]) + string(page[end:]),
+		"cockpit/index.html":     withoutRangeLines(t, string(page[:start])+string(page[end:]), "cockpit"),
 		"cockpit/rdmad.js":       string(script),
 	} {
 		for _, r := range ranges {
-			if strings.Contains(text, rangeText(r)) {
-				t.Errorf("%s writes the range %s of a [[qos]] key outside what go generate ./dbusapi makes", name, rangeText(r))
+			for _, rt := range rangeTexts(r) {
+				if strings.Contains(text, rt) {
+					t.Errorf("%s writes the range %s of a key outside what go generate ./dbusapi makes", name, rt)
+				}
 			}
 		}
 	}
@@ -171,6 +185,22 @@ func settingsParagraph(t *testing.T) string {
 		t.Fatal("org.rdmad1.xml: no settings paragraph in SetQoSSettings")
 	}
 	return xml[i+1 : i+1+j]
+}
+
+// withoutRangeLines is text without the lines go generate ./dbusapi
+// writes from package value's ranges (dbusapi.RangeLines) in file in.
+func withoutRangeLines(t *testing.T, text, in string) string {
+	t.Helper()
+	for _, l := range dbusapi.RangeLines {
+		if l.In != in {
+			continue
+		}
+		if !strings.Contains(text, "\n"+l.Line+"\n") {
+			t.Fatalf("%s lacks its generated line %q: run go generate ./dbusapi", in, l.Line)
+		}
+		text = strings.Replace(text, "\n"+l.Line+"\n", "\n", 1)
+	}
+	return text
 }
 
 func intLiteral(e ast.Expr) (int64, bool) {

@@ -1,6 +1,7 @@
 // Command gendoc writes what is made from the contract: the settings
 // paragraph of SetQoSSettings in org.rdmad1.xml and the web console's
 // lossless form, both from the table of [[qos]] keys (dbusapi.QoSKeys),
+// the lines of both that give another value's range (dbusapi.RangeLines),
 // then docs/dbus-api.md from the contract as rewritten.
 package main
 
@@ -27,11 +28,23 @@ func main() {
 }
 
 func run(contractFile, indexFile, markdownFile string) error {
-	contract, err := rewrite(contractFile, withSettingsDoc)
+	contract, err := rewrite(contractFile, func(b []byte) ([]byte, error) {
+		b, err := withSettingsDoc(b)
+		if err != nil {
+			return nil, err
+		}
+		return withRangeLines(b, "contract")
+	})
 	if err != nil {
 		return err
 	}
-	if _, err := rewrite(indexFile, withQoSForm); err != nil {
+	if _, err := rewrite(indexFile, func(b []byte) ([]byte, error) {
+		b, err := withQoSForm(b)
+		if err != nil {
+			return nil, err
+		}
+		return withRangeLines(b, "cockpit")
+	}); err != nil {
 		return err
 	}
 	c, err := dbusapi.ParseContract(contract)
@@ -76,6 +89,32 @@ func between(data []byte, after, start, end, text string) ([]byte, error) {
 	}
 	j += i + 1
 	return []byte(s[:i] + text + s[j:]), nil
+}
+
+// withRangeLines writes the lines of data that dbusapi.RangeLines gives
+// for the file in.
+func withRangeLines(data []byte, in string) ([]byte, error) {
+	for _, l := range dbusapi.RangeLines {
+		if l.In != in {
+			continue
+		}
+		s := string(data)
+		from := strings.Index(s, l.After)
+		if from < 0 {
+			return nil, fmt.Errorf("no %q", l.After)
+		}
+		i := strings.Index(s[from:], "\n"+l.Start)
+		if i < 0 {
+			return nil, fmt.Errorf("no line %q after %q", l.Start, l.After)
+		}
+		i += from + 1
+		j := strings.IndexByte(s[i:], '\n')
+		if j < 0 {
+			return nil, fmt.Errorf("line %q has no end", l.Start)
+		}
+		data = []byte(s[:i] + l.Line + s[i+j:])
+	}
+	return data, nil
 }
 
 // The settings paragraph is the lines of SetQoSSettings' comment from

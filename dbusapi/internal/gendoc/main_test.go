@@ -71,3 +71,41 @@ func TestRewriteReplacesOnlyTheGeneratedLines(t *testing.T) {
 		t.Error("a contract without SetQoSSettings was rewritten")
 	}
 }
+
+// The lines of the contract and of the web console that give a range
+// outside the table (the RoCE TOS) are what package value makes, and a
+// stale one is rewritten.
+func TestRangeLinesAreCurrent(t *testing.T) {
+	page, err := os.ReadFile("../../../cockpit/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, data := range map[string][]byte{"contract": dbusapi.IntrospectionXML, "cockpit": page} {
+		want, err := withRangeLines(data, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(want, data) {
+			t.Errorf("%s: a line of dbusapi.RangeLines is stale: run go generate ./dbusapi", in)
+		}
+		n := 0
+		for _, l := range dbusapi.RangeLines {
+			if l.In == in {
+				n++
+				if !bytes.Contains(data, []byte("\n"+l.Line+"\n")) {
+					t.Errorf("%s lacks the line %q", in, l.Line)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("no range line in %s", in)
+		}
+	}
+	stale := bytes.Replace(dbusapi.IntrospectionXML, []byte("      tos: 0..255,"), []byte("      tos: 0..63,"), 1)
+	if bytes.Equal(stale, dbusapi.IntrospectionXML) {
+		t.Fatal("the contract has no tos line to spoil")
+	}
+	if got, err := withRangeLines(stale, "contract"); err != nil || !bytes.Equal(got, dbusapi.IntrospectionXML) {
+		t.Errorf("rewriting a stale tos line: %v", err)
+	}
+}

@@ -52,7 +52,7 @@ func roceSetCommand(e *env) *cobra.Command {
 		Use:   "set DEV[/PORT] [--mode v1|v2] [--tos N] [--persist]",
 		Short: "Set the default RoCE mode and/or TOS of RDMA-CM",
 		Long: `Set the default RoCE mode (v1 is "IB/RoCE v1", v2 is "RoCE v2") and/or TOS
-(0..255) of RDMA-CM on one port, or on every port of DEV. Without --persist
+(` + value.TOSRange.String() + `) of RDMA-CM on one port, or on every port of DEV. Without --persist
 the change lasts until rdmad stops; with it, it is written to
 /etc/rdma/rdmad.d/zz-rdmad-persist.toml and survives restarts.`,
 		Example:           "  rdmactl roce set mlx5_0/1 --mode v2 --tos 106 --persist",
@@ -82,7 +82,7 @@ the change lasts until rdmad stops; with it, it is written to
 		},
 	}
 	c.Flags().StringVar(&mode, "mode", "", "RoCE mode: v1 (IB/RoCE v1) or v2 (RoCE v2)")
-	c.Flags().IntVar(&tos, "tos", -1, "type of service, 0..255")
+	c.Flags().IntVar(&tos, "tos", -1, "type of service, "+value.TOSRange.String())
 	c.Flags().BoolVar(&persist, "persist", false, "also write it to rdmad's drop-in, so it survives restarts")
 	_ = c.RegisterFlagCompletionFunc("mode", fixed("v1", "v2"))
 	_ = c.RegisterFlagCompletionFunc("tos", fixed("0", "106"))
