@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-//go:generate go run ./internal/gendoc org.rdmad1.xml ../cockpit/index.html ../docs/dbus-api.md
+//go:generate go run ./internal/gendoc org.rdmad1.xml ../cockpit/index.html ../docs/dbus-api.md ../etc/rdma/rdmad.toml ../docs/rdmad.toml.5 ../docs/rdmactl.8
 
 // Markdown renders the contract as the D-Bus API reference
 // (docs/dbus-api.md); a test fails when the checked-in file differs.

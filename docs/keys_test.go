@@ -44,7 +44,8 @@ func TestEveryQoSKeyHasEachFacet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := string(man)[strings.Index(string(man), ".SS [[qos]]"):]
+	page := expandManStrings(string(man))
+	section := page[strings.Index(page, ".SS [[qos]]"):]
 	section = section[:strings.Index(section[1:], "\n.SS ")+1]
 	for i, c := range contract {
 		f := files[i]

@@ -61,7 +61,10 @@ func rangeTexts(r value.Range) []string {
 // and no value.Range literal repeats it, except what go generate
 // ./dbusapi makes (SetQoSSettings' settings paragraph and the web
 // console's lossless form from the table, the TOS lines of
-// dbusapi.RangeLines). A range written twice is a range that one day
+// dbusapi.RangeLines); nor does a manual page or the example
+// configuration, but for the roff strings of dbusapi.ManRanges and the
+// example's lines of dbusapi.RangeLines that go generate ./dbusapi
+// writes. A range written twice is a range that one day
 // differs: the decoder's, the flag's and the writer's must be the rule
 // of package value.
 func TestNoKeyRangeOutsideValue(t *testing.T) {
@@ -159,11 +162,32 @@ func TestNoKeyRangeOutsideValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	example, err := os.ReadFile("../etc/rdma/rdmad.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := map[string]string{
+		"etc/rdma/rdmad.toml": withoutRangeLines(t, string(example), "example"),
+	}
+	pages, _ := filepath.Glob("*.[1-8]")
+	if len(pages) < 3 {
+		t.Fatalf("manual pages: %v", pages)
+	}
+	for _, page := range pages {
+		data, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts["docs/"+page] = withoutManRanges(string(data))
+	}
 	for name, text := range map[string]string{
 		"dbusapi/org.rdmad1.xml": contract,
 		"cockpit/index.html":     withoutRangeLines(t, string(page[:start])+string(page[end:]), "cockpit"),
 		"cockpit/rdmad.js":       string(script),
 	} {
+		texts[name] = text
+	}
+	for name, text := range texts {
 		for _, r := range ranges {
 			for _, rt := range rangeTexts(r) {
 				if strings.Contains(text, rt) {
@@ -201,6 +225,30 @@ func withoutRangeLines(t *testing.T, text, in string) string {
 		text = strings.Replace(text, "\n"+l.Line+"\n", "\n", 1)
 	}
 	return text
+}
+
+// withoutManRanges is a manual page without the roff strings go generate
+// ./dbusapi defines from package value (dbusapi.ManRanges).
+func withoutManRanges(page string) string {
+	i := strings.Index(page, dbusapi.ManRangesStart)
+	j := strings.Index(page, dbusapi.ManRangesEnd)
+	if i < 0 || j < i {
+		return page
+	}
+	return page[:i] + page[j:]
+}
+
+// expandManStrings is a manual page with the strings it defines (.ds)
+// written in where it names them (\*[name]), as a reader sees it.
+func expandManStrings(page string) string {
+	var pairs []string
+	for _, line := range strings.Split(page, "\n") {
+		if def, ok := strings.CutPrefix(line, ".ds "); ok {
+			name, val, _ := strings.Cut(def, " ")
+			pairs = append(pairs, `\*[`+name+`]`, val)
+		}
+	}
+	return strings.NewReplacer(pairs...).Replace(page)
 }
 
 func intLiteral(e ast.Expr) (int64, bool) {

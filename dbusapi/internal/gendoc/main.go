@@ -1,8 +1,10 @@
 // Command gendoc writes what is made from the contract: the settings
 // paragraph of SetQoSSettings in org.rdmad1.xml and the web console's
 // lossless form, both from the table of [[qos]] keys (dbusapi.QoSKeys),
-// the lines of both that give another value's range (dbusapi.RangeLines),
-// then docs/dbus-api.md from the contract as rewritten.
+// the lines of both and of the example configuration that give another
+// value's range (dbusapi.RangeLines), the ranges the manual pages name
+// (dbusapi.ManRanges), then docs/dbus-api.md from the contract as
+// rewritten.
 package main
 
 import (
@@ -17,17 +19,25 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: gendoc CONTRACT.xml COCKPIT-INDEX.html OUTPUT.md")
+	if len(os.Args) < 5 {
+		fmt.Fprintln(os.Stderr, "usage: gendoc CONTRACT.xml COCKPIT-INDEX.html OUTPUT.md EXAMPLE.toml [MANPAGE...]")
 		os.Exit(2)
 	}
-	if err := run(os.Args[1], os.Args[2], os.Args[3]); err != nil {
+	if err := run(os.Args[1], os.Args[2], os.Args[3], os.Args[4], os.Args[5:]); err != nil {
 		fmt.Fprintln(os.Stderr, "gendoc:", err)
 		os.Exit(1)
 	}
 }
 
-func run(contractFile, indexFile, markdownFile string) error {
+func run(contractFile, indexFile, markdownFile, exampleFile string, manPages []string) error {
+	if _, err := rewrite(exampleFile, func(b []byte) ([]byte, error) { return withRangeLines(b, "example") }); err != nil {
+		return err
+	}
+	for _, page := range manPages {
+		if _, err := rewrite(page, withManRanges); err != nil {
+			return err
+		}
+	}
 	contract, err := rewrite(contractFile, func(b []byte) ([]byte, error) {
 		b, err := withSettingsDoc(b)
 		if err != nil {
@@ -115,6 +125,18 @@ func withRangeLines(data []byte, in string) ([]byte, error) {
 		data = []byte(s[:i] + l.Line + s[i+j:])
 	}
 	return data, nil
+}
+
+// withManRanges writes the roff strings of dbusapi.ManRanges into a
+// manual page, between its two marker lines.
+func withManRanges(page []byte) ([]byte, error) {
+	s := string(page)
+	i := strings.Index(s, "\n"+dbusapi.ManRangesStart+"\n")
+	j := strings.Index(s, "\n"+dbusapi.ManRangesEnd+"\n")
+	if i < 0 || j < i {
+		return nil, fmt.Errorf("no lines %q and %q", dbusapi.ManRangesStart, dbusapi.ManRangesEnd)
+	}
+	return []byte(s[:i+1] + dbusapi.ManRangeStrings() + s[j+len(dbusapi.ManRangesEnd)+2:]), nil
 }
 
 // The settings paragraph is the lines of SetQoSSettings' comment from

@@ -109,3 +109,42 @@ func TestRangeLinesAreCurrent(t *testing.T) {
 		t.Errorf("rewriting a stale tos line: %v", err)
 	}
 }
+
+// The manual pages define the ranges they name from package value, and
+// the example configuration's range comments are package value's.
+func TestManRangesAndExampleAreCurrent(t *testing.T) {
+	for _, page := range []string{"../../../docs/rdmad.toml.5", "../../../docs/rdmactl.8"} {
+		data, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := withManRanges(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(want, data) {
+			t.Errorf("%s: the ranges' strings are stale: run go generate ./dbusapi", page)
+		}
+		if !bytes.Contains(data, []byte(`\*[range-`)) {
+			t.Errorf("%s names no range", page)
+		}
+	}
+	example, err := os.ReadFile("../../../etc/rdma/rdmad.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := withRangeLines(example, "example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(want, example) {
+		t.Error("etc/rdma/rdmad.toml: a range comment is stale: run go generate ./dbusapi")
+	}
+	stale := bytes.Replace(want, []byte("# 0..255\n"), []byte("# 0..63\n"), 1)
+	if bytes.Equal(stale, want) {
+		t.Fatal("the example has no tos comment to spoil")
+	}
+	if got, err := withRangeLines(stale, "example"); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("rewriting a stale tos comment: %v", err)
+	}
+}
