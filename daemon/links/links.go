@@ -209,14 +209,14 @@ type Part struct {
 
 // Apply implements reconcile.HostPart. It sees the devices known before
 // the pass and reads only the declared links' own devices.
-func (p *Part) ApplyHost(ctx context.Context, pass *reconcile.HostRun) reconcile.Result {
+func (p *Part) ApplyHost(ctx context.Context, run *reconcile.HostRun) reconcile.Result {
 	var res reconcile.Result
 	loaded := map[string]bool{} // modules loaded by this pass
-	for _, l := range pass.Policy.Links {
+	for _, l := range run.Policy.Links {
 		if ctx.Err() != nil {
 			break
 		}
-		act, rec := ensure(ctx, pass, p.Netlink, p.Loader, p.Host, l, pass.Devices, loaded)
+		act, rec := ensure(ctx, run, p.Netlink, p.Loader, p.Host, l, run.Devices, loaded)
 		if act.Status == reconcile.Changed {
 			res.Created = append(res.Created, l.Name)
 		}

@@ -155,17 +155,17 @@ func (p *Part) systemd() reconcile.ManagedFile {
 
 // Apply writes the managed files [memlock] declares, and removes those it
 // no longer declares.
-func (p *Part) ApplyHost(_ context.Context, pass *reconcile.HostRun) reconcile.Result {
-	m := pass.Policy.Memlock
+func (p *Part) ApplyHost(_ context.Context, run *reconcile.HostRun) reconcile.Result {
+	m := run.Policy.Memlock
 	var res reconcile.Result
 	host := reconcile.HostSubject()
 	drop := func(f reconcile.ManagedFile) {
-		if a, ok := f.Drop(pass, host); ok {
+		if a, ok := f.Drop(run, host); ok {
 			res.Actions = append(res.Actions, a)
 		}
 	}
 	keep := func(f reconcile.ManagedFile, data []byte) {
-		a, rec := f.Keep(pass, host, data, m.Source)
+		a, rec := f.Keep(run, host, data, m.Source)
 		res.Actions, res.Records = append(res.Actions, a), append(res.Records, rec)
 	}
 	if m == nil {

@@ -170,12 +170,12 @@ type Part struct {
 }
 
 // Apply loads, in one call, every listed module that is not present yet.
-func (p *Part) ApplyHost(ctx context.Context, pass *reconcile.HostRun) reconcile.Result {
-	pol := pass.Policy
+func (p *Part) ApplyHost(ctx context.Context, run *reconcile.HostRun) reconcile.Result {
+	pol := run.Policy
 	if !pol.Modules.Enable {
 		return reconcile.Result{}
 	}
-	lists := ConfFiles(pass.Devices)
+	lists := ConfFiles(run.Devices)
 	if len(lists) == 0 {
 		return reconcile.Result{Modules: []string{}}
 	}
@@ -188,7 +188,7 @@ func (p *Part) ApplyHost(ctx context.Context, pass *reconcile.HostRun) reconcile
 	}
 	var wanted, sources, invalid []string
 	seen := map[string]bool{}
-	devsOf := listDevices(pass.Devices)
+	devsOf := listDevices(run.Devices)
 	forDevs := map[string][]string{} // module -> devices its lists apply to
 	listsOf := map[string][]string{} // module -> the lists naming it
 	for _, l := range lists {
@@ -226,13 +226,13 @@ func (p *Part) ApplyHost(ctx context.Context, pass *reconcile.HostRun) reconcile
 		bad = []reconcile.Action{{Subject: reconcile.HostSubject(), Kind: ReadList, Status: reconcile.Failed,
 			Err: fmt.Errorf("skipped %s", strings.Join(invalid, "; "))}}
 	}
-	res := p.load(ctx, pass, wanted, sources, loadOrigin{forDevs, listsOf})
+	res := p.load(ctx, run, wanted, sources, loadOrigin{forDevs, listsOf})
 	res.Actions = append(bad, res.Actions...)
 	return res
 }
 
 // load loads the wanted modules that are missing, in one call.
-func (p *Part) load(ctx context.Context, pass *reconcile.HostRun, wanted, sources []string, origin loadOrigin) reconcile.Result {
+func (p *Part) load(ctx context.Context, run *reconcile.HostRun, wanted, sources []string, origin loadOrigin) reconcile.Result {
 	fail := func(kind reconcile.Kind, err error) reconcile.Result {
 		return reconcile.Result{Actions: []reconcile.Action{{Subject: reconcile.HostSubject(), Kind: kind, Status: reconcile.Failed, Err: err}}}
 	}
@@ -258,7 +258,7 @@ func (p *Part) load(ctx context.Context, pass *reconcile.HostRun, wanted, source
 		return reconcile.Result{Actions: []reconcile.Action{act}, Modules: present()}
 	}
 	act.From = "missing: " + strings.Join(missing, " ")
-	if pass.ReadOnly() {
+	if run.ReadOnly() {
 		act.Status, act.Err = reconcile.Held, errors.New("not loaded: rdmad only reads here")
 		return reconcile.Result{Actions: []reconcile.Action{act}, Modules: present()}
 	}
@@ -270,7 +270,7 @@ func (p *Part) load(ctx context.Context, pass *reconcile.HostRun, wanted, source
 		act.Status = reconcile.Changed
 		return reconcile.Result{Actions: []reconcile.Action{act}, Modules: wanted}
 	}
-	act.Status, act.Err = p.background(ctx, missing, pass.Forced, union(missing, origin.devices), union(missing, origin.lists))
+	act.Status, act.Err = p.background(ctx, missing, run.Forced, union(missing, origin.devices), union(missing, origin.lists))
 	return reconcile.Result{Actions: []reconcile.Action{act}, Modules: present()}
 }
 

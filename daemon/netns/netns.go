@@ -149,16 +149,16 @@ type Part struct {
 // Apply implements reconcile.HostPart. modprobe.d gets only the mode the
 // files declare (rdmad's persisted drop-in included): a runtime mode is
 // switched in the kernel but must not come back after a reboot.
-func (p *Part) ApplyHost(_ context.Context, pass *reconcile.HostRun) reconcile.Result {
-	pol := pass.Policy
+func (p *Part) ApplyHost(_ context.Context, run *reconcile.HostRun) reconcile.Result {
+	pol := run.Policy
 	var res reconcile.Result
 	subject := reconcile.HostSubject()
 	if m := pol.Netns.Mode; m == config.NetnsUnmanaged {
-		if a, ok := p.file().Drop(pass, subject); ok {
+		if a, ok := p.file().Drop(run, subject); ok {
 			res.Actions = append(res.Actions, a)
 		}
 	} else {
-		a, rec := p.file().Keep(pass, subject, Render(m), pol.Netns.Source)
+		a, rec := p.file().Keep(run, subject, Render(m), pol.Netns.Source)
 		res.Actions, res.Records = append(res.Actions, a), append(res.Records, rec)
 	}
 	if m := pol.Netns.InForce(); m != config.NetnsUnmanaged {
@@ -168,7 +168,7 @@ func (p *Part) ApplyHost(_ context.Context, pass *reconcile.HostRun) reconcile.R
 		}
 		// Only the files' mode waits for the boot: a runtime one is not
 		// for the next boot, whatever the files say.
-		a, rec := p.runtime(pass, m, src, pol.Netns.Runtime == config.NetnsUnmanaged)
+		a, rec := p.runtime(run, m, src, pol.Netns.Runtime == config.NetnsUnmanaged)
 		res.Actions, res.Records = append(res.Actions, a), append(res.Records, rec)
 	}
 	return res

@@ -99,9 +99,9 @@ type mlx4Want struct {
 }
 
 // Apply implements reconcile.HostPart.
-func (m *MLX4Part) ApplyHost(_ context.Context, pass *reconcile.HostRun) reconcile.Result {
+func (m *MLX4Part) ApplyHost(_ context.Context, run *reconcile.HostRun) reconcile.Result {
 	var wants []mlx4Want
-	for _, d := range pass.Devices {
+	for _, d := range run.Devices {
 		if d.Driver != host.DriverMLX4 {
 			continue
 		}
@@ -111,7 +111,7 @@ func (m *MLX4Part) ApplyHost(_ context.Context, pass *reconcile.HostRun) reconci
 			if d.PortTransport(p) != host.TransportRoCE {
 				continue
 			}
-			if w := pass.Policy.QoSFor(t, p.Number); w.HasPFC {
+			if w := run.Policy.QoSFor(t, p.Number); w.HasPFC {
 				wants = append(wants, mlx4Want{mask: w.PFCMask(), port: reconcile.PortSubject(d.Name, p.Number), source: w.PFCSource})
 			}
 		}
@@ -148,10 +148,10 @@ func (m *MLX4Part) ApplyHost(_ context.Context, pass *reconcile.HostRun) reconci
 	}
 	sort.Strings(sources)
 	if mask := wants[0].mask; mask != 0 {
-		return onPorts(m.file().Keep(pass, hostSubject, RenderMLX4(mask, sources), wants[0].source))
+		return onPorts(m.file().Keep(run, hostSubject, RenderMLX4(mask, sources), wants[0].source))
 	}
 	// pfc = [] on every mlx4 port: no options, rdmad's file goes.
-	act, removed := m.file().Drop(pass, hostSubject)
+	act, removed := m.file().Drop(run, hostSubject)
 	if !removed {
 		act.Status, act.From = reconcile.Unchanged, "absent"
 	}
