@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // outsideReference is one kind of reference to something a reader of
@@ -94,6 +95,10 @@ func findOutsideReferences(name string, data []byte) []string {
 	for sc.Scan() {
 		line++
 		text := sc.Text()
+		if quiet(text) && quiet(prev) { // as it is, no pattern can match it
+			prev = text
+			continue
+		}
 		clean := allowedReference.ReplaceAllString(text, "")
 		clean = hexColour.ReplaceAllString(clean, "")
 		// "(issue" at the end of one line and "18)" on the next.
@@ -115,6 +120,26 @@ func findOutsideReferences(name string, data []byte) []string {
 		}
 	}
 	return found
+}
+
+// quiet says that line is ASCII without '#' and without any word each
+// pattern needs ("issue", "DESIGN.md", "shared", "/work/", "seed", and
+// "://" for allowedReference), case folded: none of the expressions can
+// match it, nor its removals make a match. Most lines of the tree are
+// quiet; the expressions (slow under -race) run on the others.
+func quiet(line string) bool {
+	for i := 0; i < len(line); i++ {
+		if line[i] >= utf8.RuneSelf || line[i] == '#' { // (?i) folds ſ to s and K to k
+			return false
+		}
+	}
+	l := strings.ToLower(line)
+	for _, w := range []string{"issue", "design.md", "shared", "/work/", "seed", "://"} {
+		if strings.Contains(l, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // TestNoReferencesOutsideTheProject: rdmad's files (code, comments, docs,
@@ -182,6 +207,8 @@ func TestOutsideReferencePatterns(t *testing.T) {
 		"// fix (#7)",
 		"// No published value shares memory (" + tracker + "\n// 18).",
 		"names added by " + tracker + "\n18) for the page",
+		"fixed in i\u017f\u017fue 17", // (?i) folds the long s to s
+		"SEE ../SHARED/notes",
 	}
 	for _, s := range bad {
 		if got := findOutsideReferences("x", []byte(s)); len(got) < 1 {
