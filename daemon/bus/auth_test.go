@@ -221,6 +221,9 @@ func TestMutatingMethodsAuthorization(t *testing.T) {
 	}
 	for _, c := range authCalls {
 		t.Run(c.name(), func(t *testing.T) {
+			// Each call has a bus, a host and an rdmad of its own, and
+			// spends most of its time waiting for the processes it starts.
+			t.Parallel()
 			e := newAuthEnv(t, bustest.Start, defaultAuth)
 			if c.setup != nil {
 				c.setup(t, e)
