@@ -154,7 +154,7 @@ func (m *monitorView) lines(sig *dbus.Signal) []string {
 		if err != nil {
 			return nil
 		}
-		return []string{string(b)}
+		return []string{string(escapeJSON(b))}
 	}
 	return []string{fmt.Sprintf("%s  %s  %s", ev.Time, escapeText(ev.Subject), ev.text)}
 }
@@ -252,9 +252,9 @@ func (m *monitorView) changes(obj dbus.ObjectPath, changed map[string]dbus.Varia
 		}
 		now := m.valueText(n, changed[n])
 		if had {
-			parts = append(parts, fmt.Sprintf("%s %s -> %s", n, m.valueText(n, old), now))
+			parts = append(parts, fmt.Sprintf("%s %s -> %s", escapeText(n), m.valueText(n, old), now))
 		} else {
-			parts = append(parts, n+" "+now)
+			parts = append(parts, escapeText(n)+" "+now)
 		}
 	}
 	return strings.Join(parts, ", ")
@@ -279,9 +279,9 @@ func settingChanges(old, now dbus.Variant) string {
 		b, ok := before[s.Name]
 		switch {
 		case !ok:
-			parts = append(parts, fmt.Sprintf("%s %s (%s)", escapeText(s.Name), quoted(s.Observed), s.State))
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", escapeText(s.Name), quoted(s.Observed), escapeText(s.State)))
 		case b.Observed != s.Observed || b.State != s.State:
-			parts = append(parts, fmt.Sprintf("%s %s (%s) -> %s (%s)", escapeText(s.Name), quoted(b.Observed), b.State, quoted(s.Observed), s.State))
+			parts = append(parts, fmt.Sprintf("%s %s (%s) -> %s (%s)", escapeText(s.Name), quoted(b.Observed), escapeText(b.State), quoted(s.Observed), escapeText(s.State)))
 		}
 		delete(before, s.Name)
 	}

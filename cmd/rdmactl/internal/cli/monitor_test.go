@@ -73,3 +73,58 @@ func TestGoldenMonitor(t *testing.T) {
 		golden(t, "monitor_"+goldenName(args), args, r.code, r.out, r.errs)
 	}
 }
+
+// A service on the bus that sends control and bidi characters in every
+// string of its signals reaches no terminal through rdmactl monitor, in
+// text or JSON.
+func TestMonitorEscapesWhatTheServiceSends(t *testing.T) {
+	port := dbusapi.PortPath("mlx5_0", 1)
+	bad := "x\x1b[2J\u009b31m\u202e"
+	for _, format := range []string{"", "-j "} {
+		f := fixture()
+		f.devices[1].Ports[0].Settings = []dbusapi.Setting{{Name: "roce_tos", Observed: "106", State: "holds"}}
+		f.objectsRead = make(chan struct{}, 1)
+		addr := serveFake(t, f)
+		args := format + "monitor -n 3"
+		done := make(chan string, 1)
+		go func() {
+			_, out, errs := runCLI(addr, strings.Fields(args)...)
+			done <- out + errs
+		}()
+		select {
+		case <-f.objectsRead:
+		case out := <-done:
+			t.Fatalf("%s ended before it read the objects:\n%s", args, out)
+		case <-time.After(20 * time.Second): // a hang guard
+			t.Fatalf("%s never read the objects", args)
+		}
+		props := "org.freedesktop.DBus.Properties.PropertiesChanged"
+		for _, sig := range []struct {
+			path dbus.ObjectPath
+			name string
+			body []any
+		}{
+			{port, props, []any{dbusapi.PortIface, map[string]dbus.Variant{
+				"Settings": dbus.MakeVariant([]dbusapi.Setting{{Name: "roce_tos" + bad, Observed: bad, State: bad}}),
+				"Error" + bad: dbus.MakeVariant(bad)}, []string{}}},
+			{dbusapi.RootPath, dbusapi.ManagerIface + ".SettingCorrected", []any{port, "roce_tos" + bad, bad, bad}},
+			{dbusapi.RootPath, dbusapi.ManagerIface + ".SettingContested", []any{port, bad, uint32(5)}},
+		} {
+			if err := f.conn.Emit(sig.path, sig.name, sig.body...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out string
+		select {
+		case out = <-done:
+		case <-time.After(20 * time.Second): // a hang guard
+			t.Fatalf("%s did not end after 3 lines", args)
+		}
+		if m := rawControl.FindString(out); m != "" {
+			t.Errorf("rdmactl %s prints the control character %q:\n%s", args, m, out)
+		}
+		if strings.Count(out, "\n") < 3 {
+			t.Errorf("rdmactl %s printed fewer than 3 lines:\n%s", args, out)
+		}
+	}
+}
