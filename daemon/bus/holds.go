@@ -61,7 +61,9 @@ func (s *Server) holder(sender, text string, gone func(holder string)) (string, 
 	l.mu.Unlock()
 	// It may have left before the match was in place.
 	var has bool
-	if err := conn.BusObject().Call("org.freedesktop.DBus.NameHasOwner", 0, sender).Store(&has); err == nil && !has {
+	ctx, cancel := context.WithTimeout(context.Background(), identifyTimeout)
+	defer cancel()
+	if err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, sender).Store(&has); err == nil && !has {
 		l.leave(sender, gone)
 		return "", fmt.Errorf("the caller %s left the bus", sender)
 	}
@@ -79,6 +81,21 @@ func (l *leases) run(ch <-chan *dbus.Signal, gone func(string)) {
 		}
 		l.leave(name, gone)
 	}
+}
+
+// following says whether the bus still follows sender as a holder on
+// rdmad's current connection.
+func (s *Server) following(sender string) bool {
+	s.leaseMu.Lock()
+	l := s.leases
+	s.leaseMu.Unlock()
+	if l == nil || l.conn != s.conn.Load() {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.holders[sender]
+	return ok
 }
 
 // leave ends the holds of name, which left the bus.
@@ -142,6 +159,14 @@ func (m *manager) HoldCorrections(msg dbus.Message, device string, port uint32, 
 	h.Holder = holder
 	if err := m.s.svc.HoldCorrections(h); err != nil {
 		return busError(err)
+	}
+	// The caller, or rdmad's connection, may have left between the
+	// lease and the hold: its leave released nothing then, so the hold
+	// would outlive its holder. Once the hold is in, a leave releases it.
+	if sender, _ := msg.Headers[dbus.FieldSender].Value().(string); !m.s.following(sender) {
+		m.s.svc.ReleaseHolder(holder)
+		m.s.mark(reconcile.Change{})
+		return dbus.NewError(dbusapi.ErrFailed, []any{dbusapi.Escape(fmt.Sprintf("the caller %s left the bus", sender))})
 	}
 	m.s.mark(reconcile.Change{})
 	m.s.flushForReply()

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -87,6 +88,13 @@ func (m *manager) ReadPorts(msg dbus.Message, device string, port uint32) (uint6
 	select {
 	case out = <-done:
 	case <-ctx.Done():
+		select {
+		case out = <-done: // done as the time ran out
+		default:
+			out.err = ctx.Err()
+		}
+	}
+	if errors.Is(out.err, context.DeadlineExceeded) {
 		return 0, nil, busy(fmt.Sprintf("ReadPorts: not done within %s; a kernel read does not answer or the host is overloaded: try again later", liveTimeout))
 	}
 	if out.err != nil {

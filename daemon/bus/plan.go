@@ -47,10 +47,9 @@ func (m *manager) Plan(msg dbus.Message, candidate []byte, as string) (string, *
 	if e != nil {
 		return "", e
 	}
-	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
-	var uid uint32
-	if err := m.s.conn.Load().BusObject().Call("org.freedesktop.DBus.GetConnectionUnixUser", 0, sender).Store(&uid); err != nil {
-		return "", dbus.NewError(dbusapi.ErrFailed, []any{dbusapi.Escape(fmt.Sprintf("Plan: cannot identify caller %s: %v", sender, err))})
+	uid, err := m.s.callerUID(msg)
+	if err != nil {
+		return "", dbus.NewError(dbusapi.ErrFailed, []any{dbusapi.Escape("Plan: " + err.Error())})
 	}
 	release, err := m.s.plans.take(uid)
 	if err != nil {

@@ -135,7 +135,7 @@ func TestPlanRefusesHostileCandidates(t *testing.T) {
 // At most bus.PlanSlots plans run at once (root may take every slot);
 // the next one is Busy at once (not queued), rdmactl says so and exits 1,
 // and plans work again once the others end.
-func TestPlanBusyBeyondTwo(t *testing.T) {
+func TestPlanBusyBeyondItsSlots(t *testing.T) {
 	e := newEnv(t, "mlx5", planConfig)
 	entered := make(chan struct{}, bus.PlanSlots)
 	release := make(chan struct{})
@@ -169,7 +169,7 @@ func TestPlanBusyBeyondTwo(t *testing.T) {
 	}
 	code, out, errOut := rdmactl(t, e.addr, "plan")
 	if code != 1 || out != "" || !strings.Contains(errOut, "busy") {
-		t.Errorf("a third plan: exit %d, want 1 and busy\n%s%s", code, out, errOut)
+		t.Errorf("a plan beyond the slots: exit %d, want 1 and busy\n%s%s", code, out, errOut)
 	}
 	c, err := client.Connect(e.addr)
 	if err != nil {
@@ -177,7 +177,7 @@ func TestPlanBusyBeyondTwo(t *testing.T) {
 	}
 	defer c.Close()
 	if _, err := c.Plan(t.Context(), nil, ""); client.ErrorName(err) != dbusapi.ErrBusy {
-		t.Errorf("a third plan: %v, want %s", err, dbusapi.ErrBusy)
+		t.Errorf("a plan beyond the slots: %v, want %s", err, dbusapi.ErrBusy)
 	}
 	once.Do(func() { close(release) })
 	wg.Wait()

@@ -367,7 +367,7 @@ const foughtHelp = "How many subjects have the setting fought now: rdmad put it 
 // refusedHelp says what rdmad_refused_calls_total counts. Only the first
 // few refused calls of each caller within 10 s are logged one by one: the
 // counter is where all of them are.
-const refusedHelp = "D-Bus calls rdmad refused since it started, by method and reason: not-allowed ([api] changes), denied (polkit, or no polkit), busy (a local bound: outstanding polkit checks, plans, reports); a series appears with its first refusal."
+const refusedHelp = "D-Bus calls rdmad refused since it started, by method and reason: not-allowed ([api] changes), denied (polkit, or no polkit), busy (a local bound: outstanding polkit checks, plans, live reads, reports); a series appears with its first refusal."
 
 // Doctor's findings (rdmactl doctor, org.rdmad1.Manager.Diagnose).
 const (

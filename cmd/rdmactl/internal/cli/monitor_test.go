@@ -105,7 +105,7 @@ func TestMonitorEscapesWhatTheServiceSends(t *testing.T) {
 			body []any
 		}{
 			{port, props, []any{dbusapi.PortIface, map[string]dbus.Variant{
-				"Settings": dbus.MakeVariant([]dbusapi.Setting{{Name: "roce_tos" + bad, Observed: bad, State: bad}}),
+				"Settings":    dbus.MakeVariant([]dbusapi.Setting{{Name: "roce_tos" + bad, Observed: bad, State: bad}}),
 				"Error" + bad: dbus.MakeVariant(bad)}, []string{}}},
 			{dbusapi.RootPath, dbusapi.ManagerIface + ".SettingCorrected", []any{port, "roce_tos" + bad, bad, bad}},
 			{dbusapi.RootPath, dbusapi.ManagerIface + ".SettingContested", []any{port, bad, uint32(5)}},
