@@ -293,3 +293,31 @@ func TestPlanBoundsItsPatternMatches(t *testing.T) {
 		t.Errorf("a plan of %d rules naming devices exactly: %v, %v", 2*most, err, p.Err)
 	}
 }
+
+// A plan keeps the runtime overlay on top of the planned files, as the
+// pass after a reload does: a TOS set over D-Bus without persist still
+// wins over the candidate's, and the plan neither writes it nor releases
+// it.
+func TestPlanKeepsRuntimeChanges(t *testing.T) {
+	e := newEnv(t, "\n[[roce]]\ndevice = \"mlx5_*\"\ntos = 106\n", nil)
+	ctx := context.Background()
+	if err := e.svc.SetRoCE(ctx, service.RoCEChange{Device: "mlx5_0", Port: 1, TOS: 77}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ candidate, as string }{
+		{"", ""},
+		{"[[roce]]\ndevice = \"mlx5_0\"\ntos = 96\n", "50-ansible.toml"},
+	} {
+		p, err := e.svc.Plan(ctx, []byte(c.candidate), c.as, nil)
+		if err != nil || p.Err != nil {
+			t.Fatalf("plan %q: %v %v", c.as, err, p.Err)
+		}
+		r := planned(p, reconcile.PortSubject("mlx5_0", 1), "roce_tos")
+		if r == nil || reconcile.Text(r.Declared) != "77" || r.Source.File != config.RuntimeFile || r.State != reconcile.Holds || r.Writes() || r.Released() {
+			t.Errorf("plan %q: mlx5_0/1 tos %+v, want the runtime 77, holding, not written", c.as, r)
+		}
+		if r := planned(p, reconcile.PortSubject("mlx5_1", 1), "roce_tos"); r == nil || reconcile.Text(r.Declared) != "106" {
+			t.Errorf("plan %q: mlx5_1/1 tos %+v, want the files' 106", c.as, r)
+		}
+	}
+}
