@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -173,5 +175,86 @@ func waitRunning(t *testing.T, w *DirWatcher) {
 			t.Fatal("the watcher did not start")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// When inotify's queue overflows, events were lost in any watched
+// directory: every one is reported, the quiet ones too. The overflow is
+// the kernel's own: the watcher is held inside Changed while more events
+// than fs.inotify.max_queued_events (plus what fsnotify has read ahead)
+// are made in one directory.
+func TestDirWatcherOverflowReportsEveryDirectory(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
+	if err != nil {
+		t.Skipf("no inotify queue limit to overflow: %v", err)
+	}
+	limit, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || limit <= 0 || limit > 1<<17 {
+		t.Skipf("fs.inotify.max_queued_events = %q: too many files to overflow it in a test", b)
+	}
+	root := t.TempDir()
+	busy, quiet := filepath.Join(root, "busy"), filepath.Join(root, "quiet")
+	for _, d := range []string{busy, quiet} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu      sync.Mutex
+		hold    bool
+		held    = make(chan struct{})
+		release = make(chan struct{})
+		seen    = map[string]bool{}
+	)
+	w := &DirWatcher{Changed: func(d string) {
+		mu.Lock()
+		seen[d] = true
+		wait := hold
+		hold = false
+		mu.Unlock()
+		if wait {
+			close(held)
+			<-release
+		}
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	waitRunning(t, w)
+	w.Set([]string{busy, quiet})
+	mu.Lock()
+	hold, seen = true, map[string]bool{}
+	mu.Unlock()
+	if err := os.WriteFile(filepath.Join(busy, "first"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first event was not reported")
+	}
+	// fsnotify reads up to 4,096 events ahead of the one it waits to hand
+	// over; each created file is at least one event.
+	for i := range limit + 8192 {
+		f, err := os.Create(filepath.Join(busy, strconv.Itoa(i)))
+		if err != nil {
+			close(release)
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	close(release)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		done := seen[quiet]
+		mu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("an overflow of the inotify queue did not report %s, where nothing happened but where events may have been lost", quiet)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
