@@ -109,6 +109,28 @@ func TestAPIAllows(t *testing.T) {
 	}
 }
 
+// A fix proposes the rdmactl command only where [api] changes lets the
+// call through; elsewhere it proposes the file and says which [api] line
+// refuses the command.
+func TestAPIDeclaring(t *testing.T) {
+	src := Position{File: "/etc/rdma/rdmad.d/50-site.toml", Line: 7}
+	const cmd, inFile = "rdmactl roce set mlx5_0 --tos 106 --persist", "tos = 106 in /etc/rdma/rdmad.toml"
+	for _, tc := range []struct {
+		changes APIChanges
+		persist bool
+		want    string
+	}{
+		{"", true, cmd},
+		{APIChangesRuntime, false, cmd},
+		{APIChangesRuntime, true, inFile + ` (/etc/rdma/rdmad.d/50-site.toml:7: [api] changes = "runtime" persists no change made over D-Bus)`},
+		{APIChangesNone, false, inFile + ` (/etc/rdma/rdmad.d/50-site.toml:7: [api] changes = "none" takes no declaration over D-Bus)`},
+	} {
+		if got := (API{Changes: tc.changes, Source: src}).Declaring(cmd, tc.persist, inFile); got != tc.want {
+			t.Errorf("%q persist=%v: %q, want %q", tc.changes, tc.persist, got, tc.want)
+		}
+	}
+}
+
 // rdmad's own drop-in holds what D-Bus declared, never [api]: a hand-edited
 // one is refused before rdmad rewrites it.
 func TestPersistedRefusesAPI(t *testing.T) {
