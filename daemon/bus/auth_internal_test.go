@@ -41,3 +41,14 @@ func TestPolkitBoundDefaults(t *testing.T) {
 		t.Errorf("uid 1000's checks were freed by another's: %v", err)
 	}
 }
+
+// A call without a sender (a peer-to-peer connection has none) is refused
+// before the bus or polkit is asked anything: there is no caller to ask
+// about.
+func TestCallWithoutSenderIsRefusedUnasked(t *testing.T) {
+	a := &PolkitAuthorizer{} // no connection: asking it would panic
+	err := a.Authorize(t.Context(), "", []string{ActionSetRoCE}, false)
+	if !errors.Is(err, ErrNotAuthorized) || err.Error() != "[org.rdmad1.set-roce]: a call without a sender" {
+		t.Errorf("a call without a sender: %v, want it refused as such", err)
+	}
+}
