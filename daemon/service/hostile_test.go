@@ -13,8 +13,10 @@ import (
 	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/config/value"
+	"github.com/rdmad/rdmad/daemon/dcb/dcbtest"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/links/linkstest"
 	"github.com/rdmad/rdmad/daemon/service"
 )
 
@@ -144,5 +146,46 @@ func TestRuntimeOverlayIsBounded(t *testing.T) {
 	}
 	if got := hosttest.Read(t, root, host.ConfigfsPortPath("mlx5_1", 1, "default_roce_tos")); got != "3" {
 		t.Errorf("persisted tos = %s", got)
+	}
+}
+
+// The runtime overlay's QoS rules and links are bounded each on its own,
+// as its RoCE rules are: one kind at its bound refuses a runtime change of
+// that kind, whatever the others hold.
+func TestRuntimeQoSAndLinksAreBoundedEachOnItsOwn(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	hosttest.Write(t, root, mainFile, "[modules]\nenable = false\n")
+	h := hosttest.NewKernel(root).Host()
+	for _, n := range []string{"eth1", "eth2"} {
+		if err := linkstest.AddNetdev(h, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := dcbtest.New()
+	k.Add("ens1f0np0")
+	k.Add("ens1f1np1")
+	kernel := compose.Kernel{Modules: &hosttest.Modprobe{}, DCB: k.Kernel(), Links: &linkstest.Netlink{Host: h}}
+	svc, err := service.New(service.Options{Host: h, Parts: compose.Parts(kernel), MaxRuntimeEntries: 1, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	svc.ReconcileNow(ctx)
+	refused := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "at most 1 runtime") {
+			t.Errorf("%s past the bound: %v, want refused", what, err)
+		}
+	}
+	if err := svc.SetQoS(ctx, service.QoSChange{Device: "mlx5_0", Port: 1, Trust: config.TrustDSCP}); err != nil {
+		t.Fatalf("the first runtime QoS rule: %v", err)
+	}
+	refused("a second runtime QoS rule", svc.SetQoS(ctx, service.QoSChange{Device: "mlx5_1", Port: 1, Trust: config.TrustPCP}))
+	if err := svc.AddLink(ctx, config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"}, false); err != nil {
+		t.Fatalf("the first runtime link: %v", err)
+	}
+	refused("a second runtime link", svc.AddLink(ctx, config.Link{Name: "rxe1", Type: config.LinkRXE, Netdev: "eth2"}, false))
+	if ov := svc.RuntimeOverlay(); len(ov.QoS) != 1 || len(ov.Links) != 1 {
+		t.Errorf("runtime overlay after the refusals: %d QoS rules, %d links; want 1 each", len(ov.QoS), len(ov.Links))
 	}
 }
