@@ -160,6 +160,35 @@ func TestCoexistRDMALoadModulesOpenibd(t *testing.T) {
 	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", doctor.SeverityOK, "harmless", "")
 }
 
+// openibd without its systemd unit is its SysV script, enabled by a start
+// link of a runlevel (systemd's generator runs it then); a systemd wants
+// link, when there is one, is the one named.
+func TestCoexistRDMALoadModulesOpenibdSysV(t *testing.T) {
+	root := withCoexist(t, "mlnx-ofed")
+	pol := withPolicy(parsePolicy(t, ""))
+	for _, f := range []string{"usr/lib/systemd/system/openibd.service", "etc/systemd/system/sysinit.target.wants/openibd.service"} {
+		if err := os.Remove(filepath.Join(root, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := find(diagnose(t, root, pol), "coexist-rdma-load-modules", "host"); f != nil && f.Severity != doctor.SeverityOK {
+		t.Errorf("the SysV script without a start link: %+v, want nothing loading modules but rdmad", f)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "etc/rc3.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../init.d/openibd", filepath.Join(root, "etc/rc3.d/S05openibd")); err != nil {
+		t.Fatal(err)
+	}
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", doctor.SeverityWarn,
+		"MLNX_OFED's openibd (/etc/init.d/openibd, enabled by /etc/rc3.d/S05openibd, ONBOOT=yes in /etc/infiniband/openib.conf)", "")
+	if err := os.Symlink("/etc/init.d/openibd", filepath.Join(root, "etc/systemd/system/sysinit.target.wants/openibd.service")); err != nil {
+		t.Fatal(err)
+	}
+	mustFix(t, diagnose(t, root, pol), "coexist-rdma-load-modules", "host", doctor.SeverityWarn,
+		"enabled by /etc/systemd/system/sysinit.target.wants/openibd.service,", "")
+}
+
 // withCoexist lays test/coexist/<name> (the files another manager leaves
 // on a node, as its sources write them) over a copy of the demo host.
 func withCoexist(t *testing.T, names ...string) string {
