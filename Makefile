@@ -88,14 +88,16 @@ bench-memory:
 	$(GO) run ./test/perf/memcap
 
 # Mutation testing of the daemon's core (docs/testing.md), one package at a
-# time, smallest first: make mutate, or make mutate MUTATE="dcb roce".
+# time, smallest first: make mutate, or make mutate MUTATE="dcb roce"; with
+# gremlins' mutants and test/mutants' (MUTATE_TOOLS=mutants: only those).
 # Slow (hours for all of them on two cores); not part of make test or CI.
 MUTATE ?= roce dcb reconcile bus service qos doctor config
+MUTATE_TOOLS ?= gremlins mutants
 $(GREMLINS):
 	GOBIN=$(dir $@) $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
 
-mutate: $(GREMLINS)
-	GREMLINS=$(GREMLINS) test/mutate.sh $(MUTATE)
+mutate: $(if $(filter gremlins,$(MUTATE_TOOLS)),$(GREMLINS))
+	GREMLINS=$(GREMLINS) MUTATE_TOOLS="$(MUTATE_TOOLS)" test/mutate.sh $(MUTATE)
 
 # The go test benchmarks, for benchstat comparisons of two commits.
 bench-go:
