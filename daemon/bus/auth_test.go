@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -588,5 +589,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("waited 20s for %s", what)
 		case <-time.After(500 * time.Millisecond):
 		}
+	}
+}
+
+// A caller whose uid the bus cannot tell (it left between its call and the
+// check, or the name never was) is refused: an unknown uid is never taken
+// for root's 0.
+func TestUnknownCallerIsRefused(t *testing.T) {
+	conn, err := dbusapi.Dial(bustest.Start(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	a := &bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second}
+	err = a.Authorize(t.Context(), ":1.999999", []string{bus.ActionSetRoCE}, false)
+	if !errors.Is(err, bus.ErrNotAuthorized) || !strings.Contains(err.Error(), "cannot identify caller :1.999999") {
+		t.Errorf("a sender not on the bus: %v, want it refused as unidentified", err)
 	}
 }
