@@ -115,12 +115,19 @@ func TestUndeclaredMemlock(t *testing.T) {
 	// An empty assignment returns to the default.
 	hosttest.Write(t, root, "etc/systemd/system.conf.d/60-reset.conf", "[Manager]\nDefaultLimitMEMLOCK=\n")
 	mustFix(t, diagnose(t, root), "memlock-services-low", "host", doctor.SeverityWarn, "8 MiB", "[memlock]")
+	// An assignment systemd cannot read is ignored, as systemd ignores it.
+	hosttest.Write(t, root, "etc/systemd/system.conf.d/70-bad.conf", "[Manager]\nDefaultLimitMEMLOCK=lots\n")
+	mustFix(t, diagnose(t, root), "memlock-services-low", "host", doctor.SeverityWarn, "8 MiB (the default", "[memlock]")
 }
 
 func TestBuiltinMemlockDependsOnKernelAndSystemd(t *testing.T) {
 	root := hosttest.Copy(t, "rxe")
 	hosttest.Write(t, root, "proc/sys/kernel/osrelease", "5.10.0-30-amd64\n")
 	mustFix(t, diagnose(t, root), "memlock-services-low", "host", doctor.SeverityWarn, "64 KiB (the kernel's default before Linux 5.16)", "")
+	// systemd before 253 (Debian 11's 247) keeps the kernel's.
+	hosttest.Write(t, root, "usr/lib/x86_64-linux-gnu/systemd/libsystemd-shared-247.so", "")
+	mustFix(t, diagnose(t, root), "memlock-services-low", "host", doctor.SeverityWarn, "64 KiB (the kernel's default before Linux 5.16)", "")
+	remove(t, root, "usr/lib/x86_64-linux-gnu/systemd/libsystemd-shared-247.so")
 	// systemd 253 raises it to 8 MiB on any kernel.
 	hosttest.Write(t, root, "usr/lib/x86_64-linux-gnu/systemd/libsystemd-shared-254.5-1.so", "")
 	mustFix(t, diagnose(t, root), "memlock-services-low", "host", doctor.SeverityWarn, "8 MiB", "")
