@@ -1,0 +1,54 @@
+package main
+
+import (
+	"go/parser"
+	"go/token"
+	"regexp"
+	"slices"
+	"testing"
+)
+
+const sample = `package p
+
+func check(ok bool, n int) error {
+	if !ok && n >= 2 {
+		return nil
+	}
+	defer done()
+	log(n)
+	return nil
+}
+`
+
+// Each kind of mutant is made where it applies, and only there (the
+// function's last return is not dropped: it would not compile), and each
+// mutant is Go that parses.
+func TestMutants(t *testing.T) {
+	ms, err := mutants("p.go", []byte(sample), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range ms {
+		got = append(got, m.Kind+": "+m.Was+" -> "+m.Is)
+		src := sample[:m.from] + m.text + sample[m.to:]
+		if _, err := parser.ParseFile(token.NewFileSet(), "p.go", src, 0); err != nil {
+			t.Errorf("%s:%d %s does not parse: %v\n%s", m.File, m.Line, m.Kind, err, src)
+		}
+	}
+	want := []string{
+		"negate condition: !ok && n >= 2 -> !(!ok && n >= 2)",
+		"flip comparison: && -> ||",
+		"flip comparison: >= -> <",
+		"drop return: return nil -> if false { return nil }",
+		"drop deferred call: defer done() -> if false { defer done() }",
+		"drop call: log(n) -> if false { log(n) }",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("mutants:\n%q\nwant\n%q", got, want)
+	}
+	ms, _ = mutants("p.go", []byte(sample), regexp.MustCompile("^(other)$"))
+	if len(ms) != 0 {
+		t.Errorf("-funcs other: %d mutants of check", len(ms))
+	}
+}
