@@ -524,12 +524,15 @@ func systemUsers(t *testing.T, n int) []uint32 {
 }
 
 // A check whose caller leaves the bus, and one nobody answers in time, is
-// cancelled with its own cancellation id, and the call is never allowed.
+// cancelled with its own cancellation id, and the call is never allowed;
+// once the calls are answered the authorizer follows nobody on the bus.
 func TestPolkitChecksAreCancelled(t *testing.T) {
 	for _, b := range bustest.Brokers {
 		t.Run(b.Name, func(t *testing.T) {
+			var auth *bus.PolkitAuthorizer
 			e := newAuthEnv(t, b.Start, func(conn *dbus.Conn) bus.Authorizer {
-				return &bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second, InteractiveTimeout: 2 * time.Second}
+				auth = &bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second, InteractiveTimeout: 2 * time.Second}
+				return auth
 			})
 			e.polkit.start(t)
 			e.polkit.set([]string{bus.ActionSetRoCE}, false, true)
@@ -564,6 +567,7 @@ func TestPolkitChecksAreCancelled(t *testing.T) {
 			if after := e.state(t); after != before {
 				t.Errorf("the refused calls changed the host:\n%s", diffLines(before, after))
 			}
+			waitFor(t, "the authorizer to stop following the callers", func() bool { return auth.FollowedForTest() == 0 })
 		})
 	}
 }

@@ -67,3 +67,12 @@ func (s *Server) SetPlanTimeoutForTest(d time.Duration) {
 
 // PlanSlots is how many plans are worked out at once.
 const PlanSlots = planSlots
+
+// FollowedForTest is how many callers the authorizer follows on the bus
+// now (each while one of its checks is outstanding).
+func (a *PolkitAuthorizer) FollowedForTest() int {
+	w := a.watcher()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.waiting)
+}
