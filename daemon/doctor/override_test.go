@@ -141,6 +141,14 @@ func TestOverrideOfWhatAPINoLongerAllows(t *testing.T) {
 	if !strings.Contains(f.Finding, "QoS pfc [3] (set at runtime) is declared over D-Bus, which [api] changes = \"none\"") || f.Fix != "rdmactl qos unset mlx5_1/1" {
 		t.Errorf("runtime under none: %+v", f)
 	}
+	// A runtime rule for every port of a device is withdrawn for the device.
+	fs = diagnose(t, root, withPolicy(func(pol *config.Policy) *config.Policy {
+		pol.QoS = append(pol.QoS, config.QoSRule{Source: config.Position{File: config.RuntimeFile}, Selector: config.Selector{Device: config.Exact("mlx5_1")}, HasPFC: true, PFC: []uint8{3}})
+		return pol
+	}(policyOf(t, root))))
+	if f := must(t, fs, "override", "mlx5_1/1"); f.Fix != "rdmactl qos unset mlx5_1" {
+		t.Errorf("a runtime rule for every port of mlx5_1 under none: fix %q, want rdmactl qos unset mlx5_1", f.Fix)
+	}
 	f = must(t, fs, "api-tables", "host")
 	if !strings.Contains(f.Finding, "[api] is declared in 2 files") || !strings.Contains(f.Finding, "10-site.toml:1") || !strings.Contains(f.Finding, `changes = "none" (`+filepath.Join(root, config.DropInDir, "20-site.toml")+":2)") {
 		t.Errorf("api-tables: %+v", f)
