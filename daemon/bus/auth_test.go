@@ -611,3 +611,31 @@ func TestUnknownCallerIsRefused(t *testing.T) {
 		t.Errorf("a sender not on the bus: %v, want it refused as unidentified", err)
 	}
 }
+
+// noActionAuthorizer asks the polkit authorizer for a call with an action
+// missing from its list, as a method table entry without one would.
+type noActionAuthorizer struct{ *bus.PolkitAuthorizer }
+
+func (a noActionAuthorizer) Authorize(ctx context.Context, sender string, actions []string, interactive bool) error {
+	return a.PolkitAuthorizer.Authorize(ctx, sender, append(actions, ""), interactive)
+}
+
+// A call that names no polkit action for a caller other than root is
+// refused, and polkit is not asked about an empty action.
+func TestCallWithoutActionIsRefused(t *testing.T) {
+	e := newAuthEnv(t, bustest.Start, func(conn *dbus.Conn) bus.Authorizer {
+		return noActionAuthorizer{&bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second}}
+	})
+	e.polkit.start(t)
+	e.polkit.set([]string{bus.ActionSetRoCE}, false, false)
+	res := callAs(t, e.addr, nobody, false, "SetRoCE", argS("mlx5_0"), argU(1), argS(""), argI(9), argB(false))
+	if res.Name != dbusapi.ErrAccessDenied || !strings.Contains(res.Message, "no polkit action for this call") {
+		t.Errorf("a call without its action: %s %q, want AccessDenied naming the missing action", res.Name, res.Message)
+	}
+	checks, _ := e.polkit.take()
+	for _, c := range checks {
+		if c.Action == "" {
+			t.Errorf("polkit was asked about an empty action: %+v", c)
+		}
+	}
+}
