@@ -2,6 +2,7 @@ package bus
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -39,6 +40,24 @@ func TestPolkitBoundDefaults(t *testing.T) {
 	}
 	if err := take(1000); !errors.Is(err, ErrBusy) {
 		t.Errorf("uid 1000's checks were freed by another's: %v", err)
+	}
+	// Room in all: uid 1000, with one check left outstanding, takes one
+	// more and no other.
+	release[len(release)-1]()
+	release[len(release)-2]()
+	release = release[:len(release)-2]
+	if err := take(1000); err != nil {
+		t.Fatalf("uid 1000's second check: %v", err)
+	}
+	if err := take(1000); !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "uid 1000 already has 2") {
+		t.Errorf("uid 1000's third check: %v, want busy for uid 1000", err)
+	}
+	// All ended: nothing counted is left.
+	for _, r := range release[1:] {
+		r()
+	}
+	if len(a.perUser) != 0 || a.total != 0 {
+		t.Errorf("after every check ended: %d users counted, %d checks", len(a.perUser), a.total)
 	}
 }
 
