@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -637,5 +638,56 @@ func TestCallWithoutActionIsRefused(t *testing.T) {
 		if c.Action == "" {
 			t.Errorf("polkit was asked about an empty action: %+v", c)
 		}
+	}
+}
+
+// busySwitch is the polkit authorizer, or a Busy answer while busy is set
+// (the bound itself is TestPolkitChecksAreBounded's).
+type busySwitch struct {
+	*bus.PolkitAuthorizer
+	busy atomic.Bool
+}
+
+func (a *busySwitch) Authorize(ctx context.Context, sender string, actions []string, interactive bool) error {
+	if a.busy.Load() {
+		return fmt.Errorf("test bound: %w", bus.ErrBusy)
+	}
+	return a.PolkitAuthorizer.Authorize(ctx, sender, actions, interactive)
+}
+
+// Each refusal of admit is counted under its reason: denied by polkit,
+// busy, refused by [api] changes.
+func TestRefusalsAreCountedByReason(t *testing.T) {
+	var auth *busySwitch
+	e := newAuthEnv(t, bustest.Start, func(conn *dbus.Conn) bus.Authorizer {
+		auth = &busySwitch{PolkitAuthorizer: &bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second}}
+		return auth
+	})
+	e.polkit.start(t)
+	e.polkit.set(nil, false, false)
+	setTOS := argsOf(argS("mlx5_0"), argU(1), argS(""), argI(9), argB(false))
+	if res := callAs(t, e.addr, nobody, false, "SetRoCE", setTOS...); res.Name != dbusapi.ErrAccessDenied {
+		t.Errorf("nobody, polkit allowing nothing: %s %q", res.Name, res.Message)
+	}
+	auth.busy.Store(true)
+	if res := callAs(t, e.addr, nobody, false, "SetRoCE", setTOS...); res.Name != dbusapi.ErrBusy {
+		t.Errorf("nobody, the bound full: %s %q", res.Name, res.Message)
+	}
+	auth.busy.Store(false)
+	hosttest.Write(t, e.root, config.MainFile, authConfig+"\n[api]\nchanges = \"none\"\n")
+	if _, err := e.root0.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.root0.SetRoCE(t.Context(), "mlx5_0", 1, "", 9, false); client.ErrorName(err) != dbusapi.ErrNotAllowed {
+		t.Errorf("root under [api] changes = none: %v", err)
+	}
+	got := map[string]uint64{}
+	for _, c := range e.d.srv.RefusedCalls() {
+		if c.Method == "SetRoCE" {
+			got[c.Reason] += c.Calls
+		}
+	}
+	if want := map[string]uint64{bus.ReasonDenied: 1, bus.ReasonBusy: 1, bus.ReasonNotAllowed: 1}; !maps.Equal(got, want) {
+		t.Errorf("refused SetRoCE calls by reason: %v, want %v", got, want)
 	}
 }
