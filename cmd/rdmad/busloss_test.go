@@ -19,6 +19,7 @@ import (
 // and when a bus listens at the same address again it takes its name
 // back and serves its objects as before, with what changed meanwhile.
 func TestBusLostAndBack(t *testing.T) {
+	t.Parallel() // a bus and a host of its own; the test mostly waits
 	testdeps.Tool(t, "dbus-daemon", "dbus-daemon")
 	dir := bustest.PublicDir(t)
 	addr, stopBus, err := bustest.Run(dir)

@@ -95,6 +95,7 @@ func TestNothingInForceIsToldSo(t *testing.T) {
 // that rdmad did not write blocks every save: a doctor finding and a
 // metric, retried at the next pass once it is gone.
 func TestLastGoodInForceAndBlockedSaves(t *testing.T) {
+	t.Parallel() // a bus and a host of its own; the test mostly waits
 	addr := privateBus(t)
 	root, env, _ := demoHost(t)
 	hosttest.Write(t, root, "etc/rdma/rdmad.d/70-metrics.toml", "[metrics]\ntextfile = \"/var/lib/prometheus/node-exporter/rdmad.prom\"\n")

@@ -61,6 +61,7 @@ type qualifyDoc struct {
 // link), every result agrees with rdmad's notification table, and every
 // file of the fixture is as it was before.
 func TestQualifyFixtureWithRdmad(t *testing.T) {
+	t.Parallel() // a bus and a host of its own; the test mostly waits
 	root, addr, p := qualifiedHost(t)
 	before := hosttest.Tree(t, root)
 	corrected := strings.Count(p.logs.String(), "corrected a setting changed behind rdmad's back")
@@ -117,6 +118,7 @@ func TestQualifyFixtureWithRdmad(t *testing.T) {
 // hold released, and every file of the fixture is as it was; rdmactl says
 // so and exits 1.
 func TestQualifySIGTERMPutsBack(t *testing.T) {
+	t.Parallel() // a bus and a host of its own; the test mostly waits
 	root, addr, p := qualifiedHost(t)
 	before := hosttest.Tree(t, root)
 	cmd := exec.Command(rdmactlBin, "--bus", addr, "qualify", "--root", root, "--yes", "--wait", "3s", "mlx5_0/1")

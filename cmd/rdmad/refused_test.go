@@ -98,6 +98,7 @@ var (
 // rdmad_refused_calls_total counts all 5,000; and rdmad's own lines
 // still come (an applied change after the flood is logged).
 func TestRefusedCallsFloodNeitherTheLogNorTheMetric(t *testing.T) {
+	t.Parallel() // a bus and a host of its own; the test mostly waits
 	if os.Getuid() != 0 {
 		t.Skip("needs root to call as another uid")
 	}

@@ -20,6 +20,7 @@ import (
 // the one in progress finish and exits 0, leaving no temporary file of its
 // drop-in behind (before: 12 of 25 stops left .zz-rdmad-persist.toml.tmp-*).
 func TestSIGTERMDuringPersistedCallsLeavesNoTempFile(t *testing.T) {
+	t.Parallel() // a bus and a host of its own; the test mostly waits
 	addr := privateBus(t)
 	root, env, _ := demoHost(t)
 	dropins := filepath.Join(root, "etc/rdma/rdmad.d")

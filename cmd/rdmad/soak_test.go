@@ -122,6 +122,7 @@ func roceConfig(tos int) string {
 // nothing to say (its own memory grows with the run, so RSS is only
 // reported), and as shipped, where RSS must be flat too.
 func TestSoak(t *testing.T) {
+	t.Parallel() // a bus and a host of its own; the test mostly waits
 	t.Run("race", func(t *testing.T) { soak(t, raceRdmad(t), false) })
 	t.Run("memory", func(t *testing.T) { soak(t, rdmadBin, true) })
 }

@@ -238,10 +238,12 @@ func driftCfg(action config.DriftAction, rest string) string {
 // subject, the setting, the value found and the one restored, and a count
 // by setting), or leaves them and reports them under "report".
 func TestConfigfsChangeCorrectedOrReported(t *testing.T) {
+	t.Parallel() // a rig of its own; the test mostly waits
 	const rule = "[[roce]]\ndevice = \"mlx5_0\"\nmode = \"v2\"\ntos = 106\n"
 	portDir := host.ConfigfsPortPath("mlx5_0", 1)
 	tosFile, modeFile := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos"), host.ConfigfsPortPath("mlx5_0", 1, "default_roce_mode")
 	t.Run("correct", func(t *testing.T) {
+		t.Parallel()
 		r := newDriftRig(t, driftCfg(config.DriftCorrect, rule))
 		r.watching(t, portDir)
 		hosttest.Write(t, r.root, tosFile, "0\n")
@@ -265,6 +267,7 @@ func TestConfigfsChangeCorrectedOrReported(t *testing.T) {
 		}
 	})
 	t.Run("report", func(t *testing.T) {
+		t.Parallel()
 		r := newDriftRig(t, driftCfg(config.DriftReport, rule))
 		r.watching(t, portDir)
 		hosttest.Write(t, r.root, tosFile, "0\n")
@@ -316,9 +319,11 @@ func TestConfigfsChangeCorrectedOrReported(t *testing.T) {
 // a managed netdev makes rdmad read its PFC and trust again: a PFC another
 // tool turned off is put back, or reported.
 func TestDCBNotificationCorrectedOrReported(t *testing.T) {
+	t.Parallel() // a rig of its own; the test mostly waits
 	const rule = "[[qos]]\ndevice = \"mlx5_0\"\nport = 1\ntrust = \"dscp\"\npfc = [3]\n"
 	for _, action := range []config.DriftAction{config.DriftCorrect, config.DriftReport} {
 		t.Run(string(action), func(t *testing.T) {
+			t.Parallel()
 			r := newDriftRig(t, driftCfg(action, rule))
 			if n, _ := r.dcb.Netdev("ens1f0np0"); n.PFC.Enabled != 0x08 {
 				t.Fatalf("first pass: PFC %#x", n.PFC.Enabled)
@@ -361,6 +366,7 @@ func TestManagedFileChangeCorrectedOrReported(t *testing.T) {
 	const rule = "[memlock]\ngroup = \"rdma\"\nsoft = \"1G\"\nhard = \"1G\"\n"
 	for _, action := range []config.DriftAction{config.DriftCorrect, config.DriftReport} {
 		t.Run(string(action), func(t *testing.T) {
+			t.Parallel()
 			r := newDriftRig(t, driftCfg(action, rule))
 			want := hosttest.Read(t, r.root, memlock.LimitsFile)
 			if !strings.Contains(want, "@rdma") {
@@ -392,9 +398,11 @@ func TestManagedFileChangeCorrectedOrReported(t *testing.T) {
 // "correct" (the RDMA device's removal event asks for the pass), and
 // reported under "report".
 func TestDeletedLinkCorrectedOrReported(t *testing.T) {
+	t.Parallel() // a rig of its own; the test mostly waits
 	const rule = "[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth1\"\n"
 	for _, action := range []config.DriftAction{config.DriftCorrect, config.DriftReport} {
 		t.Run(string(action), func(t *testing.T) {
+			t.Parallel()
 			r := newDriftRig(t, driftCfg(action, rule))
 			if !r.h.Exists(host.ClassInfiniband + "/rxe0") {
 				t.Fatal("rxe0 not created")
@@ -452,6 +460,7 @@ func TestVerifyIntervalFindsUnannouncedChange(t *testing.T) {
 // contested (5 corrections within a minute), then left alone for the
 // back-off: no more writes, the record says contested and why.
 func TestContestedSettingBacksOff(t *testing.T) {
+	t.Parallel()           // a rig of its own; the test mostly waits
 	var ahead atomic.Int64 // how far the contest clock runs ahead of the wall clock
 	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	r := newDriftRigAt(t, driftCfg(config.DriftCorrect, "[[roce]]\ndevice = \"mlx5_0\"\ntos = 106\n"), now)
@@ -504,6 +513,7 @@ func TestContestedSettingBacksOff(t *testing.T) {
 // retry at the end of a back-off covers every contested subject, not only
 // a device's ports.
 func TestContestedHostSettingRetriedAfterBackoff(t *testing.T) {
+	t.Parallel()           // a rig of its own; the test mostly waits
 	var ahead atomic.Int64 // how far the contest clock runs ahead of the wall clock
 	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	const rule = "[memlock]\ngroup = \"rdma\"\nsoft = \"1G\"\nhard = \"1G\"\n"
@@ -542,6 +552,7 @@ func TestContestedHostSettingRetriedAfterBackoff(t *testing.T) {
 // toward the contest: the third correction within a minute makes the
 // setting contested, and the fourth change stays.
 func TestMLX5PFCCorrectionCountsTwice(t *testing.T) {
+	t.Parallel() // a rig of its own; the test mostly waits
 	r := newDriftRig(t, driftCfg(config.DriftCorrect, "[[qos]]\ndevice = \"mlx5_0\"\nport = 1\npfc = [3]\n"))
 	turnOff := func() {
 		r.dcb.Update("ens1f0np0", func(n *dcbtest.Netdev) { n.PFC.Enabled = 0 })
@@ -571,6 +582,7 @@ func TestMLX5PFCCorrectionCountsTwice(t *testing.T) {
 // reconcile.ContestReadInterval instead (its record shows the value), and
 // watches the directory again once the back-off ended.
 func TestContestedSettingIsReadOnASecondsClockNotPerEvent(t *testing.T) {
+	t.Parallel()           // a rig of its own; the test mostly waits
 	var ahead atomic.Int64 // how far the contest clock runs ahead of the wall clock
 	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	r := newDriftRigAt(t, driftCfg(config.DriftCorrect, "[[roce]]\ndevice = \"mlx5_0\"\ntos = 106\n"), now)
@@ -673,6 +685,7 @@ func TestSlowFightIsAFinding(t *testing.T) {
 // so a lost end would leave it uncorrected (for good with verify_interval
 // = "0").
 func TestBackoffEndIsNotLostToAWakeUp(t *testing.T) {
+	t.Parallel()           // a rig of its own; the test mostly waits
 	var ahead atomic.Int64 // how far the contest clock runs ahead of the wall clock
 	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	r := newDriftRigAt(t, driftCfg(config.DriftCorrect, "[[roce]]\ndevice = \"mlx5_0\"\ntos = 106\n"), now)
