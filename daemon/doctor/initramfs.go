@@ -3,7 +3,6 @@ package doctor
 import (
 	"fmt"
 	"os"
-	"path"
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/host"
@@ -74,8 +73,8 @@ func (d *diag) checkInitramfs(optionFile string, c initramfsCheck) {
 	if why == "" {
 		return
 	}
-	img, err1 := os.Stat(hostPath(d.h, image))
-	opt, err2 := os.Stat(hostPath(d.h, optionFile))
+	img, err1 := os.Stat(d.h.InRoot(image))
+	opt, err2 := os.Stat(d.h.InRoot(optionFile))
 	if err1 != nil || err2 != nil || !opt.ModTime().After(img.ModTime()) {
 		return
 	}
@@ -110,7 +109,7 @@ func (d *diag) dracutHas(needs func(string) bool, rdmaModule bool) string {
 	if exists(d.h, "etc/dracut.conf") {
 		files = append(files, "etc/dracut.conf")
 	}
-	files = append(files, confFiles(d.h, ".conf", "etc/dracut.conf.d", "usr/lib/dracut/dracut.conf.d")...)
+	files = append(files, d.h.DropIns(".conf", "etc/dracut.conf.d", "usr/lib/dracut/dracut.conf.d")...)
 	why := ""
 	for _, f := range files {
 		n := 0
@@ -152,41 +151,13 @@ func (d *diag) needsIBCore(module string) bool {
 	return false
 }
 
-// moduleDeps reads lib/modules/<release>/modules.dep: module -> every
-// module it needs (the file lists them transitively). nil when absent.
+// moduleDeps is the running kernel's modules.dep (host.ModuleDeps), read
+// once per run; nil when it cannot be read.
 func (d *diag) moduleDeps() map[string][]string {
-	if d.modDeps != nil {
-		return d.modDeps
-	}
-	rel := readAttr(d.h, host.ProcOSRelease)
-	if rel == "" {
-		return nil
-	}
-	deps := map[string][]string{}
-	err := boundedLines(d.h, path.Join("lib/modules", rel, "modules.dep"), capIndex, func(line string) bool {
-		mod, rest, ok := strings.Cut(line, ":")
-		if !ok {
-			return true
+	if d.modDeps == nil {
+		if deps, err := d.h.ModuleDeps(); err == nil {
+			d.modDeps = deps
 		}
-		var list []string
-		for _, p := range strings.Fields(rest) {
-			list = append(list, moduleName(p))
-		}
-		deps[moduleName(mod)] = list
-		return true
-	})
-	if err != nil {
-		return nil
 	}
-	d.modDeps = deps
-	return deps
-}
-
-// moduleName turns "kernel/drivers/infiniband/core/ib_core.ko.xz" into "ib_core".
-func moduleName(p string) string {
-	base := path.Base(strings.TrimSpace(p))
-	if i := strings.Index(base, ".ko"); i >= 0 {
-		base = base[:i]
-	}
-	return host.NormalizeModule(base)
+	return d.modDeps
 }

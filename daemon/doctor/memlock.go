@@ -95,7 +95,7 @@ func (d *diag) servicesMemlock() sourcedLimit {
 			break
 		}
 	}
-	files = append(files, confFiles(d.h, ".conf",
+	files = append(files, d.h.DropIns(".conf",
 		"etc/systemd/system.conf.d", "run/systemd/system.conf.d", "usr/local/lib/systemd/system.conf.d",
 		"usr/lib/systemd/system.conf.d", "lib/systemd/system.conf.d")...)
 	res := d.builtinMemlock()
@@ -260,7 +260,7 @@ func (d *diag) limitsEntries() []limitsEntry {
 	} else if exists(d.h, "usr/etc/security/limits.conf") {
 		files = append(files, "usr/etc/security/limits.conf")
 	}
-	files = append(files, confFiles(d.h, ".conf", "etc/security/limits.d", "usr/etc/security/limits.d")...)
+	files = append(files, d.h.DropIns(".conf", "etc/security/limits.d", "usr/etc/security/limits.d")...)
 	var out []limitsEntry
 	for _, f := range files {
 		n := 0
@@ -477,7 +477,7 @@ func (d *diag) unitMemlock(unit string, services sourcedLimit) (lim sourcedLimit
 		}
 	}
 	lim = services
-	for _, f := range append([]string{file}, confFiles(d.h, ".conf", dropDirs...)...) {
+	for _, f := range append([]string{file}, d.h.DropIns(".conf", dropDirs...)...) {
 		iniAssignments(d.h, f, "Service", "LimitMEMLOCK", func(value string, line int) {
 			if value == "" {
 				lim = services

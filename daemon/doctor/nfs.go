@@ -19,7 +19,7 @@ type nfsRDMAConfig struct {
 }
 
 func (d *diag) nfsConfig() nfsRDMAConfig {
-	files := append([]string{"etc/nfs.conf"}, confFiles(d.h, ".conf", "etc/nfs.conf.d")...)
+	files := append([]string{"etc/nfs.conf"}, d.h.DropIns(".conf", "etc/nfs.conf.d")...)
 	var rdma, rdmaPort, where string
 	for _, f := range files {
 		section, n := "", 0

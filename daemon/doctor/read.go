@@ -2,11 +2,7 @@ package doctor
 
 import (
 	"bytes"
-	"io/fs"
 	"os"
-	"path"
-	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/rdmad/rdmad/daemon/host"
@@ -17,47 +13,24 @@ import (
 // only, opened without blocking (a FIFO answers at once), size-capped, so
 // nothing on the host can wedge or blind the daemon that answers Diagnose.
 // The helpers below only add what doctor needs on top: paths under the
-// root, lines, and "" for an attribute that cannot be read.
+// root (host.InRoot), lines, and "" for an attribute that cannot be read.
 
 // Size caps by kind of file.
 const (
 	capAttr   = host.MaxAttrSize
 	capConfig = host.MaxConfigSize
-	capIndex  = host.MaxIndexSize // modules.dep, /proc/net/tcp
+	capIndex  = host.MaxIndexSize // /proc/net/tcp, /proc/net/unix
 )
-
-// hostPath resolves rel under the host root. A final symlink with an
-// absolute target is followed inside the root (a unit file linked to
-// /usr/lib/... in a --root tree must not be read from the machine running
-// the tests); relative links resolve as the kernel resolves them.
-func hostPath(h *host.Host, rel string) string {
-	p := h.Path(rel)
-	for i := 0; i < 8; i++ {
-		st, err := os.Lstat(p)
-		if err != nil || st.Mode()&fs.ModeSymlink == 0 {
-			return p
-		}
-		target, err := os.Readlink(p)
-		if err != nil || !filepath.IsAbs(target) {
-			return p
-		}
-		if target == "/dev/null" { // a masked unit: keep the link, callers check for it
-			return p
-		}
-		p = h.Path(target)
-	}
-	return p
-}
 
 // boundedRead reads rel whole if it is a regular file of at most limit
 // bytes.
 func boundedRead(h *host.Host, rel string, limit int) ([]byte, error) {
-	return host.ReadFileLimit(hostPath(h, rel), limit)
+	return host.ReadFileLimit(h.InRoot(rel), limit)
 }
 
 // readAttr reads a short attribute and trims it; "" when it cannot be read.
 func readAttr(h *host.Host, rel string) string {
-	b, err := host.ReadAttr(hostPath(h, rel))
+	b, err := host.ReadAttr(h.InRoot(rel))
 	if err != nil {
 		return ""
 	}
@@ -88,7 +61,7 @@ func boundedLines(h *host.Host, rel string, limit int, fn func(line string) bool
 
 // boundedDir lists the entry names of rel, sorted.
 func boundedDir(h *host.Host, rel string) ([]string, error) {
-	return host.ReadDirNames(hostPath(h, rel))
+	return host.ReadDirNames(h.InRoot(rel))
 }
 
 // exists reports whether rel exists under the root (without following a
@@ -105,7 +78,7 @@ func readlinkHost(h *host.Host, rel string) (string, error) {
 
 // isDir reports whether rel is a directory (following links inside the root).
 func isDir(h *host.Host, rel string) bool {
-	st, err := os.Stat(hostPath(h, rel))
+	st, err := os.Stat(h.InRoot(rel))
 	return err == nil && st.IsDir()
 }
 
@@ -113,36 +86,4 @@ func isDir(h *host.Host, rel string) bool {
 func masked(h *host.Host, rel string) bool {
 	t, err := os.Readlink(h.Path(rel))
 	return err == nil && t == "/dev/null"
-}
-
-// confFiles lists "<dir>/*<suffix>" across dirs the way systemd and
-// modprobe merge drop-in directories: sorted by file name, and a name in an
-// earlier directory hides the same name in later ones. It returns paths
-// relative to the root.
-func confFiles(h *host.Host, suffix string, dirs ...string) []string {
-	seen := map[string]string{}
-	for _, dir := range dirs {
-		names, err := boundedDir(h, dir)
-		if err != nil {
-			continue
-		}
-		for _, n := range names {
-			if !strings.HasSuffix(n, suffix) || strings.HasPrefix(n, ".") {
-				continue
-			}
-			if _, ok := seen[n]; !ok {
-				seen[n] = path.Join(dir, n)
-			}
-		}
-	}
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	out := make([]string, 0, len(names))
-	for _, n := range names {
-		out = append(out, seen[n])
-	}
-	return out
 }

@@ -139,3 +139,46 @@ func parseBuiltin(b []byte, into map[string]bool) {
 		}
 	}
 }
+
+// ModuleDeps reads lib/modules/<release>/modules.dep of the running
+// kernel: module -> every module it needs (the file lists them
+// transitively), names as the kernel compares them. An error when the
+// release or the file cannot be read (a fixture without module indexes).
+func (h *Host) ModuleDeps() (map[string][]string, error) {
+	b, err := ReadAttr(h.InRoot(ProcOSRelease))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", ProcOSRelease, err)
+	}
+	rel := strings.TrimSpace(string(b))
+	if rel == "" {
+		return nil, fmt.Errorf("read %s: empty", ProcOSRelease)
+	}
+	depFile := path.Join("lib/modules", rel, "modules.dep")
+	data, err := ReadFileLimit(h.InRoot(depFile), MaxIndexSize)
+	if err != nil {
+		return nil, fmt.Errorf("read /%s: %w", depFile, err)
+	}
+	deps := map[string][]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		mod, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		var list []string
+		for _, p := range strings.Fields(rest) {
+			list = append(list, moduleFileName(p))
+		}
+		deps[moduleFileName(mod)] = list
+	}
+	return deps, nil
+}
+
+// moduleFileName turns "kernel/drivers/infiniband/core/ib_core.ko.xz"
+// into "ib_core".
+func moduleFileName(p string) string {
+	base := path.Base(strings.TrimSpace(p))
+	if i := strings.Index(base, ".ko"); i >= 0 {
+		base = base[:i]
+	}
+	return NormalizeModule(base)
+}

@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"os"
 	"reflect"
 	"testing"
 
@@ -33,5 +34,26 @@ func TestMissingModulesKnowsAliasesAndBuiltins(t *testing.T) {
 	hosttest.Write(t, root, "proc/modules", "rdma_rxe 1 0 - Live 0x0\nrpcrdma 1 0 - Live 0x0\n")
 	if got, _ = h.MissingModules(names); got != nil {
 		t.Errorf("rpcrdma loaded: still missing %q", got)
+	}
+}
+
+func TestModuleDeps(t *testing.T) {
+	root := hosttest.Copy(t, "ib-ready")
+	h := host.New(root)
+	deps, err := h.ModuleDeps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"ib_uverbs", "ib_core", "mlx4_core"}; !reflect.DeepEqual(deps["mlx4_ib"], want) {
+		t.Errorf("mlx4_ib needs %v, want %v", deps["mlx4_ib"], want)
+	}
+	if d, ok := deps["ib_core"]; !ok || len(d) != 0 {
+		t.Errorf("ib_core: %v %v", d, ok)
+	}
+	if err := os.Remove(h.Path("lib/modules/6.1.0-28-amd64/modules.dep")); err != nil {
+		t.Fatal(err)
+	}
+	if deps, err := h.ModuleDeps(); err == nil || deps != nil {
+		t.Errorf("without modules.dep: %v, %v", deps, err)
 	}
 }
