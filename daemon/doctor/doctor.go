@@ -102,7 +102,6 @@ func Diagnose(ctx context.Context, in Input) []Finding {
 		d.checkCounters,
 		d.checkSettings,
 		d.checkRoCENetdevs,
-		d.checkMLX4Initramfs,
 		d.checkRules,
 		d.checkExpectRules,
 		d.checkVerbs,
@@ -112,7 +111,6 @@ func Diagnose(ctx context.Context, in Input) []Finding {
 		d.checkNFS,
 		d.checkIPoIB,
 		func() { d.checkParts(ctx) },
-		d.checkNetnsInitramfs,
 		d.checkCoexistence,
 	} {
 		if ctx.Err() != nil {

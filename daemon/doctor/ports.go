@@ -48,6 +48,17 @@ func (d *diag) kernelLacks(module string) bool {
 	return !ok && len(d.missingModules(module)) == 1
 }
 
+// moduleDeps is the running kernel's modules.dep (host.ModuleDeps), read
+// once per run; nil when it cannot be read.
+func (d *diag) moduleDeps() map[string][]string {
+	if d.modDeps == nil {
+		if deps, err := d.h.ModuleDeps(); err == nil {
+			d.modDeps = deps
+		}
+	}
+	return d.modDeps
+}
+
 func (d *diag) device(name string) *host.Device {
 	for i := range d.devs {
 		if d.devs[i].Name == name {

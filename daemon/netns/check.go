@@ -9,6 +9,7 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/initramfs"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
@@ -149,12 +150,23 @@ func (p *Part) running() (mode config.NetnsMode, known, loaded bool) {
 // runs comes from and what the next boot gives ib_core. Whether the
 // declared mode holds in the running kernel and in rdmad's modprobe.d
 // file is in the records; this says what they cannot: a mode switched by
-// hand that a reboot loses, and another file or the kernel command line
-// that overrides the declared boot mode.
+// hand that a reboot loses, another file or the kernel command line
+// that overrides the declared boot mode, and an initramfs older than the
+// file that gives the boot mode.
 func (p *Part) Check(_ context.Context, in *reconcile.CheckInput) []reconcile.Note {
+	boot := BootMode(p.Host)
+	notes := p.checkMode(in, boot)
+	if n, stale := p.checkInitramfs(boot); stale {
+		notes = append(notes, n)
+	}
+	return notes
+}
+
+// checkMode judges the running mode and the next boot's against the
+// declared one.
+func (p *Part) checkMode(in *reconcile.CheckInput, boot Boot) []reconcile.Note {
 	pol := in.Policy.Netns
 	declared, inForce := pol.Mode, pol.InForce()
-	boot := BootMode(p.Host)
 	running, known, loaded := p.running()
 	runningText := string(running)
 	switch {
@@ -195,6 +207,24 @@ func (p *Part) Check(_ context.Context, in *reconcile.CheckInput) []reconcile.No
 		return note(reconcile.SeverityOK, "netns-mode", fmt.Sprintf("RDMA netns mode %s declared, ib_core starts in it at boot (%s); running mode %s", declared, boot.Where, runningText), "")
 	}
 	return note(reconcile.SeverityOK, "netns-mode", fmt.Sprintf("RDMA netns mode %s as declared, at boot too (%s)", running, boot.Where), "")
+}
+
+// checkInitramfs: ib_core reads the modprobe.d file that gives its mode
+// at boot when it loads, so where ib_core loads from the initramfs (its
+// generator's configuration lists ib_core, a driver that needs it, or
+// dracut's rdma module), an image built before the file changed starts
+// the next boot in the old mode (netns-initramfs-stale).
+func (p *Part) checkInitramfs(boot Boot) (reconcile.Note, bool) {
+	if boot.File == "" {
+		return reconcile.Note{}, false
+	}
+	b := initramfs.Read(p.Host, boot.File, initramfs.Module{Brings: initramfs.Needing(p.Host, "ib_core"), RDMADracutModule: true})
+	if !b.Stale {
+		return reconcile.Note{}, false
+	}
+	return reconcile.Note{ID: "netns-initramfs-stale", Subject: reconcile.HostSubject(), Severity: reconcile.SeverityWarn,
+		Finding: fmt.Sprintf("ib_core loads from the initramfs (%s), and /%s was built before /%s changed: the next boot starts ib_core in the old RDMA netns mode", b.From, b.Image, boot.File),
+		Fix:     b.Rebuild}, true
 }
 
 // OtherManager implements reconcile.Contender: sriov-network-operator,

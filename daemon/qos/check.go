@@ -10,6 +10,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/config"
 	"github.com/rdmad/rdmad/daemon/dcb"
 	"github.com/rdmad/rdmad/daemon/host"
+	"github.com/rdmad/rdmad/daemon/initramfs"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 )
 
@@ -280,6 +281,24 @@ func losslessFix(api config.API, dev string, port int, pfc []uint8) string {
 	}
 	return fmt.Sprintf("declare the [[qos]] rule in a drop-in such as /etc/rdma/rdmad.d/50-qos.toml: qos = [{ device = %q, port = %d, trust = \"dscp\", pfc = [%s] }]%s, and the same no-drop priority on the switch",
 		config.Exact(dev).Text(), port, strings.Join(list, ", "), cmd)
+}
+
+// Check implements reconcile.Checker for the mlx4_en options file: mlx4_en
+// reads it when it loads, so where mlx4_en loads from the initramfs
+// (its generator's configuration lists mlx4_en), an image built before
+// the file changed gives the next boot the old PFC options
+// (qos-mlx4-initramfs-stale).
+func (m *MLX4Part) Check(_ context.Context, _ *reconcile.CheckInput) []reconcile.Note {
+	if !m.Host.Exists(MLX4File) {
+		return nil
+	}
+	boot := initramfs.Read(m.Host, MLX4File, initramfs.Module{Brings: initramfs.Named("mlx4_en")})
+	if !boot.Stale {
+		return nil
+	}
+	return []reconcile.Note{{ID: "qos-mlx4-initramfs-stale", Subject: reconcile.HostSubject(), Severity: reconcile.SeverityWarn,
+		Finding: fmt.Sprintf("mlx4_en loads from the initramfs (%s), and /%s was built before /%s changed: the next boot loads mlx4_en with the old PFC options", boot.From, boot.Image, MLX4File),
+		Fix:     boot.Rebuild}}
 }
 
 // OtherManager implements reconcile.Contender: lldpad, when it runs.

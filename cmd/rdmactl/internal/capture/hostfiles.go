@@ -195,9 +195,9 @@ func (c *capturer) lldpad() {
 
 // kernelRelease captures what is kept per kernel release: the module
 // indexes rdmad resolves module names with (modules.alias,
-// modules.builtin) and doctor reads the initramfs's modules from
-// (modules.dep), and the time of the initramfs image (doctor compares it
-// with the netns option file's).
+// modules.builtin) and the initramfs check reads the initramfs's modules
+// from (modules.dep), and the time of the initramfs image (the check
+// compares it with the netns and mlx4_en option files').
 func (c *capturer) kernelRelease() {
 	rel, err := c.h.ReadString(host.ProcOSRelease)
 	if rel = strings.TrimSpace(rel); err != nil || rel == "" || strings.ContainsAny(rel, "/") {
