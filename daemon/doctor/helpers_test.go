@@ -197,16 +197,12 @@ func readyIB(t *testing.T) string {
 
 func touch(t *testing.T, root, rel string, when time.Time) {
 	t.Helper()
-	if err := os.Chtimes(filepath.Join(root, rel), when, when); err != nil {
-		t.Fatal(err)
-	}
+	hosttest.Touch(t, root, rel, when)
 }
 
 func remove(t *testing.T, root, rel string) {
 	t.Helper()
-	if err := os.RemoveAll(filepath.Join(root, rel)); err != nil {
-		t.Fatal(err)
-	}
+	hosttest.Remove(t, root, rel)
 }
 
 // setPort writes sysfs attributes of a fixture port.

@@ -29,23 +29,9 @@ func ibCore(h *host.Host) initramfs.Module {
 func readyIB(t *testing.T) string {
 	t.Helper()
 	root := hosttest.Copy(t, "ib-ready")
-	touch(t, root, "boot/initrd.img-"+release, time.Now().Add(-time.Hour))
-	touch(t, root, optionFile, time.Now())
+	hosttest.Touch(t, root, "boot/initrd.img-"+release, time.Now().Add(-time.Hour))
+	hosttest.Touch(t, root, optionFile, time.Now())
 	return root
-}
-
-func touch(t *testing.T, root, rel string, when time.Time) {
-	t.Helper()
-	if err := os.Chtimes(filepath.Join(root, rel), when, when); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func remove(t *testing.T, root, rel string) {
-	t.Helper()
-	if err := os.RemoveAll(filepath.Join(root, rel)); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestInitramfsTools(t *testing.T) {
@@ -64,12 +50,12 @@ func TestInitramfsTools(t *testing.T) {
 	}
 
 	// Rebuilt since: in the initramfs, not stale.
-	touch(t, root, "boot/initrd.img-"+release, time.Now().Add(time.Hour))
+	hosttest.Touch(t, root, "boot/initrd.img-"+release, time.Now().Add(time.Hour))
 	if b := initramfs.Read(h, optionFile, ibCore(h)); !b.FromInitramfs || b.Stale {
 		t.Errorf("after the rebuild: %+v", b)
 	}
 	// No image, or no option file: nothing is older than the other.
-	remove(t, root, "boot/initrd.img-"+release)
+	hosttest.Remove(t, root, "boot/initrd.img-"+release)
 	if b := initramfs.Read(h, optionFile, ibCore(h)); !b.FromInitramfs || b.Stale {
 		t.Errorf("without the image: %+v", b)
 	}
@@ -94,7 +80,7 @@ func TestModuleThatDoesNotBringIt(t *testing.T) {
 		t.Errorf("mlx4-en is mlx4_en: %+v", b)
 	}
 	// Without modules.dep only ib_core's own name brings it.
-	remove(t, root, "lib/modules/"+release+"/modules.dep")
+	hosttest.Remove(t, root, "lib/modules/"+release+"/modules.dep")
 	hosttest.Write(t, root, "etc/initramfs-tools/modules", "mlx4_ib\n")
 	if b := initramfs.Read(h, optionFile, ibCore(h)); b.FromInitramfs {
 		t.Errorf("without modules.dep mlx4_ib cannot be told to need ib_core: %+v", b)
@@ -108,10 +94,10 @@ func TestModuleThatDoesNotBringIt(t *testing.T) {
 func TestDracut(t *testing.T) {
 	root := readyIB(t)
 	h := host.New(root)
-	remove(t, root, "etc/initramfs-tools")
+	hosttest.Remove(t, root, "etc/initramfs-tools")
 	image := "boot/initramfs-" + release + ".img"
 	hosttest.Write(t, root, image, "")
-	touch(t, root, image, time.Now().Add(-time.Hour))
+	hosttest.Touch(t, root, image, time.Now().Add(-time.Hour))
 	for _, c := range []struct {
 		name, file, text string
 		src              initramfs.Source
@@ -129,7 +115,7 @@ func TestDracut(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			hosttest.Write(t, root, c.file, c.text)
-			defer remove(t, root, c.file)
+			defer hosttest.Remove(t, root, c.file)
 			b := initramfs.Read(h, optionFile, ibCore(h))
 			want := initramfs.Boot{Generator: initramfs.Dracut, Image: image, Rebuild: "dracut -f --kver " + release, FromInitramfs: true, From: c.src, Stale: true}
 			if b != want {
@@ -158,7 +144,7 @@ func TestDracut(t *testing.T) {
 func TestReadsAreBoundedAndInsideTheRoot(t *testing.T) {
 	root := readyIB(t)
 	h := host.New(root)
-	remove(t, root, "etc/initramfs-tools")
+	hosttest.Remove(t, root, "etc/initramfs-tools")
 	hosttest.Write(t, root, "usr/share/rdma/ib.conf", "add_drivers+=\" mlx4_ib \"\n")
 	if err := os.MkdirAll(filepath.Join(root, "etc/dracut.conf.d"), 0o755); err != nil {
 		t.Fatal(err)
@@ -167,7 +153,7 @@ func TestReadsAreBoundedAndInsideTheRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	hosttest.Write(t, root, "boot/initramfs-"+release+".img", "")
-	touch(t, root, "boot/initramfs-"+release+".img", time.Now().Add(-time.Hour))
+	hosttest.Touch(t, root, "boot/initramfs-"+release+".img", time.Now().Add(-time.Hour))
 	if b := initramfs.Read(h, optionFile, ibCore(h)); !b.Stale || b.From.File != "etc/dracut.conf.d/50-ib.conf" {
 		t.Errorf("through the link inside the root: %+v", b)
 	}
@@ -181,13 +167,13 @@ func TestReadsAreBoundedAndInsideTheRoot(t *testing.T) {
 func TestWithoutGeneratorOrRelease(t *testing.T) {
 	root := readyIB(t)
 	h := host.New(root)
-	remove(t, root, host.ProcOSRelease)
+	hosttest.Remove(t, root, host.ProcOSRelease)
 	if b := initramfs.Read(h, optionFile, ibCore(h)); b != (initramfs.Boot{}) {
 		t.Errorf("without a kernel release: %+v", b)
 	}
 	root = readyIB(t)
 	h = host.New(root)
-	remove(t, root, "etc/initramfs-tools")
+	hosttest.Remove(t, root, "etc/initramfs-tools")
 	if b := initramfs.Read(h, optionFile, ibCore(h)); b != (initramfs.Boot{}) {
 		t.Errorf("without a generator: %+v", b)
 	}

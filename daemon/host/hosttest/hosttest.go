@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdmad/rdmad/daemon/host"
 )
@@ -276,6 +277,23 @@ func Write(t testing.TB, root, rel, content string) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Touch sets the times of rel under root to when, as an image built or a
+// file changed then.
+func Touch(t testing.TB, root, rel string, when time.Time) {
+	t.Helper()
+	if err := os.Chtimes(filepath.Join(root, rel), when, when); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Remove removes rel under root and everything below it.
+func Remove(t testing.TB, root, rel string) {
+	t.Helper()
+	if err := os.RemoveAll(filepath.Join(root, rel)); err != nil {
 		t.Fatal(err)
 	}
 }
