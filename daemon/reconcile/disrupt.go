@@ -70,6 +70,17 @@ func (d Disruption) Applies(from, to Value) bool {
 	return d.Changes == nil || from == nil || to == nil || d.Changes(from, to)
 }
 
+// ChangesOf is a Disruption's Changes for values of type T: a value of
+// another type counts as a change, as an unknown one does; two values of
+// T change when differ says they do.
+func ChangesOf[T Value](differ func(from, to T) bool) func(from, to Value) bool {
+	return func(from, to Value) bool {
+		f, okf := from.(T)
+		t, okt := to.(T)
+		return !okf || !okt || differ(f, t)
+	}
+}
+
 // Disruptive is a part that knows what changes of its settings do to
 // traffic, per driver.
 type Disruptive interface {

@@ -13,11 +13,7 @@ import (
 // the one whose type changes.
 var Disruptions = []reconcile.Disruption{
 	{Driver: host.DriverMLX4, Setting: PortType.Setting(), Effect: reconcile.EffectDeviceReset,
-		Changes: func(from, to reconcile.Value) bool {
-			f, okf := from.(TypeValue)
-			t, okt := to.(TypeValue)
-			return !okf || !okt || effective(f) == "" || effective(f) != effective(t)
-		},
+		Changes: reconcile.ChangesOf(func(f, t TypeValue) bool { return effective(f) == "" || effective(f) != effective(t) }),
 		When:    "when the port's type (ib or eth) changes; every port of the device stops",
 		Follows: "mlx4_change_port_types: mlx4_unregister_device, mlx4_CLOSE_PORT and mlx4_SET_PORT on every port, mlx4_register_device"},
 }
