@@ -62,12 +62,8 @@ var serialFiles = []string{"serial", "serial_number", "board_serial"}
 // port, its OFED traffic classes (tc/), its device-wide hardware counters
 // and its parent device (the PCI function, through the device link).
 func (c *capturer) ibDevice(dir string) {
-	if c.walked(dir) {
-		return
-	}
-	for _, n := range c.list(dir) {
-		rel := path.Join(dir, n)
-		switch k, _ := c.lstat(rel); {
+	c.deviceDir(dir, nil, func(rel, n string, k kind) {
+		switch {
 		case k == kindDir && n == "ports":
 			c.dir(rel)
 			for _, p := range c.list(rel) {
@@ -82,6 +78,31 @@ func (c *capturer) ibDevice(dir string) {
 		case k == kindFile || k == kindOther:
 			c.fileAt(rel, c.readAttr)
 		}
+	})
+}
+
+// deviceDir captures a device's directory once: the attributes attrs (each
+// named, so one the directory does not list is still tried), then each
+// entry of the directory through entry, with its kind.
+func (c *capturer) deviceDir(dir string, attrs []string, entry func(rel, name string, k kind)) {
+	if c.walked(dir) {
+		return
+	}
+	for _, n := range attrs {
+		c.fileAt(path.Join(dir, n), c.readAttr)
+	}
+	for _, n := range c.list(dir) {
+		rel := path.Join(dir, n)
+		k, _ := c.lstat(rel)
+		entry(rel, n, k)
+	}
+}
+
+// linkOnly captures the link rel as a link, not what it leads to: the
+// device's neighbours that rdmad reads only by name.
+func (c *capturer) linkOnly(rel string) {
+	if target, err := c.readlink(rel); err == nil {
+		c.link(rel, target)
 	}
 }
 
@@ -225,15 +246,7 @@ func (c *capturer) parentLink(rel string) {
 // when it is a VF, the links to its VFs, its netdevs and its user-verbs
 // devices.
 func (c *capturer) parentDevice(dir string) {
-	if c.walked(dir) {
-		return
-	}
-	for _, n := range pciAttrs {
-		c.fileAt(path.Join(dir, n), c.readAttr)
-	}
-	for _, n := range c.list(dir) {
-		rel := path.Join(dir, n)
-		k, _ := c.lstat(rel)
+	c.deviceDir(dir, pciAttrs, func(rel, n string, k kind) {
 		switch {
 		case k == kindLink && n == "driver":
 			if drv, err := c.resolve(rel, true, true); err == nil {
@@ -246,9 +259,7 @@ func (c *capturer) parentDevice(dir string) {
 		case k == kindLink && n == "physfn":
 			c.parentLink(rel)
 		case k == kindLink && strings.HasPrefix(n, "virtfn"):
-			if target, err := c.readlink(rel); err == nil {
-				c.link(rel, target)
-			}
+			c.linkOnly(rel)
 		case k == kindDir && n == "net":
 			c.dir(rel)
 			for _, nd := range c.list(rel) {
@@ -260,7 +271,7 @@ func (c *capturer) parentDevice(dir string) {
 				c.classEntry(path.Join(rel, v), c.verbsDevice)
 			}
 		}
-	}
+	})
 }
 
 func (c *capturer) readlink(rel string) (string, error) { return os.Readlink(c.abs(rel)) }
@@ -287,24 +298,14 @@ func (c *capturer) netdevs() {
 // netdev captures a netdev's directory: netdevAttrs, OFED's ecn/ tree, and
 // its links (device, master, upper_*, lower_*) as links only.
 func (c *capturer) netdev(dir string) {
-	if c.walked(dir) {
-		return
-	}
-	for _, n := range netdevAttrs {
-		c.fileAt(path.Join(dir, n), c.readAttr)
-	}
-	for _, n := range c.list(dir) {
-		rel := path.Join(dir, n)
-		k, _ := c.lstat(rel)
+	c.deviceDir(dir, netdevAttrs, func(rel, n string, k kind) {
 		switch {
 		case k == kindDir && n == "ecn":
 			c.tree(rel, c.readAttr)
 		case k == kindLink && (n == "device" || n == "master" || strings.HasPrefix(n, "upper_") || strings.HasPrefix(n, "lower_")):
-			if target, err := c.readlink(rel); err == nil {
-				c.link(rel, target)
-			}
+			c.linkOnly(rel)
 		}
-	}
+	})
 }
 
 // verbs captures sys/class/infiniband_verbs: each user-verbs device and
@@ -327,9 +328,7 @@ func (c *capturer) verbsDevice(dir string) {
 		c.fileAt(path.Join(dir, n), c.readAttr)
 	}
 	if rel := path.Join(dir, "device"); func() bool { k, _ := c.lstat(rel); return k == kindLink }() {
-		if target, err := c.readlink(rel); err == nil {
-			c.link(rel, target)
-		}
+		c.linkOnly(rel)
 	}
 }
 
