@@ -70,7 +70,6 @@ type correctionAt struct {
 type drift struct {
 	mu         sync.Mutex
 	contests   map[driftKey]*contest
-	corrected  map[string]uint64 // corrections by setting name
 	lastVerify time.Time
 	now        func() time.Time
 	// fights are the settings corrected more than once, one correction
@@ -81,7 +80,7 @@ type drift struct {
 }
 
 func newDrift() *drift {
-	return &drift{contests: map[driftKey]*contest{}, corrected: map[string]uint64{}, fights: map[driftKey]*fight{}, now: time.Now}
+	return &drift{contests: map[driftKey]*contest{}, fights: map[driftKey]*fight{}, now: time.Now}
 }
 
 // driftGuard is the pass's WriteGuard: it holds back writes of settings
@@ -261,16 +260,16 @@ func (r *Reconciler) contested(key driftKey, now time.Time) (until time.Time, n 
 // it in the current fight, each within [drift] fight_window of the one
 // before: this one included); logReport says nothing more of it. A
 // setting corrected ContestCorrections times (by cost) within
-// ContestWindow becomes contested. It returns the indexes in acts of the
-// corrections.
-func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) map[int]bool {
+// ContestWindow becomes contested. It returns the corrections in order
+// (what the pass tells its listeners, and what the tally counts) and
+// their indexes in acts (the lines logReport leaves to it).
+func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) (corrections []Correction, logged map[int]bool) {
 	r.drift.mu.Lock()
 	defer r.drift.mu.Unlock()
 	r.drift.fightWindow = g.fightWindow
 	if len(g.pending) == 0 {
-		return nil
+		return nil, nil
 	}
-	var corrections map[int]bool
 	for i, a := range acts {
 		if (a.Status != Changed && a.Status != Failed) || a.Setting == nil {
 			continue
@@ -282,12 +281,12 @@ func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) map[int]bool 
 		// Every write the guard let through counts toward the contest,
 		// whether it held or not; one that held is a correction.
 		if a.Status == Changed {
-			if corrections == nil {
-				corrections = map[int]bool{}
+			if logged == nil {
+				logged = map[int]bool{}
 			}
-			corrections[i] = true
+			logged[i] = true
+			corrections = append(corrections, Correction{Subject: a.Subject, Setting: a.Setting, Found: a.From, Restored: a.To})
 			n := r.noteFight(key, a.Setting, g.now, g.fightWindow)
-			r.drift.corrected[a.Setting.Name]++
 			r.log.Warn("corrected a setting changed behind rdmad's back", "subject", a.Subject.String(), "setting", a.Setting.Name,
 				"found", a.From, "restored", a.To, "source", a.Source, "corrections", n, "fight_window", g.fightWindow)
 		}
@@ -318,20 +317,13 @@ func (r *Reconciler) noteCorrections(g *driftGuard, acts []Action) map[int]bool 
 			c.corrections = nil
 		}
 	}
-	return corrections
+	return corrections, logged
 }
 
 // Corrected is how many out-of-band changes rdmad put back, by setting
-// name: rdmad_drift_corrected_total.
-func (r *Reconciler) Corrected() map[string]uint64 {
-	r.drift.mu.Lock()
-	defer r.drift.mu.Unlock()
-	out := make(map[string]uint64, len(r.drift.corrected))
-	for k, v := range r.drift.corrected {
-		out[k] = v
-	}
-	return out
-}
+// name: rdmad_drift_corrected_total, the sum of the tally of each
+// subject's setting.
+func (r *Reconciler) Corrected() map[string]uint64 { return r.tally.bySetting() }
 
 // Retry is when the earliest back-off of a contested setting ends, and
 // what to read again then.

@@ -11,10 +11,11 @@ import (
 // out-of-band changes it put back and the settings it stopped correcting
 // (Change.Corrected, Change.Contested), from which the bus emits
 // SettingCorrected and SettingContested. They are taken from the pass's
-// actions and the contest rule after the pass, apart from the journal
-// line each correction gets (noteCorrections): a listener learns of a
-// correction in the same commit as the state that shows it, and nothing
-// here depends on how the line is written.
+// actions after the pass, the corrections in the one walk that logs each
+// one's journal line and counts it toward the contest rule
+// (noteCorrections): a listener learns of a correction in the same commit
+// as the state that shows it, and nothing here depends on how the line is
+// written.
 
 // Correction is one out-of-band change a pass put back.
 type Correction struct {
@@ -63,21 +64,6 @@ func sameWhy(a, b error) bool {
 	return errText(a) == errText(b)
 }
 
-// corrections are the Changed actions of acts that the guard let through
-// as corrections, in order.
-func (g *driftGuard) corrections(acts []Action) []Correction {
-	if len(g.pending) == 0 {
-		return nil
-	}
-	var out []Correction
-	for _, a := range acts {
-		if a.Status == Changed && a.Setting != nil && g.pending[driftKey{a.Subject, a.Setting.Name}] {
-			out = append(out, Correction{Subject: a.Subject, Setting: a.Setting, Found: a.From, Restored: a.To})
-		}
-	}
-	return out
-}
-
 // contestsStarted are the settings of acts that the pass's corrections made
 // contested (noteCorrections has counted them): a setting the guard let
 // through was not contested when the pass read it, so one contested now
@@ -105,7 +91,8 @@ func (r *Reconciler) contestsStarted(g *driftGuard, acts []Action) []ContestStar
 }
 
 // tally counts the corrections of each setting of each subject since rdmad
-// started: Record.Corrected, the web console's badge.
+// started: Record.Corrected, the web console's badge, and by setting
+// alone rdmad_drift_corrected_total (Reconciler.Corrected).
 type tally struct {
 	mu sync.Mutex
 	n  map[driftKey]uint32
@@ -124,6 +111,17 @@ func (t *tally) add(cs []Correction) {
 	for _, c := range cs {
 		t.n[driftKey{c.Subject, c.Setting.Name}]++
 	}
+}
+
+// bySetting is the count of each setting, its subjects' summed.
+func (t *tally) bySetting() map[string]uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]uint64{}
+	for k, n := range t.n {
+		out[k.setting] += uint64(n)
+	}
+	return out
 }
 
 // mark sets Corrected on the records of res whose setting was ever

@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -128,5 +129,44 @@ func TestReadLiveReadsTheKernelNow(t *testing.T) {
 	}
 	if r := e.record(t); reconcile.Text(r.Observed) != "106" || r.State != reconcile.Holds {
 		t.Errorf("a live read changed the state: %+v", r)
+	}
+}
+
+// The corrections of one setting on two subjects: each is told, logged
+// once (as a correction, not also as an application) and counted on its
+// own record, and the count by setting is the two records' sum.
+func TestCorrectedCountsEachSubjectAndTheirSum(t *testing.T) {
+	e := newDriftEnv(t, config.DriftCorrect)
+	e.pol.RoCE[0].Selector.Device = config.Glob("mlx5_*")
+	e.r.Pass(context.Background(), e.pol, reconcile.Scope{Full: true, Forced: true})
+	var changes []reconcile.Change
+	e.r.OnChange(func(ch reconcile.Change) { changes = append(changes, ch) })
+	other := host.ConfigfsPortPath("mlx5_1", 1, "default_roce_tos")
+	recheck := func() {
+		e.r.Pass(context.Background(), e.pol, reconcile.Scope{Recheck: map[string]bool{"mlx5_0": true, "mlx5_1": true}})
+	}
+	counts := func() (uint32, uint32) {
+		states := e.r.DeviceStates([]string{"mlx5_0", "mlx5_1"})
+		return record(states[0].Ports[0], roce.TOS).Corrected, record(states[1].Ports[0], roce.TOS).Corrected
+	}
+	e.tamper(t, "7")
+	hosttest.Write(t, e.root, other, "3\n")
+	before := len(e.log.String())
+	recheck()
+	if len(changes) != 1 || len(changes[0].Corrected) != 2 || changes[0].Corrected[0].Subject != reconcile.PortSubject("mlx5_0", 1) ||
+		changes[0].Corrected[1].Subject != reconcile.PortSubject("mlx5_1", 1) || changes[0].Corrected[1].Found != "3" {
+		t.Fatalf("told %+v", changes)
+	}
+	if logged := e.log.String()[before:]; strings.Count(logged, "corrected a setting changed behind rdmad's back") != 2 || strings.Contains(logged, "msg=applied") {
+		t.Errorf("two corrections logged as:\n%s", logged)
+	}
+	if a, b := counts(); a != 1 || b != 1 || e.r.Corrected()["roce_tos"] != 2 {
+		t.Errorf("records count %d and %d, by setting %v", a, b, e.r.Corrected())
+	}
+	e.now = e.now.Add(time.Second)
+	e.tamper(t, "7")
+	recheck()
+	if a, b := counts(); a != 2 || b != 1 || e.r.Corrected()["roce_tos"] != 3 || len(e.r.Corrected()) != 1 {
+		t.Errorf("records count %d and %d, by setting %v", a, b, e.r.Corrected())
 	}
 }

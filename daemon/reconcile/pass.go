@@ -98,8 +98,8 @@ func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) 
 	}
 	g := r.guard(pol, scope)
 	rep, res := r.pass(ctx, pol, scope, g)
-	corrections := r.noteCorrections(g, rep.Actions)
-	corrected, contested := g.corrections(rep.Actions), r.contestsStarted(g, rep.Actions)
+	corrected, logged := r.noteCorrections(g, rep.Actions)
+	contested := r.contestsStarted(g, rep.Actions)
 	r.tally.add(corrected)
 	r.tally.mark(res)
 	if scope.Verify {
@@ -119,7 +119,7 @@ func (r *Reconciler) Pass(ctx context.Context, pol *config.Policy, scope Scope) 
 	change, gone := r.commit(res)
 	change.Corrected, change.Contested = corrected, contested
 	r.logDepartures(gone)
-	r.logReport(ctx, rep, corrections)
+	r.logReport(ctx, rep, logged)
 	r.notify(change)
 	return rep
 }
@@ -530,12 +530,12 @@ func sortedNames[V any](m map[string]V) []string {
 // corrections (the indexes in rep.Actions noteCorrections logged
 // already: one line each); a pass a call ran names the call's caller on
 // each line (audit.Attrs).
-func (r *Reconciler) logReport(ctx context.Context, rep Report, corrections map[int]bool) {
+func (r *Reconciler) logReport(ctx context.Context, rep Report, logged map[int]bool) {
 	caller := audit.Attrs(ctx)
 	for i, a := range rep.Actions {
 		switch a.Status {
 		case Changed:
-			if corrections[i] {
+			if logged[i] {
 				continue
 			}
 			r.log.Info("applied", append([]any{"subject", a.Subject.String(), "what", string(a.Kind), "from", a.From, "to", a.To, "source", a.Source}, caller...)...)
