@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -88,6 +89,12 @@ type Notification struct {
 	Notice  string `json:"notice"`
 	Follows string `json:"follows"` // the kernel code the row was read from
 }
+
+// ContestWindow is the time within which SettingContested's count of
+// corrections fell: rdmad stops correcting a setting it put back that
+// often within it. The daemon's contest rule is reconcile.ContestWindow,
+// which a test of reconcile holds equal to this.
+const ContestWindow = time.Minute
 
 // The notices of the Notifications table.
 const (

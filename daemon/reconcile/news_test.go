@@ -12,6 +12,7 @@ import (
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/daemon/roce"
+	"github.com/rdmad/rdmad/dbusapi"
 )
 
 // Each correction reaches the listeners with the pass that stored it,
@@ -168,5 +169,14 @@ func TestCorrectedCountsEachSubjectAndTheirSum(t *testing.T) {
 	recheck()
 	if a, b := counts(); a != 2 || b != 1 || e.r.Corrected()["roce_tos"] != 3 || len(e.r.Corrected()) != 1 {
 		t.Errorf("records count %d and %d, by setting %v", a, b, e.r.Corrected())
+	}
+}
+
+// The window the contest rule counts corrections within is the one the
+// contract gives for SettingContested's count, which rdmactl monitor
+// prints.
+func TestContestWindowIsTheContracts(t *testing.T) {
+	if reconcile.ContestWindow != dbusapi.ContestWindow {
+		t.Errorf("reconcile.ContestWindow %s, dbusapi.ContestWindow %s", reconcile.ContestWindow, dbusapi.ContestWindow)
 	}
 }

@@ -177,7 +177,8 @@ func (m *monitorView) event(sig *dbus.Signal) (event, bool) {
 		if dbus.Store(b, &obj, &ev.Setting, &ev.Count) != nil {
 			return ev, false
 		}
-		ev.text = fmt.Sprintf("contested  %s: corrected %d times within a minute; rdmad stops correcting it for a while", escapeText(ev.Setting), ev.Count)
+		ev.text = fmt.Sprintf("contested  %s: corrected %d times within %s; rdmad stops correcting it for a while", escapeText(ev.Setting), ev.Count,
+			durationWords(dbusapi.ContestWindow))
 	case "org.freedesktop.DBus.Properties.PropertiesChanged":
 		changed := map[string]dbus.Variant{}
 		if dbus.Store(b[:min(len(b), 2)], &ev.Interface, &changed) != nil {
@@ -373,4 +374,21 @@ func subjectOf(p dbus.ObjectPath) string {
 		return name + "/" + port
 	}
 	return name
+}
+
+// durationWords is d in words, in its largest whole unit: "a minute",
+// "10 seconds", "2 hours"; what is not a whole second as Go writes it.
+func durationWords(d time.Duration) string {
+	for _, u := range []struct {
+		d          time.Duration
+		one, units string
+	}{{time.Hour, "an hour", "hours"}, {time.Minute, "a minute", "minutes"}, {time.Second, "a second", "seconds"}} {
+		switch {
+		case d == u.d:
+			return u.one
+		case d > 0 && d%u.d == 0:
+			return fmt.Sprintf("%d %s", d/u.d, u.units)
+		}
+	}
+	return d.String()
 }

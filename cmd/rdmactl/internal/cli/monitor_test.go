@@ -128,3 +128,19 @@ func TestMonitorEscapesWhatTheServiceSends(t *testing.T) {
 		}
 	}
 }
+
+// A contest's line says the window of its count in words, from
+// dbusapi.ContestWindow: whatever the window, the words are its length.
+func TestDurationWords(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Minute: "a minute", 2 * time.Minute: "2 minutes", time.Hour: "an hour", 90 * time.Minute: "90 minutes",
+		time.Second: "a second", 45 * time.Second: "45 seconds", 3 * time.Hour: "3 hours", 1500 * time.Millisecond: "1.5s",
+	} {
+		if got := durationWords(d); got != want {
+			t.Errorf("%s: %q, want %q", d, got, want)
+		}
+	}
+	if got := durationWords(dbusapi.ContestWindow); got != "a minute" {
+		t.Errorf("the contest window in words: %q; the golden outputs say a minute", got)
+	}
+}
