@@ -150,7 +150,7 @@ func TestMain(m *testing.M) { livetest.Main(m, &bins) }
 // load validates the manifests with validate.py and decodes what it prints.
 func load(t *testing.T, files ...string) []object {
 	t.Helper()
-	testdeps.Python3(t, "python3-kubernetes and python3-yaml", "kubernetes", "yaml")
+	testdeps.Python3Imports(t, "python3-kubernetes and python3-yaml", "validate.py")
 	cmd := exec.Command("/usr/bin/python3", append([]string{"validate.py"}, files...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -168,7 +168,7 @@ func load(t *testing.T, files ...string) []object {
 // TestValidatorCatchesMistakes: validate.py refuses a misspelt field, a
 // wrong type and a missing required field (so its pass means something).
 func TestValidatorCatchesMistakes(t *testing.T) {
-	testdeps.Python3(t, "python3-kubernetes and python3-yaml", "kubernetes", "yaml")
+	testdeps.Python3Imports(t, "python3-kubernetes and python3-yaml", "validate.py")
 	good, err := os.ReadFile("daemonset.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -67,6 +70,53 @@ func Python3(t testing.TB, pkgs string, modules ...string) {
 			fmt.Errorf("%s: %w %s", script, err, strings.TrimSpace(lastLine(string(out)))))
 	}
 }
+
+// Python3Imports checks that Debian's /usr/bin/python3 runs the import
+// statements of the Python script at path, as the script will run them
+// (its lines that begin with "import " or "from " at the left margin):
+// what the script imports, not the package it comes from, so a package
+// that is there but broken or partial (kubernetes without
+// kubernetes.client) ends t here with the statement that failed and
+// Python's error, not in the script. pkgs are the Debian packages that
+// provide them.
+func Python3Imports(t testing.TB, pkgs, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the imports of %s: %v", path, err)
+		return
+	}
+	var imports []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "import ") && !strings.HasPrefix(line, "from ") {
+			continue
+		}
+		if strings.HasSuffix(strings.TrimSpace(line), "(") || strings.HasSuffix(line, "\\") {
+			t.Fatalf("%s: %q: an import over several lines is not probed; write it on one", path, line)
+			return
+		}
+		imports = append(imports, line)
+	}
+	if len(imports) == 0 {
+		t.Fatalf("%s has no import statement at the left margin to probe", path)
+		return
+	}
+	out, err := exec.Command("/usr/bin/python3", "-c", strings.Join(imports, "\n")).CombinedOutput()
+	if err == nil {
+		return
+	}
+	failed := strings.Join(imports, "; ")
+	// Python names the line of the probe that failed: File "<string>", line N.
+	if m := probeLine.FindStringSubmatch(string(out)); m != nil {
+		if n, _ := strconv.Atoi(m[1]); n >= 1 && n <= len(imports) {
+			failed = imports[n-1]
+		}
+	}
+	Missing(t, fmt.Sprintf("/usr/bin/python3 with what %s imports", filepath.Base(path)), pkgs,
+		fmt.Errorf("%s: %w %s", failed, err, strings.TrimSpace(lastLine(string(out)))))
+}
+
+var probeLine = regexp.MustCompile(`File "<string>", line (\d+)`)
 
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
