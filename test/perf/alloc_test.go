@@ -17,7 +17,8 @@ import (
 // machine and under the race detector, which allocates more bytes for the
 // same objects (its own bounds). The bounds are about 1.25 times what was
 // measured when they were set (make bench prints the figures at 1,024
-// devices); the health monitor's sample has its own (daemon/health).
+// devices); the health monitor's sample has its own count
+// (daemon/health), its bytes are make bench's target.
 const allocDevices = 64
 
 var (
