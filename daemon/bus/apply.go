@@ -136,8 +136,8 @@ func (s *Server) applyBetweenCalls(status service.PolicyStatus) {
 	sum = s.state.Summary()
 	states = s.state.DeviceStates(names)
 	if mgr {
-		manager = managerModel(status.Policy, status.ConfigError, status.InForce, sum, nil, s.state.Disruptions())
-		manager.Notifications = s.notifications
+		manager = managerModel(status.Policy, status.ConfigError, status.InForce, sum, nil)
+		manager.Disruptions, manager.Notifications = s.disruptions, s.notifications
 	}
 	s.mu.Lock()
 	if !slices.Equal(sum.Devices, s.deviceNames) {

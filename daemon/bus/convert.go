@@ -21,7 +21,7 @@ import (
 // managerModel builds the Manager properties from the policy in force,
 // the config error, which policy that is, and the state's facts; paths are
 // the device objects' paths (devicePaths).
-func managerModel(pol *config.Policy, configErr error, inForce config.InForce, sum reconcile.Summary, paths []dbus.ObjectPath, table []reconcile.Disruption) dbusapi.Manager {
+func managerModel(pol *config.Policy, configErr error, inForce config.InForce, sum reconcile.Summary, paths []dbus.ObjectPath) dbusapi.Manager {
 	m := dbusapi.Manager{
 		Version:       version.Version,
 		LastResult:    reconcile.Summarize(sum.Failures),
@@ -46,10 +46,6 @@ func managerModel(pol *config.Policy, configErr error, inForce config.InForce, s
 			m.Links = append(m.Links, dbusapi.Link{Name: l.Name, Type: string(l.Type), Netdev: l.Netdev, Source: l.Source.String()})
 		}
 	}
-	for _, d := range table {
-		m.Disruptions = append(m.Disruptions, dbusapi.Disruption{Driver: d.Driver, Setting: d.Setting.Name, Key: string(d.Setting.Key),
-			Effect: d.Effect.String(), When: d.When, Follows: d.Follows})
-	}
 	if configErr != nil {
 		m.ConfigError = configErr.Error()
 	}
@@ -71,6 +67,18 @@ func summaryOf(st *reconcile.State) reconcile.Summary {
 	}
 	return reconcile.Summary{Devices: names, Modules: st.Modules, LastReconcile: st.LastReconcile, Failures: st.Failures(), HostRecords: st.HostRecords,
 		Holds: st.Holds}
+}
+
+// disruptionsModel is the parts' table of disruptions as the Manager
+// publishes it.
+func disruptionsModel(table []reconcile.Disruption) []dbusapi.Disruption {
+	out := make([]dbusapi.Disruption, 0, len(table))
+	for _, d := range table {
+		out = append(out, dbusapi.Disruption{Driver: d.Driver, Setting: d.Setting.Name, Key: string(d.Setting.Key),
+			Effect: d.Effect.String(), When: d.When, Follows: d.Follows})
+	}
+	dbusapi.EscapeStrings(&out)
+	return out
 }
 
 // notificationsModel is the parts' table of notifications as the Manager
@@ -274,7 +282,7 @@ func (s *Server) describe() ([]byte, error) {
 	}
 	d := dbusapi.Description{
 		// Manager.Devices is not part of the JSON document: no paths.
-		Manager: managerModel(pol, configErr, inForce, summaryOf(&st), nil, nil),
+		Manager: managerModel(pol, configErr, inForce, summaryOf(&st), nil),
 		Devices: make([]dbusapi.Device, 0, len(st.Devices)),
 		Actions: []dbusapi.Action{},
 	}

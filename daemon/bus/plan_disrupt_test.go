@@ -5,10 +5,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/godbus/dbus/v5"
+
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/daemon/reconcile"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
+	"github.com/rdmad/rdmad/test/bustest"
 )
 
 // rdmactl plan through the daemon on the mlx5 fixture whose netdevs have
@@ -88,5 +94,66 @@ func TestDisruptionNamesAreTheContracts(t *testing.T) {
 	}
 	if reconcile.EffectNone.Interrupts() {
 		t.Error("EffectNone interrupts")
+	}
+}
+
+// The Manager's Disruptions property is the parts' table, whole and in
+// order, converted once for this rdmad: after a pass and a reload with a
+// configuration error rebuild the Manager it is still the table, beside
+// the properties that changed.
+func TestDisruptionsTableStaysPublished(t *testing.T) {
+	dir := bustest.PublicDir(t)
+	addr := privateBus(t, dir)
+	root := fixture(t, dir, "mlx5", "[modules]\nenable = false\n")
+	d := startDaemon(t, addr, root)
+	var want []dbusapi.Disruption
+	for _, r := range d.svc.Reconciler().Disruptions() {
+		want = append(want, dbusapi.Disruption{Driver: r.Driver, Setting: r.Setting.Name, Key: string(r.Setting.Key), Effect: r.Effect.String(),
+			When: r.When, Follows: r.Follows})
+	}
+	if len(want) == 0 {
+		t.Fatal("the parts have no table")
+	}
+	obj := d.conn.Object(dbusapi.BusName, dbusapi.RootPath)
+	check := func(step string) {
+		t.Helper()
+		if err := d.srv.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		v, err := obj.GetProperty(dbusapi.ManagerIface + ".Disruptions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []dbusapi.Disruption
+		if err := dbus.Store([]any{v.Value()}, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: Disruptions %+v, want the parts' table %+v", step, got, want)
+		}
+	}
+	check("at start")
+	last := func() uint64 {
+		v, err := obj.GetProperty(dbusapi.ManagerIface + ".LastReconcile")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Value().(uint64)
+	}
+	before := last()
+	time.Sleep(time.Millisecond) // LastReconcile counts microseconds
+	d.svc.ReconcileNow(t.Context())
+	check("after a pass")
+	if after := last(); after == before {
+		t.Errorf("the pass did not change the Manager: LastReconcile %d", after)
+	}
+	hosttest.Write(t, root, config.MainFile, "[modules]\nenable = maybe\n")
+	if err := d.svc.Reload(); err == nil {
+		t.Fatal("a configuration error was loaded")
+	}
+	check("after a reload that failed")
+	v, err := obj.GetProperty(dbusapi.ManagerIface + ".ConfigError")
+	if err != nil || v.Value().(string) == "" {
+		t.Errorf("the reload's error is not published: %v %v", v, err)
 	}
 }

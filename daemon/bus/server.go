@@ -97,7 +97,10 @@ type Server struct {
 	leaseMu sync.Mutex
 	leases  *leases // the holders of holds on the current connection (holds.go)
 
-	notifications []dbusapi.Notification // the parts' table, a constant of this rdmad
+	// The parts' tables, constants of this rdmad (its parts are fixed
+	// when the reconciler is made): converted once, not at every apply.
+	disruptions   []dbusapi.Disruption
+	notifications []dbusapi.Notification
 }
 
 // New exports the root object and every device and port of the current
@@ -117,7 +120,7 @@ func New(conn *dbus.Conn, state State, svc Daemon, auth Authorizer, log *slog.Lo
 		plans:   &callerGate{method: "Plan", slots: planSlots, perUID: planSlotsPerUID, own: planRootSlots},
 		lives:   &callerGate{method: "ReadPorts", slots: liveSlots, perUID: liveSlotsPerUID, own: liveRootSlots}}
 	s.reports.Store(newReportGate(reportSlots, reportWaiters, reportWait))
-	s.notifications = notificationsModel(state.Notifications())
+	s.disruptions, s.notifications = disruptionsModel(state.Disruptions()), notificationsModel(state.Notifications())
 	s.reclaim.delay = reclaimDelay
 	if err := s.export(conn); err != nil {
 		return nil, err
