@@ -507,12 +507,14 @@ func TestRoleVerifiesEveryDeclaredKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	hosttest.Write(t, root, fixturekernel.File, string(b))
-	livetest.Start(t, bins, addr, root, env)
-	etc := filepath.Join(root, "etc/rdma")
+	// limits.d is a file before rdmad starts: a running rdmad could make
+	// the directory again between its removal and the write.
 	if err := os.RemoveAll(filepath.Join(root, "etc/security/limits.d")); err != nil {
 		t.Fatal(err)
 	}
 	hosttest.Write(t, root, "etc/security/limits.d", "not a directory\n")
+	livetest.Start(t, bins, addr, root, env)
+	etc := filepath.Join(root, "etc/rdma")
 	vars := fmt.Sprintf(`rdmad_install: false
 rdmad_manage_service: false
 rdmad_rdmactl: %q
