@@ -597,6 +597,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// Polkit's three ways of saying no are told apart in the refusal: no
+// polkit on the bus, a plain no, and a challenge (an agent could have
+// asked for a password), which says how to get through.
+func TestPolkitRefusalsSayWhy(t *testing.T) {
+	e := newAuthEnv(t, bustest.Start, defaultAuth)
+	setTOS := argsOf(argS("mlx5_0"), argU(1), argS(""), argI(9), argB(false))
+	refused := func(what, want string) {
+		t.Helper()
+		res := callAs(t, e.addr, nobody, false, "SetRoCE", setTOS...)
+		if res.Name != dbusapi.ErrAccessDenied || !strings.Contains(res.Message, want) {
+			t.Errorf("%s: %s %q, want AccessDenied saying %q", what, res.Name, res.Message, want)
+		}
+	}
+	refused("polkit absent", bus.ActionSetRoCE+" for uid 65534: polkit did not answer (")
+	e.polkit.start(t)
+	e.polkit.set(nil, false, false)
+	refused("polkit says no", "polkit refused "+bus.ActionSetRoCE+" to uid 65534")
+	e.polkit.set(nil, true, false)
+	refused("polkit answers a challenge", bus.ActionSetRoCE+" for uid 65534: authentication required (run as root, or with a polkit agent)")
+	if checks, _ := e.polkit.take(); len(checks) != 2 {
+		t.Errorf("polkit was asked %d times, want 2: %+v", len(checks), checks)
+	}
+}
+
 // A caller whose uid the bus cannot tell (it left between its call and the
 // check, or the name never was) is refused: an unknown uid is never taken
 // for root's 0.
