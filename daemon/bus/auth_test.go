@@ -410,6 +410,44 @@ func TestChecksComeInOrder(t *testing.T) {
 	}
 }
 
+// [api] changes governs each method that declares policy, before polkit
+// is asked, and no other: every call of the authorization table, as an
+// unprivileged caller polkit refuses, under changes = "none" and
+// "runtime". A governed call is NotAllowed without polkit being asked
+// (the service's own check at commit would refuse it too, but only after
+// a password); any other reaches polkit and is AccessDenied.
+func TestAPIChangesGovernsEachDeclaringMethod(t *testing.T) {
+	// The methods that declare policy over D-Bus, as the reference manual
+	// lists them under [api] changes.
+	declares := map[string]bool{"SetRoCE": true, "SetQoS": true, "SetQoSSettings": true, "AddLink": true,
+		"DeleteLink": true, "SetNetnsMode": true, "HoldCorrections": true}
+	e := newAuthEnv(t, bustest.Start, defaultAuth)
+	e.polkit.start(t)
+	e.polkit.set(nil, false, false)
+	for _, changes := range []string{"none", "runtime"} {
+		hosttest.Write(t, e.root, config.MainFile, authConfig+"\n[api]\nchanges = \""+changes+"\"\n")
+		if _, err := e.root0.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range authCalls {
+			if c.setup != nil && c.method == "Withdraw" {
+				continue // its declaration to withdraw needs a call [api] refuses
+			}
+			governed := declares[c.method] && (changes == "none" || c.persist)
+			want := dbusapi.ErrAccessDenied
+			if governed {
+				want = dbusapi.ErrNotAllowed
+			}
+			res := callAs(t, e.addr, nobody, false, c.method, c.args...)
+			checks, _ := e.polkit.take()
+			if res.Name != want || governed != (len(checks) == 0) {
+				t.Errorf("changes = %q, %s: %s %q after %d polkit checks, want %s and polkit asked %v",
+					changes, c.name(), res.Name, res.Message, len(checks), want, !governed)
+			}
+		}
+	}
+}
+
 // The bound on outstanding polkit checks, on both brokers: one user's
 // interactive calls that polkit leaves pending (the user's agent holds the
 // prompt) take at most ChecksPerUser checks, and all users at most
