@@ -48,7 +48,13 @@ const mainFile = "etc/rdma/rdmad.toml"
 // runs before the service loads it (kernel refusals, extra files).
 func newEnv(t *testing.T, cfg string, setup func(e *env)) *env {
 	t.Helper()
-	e := &env{root: hosttest.Copy(t, "mlx5"), ns: netnstest.New(config.NetnsShared), log: &lockedBuffer{}}
+	return newEnvOn(t, "mlx5", cfg, setup)
+}
+
+// newEnvOn is newEnv on another fixture host.
+func newEnvOn(t *testing.T, fixture, cfg string, setup func(e *env)) *env {
+	t.Helper()
+	e := &env{root: hosttest.Copy(t, fixture), ns: netnstest.New(config.NetnsShared), log: &lockedBuffer{}}
 	hosttest.Write(t, e.root, mainFile, "[modules]\nenable = false\n"+cfg)
 	e.k = hosttest.NewKernel(e.root)
 	e.h = e.k.Host()

@@ -30,3 +30,37 @@ func TestImpossibleDeviceArgumentsSayWhatIsWrong(t *testing.T) {
 		}
 	}
 }
+
+// SetRoCE's mode and TOS apply to Ethernet ports: a named InfiniBand (or OPA) port
+// is refused naming the port, a device with no Ethernet port naming the
+// device, and a mixed VPI device's every port (0) is its Ethernet ones;
+// a port the device does not have is NoSuchPort.
+func TestSetRoCEArgumentsNeedAnEthernetPort(t *testing.T) {
+	for _, tc := range []struct {
+		fixture, device string
+		port            int
+		arg, msg        string // "": accepted
+	}{
+		{"mlx4", "mlx4_0", 0, "", ""}, // port 1 InfiniBand, port 2 Ethernet
+		{"mlx4", "mlx4_0", 1, "port", "mlx4_0 port 1 is infiniband, not RoCE: mode and TOS apply to Ethernet ports"},
+		{"mlx4", "mlx4_0", 2, "", ""},
+		{"hfi1", "hfi1_0", 0, "port", "hfi1_0 port 1 is opa, not RoCE: mode and TOS apply to Ethernet ports"},
+		{"ib-ready", "mlx4_0", 0, "device", "mlx4_0 has no RoCE (Ethernet) port"},
+	} {
+		e := newEnvOn(t, tc.fixture, "", nil)
+		err := e.svc.CheckSetRoCE(service.RoCEChange{Device: tc.device, Port: tc.port, TOS: 5})
+		var ae *service.ArgError
+		switch {
+		case tc.arg == "" && err != nil:
+			t.Errorf("%s: %s port %d: %v, want it accepted", tc.fixture, tc.device, tc.port, err)
+		case tc.arg != "" && (!errors.As(err, &ae) || ae.Arg != tc.arg || ae.Msg != tc.msg):
+			t.Errorf("%s: %s port %d: %v, want invalid argument %s: %s", tc.fixture, tc.device, tc.port, err, tc.arg, tc.msg)
+		}
+	}
+	e := newEnv(t, "", nil)
+	err := e.svc.CheckSetRoCE(service.RoCEChange{Device: "mlx5_0", Port: 7, TOS: 5})
+	var nf *service.NotFoundError
+	if !errors.As(err, &nf) || nf.What != service.MissingPort {
+		t.Errorf("mlx5_0 port 7: %v, want NoSuchPort", err)
+	}
+}
