@@ -34,7 +34,7 @@ func TestImpossibleDeviceArgumentsSayWhatIsWrong(t *testing.T) {
 // SetRoCE's mode and TOS apply to Ethernet ports: a named InfiniBand (or OPA) port
 // is refused naming the port, a device with no Ethernet port naming the
 // device, and a mixed VPI device's every port (0) is its Ethernet ones;
-// a port the device does not have is NoSuchPort.
+// a port the device does not have is NoSuchPort, listing the ports it has.
 func TestSetRoCEArgumentsNeedAnEthernetPort(t *testing.T) {
 	for _, tc := range []struct {
 		fixture, device string
@@ -60,7 +60,7 @@ func TestSetRoCEArgumentsNeedAnEthernetPort(t *testing.T) {
 	e := newEnv(t, "", nil)
 	err := e.svc.CheckSetRoCE(service.RoCEChange{Device: "mlx5_0", Port: 7, TOS: 5})
 	var nf *service.NotFoundError
-	if !errors.As(err, &nf) || nf.What != service.MissingPort {
-		t.Errorf("mlx5_0 port 7: %v, want NoSuchPort", err)
+	if !errors.As(err, &nf) || nf.What != service.MissingPort || !strings.Contains(err.Error(), "mlx5_0 has no port 7 (ports: 1)") {
+		t.Errorf("mlx5_0 port 7: %v, want NoSuchPort listing the device's ports", err)
 	}
 }
