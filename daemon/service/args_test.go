@@ -2,6 +2,8 @@ package service_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -62,5 +64,15 @@ func TestSetRoCEArgumentsNeedAnEthernetPort(t *testing.T) {
 	var nf *service.NotFoundError
 	if !errors.As(err, &nf) || nf.What != service.MissingPort || !strings.Contains(err.Error(), "mlx5_0 has no port 7 (ports: 1)") {
 		t.Errorf("mlx5_0 port 7: %v, want NoSuchPort listing the device's ports", err)
+	}
+	// A device whose ports are gone (it is going away).
+	e = newEnv(t, "", func(e *env) {
+		if err := os.RemoveAll(filepath.Join(e.root, "sys/class/infiniband/mlx5_1/ports")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	err = e.svc.CheckSetRoCE(service.RoCEChange{Device: "mlx5_1", Port: 1, TOS: 5})
+	if !errors.As(err, &nf) || nf.What != service.MissingPort || !strings.Contains(err.Error(), "mlx5_1 has no port 1 (ports: none)") {
+		t.Errorf("mlx5_1 without ports, port 1: %v, want NoSuchPort saying it has none", err)
 	}
 }
