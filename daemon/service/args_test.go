@@ -76,3 +76,21 @@ func TestSetRoCEArgumentsNeedAnEthernetPort(t *testing.T) {
 		t.Errorf("mlx5_1 without ports, port 1: %v, want NoSuchPort saying it has none", err)
 	}
 }
+
+// A call's device is the one the last pass observed, not read again for
+// each call: a device whose sysfs entry went away before its uevent is
+// handled is still the device the pass knows (the pass that follows the
+// call finds it gone), and a name no pass has seen is read now.
+func TestCallsCheckTheDeviceAsLastObserved(t *testing.T) {
+	e := newEnv(t, "", nil)
+	if err := os.Remove(filepath.Join(e.root, "sys/class/infiniband/mlx5_0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.CheckSetRoCE(service.RoCEChange{Device: "mlx5_0", Port: 1, TOS: 5}); err != nil {
+		t.Errorf("mlx5_0 as last observed: %v", err)
+	}
+	var nf *service.NotFoundError
+	if err := e.svc.CheckSetRoCE(service.RoCEChange{Device: "mlx5_7", Port: 1, TOS: 5}); !errors.As(err, &nf) || nf.What != service.MissingDevice {
+		t.Errorf("mlx5_7, never observed: %v, want NoSuchDevice", err)
+	}
+}
