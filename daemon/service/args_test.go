@@ -13,7 +13,7 @@ import (
 // A device or port argument no device can have is refused as an invalid
 // argument saying what is wrong with it (not merely that no device has
 // that name or port): an empty name, a name longer than the kernel
-// allows, a negative port.
+// allows, a negative port, a name with a slash.
 func TestImpossibleDeviceArgumentsSayWhatIsWrong(t *testing.T) {
 	e := newEnv(t, "", nil)
 	long := strings.Repeat("m", 64)
@@ -24,6 +24,7 @@ func TestImpossibleDeviceArgumentsSayWhatIsWrong(t *testing.T) {
 		{service.RoCEChange{Device: "", TOS: 5}, "device", "empty device name"},
 		{service.RoCEChange{Device: long, TOS: 5}, "device", `"` + long + `" is 64 bytes long; RDMA device names have at most 63`},
 		{service.RoCEChange{Device: "mlx5_0", Port: -1, TOS: 5}, "port", "-1 is not a port number"},
+		{service.RoCEChange{Device: "no/such", TOS: 5}, "device", `"no/such" cannot be an RDMA device name`},
 	} {
 		err := e.svc.CheckSetRoCE(tc.c)
 		var ae *service.ArgError
