@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rdmad/rdmad/daemon/service"
@@ -93,5 +94,34 @@ func TestCallsCheckTheDeviceAsLastObserved(t *testing.T) {
 	var nf *service.NotFoundError
 	if err := e.svc.CheckSetRoCE(service.RoCEChange{Device: "mlx5_7", Port: 1, TOS: 5}); !errors.As(err, &nf) || nf.What != service.MissingDevice {
 		t.Errorf("mlx5_7, never observed: %v, want NoSuchDevice", err)
+	}
+	// A device that appeared since the last pass is read now: found, or
+	// the read's error.
+	class := filepath.Join(e.root, "sys/class/infiniband")
+	target, err := os.Readlink(filepath.Join(class, "mlx5_1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(class, "mlx5_9")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.CheckSetRoCE(service.RoCEChange{Device: "mlx5_9", Port: 1, TOS: 5}); err != nil {
+		t.Errorf("mlx5_9, not observed yet: %v", err)
+	}
+	// mlx5_8's ports are not a directory: the read fails.
+	odd := filepath.Join(e.root, "sys/devices/virtual/infiniband/mlx5_8")
+	if err := os.MkdirAll(odd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(odd, "ports"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(odd, filepath.Join(class, "mlx5_8")); err != nil {
+		t.Fatal(err)
+	}
+	var ae *service.ArgError
+	if err := e.svc.CheckSetRoCE(service.RoCEChange{Device: "mlx5_8", Port: 1, TOS: 5}); err == nil || errors.As(err, &nf) || errors.As(err, &ae) ||
+		!strings.Contains(err.Error(), "read device mlx5_8") || !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("mlx5_8 unreadable: %v, want the read's error", err)
 	}
 }
