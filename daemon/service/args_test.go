@@ -2,12 +2,16 @@ package service_test
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/links/linkstest"
 	"github.com/rdmad/rdmad/daemon/service"
 )
 
@@ -123,5 +127,40 @@ func TestCallsCheckTheDeviceAsLastObserved(t *testing.T) {
 	if err := e.svc.CheckSetRoCE(service.RoCEChange{Device: "mlx5_8", Port: 1, TOS: 5}); err == nil || errors.As(err, &nf) || errors.As(err, &ae) ||
 		!strings.Contains(err.Error(), "read device mlx5_8") || !errors.Is(err, syscall.ENOTDIR) {
 		t.Errorf("mlx5_8 unreadable: %v, want the read's error", err)
+	}
+}
+
+// AddLink's arguments against the host and the policy in force: its
+// netdev must exist, hold no other link of its type (one per netdev, as
+// the kernel allows; the link itself again is fine), and this rdmad must
+// manage links at all.
+func TestCheckAddLink(t *testing.T) {
+	e := newEnv(t, "\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth1\"\n", nil)
+	var nf *service.NotFoundError
+	if err := e.svc.CheckAddLink(config.Link{Name: "rxe9", Type: config.LinkRXE, Netdev: "nosuch0"}, false); !errors.As(err, &nf) || nf.What != service.MissingDevice || nf.Arg != "netdev" {
+		t.Errorf("a netdev that does not exist: %v, want NoSuchDevice on netdev", err)
+	}
+	var ae *service.ArgError
+	if err := e.svc.CheckAddLink(config.Link{Name: "rxe9", Type: config.LinkRXE, Netdev: "eth1"}, false); !errors.As(err, &ae) || ae.Arg != "netdev" ||
+		!strings.Contains(ae.Msg, `eth1 already has rxe link "rxe0"`) {
+		t.Errorf("a second rxe link on eth1: %v, want invalid argument netdev naming rxe0", err)
+	}
+	if err := e.svc.CheckAddLink(config.Link{Name: "rxe0", Type: config.LinkRXE, Netdev: "eth1"}, false); err != nil {
+		t.Errorf("rxe0 on eth1 again: %v", err)
+	}
+	if err := e.svc.CheckAddLink(config.Link{Name: "siw9", Type: config.LinkSIW, Netdev: "eth1"}, false); err != nil {
+		t.Errorf("a siw link beside eth1's rxe one: %v", err)
+	}
+
+	h := hosttest.NewKernel(hosttest.Copy(t, "mlx5")).Host()
+	if err := linkstest.AddNetdev(h, "eth1"); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(service.Options{Host: h, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.CheckAddLink(config.Link{Name: "rxe9", Type: config.LinkRXE, Netdev: "eth1"}, false); err == nil || !strings.Contains(err.Error(), "this rdmad does not manage soft links") {
+		t.Errorf("without a links part: %v, want it refused", err)
 	}
 }
