@@ -132,8 +132,8 @@ func TestCallsCheckTheDeviceAsLastObserved(t *testing.T) {
 
 // AddLink's arguments against the host and the policy in force: its
 // netdev must exist, hold no other link of its type (one per netdev, as
-// the kernel allows; the link itself again is fine), and this rdmad must
-// manage links at all.
+// the kernel allows; the link itself again is fine), its name be no other
+// RDMA device's, and this rdmad must manage links at all.
 func TestCheckAddLink(t *testing.T) {
 	e := newEnv(t, "\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth1\"\n", nil)
 	var nf *service.NotFoundError
@@ -150,6 +150,10 @@ func TestCheckAddLink(t *testing.T) {
 	}
 	if err := e.svc.CheckAddLink(config.Link{Name: "siw9", Type: config.LinkSIW, Netdev: "eth1"}, false); err != nil {
 		t.Errorf("a siw link beside eth1's rxe one: %v", err)
+	}
+	if err := e.svc.CheckAddLink(config.Link{Name: "mlx5_0", Type: config.LinkSIW, Netdev: "eth1"}, false); !errors.As(err, &ae) || ae.Arg != "name" ||
+		!strings.Contains(ae.Msg, `an RDMA device "mlx5_0" already exists`) {
+		t.Errorf("a link named as an RDMA device rdmad does not manage: %v, want invalid argument name", err)
 	}
 
 	h := hosttest.NewKernel(hosttest.Copy(t, "mlx5")).Host()
