@@ -133,7 +133,8 @@ func TestCallsCheckTheDeviceAsLastObserved(t *testing.T) {
 // AddLink's arguments against the host and the policy in force: its
 // netdev must exist, hold no other link of its type (one per netdev, as
 // the kernel allows; the link itself again is fine), its name be no other
-// RDMA device's, and this rdmad must manage links at all.
+// RDMA device's, and this rdmad must manage links at all. DeleteLink's
+// link must be declared.
 func TestCheckAddLink(t *testing.T) {
 	e := newEnv(t, "\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth1\"\n", nil)
 	var nf *service.NotFoundError
@@ -154,6 +155,13 @@ func TestCheckAddLink(t *testing.T) {
 	if err := e.svc.CheckAddLink(config.Link{Name: "mlx5_0", Type: config.LinkSIW, Netdev: "eth1"}, false); !errors.As(err, &ae) || ae.Arg != "name" ||
 		!strings.Contains(ae.Msg, `an RDMA device "mlx5_0" already exists`) {
 		t.Errorf("a link named as an RDMA device rdmad does not manage: %v, want invalid argument name", err)
+	}
+
+	if err := e.svc.CheckDeleteLink("rxe7", false); !errors.As(err, &nf) || nf.What != service.MissingLink {
+		t.Errorf("DeleteLink of a link nothing declares: %v, want NoSuchLink", err)
+	}
+	if err := e.svc.CheckDeleteLink("rxe0", false); err != nil {
+		t.Errorf("DeleteLink of the declared rxe0: %v", err)
 	}
 
 	h := hosttest.NewKernel(hosttest.Copy(t, "mlx5")).Host()
