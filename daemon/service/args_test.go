@@ -134,8 +134,10 @@ func TestCallsCheckTheDeviceAsLastObserved(t *testing.T) {
 // netdev must exist, hold no other link of its type (one per netdev, as
 // the kernel allows; the link itself again is fine), its name be no other
 // RDMA device's, and this rdmad must manage links at all. DeleteLink's
-// link must be declared.
-func TestCheckAddLink(t *testing.T) {
+// link must be declared, and with persist the files must load to say
+// who declares it; SetNetnsMode's mode must be one, and this rdmad
+// manage the netns mode.
+func TestLinkAndNetnsChecks(t *testing.T) {
 	e := newEnv(t, "\n[[link]]\nname = \"rxe0\"\ntype = \"rxe\"\nnetdev = \"eth1\"\n", nil)
 	var nf *service.NotFoundError
 	if err := e.svc.CheckAddLink(config.Link{Name: "rxe9", Type: config.LinkRXE, Netdev: "nosuch0"}, false); !errors.As(err, &nf) || nf.What != service.MissingDevice || nf.Arg != "netdev" {
@@ -163,6 +165,15 @@ func TestCheckAddLink(t *testing.T) {
 	if err := e.svc.CheckDeleteLink("rxe0", false); err != nil {
 		t.Errorf("DeleteLink of the declared rxe0: %v", err)
 	}
+	var ae2 *service.ArgError
+	if err := e.svc.CheckSetNetnsMode("private", false); !errors.As(err, &ae2) || ae2.Arg != "mode" {
+		t.Errorf("SetNetnsMode private: %v, want invalid argument mode", err)
+	}
+	hosttest.Write(t, e.root, mainFile, brokenMain)
+	var ce *service.ConfigError
+	if err := e.svc.CheckDeleteLink("rxe0", true); !errors.As(err, &ce) || !strings.Contains(err.Error(), "rdmad.toml") {
+		t.Errorf("persisted DeleteLink while rdmad.toml does not load: %v, want a ConfigError naming it", err)
+	}
 
 	h := hosttest.NewKernel(hosttest.Copy(t, "mlx5")).Host()
 	if err := linkstest.AddNetdev(h, "eth1"); err != nil {
@@ -174,5 +185,25 @@ func TestCheckAddLink(t *testing.T) {
 	}
 	if err := svc.CheckAddLink(config.Link{Name: "rxe9", Type: config.LinkRXE, Netdev: "eth1"}, false); err == nil || !strings.Contains(err.Error(), "this rdmad does not manage soft links") {
 		t.Errorf("without a links part: %v, want it refused", err)
+	}
+	if err := svc.CheckSetNetnsMode("exclusive", false); err == nil || !strings.Contains(err.Error(), "this rdmad does not manage the RDMA netns mode") {
+		t.Errorf("SetNetnsMode without a netns part: %v, want it refused", err)
+	}
+}
+
+// CheckSetQoS says what SetQoS would refuse: a bad trust, a device that
+// does not exist; and accepts a request SetQoS takes.
+func TestCheckSetQoS(t *testing.T) {
+	e := newEnv(t, "", nil)
+	var ae *service.ArgError
+	if err := e.svc.CheckSetQoS(service.QoSChange{Device: "mlx5_0", Port: 1, Trust: "ip"}); !errors.As(err, &ae) {
+		t.Errorf("trust ip: %v, want an invalid argument", err)
+	}
+	var nf *service.NotFoundError
+	if err := e.svc.CheckSetQoS(service.QoSChange{Device: "mlx5_9", Port: 1, Trust: config.TrustDSCP}); !errors.As(err, &nf) || nf.What != service.MissingDevice {
+		t.Errorf("mlx5_9: %v, want NoSuchDevice", err)
+	}
+	if err := e.svc.CheckSetQoS(service.QoSChange{Device: "mlx5_0", Port: 1, Trust: config.TrustDSCP}); err != nil {
+		t.Errorf("trust dscp on mlx5_0: %v", err)
 	}
 }
