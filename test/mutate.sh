@@ -27,7 +27,9 @@
 #   MUTATE_SAMPLE=N tests N mutants picked at random (MUTATE_SEED);
 #   MUTATE_JOBS mutants are tested at once (default 1; a bus test mostly
 #   waits, so 3 go faster there);
-#   MUTATE_TIMEOUT is each run's go test -timeout (default 10m).
+#   MUTATE_TIMEOUT is each run's go test -timeout (default 10m);
+#   MUTATE_FIELDS=1 also drops each key: value of a composite literal (a
+#   table written as data, such as the bus's method table).
 # Results (one JSON file per package and tool) go to $MUTATE_OUT (default
 # mutate-out/, which git ignores).
 set -eu
@@ -54,7 +56,7 @@ for pkg in "$@"; do
 	esac
 	case " $tools " in *" mutants "*)
 		# One directory's files: subpackages are packages of their own.
-		nice -n 19 "$out/mutants" -only "${MUTATE_ONLY:-.*}" ${MUTATE_FUNCS:+-funcs "$MUTATE_FUNCS"} -run "${MUTATE_RUN:-}" \
+		nice -n 19 "$out/mutants" -only "${MUTATE_ONLY:-.*}" ${MUTATE_FUNCS:+-funcs "$MUTATE_FUNCS"} ${MUTATE_FIELDS:+-fields} -run "${MUTATE_RUN:-}" \
 			-workers "${MUTATE_JOBS:-1}" -sample "${MUTATE_SAMPLE:-0}" -seed "${MUTATE_SEED:-1}" -timeout "${MUTATE_TIMEOUT:-10m}" \
 			-o "$out/$pkg-lines.json" "./daemon/$pkg"
 		;;

@@ -410,6 +410,44 @@ func TestChecksComeInOrder(t *testing.T) {
 	}
 }
 
+// [api] changes governs each method that declares policy, before polkit
+// is asked, and no other: every call of the authorization table, as an
+// unprivileged caller polkit refuses, under changes = "none" and
+// "runtime". A governed call is NotAllowed without polkit being asked
+// (the service's own check at commit would refuse it too, but only after
+// a password); any other reaches polkit and is AccessDenied.
+func TestAPIChangesGovernsEachDeclaringMethod(t *testing.T) {
+	// The methods that declare policy over D-Bus, as the reference manual
+	// lists them under [api] changes.
+	declares := map[string]bool{"SetRoCE": true, "SetQoS": true, "SetQoSSettings": true, "AddLink": true,
+		"DeleteLink": true, "SetNetnsMode": true, "HoldCorrections": true}
+	e := newAuthEnv(t, bustest.Start, defaultAuth)
+	e.polkit.start(t)
+	e.polkit.set(nil, false, false)
+	for _, changes := range []string{"none", "runtime"} {
+		hosttest.Write(t, e.root, config.MainFile, authConfig+"\n[api]\nchanges = \""+changes+"\"\n")
+		if _, err := e.root0.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range authCalls {
+			if c.setup != nil && c.method == "Withdraw" {
+				continue // its declaration to withdraw needs a call [api] refuses
+			}
+			governed := declares[c.method] && (changes == "none" || c.persist)
+			want := dbusapi.ErrAccessDenied
+			if governed {
+				want = dbusapi.ErrNotAllowed
+			}
+			res := callAs(t, e.addr, nobody, false, c.method, c.args...)
+			checks, _ := e.polkit.take()
+			if res.Name != want || governed != (len(checks) == 0) {
+				t.Errorf("changes = %q, %s: %s %q after %d polkit checks, want %s and polkit asked %v",
+					changes, c.name(), res.Name, res.Message, len(checks), want, !governed)
+			}
+		}
+	}
+}
+
 // The bound on outstanding polkit checks, on both brokers: one user's
 // interactive calls that polkit leaves pending (the user's agent holds the
 // prompt) take at most ChecksPerUser checks, and all users at most
@@ -594,6 +632,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("waited 20s for %s", what)
 		case <-time.After(500 * time.Millisecond):
 		}
+	}
+}
+
+// Polkit's three ways of saying no are told apart in the refusal: no
+// polkit on the bus, a plain no, and a challenge (an agent could have
+// asked for a password), which says how to get through.
+func TestPolkitRefusalsSayWhy(t *testing.T) {
+	e := newAuthEnv(t, bustest.Start, defaultAuth)
+	setTOS := argsOf(argS("mlx5_0"), argU(1), argS(""), argI(9), argB(false))
+	refused := func(what, want string) {
+		t.Helper()
+		res := callAs(t, e.addr, nobody, false, "SetRoCE", setTOS...)
+		if res.Name != dbusapi.ErrAccessDenied || !strings.Contains(res.Message, want) {
+			t.Errorf("%s: %s %q, want AccessDenied saying %q", what, res.Name, res.Message, want)
+		}
+	}
+	refused("polkit absent", bus.ActionSetRoCE+" for uid 65534: polkit did not answer (")
+	e.polkit.start(t)
+	e.polkit.set(nil, false, false)
+	refused("polkit says no", "polkit refused "+bus.ActionSetRoCE+" to uid 65534")
+	e.polkit.set(nil, true, false)
+	refused("polkit answers a challenge", bus.ActionSetRoCE+" for uid 65534: authentication required (run as root, or with a polkit agent)")
+	if checks, _ := e.polkit.take(); len(checks) != 2 {
+		t.Errorf("polkit was asked %d times, want 2: %+v", len(checks), checks)
 	}
 }
 

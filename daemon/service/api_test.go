@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -38,6 +37,7 @@ type env struct {
 	nl   *linkstest.Netlink
 	ns   *netnstest.Kernel
 	svc  *service.Service
+	log  *lockedBuffer // the service's log
 
 	passes atomic.Int64 // passes after the first
 }
@@ -48,7 +48,13 @@ const mainFile = "etc/rdma/rdmad.toml"
 // runs before the service loads it (kernel refusals, extra files).
 func newEnv(t *testing.T, cfg string, setup func(e *env)) *env {
 	t.Helper()
-	e := &env{root: hosttest.Copy(t, "mlx5"), ns: netnstest.New(config.NetnsShared)}
+	return newEnvOn(t, "mlx5", cfg, setup)
+}
+
+// newEnvOn is newEnv on another fixture host.
+func newEnvOn(t *testing.T, fixture, cfg string, setup func(e *env)) *env {
+	t.Helper()
+	e := &env{root: hosttest.Copy(t, fixture), ns: netnstest.New(config.NetnsShared), log: &lockedBuffer{}}
 	hosttest.Write(t, e.root, mainFile, "[modules]\nenable = false\n"+cfg)
 	e.k = hosttest.NewKernel(e.root)
 	e.h = e.k.Host()
@@ -59,7 +65,7 @@ func newEnv(t *testing.T, cfg string, setup func(e *env)) *env {
 	if setup != nil {
 		setup(e)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.NewTextHandler(e.log, nil))
 	kernel := compose.Kernel{Modules: &hosttest.Modprobe{}, Links: e.nl, Netns: e.ns}
 	svc, err := service.New(service.Options{Host: e.h, Parts: compose.Parts(kernel), Log: log})
 	if err != nil {

@@ -309,3 +309,33 @@ func TestPersistOnFullOrReadOnlyFileSystem(t *testing.T) {
 		})
 	}
 }
+
+// A persisted Withdraw that would empty rdmad's drop-in, on a read-only
+// file system: the call fails with the kernel's error, and the drop-in
+// and the declaration in force stay (a removal that failed is not taken
+// for one that happened).
+func TestPersistedWithdrawOnReadOnlyFileSystem(t *testing.T) {
+	var dropInDir string
+	e := newEnv(t, "", func(e *env) {
+		dropInDir = filepath.Join(e.root, config.DropInDir)
+		mountSmallFS(t, dropInDir, 16<<10)
+	})
+	ctx := context.Background()
+	if err := e.svc.SetRoCE(ctx, service.RoCEChange{Device: "mlx5_0", Port: 1, TOS: 11, Persist: true}); err != nil {
+		t.Fatal(err)
+	}
+	old := e.persisted()
+	if err := syscall.Mount("", dropInDir, "", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		t.Fatal(err)
+	}
+	err := e.svc.Withdraw(ctx, service.Withdrawal{Kind: service.WithdrawRoCE, Name: "mlx5_0", Port: 1, Persist: true})
+	if !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("persisted Withdraw on a read-only file system: %v, want EROFS", err)
+	}
+	if got := e.persisted(); got != old {
+		t.Errorf("drop-in changed:\n%s\nwas:\n%s", got, old)
+	}
+	if d := e.svc.PolicyInForce().RoCEFor(config.Target{Name: "mlx5_0"}, 1); d.TOS == nil || *d.TOS != 11 || !config.IsPersistedFile(d.TOSSource) {
+		t.Errorf("declaration in force after the failed withdraw: tos %v from %s, want 11 from rdmad's drop-in", d.TOS, d.TOSSource)
+	}
+}

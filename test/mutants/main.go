@@ -15,7 +15,9 @@
 //	go run ./test/mutants [-only RE] [-run RE] [-sample N] ./daemon/bus
 //
 // -funcs keeps the mutants to some functions (the code outside functions
-// is mutated only without it). -run first tests each mutant with the package's tests that match RE
+// is mutated only without it). -fields also drops each key: value of a
+// composite literal, one at a time: the mutants of a table written as
+// data (a method's flag or action missing from its entry). -run first tests each mutant with the package's tests that match RE
 // (quicker); a mutant they let live is tested again with all of them, so
 // what is reported lived passed every test of its package.
 package main
@@ -65,7 +67,7 @@ var negated = map[token.Token]token.Token{
 }
 
 // mutants lists the mutants of one file's source.
-func mutants(name string, src []byte, funcs *regexp.Regexp) ([]mutant, error) {
+func mutants(name string, src []byte, funcs *regexp.Regexp, fields bool) ([]mutant, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
 	if err != nil {
@@ -96,6 +98,21 @@ func mutants(name string, src []byte, funcs *regexp.Regexp) ([]mutant, error) {
 			if e, ok := n.Else.(*ast.BlockStmt); ok {
 				for _, s := range e.List {
 					inIf[s] = true
+				}
+			}
+		case *ast.CompositeLit:
+			if !fields {
+				break
+			}
+			for _, e := range n.Elts {
+				if kv, ok := e.(*ast.KeyValueExpr); ok {
+					// The field and its comma: what is left still parses.
+					end := off(kv.End())
+					if rest := bytes.TrimLeft(src[end:], " \t"); len(rest) > 0 && rest[0] == ',' {
+						end = len(src) - len(rest) + 1
+					}
+					out = append(out, mutant{File: name, Line: fset.Position(kv.Pos()).Line, Kind: "drop field",
+						Was: oneLine(src[off(kv.Pos()):end]), Is: "", from: off(kv.Pos()), to: end})
 				}
 			}
 		case *ast.ExprStmt:
@@ -215,18 +232,19 @@ func main() {
 	jsonOut := flag.String("o", "", "write the mutants and their outcome as JSON to this file")
 	workers := flag.Int("workers", 1, "test this many mutants at once (a bus test mostly waits)")
 	list := flag.Bool("list", false, "list the mutants (after -only and -sample) without testing them")
+	fields := flag.Bool("fields", false, "also drop each key: value of a composite literal (a table's entries)")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: mutants [flags] ./PACKAGE")
 		os.Exit(2)
 	}
-	if err := mutate(flag.Arg(0), *only, *funcs, *run, *sample, *seed, *timeout, *jsonOut, *list, *workers); err != nil {
+	if err := mutate(flag.Arg(0), *only, *funcs, *fields, *run, *sample, *seed, *timeout, *jsonOut, *list, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
 	}
 }
 
-func mutate(pkg, only, funcs, run string, sample int, seed uint64, timeout time.Duration, jsonOut string, list bool, workers int) error {
+func mutate(pkg, only, funcs string, fields bool, run string, sample int, seed uint64, timeout time.Duration, jsonOut string, list bool, workers int) error {
 	var keep *regexp.Regexp
 	if only != "" {
 		var err error
@@ -259,7 +277,7 @@ func mutate(pkg, only, funcs, run string, sample int, seed uint64, timeout time.
 		if bytes.Contains(src, []byte("\n// Code generated ")) || bytes.HasPrefix(src, []byte("// Code generated ")) {
 			continue
 		}
-		ms, err := mutants(name, src, inFuncs)
+		ms, err := mutants(name, src, inFuncs, fields)
 		if err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ func check(ok bool, n int) error {
 // function's last return is not dropped: it would not compile), and each
 // mutant is Go that parses.
 func TestMutants(t *testing.T) {
-	ms, err := mutants("p.go", []byte(sample), nil)
+	ms, err := mutants("p.go", []byte(sample), nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +47,45 @@ func TestMutants(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("mutants:\n%q\nwant\n%q", got, want)
 	}
-	ms, _ = mutants("p.go", []byte(sample), regexp.MustCompile("^(other)$"))
+	ms, _ = mutants("p.go", []byte(sample), regexp.MustCompile("^(other)$"), false)
 	if len(ms) != 0 {
 		t.Errorf("-funcs other: %d mutants of check", len(ms))
+	}
+}
+
+const table = `package p
+
+type method struct {
+	name     string
+	declares bool
+}
+
+var methods = []method{
+	{name: "a", declares: true},
+	{name: "b"},
+}
+`
+
+// -fields drops each key: value of a composite literal, its comma with
+// it, and nothing else.
+func TestFieldMutants(t *testing.T) {
+	ms, err := mutants("p.go", []byte(table), nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range ms {
+		src := table[:m.from] + m.text + table[m.to:]
+		got = append(got, m.Kind+": "+m.Was)
+		if _, err := parser.ParseFile(token.NewFileSet(), "p.go", src, 0); err != nil {
+			t.Errorf("%s does not parse: %v\n%s", m.Was, err, src)
+		}
+	}
+	want := []string{`drop field: name: "a",`, "drop field: declares: true", `drop field: name: "b"`}
+	if !slices.Equal(got, want) {
+		t.Errorf("mutants:\n%q\nwant\n%q", got, want)
+	}
+	if ms, _ := mutants("p.go", []byte(table), nil, false); len(ms) != 0 {
+		t.Errorf("without -fields: %d mutants", len(ms))
 	}
 }
