@@ -67,6 +67,10 @@ type bare struct{}
 // daemon hands doctor, failures and all.
 type afterPass struct{ k *hosttest.Kernel }
 
+// beforePass runs on afterPass's reconciler before its pass: a hold, as
+// HoldCorrections makes over the bus.
+type beforePass func(*reconcile.Reconciler)
+
 // diagnose runs doctor on root with its own configuration unless an
 // option (a func(*doctor.Input), or withDCB) changes the input. Unless an
 // option gives one, the state doctor judges is what rdmad's parts see of
@@ -78,6 +82,7 @@ func diagnose(t *testing.T, root string, opts ...any) []doctor.Finding {
 	var k dcb.Kernel
 	var nk netns.Kernel = noNetlink{}
 	var pass *hosttest.Kernel
+	var before beforePass
 	noState := false
 	for _, o := range opts {
 		switch o := o.(type) {
@@ -91,13 +96,17 @@ func diagnose(t *testing.T, root string, opts ...any) []doctor.Finding {
 			nk = o.k
 		case afterPass:
 			pass = o.k
+		case beforePass:
+			before = o
 		default:
 			t.Fatalf("diagnose: option %T", o)
 		}
 	}
 	switch {
 	case pass != nil:
-		in.State, in.Checks = passed(pass, in.Policy, k, nk)
+		in.State, in.Checks = passed(pass, in.Policy, k, nk, before)
+	case before != nil:
+		t.Fatal("diagnose: beforePass without afterPass")
 	case in.State == nil && in.Devices == nil && !noState:
 		in.State, in.Checks = observe(in.Host, in.Policy, k, nk)
 	}
@@ -105,11 +114,15 @@ func diagnose(t *testing.T, root string, opts ...any) []doctor.Finding {
 }
 
 // passed is the state after a pass of rdmad's parts through the
-// kernel-like fixture k, and their checks.
-func passed(k *hosttest.Kernel, pol *config.Policy, d dcb.Kernel, nk netns.Kernel) (*reconcile.State, []reconcile.Checker) {
+// kernel-like fixture k, and their checks; before, if any, runs on the
+// reconciler first.
+func passed(k *hosttest.Kernel, pol *config.Policy, d dcb.Kernel, nk netns.Kernel, before beforePass) (*reconcile.State, []reconcile.Checker) {
 	h := k.Host()
 	p := compose.Parts(compose.Kernel{Modules: &hosttest.Modprobe{Root: h.Root}, DCB: d, Netns: nk})(h, true, func() {})
 	r := reconcile.New(reconcile.Options{Host: h, Log: slog.New(slog.DiscardHandler), Early: p.Early, HostParts: p.Host, DeviceParts: p.Device, Detail: host.DetailFull})
+	if before != nil {
+		before(r)
+	}
 	r.Pass(context.Background(), pol, reconcile.Scope{Full: true})
 	st := r.Snapshot()
 	return &st, r.Checkers()
