@@ -94,38 +94,61 @@ func TestMixedRoCEModes(t *testing.T) {
 		"RoCE v2 on rxe0/1", "no port can change")
 }
 
-// The GID table is read in index order, as the kernel fills it, not in
-// the directory's name order: past ten entries the two differ ("10" comes
-// before "2"), and the scan stops after eight empty entries in a row. In
-// a table of 24 with the link-local GIDs at 0-1 and an address's at 2-5,
-// name order would meet 10-17, empty, and stop before 2.
-func TestRoCEGIDsInIndexOrder(t *testing.T) {
-	root := hosttest.Copy(t, "mlx5")
-	port := "sys/class/infiniband/mlx5_0/ports/1/"
-	gids := map[int][2]string{ // index: type, GID
-		0: {"IB/RoCE v1", "fe80:0000:0000:0000:ba59:9fff:fed4:2e70"},
-		1: {"RoCE v2", "fe80:0000:0000:0000:ba59:9fff:fed4:2e70"},
-		2: {"IB/RoCE v1", "0000:0000:0000:0000:0000:ffff:c0a8:0105"},
-		3: {"RoCE v2", "0000:0000:0000:0000:0000:ffff:c0a8:0105"},
-		4: {"IB/RoCE v1", "2001:0db8:0000:0000:0000:0000:0000:0005"},
-		5: {"RoCE v2", "2001:0db8:0000:0000:0000:0000:0000:0005"},
-	}
-	const entries = 24
+// gidTable writes a GID table of entries entries for port 1 of dev: the
+// given ones (index: type, GID) on netdev, the rest empty, as the kernel
+// shows an unused entry.
+func gidTable(t *testing.T, root, dev, netdev string, entries int, gids map[int][2]string) {
+	t.Helper()
+	port := "sys/class/infiniband/" + dev + "/ports/1/"
 	for i := range entries {
 		typ, ndev, gid := "", "", "0000:0000:0000:0000:0000:0000:0000:0000"
 		if g, ok := gids[i]; ok {
-			typ, ndev, gid = g[0], "ens1f0np0", g[1]
+			typ, ndev, gid = g[0], netdev, g[1]
 		}
 		n := strconv.Itoa(i)
 		hosttest.Write(t, root, port+"gid_attrs/types/"+n, typ+"\n")
 		hosttest.Write(t, root, port+"gid_attrs/ndevs/"+n, ndev+"\n")
 		hosttest.Write(t, root, port+"gids/"+n, gid+"\n")
 	}
+}
+
+const (
+	linkLocalGID = "fe80:0000:0000:0000:ba59:9fff:fed4:2e70"
+	ipv4GID      = "0000:0000:0000:0000:0000:ffff:c0a8:0105" // 192.168.1.5
+	ipv6GID      = "2001:0db8:0000:0000:0000:0000:0000:0005"
+)
+
+// The GID table is read in index order, as the kernel fills it, not in
+// the directory's name order: past ten entries the two differ ("10" comes
+// before "2"), and the scan stops after eight empty entries in a row. In
+// a table of 24 with the link-local GIDs at 0-1, an IPv4 address's at
+// 2-3, a hole at 4-5 (an address removed: the kernel frees its entries)
+// and an IPv6 address's at 6-7, name order would meet 10-17, empty, and
+// stop before 2; the hole does not stop the scan.
+func TestRoCEGIDsInIndexOrder(t *testing.T) {
+	root := hosttest.Copy(t, "mlx5")
+	const entries = 24
+	gidTable(t, root, "mlx5_0", "ens1f0np0", entries, map[int][2]string{
+		0: {"IB/RoCE v1", linkLocalGID}, 1: {"RoCE v2", linkLocalGID},
+		2: {"IB/RoCE v1", ipv4GID}, 3: {"RoCE v2", ipv4GID},
+		6: {"IB/RoCE v1", ipv6GID}, 7: {"RoCE v2", ipv6GID},
+	})
 	fs := diagnose(t, root, func(in *doctor.Input) {
 		in.Addrs = addrs{"ens1f0np0": {"192.168.1.5", "2001:db8::5"}}
 	})
 	if f := find(fs, "roce-gid-missing", "mlx5_0/1"); f != nil {
-		t.Fatalf("the RoCE v2 GIDs at indexes 3 and 5 of a table of %d not found: %s", entries, f.Finding)
+		t.Fatalf("the RoCE v2 GIDs at indexes 3 and 7 of a table of %d not found: %s", entries, f.Finding)
 	}
 	mustFix(t, fs, "roce-gids", "mlx5_0/1", doctor.SeverityOK, "mlx5_0/1: a RoCE v2 GID for each of the 2 addresses of ens1f0np0", "")
+
+	// A RoCE v1 GID of an address is not its RoCE v2 GID, though both
+	// are the same bytes: an address with only the v1 one is missing.
+	gidTable(t, root, "mlx5_0", "ens1f0np0", entries, map[int][2]string{
+		0: {"IB/RoCE v1", linkLocalGID}, 1: {"RoCE v2", linkLocalGID},
+		2: {"IB/RoCE v1", ipv4GID}, 3: {"RoCE v2", ipv4GID},
+		4: {"IB/RoCE v1", ipv6GID},
+	})
+	mustFix(t, diagnose(t, root, func(in *doctor.Input) {
+		in.Addrs = addrs{"ens1f0np0": {"192.168.1.5", "2001:db8::5"}}
+	}), "roce-gid-missing", "mlx5_0/1", doctor.SeverityWarn, "mlx5_0/1: no RoCE v2 GID for 2001:db8::5 of ens1f0np0", "")
 }
