@@ -72,11 +72,15 @@ func (m *manager) ReadPorts(msg dbus.Message, device string, port uint32) (uint6
 		m.s.refuse(msg, "ReadPorts", ReasonBusy, "call refused", "err", err)
 		return 0, nil, busy(dbusapi.Escape(err.Error()))
 	}
-	live, err := untilDeadline(liveTimeout, release, func(ctx context.Context) (reconcile.Live, error) {
+	timeout := liveTimeout
+	if h := m.s.hook(); h != nil && h.liveTimeout > 0 {
+		timeout = h.liveTimeout
+	}
+	live, err := untilDeadline(timeout, release, func(ctx context.Context) (reconcile.Live, error) {
 		return m.s.svc.ReadPorts(ctx, device, int(port))
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
-		return 0, nil, busy(fmt.Sprintf("ReadPorts: not done within %s; a kernel read does not answer or the host is overloaded: try again later", liveTimeout))
+		return 0, nil, busy(fmt.Sprintf("ReadPorts: not done within %s; a kernel read does not answer or the host is overloaded: try again later", timeout))
 	}
 	if err != nil {
 		return 0, nil, busError(err)
