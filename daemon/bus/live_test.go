@@ -145,3 +145,23 @@ func TestReadPortsStuckReadEndsAtItsDeadline(t *testing.T) {
 		return callAs(t, addr, nobody, false, "ReadPorts", other...).Name == ""
 	})
 }
+
+// A ReadPorts reply counts a port's corrections in Corrected as the
+// published property does: a setting rdmad put back is there, with how
+// many times.
+func TestReadPortsCountsCorrections(t *testing.T) {
+	e := newNewsEnv(t, tosConfig)
+	e.tamper(t, "0")
+	c, err := client.Connect(e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, ports, err := c.ReadPorts(t.Context(), "mlx5_0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ports) != 1 || len(ports[0].Corrected) != 1 || ports[0].Corrected["roce_tos"] != 1 {
+		t.Errorf("ReadPorts after a correction of mlx5_0/1's TOS: %+v, want Corrected roce_tos 1", ports)
+	}
+}
