@@ -2,14 +2,22 @@ package bus_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/rdmad/rdmad/daemon/bus"
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/netns/netnstest"
+	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
 	"github.com/rdmad/rdmad/test/bustest"
@@ -258,4 +266,63 @@ func TestHoldsEndWithRdmadsConnection(t *testing.T) {
 	if hs := e.d.svc.Reconciler().Holds(); len(hs) != 0 {
 		t.Errorf("holds after the connection was lost: %+v", hs)
 	}
+}
+
+// leaveBeforeHold is the service as the bus sees it, with the caller of a
+// hold leaving the bus between its lease and its hold: the hold waits
+// until the bus released the holder for leaving, then goes in.
+type leaveBeforeHold struct {
+	*service.Service
+	holder   *dbus.Conn
+	released chan string // the holders the bus released
+	held     atomic.Bool // a hold went in
+}
+
+func (w *leaveBeforeHold) HoldCorrections(h service.HoldRequest) error {
+	w.holder.Close()
+	select {
+	case <-w.released:
+	case <-time.After(20 * time.Second):
+		return errors.New("the bus did not notice its holder left")
+	}
+	err := w.Service.HoldCorrections(h)
+	w.held.Store(err == nil)
+	return err
+}
+
+func (w *leaveBeforeHold) ReleaseHolder(holder string) {
+	w.Service.ReleaseHolder(holder)
+	select {
+	case w.released <- holder:
+	default:
+	}
+}
+
+var _ bus.Daemon = (*leaveBeforeHold)(nil)
+
+// A caller that leaves the bus between its lease and its hold leaves no
+// hold behind: its leave released nothing yet, so the hold is released
+// once it is in.
+func TestHoldOfACallerGoneBeforeItIsReleased(t *testing.T) {
+	dir := bustest.PublicDir(t)
+	addr := privateBus(t, dir)
+	root := fixture(t, dir, "mlx5", mlx5Config+tosConfig)
+	holder := dialT(t, addr)
+	conn, err := dbusapi.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := host.New(root)
+	var w *leaveBeforeHold
+	d := startDaemonAs(t, conn, h, compose.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared)},
+		&bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second},
+		func(svc *service.Service) bus.Daemon {
+			w = &leaveBeforeHold{Service: svc, holder: holder, released: make(chan string, 4)}
+			return w
+		})
+	holder.Object(dbusapi.BusName, dbusapi.RootPath).Go(dbusapi.ManagerIface+".HoldCorrections", 0, make(chan *dbus.Call, 1),
+		"mlx5_0", uint32(1), []string{"roce_tos"})
+	waitFor(t, "the hold of a caller gone before it to end", func() bool {
+		return w.held.Load() && len(d.svc.Reconciler().Holds()) == 0
+	})
 }
