@@ -268,6 +268,51 @@ func TestHoldsEndWithRdmadsConnection(t *testing.T) {
 	}
 }
 
+// matchRules is how many match rules the connection name has on the bus
+// (dbus-daemon's statistics), asked on conn.
+func matchRules(t *testing.T, conn *dbus.Conn, name string) uint32 {
+	t.Helper()
+	var stats map[string]dbus.Variant
+	if err := conn.BusObject().Call("org.freedesktop.DBus.Debug.Stats.GetConnectionStats", 0, name).Store(&stats); err != nil {
+		t.Fatalf("the statistics of %s: %v", name, err)
+	}
+	n, ok := stats["MatchRules"].Value().(uint32)
+	if !ok {
+		t.Fatalf("the statistics of %s have no MatchRules: %v", name, stats)
+	}
+	return n
+}
+
+// A holder is followed on the bus by one match rule, however many of its
+// first holds arrive at once, and the rule goes when it leaves.
+func TestHolderIsFollowedByOneMatchRule(t *testing.T) {
+	e := newAuthEnv(t, bustest.Start, defaultAuth)
+	rdmad := e.d.conn.Names()[0]
+	before := matchRules(t, e.root0.Conn(), rdmad)
+	holder, err := client.Connect(e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	const holds = 8
+	calls := make([]*dbus.Call, holds)
+	for i := range calls {
+		calls[i] = holder.Conn().Object(dbusapi.BusName, dbusapi.RootPath).Go(dbusapi.ManagerIface+".HoldCorrections", 0, make(chan *dbus.Call, 1),
+			"mlx5_0", uint32(1), []string{"roce_tos"})
+	}
+	for i, c := range calls {
+		if <-c.Done; c.Err != nil {
+			t.Fatalf("hold %d: %v", i+1, c.Err)
+		}
+	}
+	if n := matchRules(t, e.root0.Conn(), rdmad); n != before+1 {
+		t.Errorf("%d first holds at once: rdmad has %d match rules more than before, want 1", holds, int(n)-int(before))
+	}
+	holder.Close()
+	waitFor(t, "the hold to end when its holder leaves the bus", func() bool { return len(holdsOf(t, e.root0.Conn())) == 0 })
+	waitFor(t, "rdmad's match rules to be as before the holds", func() bool { return matchRules(t, e.root0.Conn(), rdmad) == before })
+}
+
 // leaveBeforeHold is the service as the bus sees it, with the caller of a
 // hold leaving the bus between its lease and its hold: the hold waits
 // until the bus released the holder for leaving, then goes in.
