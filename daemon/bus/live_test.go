@@ -12,7 +12,6 @@ import (
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
-	"github.com/rdmad/rdmad/test/bustest"
 )
 
 // ReadPorts gives the ports' settings as the kernel holds them at the call:
@@ -84,15 +83,7 @@ func setting(p dbusapi.Port, name string) dbusapi.Setting {
 // whose reads all hang is Busy at once for another, while root reads, and
 // reads again once they return.
 func TestReadPortsStuckReadEndsAtItsDeadline(t *testing.T) {
-	dir := bustest.PublicDir(t)
-	addr := privateBus(t, dir)
-	root := fixture(t, dir, "mlx5", planConfig)
-	k := hosttest.NewKernel(root)
-	conn, err := dbusapi.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := startDaemonWith(t, conn, k.Host())
+	addr, k, d := startOnKernel(t, "mlx5", planConfig)
 	const deadline = 300 * time.Millisecond
 	d.srv.SetLiveTimeoutForTest(deadline)
 	stuck := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")
