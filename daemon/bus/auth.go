@@ -130,7 +130,7 @@ func (a *PolkitAuthorizer) Authorize(ctx context.Context, sender string, actions
 	defer release()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	unwatch := a.watcher().follow(sender, cancel)
+	unwatch, _ := a.watcher().follow(sender, cancel) // one the bus cannot follow is checked until the timeout
 	defer unwatch()
 	for _, action := range actions {
 		if action == "" {
@@ -241,78 +241,4 @@ func (a *PolkitAuthorizer) watcher() *senderWatch {
 		a.watch = newSenderWatch(a.Conn)
 	}
 	return a.watch
-}
-
-// senderWatch notices callers that leave the bus while their checks are
-// outstanding: a match on NameOwnerChanged for each such unique name (so
-// the bus sends only those), and one signal channel on the connection.
-type senderWatch struct {
-	conn    *dbus.Conn
-	mu      sync.Mutex
-	waiting map[string]map[*context.CancelFunc]struct{}
-}
-
-func newSenderWatch(conn *dbus.Conn) *senderWatch {
-	w := &senderWatch{conn: conn, waiting: map[string]map[*context.CancelFunc]struct{}{}}
-	ch := make(chan *dbus.Signal, 16)
-	conn.Signal(ch)
-	go w.run(ch)
-	return w
-}
-
-func nameOwnerMatch(sender string) []dbus.MatchOption {
-	return []dbus.MatchOption{
-		dbus.WithMatchSender("org.freedesktop.DBus"),
-		dbus.WithMatchInterface("org.freedesktop.DBus"),
-		dbus.WithMatchMember("NameOwnerChanged"),
-		dbus.WithMatchArg(0, sender),
-	}
-}
-
-// follow calls cancel when sender leaves the bus, until the returned stop
-// is called. A sender gone already is cancelled at once. Each follow adds
-// its own match rule and stop removes it: the bus counts them, so
-// concurrent checks of one sender need no bookkeeping here.
-func (w *senderWatch) follow(sender string, cancel context.CancelFunc) (stop func()) {
-	key := &cancel
-	w.mu.Lock()
-	if w.waiting[sender] == nil {
-		w.waiting[sender] = map[*context.CancelFunc]struct{}{}
-	}
-	w.waiting[sender][key] = struct{}{}
-	w.mu.Unlock()
-	matched := w.conn.AddMatchSignal(nameOwnerMatch(sender)...) == nil
-	// It may have left before the match was in place.
-	var has bool
-	if err := w.conn.BusObject().Call("org.freedesktop.DBus.NameHasOwner", 0, sender).Store(&has); err == nil && !has {
-		cancel()
-	}
-	return func() {
-		w.mu.Lock()
-		delete(w.waiting[sender], key)
-		if len(w.waiting[sender]) == 0 {
-			delete(w.waiting, sender)
-		}
-		w.mu.Unlock()
-		if matched {
-			_ = w.conn.RemoveMatchSignal(nameOwnerMatch(sender)...)
-		}
-	}
-}
-
-func (w *senderWatch) run(ch <-chan *dbus.Signal) {
-	for sig := range ch {
-		if sig.Name != "org.freedesktop.DBus.NameOwnerChanged" || len(sig.Body) != 3 {
-			continue
-		}
-		name, _ := sig.Body[0].(string)
-		if newOwner, _ := sig.Body[2].(string); newOwner != "" {
-			continue
-		}
-		w.mu.Lock()
-		for c := range w.waiting[name] {
-			(*c)()
-		}
-		w.mu.Unlock()
-	}
 }

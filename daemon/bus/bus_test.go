@@ -84,6 +84,21 @@ func startDaemonOn(t *testing.T, conn *dbus.Conn, root string) *daemon {
 	return startDaemonWith(t, conn, host.New(root))
 }
 
+// startOnKernel starts a bus, and rdmad on it over the fixture host name
+// with configuration cfg behind a hosttest.Kernel, for a test that holds
+// or refuses the kernel's reads and writes.
+func startOnKernel(t *testing.T, name, cfg string) (addr string, k *hosttest.Kernel, d *daemon) {
+	t.Helper()
+	dir := bustest.PublicDir(t)
+	addr = privateBus(t, dir)
+	k = hosttest.NewKernel(fixture(t, dir, name, cfg))
+	conn, err := dbusapi.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr, k, startDaemonWith(t, conn, k.Host())
+}
+
 // startDaemonWith starts rdmad on conn over h (a hosttest.Kernel's host,
 // for fault injection).
 func startDaemonWith(t *testing.T, conn *dbus.Conn, h *host.Host) *daemon {

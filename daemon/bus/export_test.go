@@ -65,6 +65,15 @@ func (s *Server) SetPlanTimeoutForTest(d time.Duration) {
 	s.setHook(func(h *testHooks) { h.planTimeout = d })
 }
 
+// SetLiveTimeoutForTest replaces liveTimeout (0: liveTimeout again).
+func (s *Server) SetLiveTimeoutForTest(d time.Duration) {
+	s.setHook(func(h *testHooks) { h.liveTimeout = d })
+}
+
+// LiveSlotsPerUID is how many ReadPorts calls a uid other than root has
+// under way at once.
+const LiveSlotsPerUID = liveSlotsPerUID
+
 // PlanSlots is how many plans are worked out at once.
 const PlanSlots = planSlots
 

@@ -1,8 +1,10 @@
 package bus
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // callerGate bounds the calls of a kind under way, in all and per uid,
@@ -41,4 +43,37 @@ func (g *callerGate) take(uid uint32) (release func(), _ error) {
 		}
 		g.taken--
 	}, nil
+}
+
+// untilDeadline runs work on its own goroutine, which calls release when
+// work returns, and answers work's result, or context.DeadlineExceeded
+// once timeout passes first. The call ends at its deadline; the slot
+// release gives back stays taken by work until it returns, so work that
+// does not answer (a kernel read that hangs) never piles up beyond the
+// gate's slots.
+func untilDeadline[T any](timeout time.Duration, release func(), work func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	type answer struct {
+		v   T
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		defer release()
+		v, err := work(ctx)
+		done <- answer{v, err}
+	}()
+	select {
+	case a := <-done:
+		return a.v, a.err
+	case <-ctx.Done():
+		select {
+		case a := <-done: // done as the time ran out
+			return a.v, a.err
+		default:
+			var zero T
+			return zero, ctx.Err()
+		}
+	}
 }

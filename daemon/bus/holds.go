@@ -25,62 +25,58 @@ const ActionHold = "org.rdmad1.hold"
 
 // leases follows the holders of one connection.
 type leases struct {
-	mu      sync.Mutex
 	conn    *dbus.Conn
-	holders map[string]string // unique name -> the holder's text
+	watch   *senderWatch
+	mu      sync.Mutex
+	holders map[string]*lease // by unique name
+}
+
+// lease is a holder the bus follows.
+type lease struct {
+	text     string        // the holder's text in holds
+	followed chan struct{} // closed once the bus follows the holder, or cannot
+	err      error         // why it cannot, once followed is closed
 }
 
 // holder follows sender from its first hold on, and returns the text
 // that names it in holds: text, the first time (a holder keeps one text
 // for as long as it is on the bus). gone is called once sender leaves the
-// bus.
+// bus. A holder is followed once, by one match rule: its first holds that
+// arrive together wait for the first to follow it.
 func (s *Server) holder(sender, text string, gone func(holder string)) (string, error) {
 	conn := s.conn.Load()
 	s.leaseMu.Lock()
 	l := s.leases
 	if l == nil || l.conn != conn {
-		l = &leases{conn: conn, holders: map[string]string{}}
+		l = &leases{conn: conn, watch: newSenderWatch(conn), holders: map[string]*lease{}}
 		s.leases = l
-		ch := make(chan *dbus.Signal, 16)
-		conn.Signal(ch)
-		go l.run(ch, gone)
 	}
 	s.leaseMu.Unlock()
 
 	l.mu.Lock()
-	known, ok := l.holders[sender]
-	l.mu.Unlock()
-	if ok {
-		return known, nil
+	h, known := l.holders[sender]
+	if !known {
+		h = &lease{text: text, followed: make(chan struct{})}
+		l.holders[sender] = h
 	}
-	if err := conn.AddMatchSignal(nameOwnerMatch(sender)...); err != nil {
-		return "", fmt.Errorf("follow the caller %s on the bus: %w", sender, err)
-	}
-	l.mu.Lock()
-	l.holders[sender] = text
 	l.mu.Unlock()
-	// It may have left before the match was in place.
-	var has bool
-	ctx, cancel := context.WithTimeout(context.Background(), identifyTimeout)
-	defer cancel()
-	if err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, sender).Store(&has); err == nil && !has {
-		l.leave(sender, gone)
+	if !known {
+		_, err := l.watch.follow(sender, func() { l.leave(sender, gone) })
+		l.mu.Lock()
+		if h.err = err; err != nil && l.holders[sender] == h {
+			delete(l.holders, sender)
+		}
+		l.mu.Unlock()
+		close(h.followed)
+	}
+	<-h.followed
+	if h.err != nil {
+		return "", h.err
+	}
+	if !s.following(sender) {
 		return "", fmt.Errorf("the caller %s left the bus", sender)
 	}
-	return text, nil
-}
-
-func (l *leases) run(ch <-chan *dbus.Signal, gone func(string)) {
-	for sig := range ch {
-		if sig.Name != "org.freedesktop.DBus.NameOwnerChanged" || len(sig.Body) != 3 {
-			continue
-		}
-		name, _ := sig.Body[0].(string)
-		if newOwner, _ := sig.Body[2].(string); newOwner != "" {
-			continue
-		}
-		l.leave(name, gone)
-	}
+	return h.text, nil
 }
 
 // following says whether the bus still follows sender as a holder on
@@ -101,14 +97,12 @@ func (s *Server) following(sender string) bool {
 // leave ends the holds of name, which left the bus.
 func (l *leases) leave(name string, gone func(string)) {
 	l.mu.Lock()
-	text, ok := l.holders[name]
+	h, ok := l.holders[name]
 	delete(l.holders, name)
 	l.mu.Unlock()
-	if !ok {
-		return
+	if ok {
+		gone(h.text)
 	}
-	_ = l.conn.RemoveMatchSignal(nameOwnerMatch(name)...)
-	gone(text)
 }
 
 // dropLeases forgets every holder: rdmad's connection is gone, and every
@@ -186,7 +180,9 @@ func (m *manager) ReleaseCorrections(msg dbus.Message, device string, port uint3
 	holder := ""
 	if l != nil {
 		l.mu.Lock()
-		holder = l.holders[sender]
+		if h, ok := l.holders[sender]; ok {
+			holder = h.text
+		}
 		l.mu.Unlock()
 	}
 	if err := m.s.svc.ReleaseCorrections(holder, dbusapi.Unescape(device), int(port)); err != nil {

@@ -2,14 +2,22 @@ package bus_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/rdmad/rdmad/daemon/bus"
+	"github.com/rdmad/rdmad/daemon/compose"
 	"github.com/rdmad/rdmad/daemon/config"
+	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
+	"github.com/rdmad/rdmad/daemon/netns/netnstest"
+	"github.com/rdmad/rdmad/daemon/service"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
 	"github.com/rdmad/rdmad/test/bustest"
@@ -258,4 +266,108 @@ func TestHoldsEndWithRdmadsConnection(t *testing.T) {
 	if hs := e.d.svc.Reconciler().Holds(); len(hs) != 0 {
 		t.Errorf("holds after the connection was lost: %+v", hs)
 	}
+}
+
+// matchRules is how many match rules the connection name has on the bus
+// (dbus-daemon's statistics), asked on conn.
+func matchRules(t *testing.T, conn *dbus.Conn, name string) uint32 {
+	t.Helper()
+	var stats map[string]dbus.Variant
+	if err := conn.BusObject().Call("org.freedesktop.DBus.Debug.Stats.GetConnectionStats", 0, name).Store(&stats); err != nil {
+		t.Fatalf("the statistics of %s: %v", name, err)
+	}
+	n, ok := stats["MatchRules"].Value().(uint32)
+	if !ok {
+		t.Fatalf("the statistics of %s have no MatchRules: %v", name, stats)
+	}
+	return n
+}
+
+// A holder is followed on the bus by one match rule, however many of its
+// first holds arrive at once, and the rule goes when it leaves.
+func TestHolderIsFollowedByOneMatchRule(t *testing.T) {
+	e := newAuthEnv(t, bustest.Start, defaultAuth)
+	rdmad := e.d.conn.Names()[0]
+	before := matchRules(t, e.root0.Conn(), rdmad)
+	holder, err := client.Connect(e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	const holds = 8
+	calls := make([]*dbus.Call, holds)
+	for i := range calls {
+		calls[i] = holder.Conn().Object(dbusapi.BusName, dbusapi.RootPath).Go(dbusapi.ManagerIface+".HoldCorrections", 0, make(chan *dbus.Call, 1),
+			"mlx5_0", uint32(1), []string{"roce_tos"})
+	}
+	for i, c := range calls {
+		if <-c.Done; c.Err != nil {
+			t.Fatalf("hold %d: %v", i+1, c.Err)
+		}
+	}
+	if n := matchRules(t, e.root0.Conn(), rdmad); n != before+1 {
+		t.Errorf("%d first holds at once: rdmad has %d match rules more than before, want 1", holds, int(n)-int(before))
+	}
+	holder.Close()
+	waitFor(t, "the hold to end when its holder leaves the bus", func() bool { return len(holdsOf(t, e.root0.Conn())) == 0 })
+	waitFor(t, "rdmad's match rules to be as before the holds", func() bool { return matchRules(t, e.root0.Conn(), rdmad) == before })
+}
+
+// leaveBeforeHold is the service as the bus sees it, with the caller of a
+// hold leaving the bus between its lease and its hold: the hold waits
+// until the bus released the holder for leaving, then goes in.
+type leaveBeforeHold struct {
+	*service.Service
+	holder   *dbus.Conn
+	released chan string // the holders the bus released
+	held     atomic.Bool // a hold went in
+}
+
+func (w *leaveBeforeHold) HoldCorrections(h service.HoldRequest) error {
+	w.holder.Close()
+	select {
+	case <-w.released:
+	case <-time.After(20 * time.Second):
+		return errors.New("the bus did not notice its holder left")
+	}
+	err := w.Service.HoldCorrections(h)
+	w.held.Store(err == nil)
+	return err
+}
+
+func (w *leaveBeforeHold) ReleaseHolder(holder string) {
+	w.Service.ReleaseHolder(holder)
+	select {
+	case w.released <- holder:
+	default:
+	}
+}
+
+var _ bus.Daemon = (*leaveBeforeHold)(nil)
+
+// A caller that leaves the bus between its lease and its hold leaves no
+// hold behind: its leave released nothing yet, so the hold is released
+// once it is in.
+func TestHoldOfACallerGoneBeforeItIsReleased(t *testing.T) {
+	dir := bustest.PublicDir(t)
+	addr := privateBus(t, dir)
+	root := fixture(t, dir, "mlx5", mlx5Config+tosConfig)
+	holder := dialT(t, addr)
+	conn, err := dbusapi.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := host.New(root)
+	var w *leaveBeforeHold
+	d := startDaemonAs(t, conn, h, compose.Kernel{Modules: &hosttest.Modprobe{Root: root}, Netns: netnstest.New(config.NetnsShared)},
+		&bus.PolkitAuthorizer{Conn: conn, PolkitTimeout: 10 * time.Second},
+		func(svc *service.Service) bus.Daemon {
+			w = &leaveBeforeHold{Service: svc, holder: holder, released: make(chan string, 4)}
+			return w
+		})
+	holder.Object(dbusapi.BusName, dbusapi.RootPath).Go(dbusapi.ManagerIface+".HoldCorrections", 0, make(chan *dbus.Call, 1),
+		"mlx5_0", uint32(1), []string{"roce_tos"})
+	waitFor(t, "the hold of a caller gone before it to end", func() bool {
+		return w.held.Load() && len(d.svc.Reconciler().Holds()) == 0
+	})
 }

@@ -20,6 +20,8 @@ type testHooks struct {
 	inPlan func()
 	// planTimeout replaces planTimeout (0: not replaced).
 	planTimeout time.Duration
+	// liveTimeout replaces liveTimeout (0: not replaced).
+	liveTimeout time.Duration
 	// encodeFindings replaces dbusapi.EncodeFindings in Diagnose.
 	encodeFindings func([]dbusapi.Finding) (string, error)
 }

@@ -72,45 +72,30 @@ func (m *manager) ReadPorts(msg dbus.Message, device string, port uint32) (uint6
 		m.s.refuse(msg, "ReadPorts", ReasonBusy, "call refused", "err", err)
 		return 0, nil, busy(dbusapi.Escape(err.Error()))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), liveTimeout)
-	defer cancel()
-	type read struct {
-		live reconcile.Live
-		err  error
+	timeout := liveTimeout
+	if h := m.s.hook(); h != nil && h.liveTimeout > 0 {
+		timeout = h.liveTimeout
 	}
-	done := make(chan read, 1)
-	go func() {
-		defer release()
-		live, err := m.s.svc.ReadPorts(ctx, device, int(port))
-		done <- read{live, err}
-	}()
-	var out read
-	select {
-	case out = <-done:
-	case <-ctx.Done():
-		select {
-		case out = <-done: // done as the time ran out
-		default:
-			out.err = ctx.Err()
-		}
+	live, err := untilDeadline(timeout, release, func(ctx context.Context) (reconcile.Live, error) {
+		return m.s.svc.ReadPorts(ctx, device, int(port))
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		return 0, nil, busy(fmt.Sprintf("ReadPorts: not done within %s; a kernel read does not answer or the host is overloaded: try again later", timeout))
 	}
-	if errors.Is(out.err, context.DeadlineExceeded) {
-		return 0, nil, busy(fmt.Sprintf("ReadPorts: not done within %s; a kernel read does not answer or the host is overloaded: try again later", liveTimeout))
-	}
-	if out.err != nil {
-		return 0, nil, busError(out.err)
+	if err != nil {
+		return 0, nil, busError(err)
 	}
 	// At 1,024 devices the reply is as big as GetManagedObjects': its
 	// garbage goes back to the system once sent, as that one's does.
 	defer m.s.reclaim.soon()
 	ports := map[dbus.ObjectPath]map[string]dbus.Variant{}
-	for i := range out.live.Devices {
-		ds := &out.live.Devices[i]
+	for i := range live.Devices {
+		ds := &live.Devices[i]
 		for _, p := range deviceModel(ds).Ports {
 			if port == 0 || p.Number == port {
 				ports[dbusapi.PortPath(ds.Name, int(p.Number))] = dbusapi.ToProps(p)
 			}
 		}
 	}
-	return uint64(out.live.At.UnixMicro()), ports, nil
+	return uint64(live.At.UnixMicro()), ports, nil
 }

@@ -1,9 +1,13 @@
 package bus_test
 
 import (
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/host"
 	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
@@ -72,4 +76,83 @@ func setting(p dbusapi.Port, name string) dbusapi.Setting {
 		}
 	}
 	return dbusapi.Setting{}
+}
+
+// A live read whose kernel read does not answer ends its call at the
+// deadline with Busy, and keeps its slot until the read returns: a user
+// whose reads all hang is Busy at once for another, while root reads, and
+// reads again once they return.
+func TestReadPortsStuckReadEndsAtItsDeadline(t *testing.T) {
+	addr, k, d := startOnKernel(t, "mlx5", planConfig)
+	const deadline = 300 * time.Millisecond
+	d.srv.SetLiveTimeoutForTest(deadline)
+	stuck := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")
+	entered, release := make(chan struct{}, bus.LiveSlotsPerUID), make(chan struct{})
+	var reads atomic.Int32
+	k.BeforeRead(func(rel string) {
+		if rel == stuck && reads.Add(1) <= bus.LiveSlotsPerUID {
+			entered <- struct{}{}
+			<-release // the user's reads; later ones go on
+		}
+	})
+	var released sync.Once
+	defer released.Do(func() { close(release) })
+	read := callerSpec{Addr: addr, Method: "ReadPorts", Args: argsOf(argS("mlx5_0"), argU(1))}
+	for i := range bus.LiveSlotsPerUID {
+		start := time.Now()
+		wait := startCaller(t, nobody, read)
+		select {
+		case <-entered:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("read %d never read the TOS", i+1)
+		}
+		res := wait()
+		if len(res) != 1 || res[0].Name != dbusapi.ErrBusy {
+			t.Fatalf("read %d past its deadline: %+v, want %s", i+1, res, dbusapi.ErrBusy)
+		}
+		for _, want := range []string{"ReadPorts", deadline.String()} {
+			if !strings.Contains(res[0].Message, want) {
+				t.Errorf("the error %q does not say %q", res[0].Message, want)
+			}
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("read %d answered after %s", i+1, took)
+		}
+	}
+	other := argsOf(argS("mlx5_1"), argU(1))
+	if res := callAs(t, addr, nobody, false, "ReadPorts", other...); res.Name != dbusapi.ErrBusy || !strings.Contains(res.Message, "the most a user has at once") {
+		t.Errorf("a read while the user's reads hang: %+v, want Busy", res)
+	}
+	c, err := client.Connect(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, err := c.ReadPorts(t.Context(), "mlx5_1", 1); err != nil {
+		t.Errorf("root's read while the user's reads hang: %v", err)
+	}
+	released.Do(func() { close(release) })
+	waitFor(t, "the user's slots once its reads returned", func() bool {
+		return callAs(t, addr, nobody, false, "ReadPorts", other...).Name == ""
+	})
+}
+
+// A ReadPorts reply counts a port's corrections in Corrected as the
+// published property does: a setting rdmad put back is there, with how
+// many times.
+func TestReadPortsCountsCorrections(t *testing.T) {
+	e := newNewsEnv(t, tosConfig)
+	e.tamper(t, "0")
+	c, err := client.Connect(e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, ports, err := c.ReadPorts(t.Context(), "mlx5_0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ports) != 1 || len(ports[0].Corrected) != 1 || ports[0].Corrected["roce_tos"] != 1 {
+		t.Errorf("ReadPorts after a correction of mlx5_0/1's TOS: %+v, want Corrected roce_tos 1", ports)
+	}
 }

@@ -61,43 +61,24 @@ func (m *manager) Plan(msg dbus.Message, candidate []byte, as string) (string, *
 	if h != nil && h.planTimeout > 0 {
 		timeout = h.planTimeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	var step atomic.Pointer[string]
-	type planned struct {
-		p   service.Plan
-		err error
-	}
-	done := make(chan planned, 1)
-	go func() {
-		defer release()
+	p, err := untilDeadline(timeout, release, func(ctx context.Context) (service.Plan, error) {
 		if h != nil && h.inPlan != nil {
 			h.inPlan()
 		}
-		p, err := m.s.svc.Plan(ctx, candidate, as, func(s string) { step.Store(&s) })
-		done <- planned{p, err}
-	}()
-	var out planned
-	select {
-	case out = <-done:
-	case <-ctx.Done():
-		select {
-		case out = <-done: // done as the time ran out
-		default:
-			out.err = ctx.Err()
-		}
-	}
-	if errors.Is(out.err, context.DeadlineExceeded) {
+		return m.s.svc.Plan(ctx, candidate, as, func(s string) { step.Store(&s) })
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
 		at := "start"
 		if s := step.Load(); s != nil {
 			at = *s
 		}
 		return "", busy(fmt.Sprintf("Plan: not done within %s, at the step: %s; a kernel read does not answer or the host is overloaded: try again later", timeout, at))
 	}
-	if out.err != nil {
-		return "", busError(out.err)
+	if err != nil {
+		return "", busError(err)
 	}
-	doc, err := dbusapi.EncodePlan(planModel(out.p))
+	doc, err := dbusapi.EncodePlan(planModel(p))
 	if err != nil {
 		return "", busError(err)
 	}

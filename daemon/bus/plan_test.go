@@ -17,10 +17,8 @@ import (
 
 	"github.com/rdmad/rdmad/daemon/bus"
 	"github.com/rdmad/rdmad/daemon/host"
-	"github.com/rdmad/rdmad/daemon/host/hosttest"
 	"github.com/rdmad/rdmad/dbusapi"
 	"github.com/rdmad/rdmad/dbusapi/client"
-	"github.com/rdmad/rdmad/test/bustest"
 )
 
 const planConfig = mlx5Config + `
@@ -275,15 +273,7 @@ func regexpLine(out, pattern string) string {
 // while the plan's read still hangs. Once the read answers, plans work
 // again.
 func TestPlanStuckReadEndsAtItsDeadline(t *testing.T) {
-	dir := bustest.PublicDir(t)
-	addr := privateBus(t, dir)
-	root := fixture(t, dir, "mlx5", planConfig)
-	k := hosttest.NewKernel(root)
-	conn, err := dbusapi.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := startDaemonWith(t, conn, k.Host())
+	addr, k, d := startOnKernel(t, "mlx5", planConfig)
 	const deadline = 300 * time.Millisecond
 	d.srv.SetPlanTimeoutForTest(deadline)
 	stuck := host.ConfigfsPortPath("mlx5_0", 1, "default_roce_tos")

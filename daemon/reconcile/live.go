@@ -64,6 +64,7 @@ func (r *Reconciler) ReadLive(ctx context.Context, pol *config.Policy, names []s
 				failed = append(failed, a) // a read that failed
 			}
 		}
+		r.tally.markRecords(recs[n]) // Corrected counts as a pass's records do
 		out.Devices = append(out.Devices, BuildDeviceState(*d, failed, append(recs[n], hostOnPorts[n]...)))
 	}
 	return out

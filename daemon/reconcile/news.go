@@ -127,20 +127,23 @@ func (t *tally) bySetting() map[string]uint64 {
 // mark sets Corrected on the records of res whose setting was ever
 // corrected; it costs nothing on a host where none was.
 func (t *tally) mark(res *passResult) {
+	t.markRecords(res.hostRecs)
+	for _, recs := range res.recs {
+		t.markRecords(recs)
+	}
+}
+
+// markRecords sets Corrected on the records of recs whose setting was
+// ever corrected.
+func (t *tally) markRecords(recs []Record) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.n) == 0 {
 		return
 	}
-	set := func(recs []Record) {
-		for i := range recs {
-			if recs[i].Setting != nil {
-				recs[i].Corrected = t.n[driftKey{recs[i].Subject, recs[i].Setting.Name}]
-			}
+	for i := range recs {
+		if recs[i].Setting != nil {
+			recs[i].Corrected = t.n[driftKey{recs[i].Subject, recs[i].Setting.Name}]
 		}
-	}
-	set(res.hostRecs)
-	for _, recs := range res.recs {
-		set(recs)
 	}
 }
