@@ -107,7 +107,6 @@ func TestLiveConfigEdits(t *testing.T) {
 // one pass, visible as one "reconciled" line in the --verbose log, also
 // after the file watcher has seen rdmad's own drop-in write.
 func TestLiveOnePassPerCall(t *testing.T) {
-	t.Parallel() // a bus and a host of its own; the test mostly waits
 	addr := privateBus(t)
 	root, env, _ := demoHost(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -117,7 +117,6 @@ func passTime(usec uint64) string {
 //     and rdmad_port_roce_tos are 0 from that pass on (the restore is
 //     recorded in the state the pass stores, not only written).
 func TestPublishedTruth(t *testing.T) {
-	t.Parallel() // a bus and a host of its own; the test mostly waits
 	addr := privateBus(t)
 	root, env, _ := demoHost(t)
 	hosttest.Write(t, root, reconcile.BootIDFile, "0d4b6c8e-5a1f-4f3e-9c2d-7b8a9e0f1a2b\n")
